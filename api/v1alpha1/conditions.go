@@ -1,0 +1,29 @@
+package v1alpha1
+
+// Condition types shared by the kinds of this group. Ready is the summary; the others
+// explain it.
+const (
+	// ConditionReady summarises whether the object does what its spec asks.
+	ConditionReady = "Ready"
+	// ConditionStalled is True when the spec cannot work as written; the operator does not
+	// retry until the spec changes.
+	ConditionStalled = "Stalled"
+	// ConditionAvailable is True when the MCP server answers on its URL.
+	ConditionAvailable = "Available"
+	// ConditionSchemaPortable is False when a tool's inputSchema uses keys that strict
+	// MCP clients reject. The schema is still served unchanged.
+	ConditionSchemaPortable = "SchemaPortable"
+)
+
+// Condition reasons, CamelCase as Kubernetes expects.
+const (
+	ReasonAvailable          = "Available"
+	ReasonProgressing        = "Progressing"
+	ReasonInvalidSpec        = "InvalidSpec"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonScaledToZero       = "ScaledToZero"
+	ReasonPortable           = "Portable"
+	ReasonNonPortableKeys    = "NonPortableKeys"
+	ReasonReconciled         = "Reconciled"
+	ReasonDeploymentNotReady = "DeploymentNotReady"
+)

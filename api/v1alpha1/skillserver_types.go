@@ -1,0 +1,291 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Transport is how MCP clients talk to a server.
+// +kubebuilder:validation:Enum=streamable-http;sse
+type Transport string
+
+const (
+	// TransportStreamableHTTP is the MCP streamable HTTP transport, served on /mcp.
+	TransportStreamableHTTP Transport = "streamable-http"
+	// TransportSSE is the older HTTP+SSE transport, served on /sse and /message.
+	TransportSSE Transport = "sse"
+)
+
+// SkillServerSpec is the skill set to serve as one MCP server.
+// +kubebuilder:validation:XValidation:rule="!has(self.stateless) || self.stateless || self.transport != 'streamable-http' || !has(self.replicas) || self.replicas <= 1",message="a stateful streamable-http server keeps sessions in memory and cannot run more than one replica without session affinity: set stateless: true or replicas: 1"
+type SkillServerSpec struct {
+	// ServerInfo is what the server reports about itself in the MCP initialize answer.
+	// +optional
+	ServerInfo ServerInfo `json:"serverInfo,omitempty"`
+
+	// Transport is the MCP transport served to clients.
+	// +kubebuilder:default=streamable-http
+	// +optional
+	Transport Transport `json:"transport,omitempty"`
+
+	// Port is the TCP port of the MCP server and its Service.
+	// +kubebuilder:default=8765
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Replicas is the number of adapter pods (kubernetes runtime).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Stateless serves every request without an MCP session, so replicas need no session
+	// affinity. Set it to false for clients that rely on server-side sessions.
+	// +kubebuilder:default=true
+	// +optional
+	Stateless *bool `json:"stateless,omitempty"`
+
+	// Skills are the tools this server offers.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Skills []Skill `json:"skills,omitempty"`
+
+	// Auth requires MCP clients to present a bearer token.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// AllowFrom limits which pods may connect. When set, a NetworkPolicy admits only these
+	// peers to the server's port; when empty, no NetworkPolicy is created.
+	// +listType=atomic
+	// +optional
+	AllowFrom []networkingv1.NetworkPolicyPeer `json:"allowFrom,omitempty"`
+
+	// Pod overrides parts of the adapter pods.
+	// +optional
+	Pod *PodOverrides `json:"pod,omitempty"`
+}
+
+// ServerInfo is the MCP implementation info of a server.
+type ServerInfo struct {
+	// Name defaults to the SkillServer's name.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Version defaults to "0.0.0".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Instructions tell clients how to use the server.
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// Skill is one MCP tool and the backend that answers its calls.
+// +kubebuilder:validation:XValidation:rule="(has(self.template) ? 1 : 0) + (has(self.http) ? 1 : 0) == 1",message="a skill needs exactly one backend: set either template or http"
+type Skill struct {
+	// Name is the MCP tool name: 1 to 128 of the characters A-Z a-z 0-9 _ - .
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9_.-]+$')",message="tool names may use only A-Z, a-z, 0-9, '_', '-' and '.' (MCP tool-name rules); rename the skill"
+	// +required
+	Name string `json:"name"`
+
+	// Description tells a model what the tool does and when to use it.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// InputSchema is the JSON Schema of the tool's arguments, served unchanged. Its type
+	// must be "object". Defaults to an object schema with no properties.
+	// +optional
+	InputSchema *ToolInputSchema `json:"inputSchema,omitempty"`
+
+	// Annotations are MCP hints about the tool's behaviour.
+	// +optional
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+
+	// Template answers with a Go text/template rendered over the arguments.
+	// +optional
+	Template *TemplateBackend `json:"template,omitempty"`
+
+	// HTTP answers by POSTing the arguments as JSON to a URL.
+	// +optional
+	HTTP *HTTPBackend `json:"http,omitempty"`
+}
+
+// ToolAnnotations are the MCP tool annotations. They are hints for clients, not guarantees.
+type ToolAnnotations struct {
+	// Title is a human-readable name for the tool.
+	// +optional
+	Title string `json:"title,omitempty"`
+	// ReadOnlyHint says the tool does not change its environment.
+	// +optional
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	// DestructiveHint says the tool may make destructive updates.
+	// +optional
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// IdempotentHint says calling the tool twice with the same arguments has no extra effect.
+	// +optional
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+	// OpenWorldHint says the tool reaches outside the server (the internet, other systems).
+	// +optional
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// TemplateBackend renders a Go text/template over the call's arguments. A key the
+// template uses but the call does not pass is an error, not an empty string.
+type TemplateBackend struct {
+	// Text is the template, e.g. "found: {{ .title }}".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	// +required
+	Text string `json:"text"`
+}
+
+// HTTPBackend POSTs the call's arguments as a JSON object and returns the answer's body.
+type HTTPBackend struct {
+	// URL receives the POST. Scheme http or https, a host, and no credentials in it.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="url must be an absolute http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="url must name a host, e.g. http://books.default.svc:8080/search"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@')",message="url must not carry credentials (user:password@); the adapter sends none, use a backend that trusts the network or the server's auth"
+	// +required
+	URL string `json:"url"`
+
+	// Timeout bounds one call, including reading the answer.
+	// +kubebuilder:default="10s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// MaxResponseBytes bounds the answer's body; a larger answer is a tool error.
+	// +kubebuilder:default=1048576
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	MaxResponseBytes *int64 `json:"maxResponseBytes,omitempty"`
+}
+
+// AuthSpec makes MCP clients authenticate.
+type AuthSpec struct {
+	// BearerTokenSecretRef names a key of a Secret in the same namespace whose value
+	// clients must send as "Authorization: Bearer <token>".
+	// +required
+	BearerTokenSecretRef SecretKeyRef `json:"bearerTokenSecretRef"`
+}
+
+// SecretKeyRef names one key of a Secret in the object's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+	// Key within the Secret.
+	// +kubebuilder:default=token
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// PodOverrides changes the adapter pods the operator runs.
+type PodOverrides struct {
+	// Image overrides the adapter image the operator was started with.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Resources overrides the default requests and limits.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ServiceAccountName runs the pods under this account. Its token is still not mounted.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// ServedTool is one tool the server offers and where it comes from.
+type ServedTool struct {
+	// Name is the MCP tool name.
+	Name string `json:"name"`
+	// Source is "skill" for a skill of this server.
+	Source string `json:"source"`
+}
+
+// SkillServerStatus is what the operator observed.
+type SkillServerStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (the summary), Available, Stalled, SchemaPortable.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// URL is where MCP clients connect.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Tools are the tools served.
+	// +listType=atomic
+	// +optional
+	Tools []ServedTool `json:"tools,omitempty"`
+
+	// ToolCount is len(tools), for kubectl get.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+
+	// Replicas is the number of adapter pods.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of adapter pods ready to serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the adapter pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// ConfigHash identifies the rendered adapter config the pods run.
+	// +optional
+	ConfigHash string `json:"configHash,omitempty"`
+}
+
+// SkillServer serves a set of skills as an MCP server.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=ss;skills,categories=cantus
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,description="ready adapter pods"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SkillServer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec SkillServerSpec `json:"spec"`
+	// +optional
+	Status SkillServerStatus `json:"status,omitempty"`
+}
+
+// SkillServerList is a list of SkillServers.
+// +kubebuilder:object:root=true
+type SkillServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SkillServer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SkillServer{}, &SkillServerList{})
+}

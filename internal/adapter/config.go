@@ -1,0 +1,113 @@
+// Package adapter is the MCP server that runs in every SkillServer pod (and in the
+// manager process under the local runtime). It serves the tools of one rendered Config.
+package adapter
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Transport names, as in the SkillServer API.
+const (
+	TransportStreamableHTTP = "streamable-http"
+	TransportSSE            = "sse"
+)
+
+// Paths the adapter serves besides the MCP endpoint.
+const (
+	PathMCP     = "/mcp"
+	PathSSE     = "/sse"
+	PathMessage = "/message"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	PathMetrics = "/metrics"
+)
+
+// ConfigFileName is the key of the rendered config in its ConfigMap and the file name
+// at the mount path.
+const ConfigFileName = "adapter.json"
+
+// Config is everything one adapter serves. The controller renders it from a SkillServer;
+// the adapter reads it from a file. It never holds secret values, only file paths.
+type Config struct {
+	Server    ServerInfo `json:"server"`
+	Transport string     `json:"transport"`
+	Port      int32      `json:"port"`
+	Stateless bool       `json:"stateless"`
+	// BearerTokenFile, when set, is a file holding the token clients must present.
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	Tools           []Tool `json:"tools"`
+}
+
+// ServerInfo is reported to clients in the initialize answer.
+type ServerInfo struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// Tool is one MCP tool and its backend; exactly one backend is set.
+type Tool struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	InputSchema json.RawMessage  `json:"inputSchema"`
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+	Template    *TemplateBackend `json:"template,omitempty"`
+	HTTP        *HTTPBackend     `json:"http,omitempty"`
+}
+
+// ToolAnnotations are the MCP tool hints.
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// TemplateBackend renders Text (Go text/template) over the arguments.
+type TemplateBackend struct {
+	Text string `json:"text"`
+}
+
+// HTTPBackend POSTs the arguments as JSON to URL.
+type HTTPBackend struct {
+	URL              string   `json:"url"`
+	Timeout          Duration `json:"timeout"`
+	MaxResponseBytes int64    `json:"maxResponseBytes"`
+}
+
+// Duration is a time.Duration written as "10s" in JSON.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"10s\": %w", err)
+	}
+	parsed, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("parse duration %q: %w", s, err)
+	}
+	d.Duration = parsed
+	return nil
+}
+
+// LoadConfig reads a Config from a JSON file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read adapter config: %w", err)
+	}
+	var cfg Config
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("parse adapter config %s: %w", path, err)
+	}
+	return &cfg, nil
+}

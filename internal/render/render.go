@@ -1,0 +1,140 @@
+// Package render turns a SkillServer into the adapter config both workload runtimes
+// serve. There is one renderer so that the kubernetes and local runtimes cannot differ.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// Defaults applied when the API server's defaulting did not run (objects built in Go).
+const (
+	DefaultPort             = 8765
+	DefaultVersion          = "0.0.0"
+	DefaultHTTPTimeout      = 10 * time.Second
+	DefaultMaxResponseBytes = 1 << 20
+	// BearerTokenMountPath is where the kubernetes runtime mounts the auth Secret's key.
+	BearerTokenMountPath = "/var/run/cantus/auth/token"
+)
+
+// emptyObjectSchema is served for a skill that declares no inputSchema.
+var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
+
+// AdapterConfig renders the adapter config of a SkillServer.
+func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapter.Config {
+	cfg := &adapter.Config{
+		Server:    serverInfo(ss),
+		Transport: string(transportOf(ss)),
+		Port:      PortOf(ss),
+		Stateless: ss.Spec.Stateless == nil || *ss.Spec.Stateless,
+		Tools:     make([]adapter.Tool, 0, len(ss.Spec.Skills)),
+	}
+	if ss.Spec.Auth != nil {
+		cfg.BearerTokenFile = BearerTokenMountPath
+	}
+	for i := range ss.Spec.Skills {
+		cfg.Tools = append(cfg.Tools, tool(&ss.Spec.Skills[i]))
+	}
+	return cfg
+}
+
+// Hash identifies a rendered config; a change of hash rolls the adapter pods.
+func Hash(cfg *adapter.Config) (string, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("encode adapter config: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// PortOf returns the port the server listens on.
+func PortOf(ss *cantusv1alpha1.SkillServer) int32 {
+	if ss.Spec.Port == 0 {
+		return DefaultPort
+	}
+	return ss.Spec.Port
+}
+
+// EndpointPath is the path MCP clients connect to for the server's transport.
+func EndpointPath(ss *cantusv1alpha1.SkillServer) string {
+	if transportOf(ss) == cantusv1alpha1.TransportSSE {
+		return adapter.PathSSE
+	}
+	return adapter.PathMCP
+}
+
+func transportOf(ss *cantusv1alpha1.SkillServer) cantusv1alpha1.Transport {
+	if ss.Spec.Transport == "" {
+		return cantusv1alpha1.TransportStreamableHTTP
+	}
+	return ss.Spec.Transport
+}
+
+func serverInfo(ss *cantusv1alpha1.SkillServer) adapter.ServerInfo {
+	info := adapter.ServerInfo{
+		Name:         ss.Spec.ServerInfo.Name,
+		Version:      ss.Spec.ServerInfo.Version,
+		Instructions: ss.Spec.ServerInfo.Instructions,
+	}
+	if info.Name == "" {
+		info.Name = ss.Name
+	}
+	if info.Version == "" {
+		info.Version = DefaultVersion
+	}
+	return info
+}
+
+func tool(skill *cantusv1alpha1.Skill) adapter.Tool {
+	t := adapter.Tool{
+		Name:        skill.Name,
+		Description: skill.Description,
+		InputSchema: emptyObjectSchema,
+		Annotations: annotations(skill.Annotations),
+	}
+	if skill.InputSchema != nil && len(skill.InputSchema.Raw) > 0 {
+		t.InputSchema = json.RawMessage(skill.InputSchema.Raw)
+	}
+	switch {
+	case skill.Template != nil:
+		t.Template = &adapter.TemplateBackend{Text: skill.Template.Text}
+	case skill.HTTP != nil:
+		t.HTTP = httpBackend(skill.HTTP)
+	}
+	return t
+}
+
+func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapter.HTTPBackend {
+	out := &adapter.HTTPBackend{
+		URL:              in.URL,
+		Timeout:          adapter.Duration{Duration: DefaultHTTPTimeout},
+		MaxResponseBytes: DefaultMaxResponseBytes,
+	}
+	if in.Timeout != nil {
+		out.Timeout.Duration = in.Timeout.Duration
+	}
+	if in.MaxResponseBytes != nil {
+		out.MaxResponseBytes = *in.MaxResponseBytes
+	}
+	return out
+}
+
+func annotations(in *cantusv1alpha1.ToolAnnotations) *adapter.ToolAnnotations {
+	if in == nil {
+		return nil
+	}
+	return &adapter.ToolAnnotations{
+		Title:           in.Title,
+		ReadOnlyHint:    in.ReadOnlyHint,
+		DestructiveHint: in.DestructiveHint,
+		IdempotentHint:  in.IdempotentHint,
+		OpenWorldHint:   in.OpenWorldHint,
+	}
+}
