@@ -289,3 +289,6 @@ type SkillServerList struct {
 func init() {
 	SchemeBuilder.Register(&SkillServer{}, &SkillServerList{})
 }
+
+// String returns the transport's name.
+func (t Transport) String() string { return string(t) }

@@ -1,0 +1,180 @@
+// Command adapter is the MCP server of a SkillServer pod: it serves the tools of one
+// rendered adapter config.
+//
+//	adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--v 0]
+//	adapter version
+//
+// After binding, serve prints exactly one line to stdout, "listening on http://HOST:PORT";
+// scripts and tests parse it. Logs go to stderr as JSON.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v0.1.0".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches the subcommand; serve is the default so that "adapter --config X"
+// works as the container's whole command line.
+func run(args []string, stdout, stderr io.Writer) int {
+	command, rest := "serve", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command, rest = args[0], args[1:]
+	}
+	switch command {
+	case "serve":
+		return serve(rest, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "cantus-adapter %s %s\n", version, runtime.Version())
+		return exitOK
+	case "help":
+		printUsage(stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "adapter: unknown command %q\n", command)
+		printUsage(stderr)
+		return exitUsage
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--v 0]
+  adapter version
+`)
+}
+
+type serveFlags struct {
+	config        string
+	host          string
+	port          int
+	portSet       bool
+	drainDelay    time.Duration
+	shutdownGrace time.Duration
+	verbosity     int
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("adapter serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "path of the adapter config (JSON)")
+	fs.StringVar(&f.host, "host", "0.0.0.0", "address to listen on")
+	fs.IntVar(&f.port, "port", 0, "port to listen on, overriding the config's; 0 picks a free port")
+	fs.DurationVar(&f.drainDelay, "drain-delay", adapter.DefaultDrainDelay, "after readiness fails, keep taking new calls this long")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", adapter.DefaultShutdownGrace, "how long shutdown may take, in-flight calls included")
+	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 1 logs failed tool calls, 2 every call")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if f.config == "" {
+		return nil, errors.New("--config is required")
+	}
+	fs.Visit(func(fl *flag.Flag) { f.portSet = f.portSet || fl.Name == "port" })
+	if f.portSet && (f.port < 0 || f.port > 65535) {
+		return nil, fmt.Errorf("--port %d is out of range: use 0..65535", f.port)
+	}
+	return f, nil
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	flags, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "adapter serve: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, flags.verbosity)
+	if err := serveConfig(flags, stdout, log); err != nil {
+		log.Error(err, "adapter stopped")
+		return exitError
+	}
+	return exitOK
+}
+
+func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
+	cfg, err := adapter.LoadConfig(flags.config)
+	if err != nil {
+		return err
+	}
+	if flags.portSet {
+		cfg.Port = int32(flags.port)
+	}
+	srv, err := adapter.NewServer(cfg,
+		adapter.WithLogger(log),
+		adapter.WithDrainDelay(flags.drainDelay),
+		adapter.WithShutdownGrace(flags.shutdownGrace),
+	)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(flags.host, strconv.Itoa(int(cfg.Port))))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr().String())
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		// A second signal during the graceful shutdown kills the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	return srv.Serve(ctx, ln)
+}
+
+// newLogger writes JSON lines to stderr; logr verbosity n maps to slog level -n.
+func newLogger(w io.Writer, verbosity int) logr.Logger {
+	handler := slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level:       slog.Level(-verbosity),
+		ReplaceAttr: verbosityLevelNames,
+	})
+	return logr.FromSlogHandler(handler).WithName("adapter")
+}
+
+// verbosityLevelNames prints logr's V(n) as "V1", "V2", … rather than slog's
+// "DEBUG+3", which reads as a debug level of its own.
+func verbosityLevelNames(_ []string, a slog.Attr) slog.Attr {
+	if a.Key != slog.LevelKey {
+		return a
+	}
+	if level, ok := a.Value.Any().(slog.Level); ok && level < slog.LevelInfo {
+		a.Value = slog.StringValue(fmt.Sprintf("V%d", -int(level)))
+	}
+	return a
+}

@@ -1,0 +1,120 @@
+// Command manager runs the cantus operator: the controllers of the cantus.dev kinds,
+// health probes, metrics and leader election.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/controller"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// defaultAdapterImage is the image the kubernetes runtime runs; it holds both binaries.
+const defaultAdapterImage = "ghcr.io/cantus-dev/cantus-operator:dev"
+
+type options struct {
+	runtime        string
+	adapterImage   string
+	clusterDomain  string
+	metricsAddr    string
+	secureMetrics  bool
+	probeAddr      string
+	leaderElection bool
+}
+
+func main() {
+	opts := options{}
+	flag.StringVar(&opts.runtime, "runtime", "kubernetes", "where adapters run: kubernetes (Deployments) or local (in this process on 127.0.0.1)")
+	flag.StringVar(&opts.adapterImage, "adapter-image", envOr("CANTUS_ADAPTER_IMAGE", defaultAdapterImage), "adapter image for the kubernetes runtime")
+	flag.StringVar(&opts.clusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain used in Service URLs")
+	flag.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables the endpoint")
+	flag.BoolVar(&opts.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorized by the API server")
+	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
+	flag.BoolVar(&opts.leaderElection, "leader-elect", false, "elect a leader so that only one manager reconciles")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(opts); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(opts options) error {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cantusv1alpha1.AddToScheme(scheme))
+
+	metricsOpts := metricsserver.Options{BindAddress: opts.metricsAddr, SecureServing: opts.secureMetrics}
+	if opts.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: opts.probeAddr,
+		LeaderElection:         opts.leaderElection,
+		LeaderElectionID:       "cantus-operator.cantus.dev",
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	rt, err := newRuntime(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := (&controller.SkillServerReconciler{
+		Client:   mgr.GetClient(),
+		Runtime:  rt,
+		Recorder: mgr.GetEventRecorder("cantus-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up SkillServer controller: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+	ctrl.Log.Info("starting manager", "runtime", opts.runtime)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func newRuntime(mgr ctrl.Manager, opts options) (workload.Runtime, error) {
+	switch opts.runtime {
+	case "kubernetes":
+		return workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain), nil
+	case "local":
+		local := workload.NewLocal(mgr.GetAPIReader())
+		if err := mgr.Add(local); err != nil {
+			return nil, fmt.Errorf("add local runtime: %w", err)
+		}
+		return local, nil
+	default:
+		return nil, errors.New("--runtime must be kubernetes or local")
+	}
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}

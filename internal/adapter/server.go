@@ -1,0 +1,282 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Defaults of the shutdown options.
+const (
+	DefaultShutdownGrace = 25 * time.Second
+	DefaultDrainDelay    = time.Duration(0)
+)
+
+// Option configures a Server.
+type Option func(*options)
+
+type options struct {
+	shutdownGrace time.Duration
+	drainDelay    time.Duration
+	logger        logr.Logger
+	bearerToken   *string
+}
+
+// WithShutdownGrace bounds how long shutdown may take from the moment it begins: the
+// drain delay and the in-flight calls both count against it. Default 25s, under
+// Kubernetes' default terminationGracePeriodSeconds of 30.
+func WithShutdownGrace(d time.Duration) Option {
+	return func(o *options) { o.shutdownGrace = d }
+}
+
+// WithDrainDelay keeps accepting new calls this long after readiness starts failing,
+// so that clients routed by not-yet-updated endpoints are still served. Default 0.
+func WithDrainDelay(d time.Duration) Option {
+	return func(o *options) { o.drainDelay = d }
+}
+
+// WithLogger sets the logger. Default logr.Discard().
+func WithLogger(l logr.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithBearerToken requires this token on the MCP endpoints and overrides
+// Config.BearerTokenFile; the local runtime passes the token in memory.
+func WithBearerToken(token string) Option {
+	return func(o *options) { o.bearerToken = &token }
+}
+
+// Server is one adapter: the tools of a Config served over MCP, with health, readiness
+// and metrics beside them.
+type Server struct {
+	cfg     Config
+	tools   []*compiledTool
+	opts    options
+	log     logr.Logger
+	metrics *toolMetrics
+	backend *http.Client
+	gate    *callGate
+	handler http.Handler
+
+	// sse is set for the sse transport; its streams carry the answers to calls, so
+	// shutdown closes them only after the calls are done.
+	sse        *server.SSEServer
+	streamable *server.StreamableHTTPServer
+
+	shuttingDown atomic.Bool
+	serving      atomic.Bool
+
+	// streamsCtx is the parent of every long-lived stream (GET /mcp, GET /sse,
+	// subscriptions/listen); cancelling it ends them so http.Server.Shutdown can finish.
+	streamsCtx context.Context
+	endStreams context.CancelFunc
+}
+
+// NewServer validates cfg and builds a Server, compiling schemas and parsing templates
+// once.
+func NewServer(cfg *Config, opts ...Option) (*Server, error) {
+	tools, err := compileConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("invalid adapter config: %w", err)
+	}
+	o := options{
+		shutdownGrace: DefaultShutdownGrace,
+		drainDelay:    DefaultDrainDelay,
+		logger:        logr.Discard(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.shutdownGrace <= 0 {
+		return nil, fmt.Errorf("shutdown grace %s must be greater than 0", o.shutdownGrace)
+	}
+	if o.drainDelay < 0 {
+		return nil, fmt.Errorf("drain delay %s must not be negative", o.drainDelay)
+	}
+	token, err := bearerToken(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{
+		cfg:     *cfg,
+		tools:   tools,
+		opts:    o,
+		log:     o.logger.WithValues("server", cfg.Server.Name),
+		metrics: newToolMetrics(toolNamesOf(tools)),
+		backend: newBackendClient(),
+		gate:    newCallGate(),
+	}
+	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
+	s.handler = s.buildHandler(s.newMCPServer(), token)
+	return s, nil
+}
+
+// bearerToken returns the token the MCP endpoints require, "" for none.
+func bearerToken(cfg *Config, o options) (string, error) {
+	if o.bearerToken != nil {
+		token := strings.TrimSpace(*o.bearerToken)
+		if token == "" {
+			return "", fmt.Errorf("bearer token is empty: pass a non-empty token or leave auth off")
+		}
+		return token, nil
+	}
+	if cfg.BearerTokenFile == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(cfg.BearerTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read bearer token file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("bearer token file %s is empty: put the token in it", cfg.BearerTokenFile)
+	}
+	return token, nil
+}
+
+func toolNamesOf(tools []*compiledTool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// ToolNames returns the names of the served tools, in config order.
+func (s *Server) ToolNames() []string { return toolNamesOf(s.tools) }
+
+// Handler returns the adapter's routes: the MCP endpoint(s), /healthz, /readyz and
+// /metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) newMCPServer() *server.MCPServer {
+	opts := []server.ServerOption{
+		server.WithToolCapabilities(false),
+		server.WithLogging(),
+		server.WithRecovery(),
+	}
+	if s.cfg.Server.Instructions != "" {
+		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
+	}
+	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
+	entries := make([]server.ServerTool, 0, len(s.tools))
+	for _, t := range s.tools {
+		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t)})
+	}
+	if len(entries) > 0 {
+		m.AddTools(entries...)
+	}
+	return m
+}
+
+// mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
+// them exactly as the user wrote it.
+func mcpTool(t *compiledTool) mcp.Tool {
+	tool := mcp.Tool{
+		Name:           t.Name,
+		Description:    t.Description,
+		RawInputSchema: t.InputSchema,
+	}
+	if a := t.Annotations; a != nil {
+		tool.Annotations = mcp.ToolAnnotation{
+			Title:           a.Title,
+			ReadOnlyHint:    a.ReadOnlyHint,
+			DestructiveHint: a.DestructiveHint,
+			IdempotentHint:  a.IdempotentHint,
+			OpenWorldHint:   a.OpenWorldHint,
+		}
+	}
+	return tool
+}
+
+// toolHandler wraps a call with what every tool gets: in-flight tracking (so shutdown
+// waits for it even on the sse transport, whose POST returns before the call runs),
+// metrics and a log line.
+func (s *Server) toolHandler(t *compiledTool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		defer s.gate.track()()
+		start := time.Now()
+		result := s.callTool(ctx, t, req)
+		took := time.Since(start)
+		s.metrics.observeCall(t.Name, result.IsError, took)
+		if result.IsError {
+			s.log.V(1).Info("tool call failed", "tool", t.Name, "duration", took.String(), "error", resultText(result))
+		} else {
+			s.log.V(2).Info("tool call succeeded", "tool", t.Name, "duration", took.String())
+		}
+		return result, nil
+	}
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if text, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, text.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (s *Server) buildHandler(m *server.MCPServer, token string) http.Handler {
+	mux := http.NewServeMux()
+	protect := func(h http.Handler) http.Handler {
+		h = s.gateMCP(h)
+		if token != "" {
+			h = requireBearer(token, h)
+		}
+		return h
+	}
+	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
+	switch s.cfg.Transport {
+	case TransportSSE:
+		// No base URL: the advertised message endpoint is then the relative
+		// "/message?sessionId=…", which clients resolve against the URL they reached
+		// /sse on, whatever host and port that was.
+		s.sse = server.NewSSEServer(m,
+			server.WithSSEEndpoint(PathSSE),
+			server.WithMessageEndpoint(PathMessage),
+			server.WithUseFullURLForMessageEndpoint(false),
+		)
+		mux.Handle(PathSSE, protect(s.sse))
+		mux.Handle(PathMessage, protect(s.sse))
+	default:
+		s.streamable = server.NewStreamableHTTPServer(m,
+			server.WithEndpointPath(PathMCP),
+			server.WithStateLess(s.cfg.Stateless),
+			server.WithStreamableHTTPLogger(transportLog),
+		)
+		mux.Handle(PathMCP, protect(s.streamable))
+	}
+	mux.HandleFunc(PathHealthz, s.serveHealthz)
+	mux.HandleFunc(PathReadyz, s.serveReadyz)
+	mux.Handle(PathMetrics, s.metrics.handler())
+	return mux
+}
+
+func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+// serveReadyz fails as soon as shutdown begins, so endpoints stop routing here while
+// in-flight calls finish.
+func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.shuttingDown.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("shutting down"))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}

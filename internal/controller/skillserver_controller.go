@@ -1,0 +1,130 @@
+// Package controller holds the reconcilers of the cantus.dev kinds.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// SkillServerReconciler runs an MCP adapter for every SkillServer through a workload
+// runtime and reports what it observes in the status.
+type SkillServerReconciler struct {
+	client.Client
+	Runtime  workload.Runtime
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=cantus.dev,resources=skillservers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cantus.dev,resources=skillservers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile computes the whole status in memory and patches it once, at the end.
+func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	ss := &cantusv1alpha1.SkillServer{}
+	if err := r.Get(ctx, req.NamespacedName, ss); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)
+	}
+	if !ss.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
+	}
+
+	before := ss.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, ss); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	return r.reconcile(ctx, ss)
+}
+
+func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
+	cfg := render.AdapterConfig(ss)
+	setSchemaPortable(ss, render.NonPortableKeys(ss.Spec.Skills))
+	if err := adapter.Validate(cfg); err != nil {
+		// A spec that cannot work is terminal until it changes: no retry loop. What runs
+		// keeps running the last good config, so nothing is lost.
+		setStalled(ss, err)
+		ss.Status.ObservedGeneration = ss.Generation
+		return ctrl.Result{}, nil
+	}
+	clearStalled(ss)
+
+	hash, err := render.Hash(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash})
+	if err != nil {
+		setApplyFailed(ss, err)
+		return ctrl.Result{}, err
+	}
+	setObserved(ss, obs, hash)
+	ss.Status.ObservedGeneration = ss.Generation
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status only when it changed, so an idle reconcile writes nothing,
+// and records an event when Ready changes.
+func (r *SkillServerReconciler) patchStatus(ctx context.Context, before, after *cantusv1alpha1.SkillServer) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch SkillServer status: %w", err)
+	}
+	r.recordReadyTransition(before, after)
+	return nil
+}
+
+func (r *SkillServerReconciler) recordReadyTransition(before, after *cantusv1alpha1.SkillServer) {
+	if r.Recorder == nil {
+		return
+	}
+	was := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionReady)
+	now := apimeta.FindStatusCondition(after.Status.Conditions, cantusv1alpha1.ConditionReady)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if now.Status != metav1.ConditionTrue {
+		eventType = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(after, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// SetupWithManager registers the reconciler; the runtime says which children to watch.
+func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&cantusv1alpha1.SkillServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("skillserver")
+	for _, owned := range r.Runtime.OwnedTypes() {
+		b = b.Owns(owned)
+	}
+	return b.Complete(r)
+}

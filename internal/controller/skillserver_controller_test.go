@@ -1,0 +1,248 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"))
+
+	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
+	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	dep := &appsv1.Deployment{}
+	g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, dep) }).Should(Succeed())
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books-adapter"}, cm)).To(Succeed())
+	svc := &corev1.Service{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, svc)).To(Succeed())
+	np := &networkingv1.NetworkPolicy{}
+	g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, np) }).Should(Succeed())
+
+	for _, obj := range []metav1.Object{dep, cm, svc, np} {
+		g.Expect(metav1.IsControlledBy(obj, ss)).To(BeTrue(), "%s is controlled by the SkillServer", obj.GetName())
+		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(workload.LabelSkillServer, "books"))
+		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(workload.LabelManagedBy, "cantus-operator"))
+	}
+
+	pod := dep.Spec.Template.Spec
+	g.Expect(pod.AutomountServiceAccountToken).To(Equal(ptr.To(false)))
+	g.Expect(pod.SecurityContext.RunAsNonRoot).To(Equal(ptr.To(true)))
+	g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	g.Expect(pod.Containers).To(HaveLen(1))
+	c := pod.Containers[0]
+	g.Expect(c.Image).To(Equal("example.com/cantus:test"))
+	g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(Equal(ptr.To(true)))
+	g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(Equal(ptr.To(false)))
+	g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+	g.Expect(c.Resources.Requests).NotTo(BeEmpty())
+	g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(adapter.PathReadyz))
+	g.Expect(c.Args).To(ContainElements("--config", workload.ConfigPath))
+	g.Expect(cm.Data).To(HaveKey(adapter.ConfigFileName))
+	g.Expect(np.Spec.Ingress).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(HaveKeyWithValue("role", "agent"))
+
+	// envtest runs no Deployment controller: until its status says the pods are ready,
+	// the SkillServer is not Ready.
+	g.Eventually(getSkillServer(ctx, ns, "books")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing))
+
+	markDeploymentAvailable(g, ctx, dep)
+	g.Eventually(getSkillServer(ctx, ns, "books")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := getSkillServer(ctx, ns, "books")()
+	g.Expect(got.Status.URL).To(Equal("http://books." + ns + ".svc.cluster.local:8765/mcp"))
+	g.Expect(got.Status.ToolCount).To(Equal(int32(1)))
+	g.Expect(got.Status.Tools).To(Equal([]cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}}))
+	g.Expect(got.Status.ReadyReplicas).To(Equal(int32(1)))
+	g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+	g.Expect(got.Status.Selector).To(Equal("app.kubernetes.io/instance=books,app.kubernetes.io/name=cantus-adapter"))
+
+	// A changed spec renders a new config, and the new hash on the pod template rolls the pods.
+	oldHash := dep.Spec.Template.Annotations[workload.AnnotationConfigHash]
+	g.Expect(oldHash).NotTo(BeEmpty())
+	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
+	got.Spec.AllowFrom = nil
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(func() (string, error) {
+		err := k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)
+		return dep.Spec.Template.Annotations[workload.AnnotationConfigHash], err
+	}).ShouldNot(Equal(oldHash))
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(cm), cm)).To(Succeed())
+	g.Expect(cm.Data[adapter.ConfigFileName]).To(ContainSubstring("catalog hit"))
+	// allowFrom removed: the NetworkPolicy goes.
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{}))
+	}).Should(BeTrue())
+}
+
+// markDeploymentAvailable does what the Deployment controller and kubelet would do.
+func markDeploymentAvailable(g Gomega, ctx context.Context, dep *appsv1.Deployment) {
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)).To(Succeed())
+	replicas := ptr.Deref(dep.Spec.Replicas, 1)
+	dep.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: dep.Generation,
+		Replicas:           replicas,
+		UpdatedReplicas:    replicas,
+		ReadyReplicas:      replicas,
+		AvailableReplicas:  replicas,
+		Conditions: []appsv1.DeploymentCondition{{
+			Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+	}
+	g.Expect(k8sClient.Status().Update(ctx, dep)).To(Succeed())
+}
+
+func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ss := newSkillServer(ns, "broken", templateSkill("echo", "{{ .title "))
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
+	// Terminal: no error and no requeue, so a bad spec does not spin in a retry loop.
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(result).To(Equal(ctrl.Result{}))
+
+	got, err := getSkillServer(ctx, ns, "broken")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec))
+	ready := findCondition(got, cantusv1alpha1.ConditionReady)
+	g.Expect(ready.Message).To(ContainSubstring("echo"))
+	g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
+	g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "broken"}, &appsv1.Deployment{}))).
+		To(BeTrue(), "nothing is deployed for a spec that cannot work")
+}
+
+func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	schema := `{"type":"object","title":"SearchBookArgs","additionalProperties":false,"properties":{"title":{"type":"string","title":"Title","examples":["Dune"]}},"$defs":{"x":{"type":"string"}}}`
+	skill := templateSkill("search_book", "found: {{ .title }}")
+	skill.InputSchema.Raw = []byte(schema)
+	ss := newSkillServer(ns, "pydantic", skill)
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	got, _ := getSkillServer(ctx, ns, "pydantic")()
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionSchemaPortable, metav1.ConditionFalse, cantusv1alpha1.ReasonNonPortableKeys))
+	msg := findCondition(got, cantusv1alpha1.ConditionSchemaPortable).Message
+	g.Expect(msg).To(ContainSubstring(`skill "search_book": /title`))
+	g.Expect(msg).To(ContainSubstring("/additionalProperties=false"))
+	g.Expect(msg).To(ContainSubstring("/properties/title/examples"))
+
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "pydantic-adapter"}, cm)).To(Succeed())
+	var cfg adapter.Config
+	g.Expect(json.Unmarshal([]byte(cm.Data[adapter.ConfigFileName]), &cfg)).To(Succeed())
+	g.Expect(cfg.Tools[0].InputSchema).To(MatchJSON(schema), "the schema reaches the adapter unchanged")
+}
+
+func TestIdleReconcileWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ss := newSkillServer(ns, "idle", templateSkill("search_book", "found: {{ .title }}"))
+	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	counting := &writeCounter{}
+	c := counting.wrap(k8sClient)
+	r := &SkillServerReconciler{Client: c, Runtime: workload.NewKubernetes(c, "img", "cluster.local")}
+	req := ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)}
+	for range 2 { // the first creates the children, the second records their status
+		_, err := r.Reconcile(ctx, req)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(counting.count()).To(BeNumerically(">", 0), "the first reconciles do write")
+
+	counting.reset()
+	for range 3 {
+		_, err := r.Reconcile(ctx, req)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(counting.writes()).To(BeEmpty(), "a reconcile of an unchanged SkillServer writes nothing")
+
+	// Someone else edits the Deployment: the next reconcile takes the field back.
+	dep := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "idle"}, dep)).To(Succeed())
+	dep.Spec.Replicas = ptr.To(int32(7))
+	g.Expect(k8sClient.Update(ctx, dep)).To(Succeed())
+	_, err := r.Reconcile(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))
+}
+
+func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, workload.NewLocal(nil))
+
+	ss := newSkillServer(ns, "local", templateSkill("search_book", "found: {{ .title }}"))
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "local"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := getSkillServer(ctx, ns, "local")()
+	g.Expect(got.Status.URL).To(MatchRegexp(`^http://127\.0\.0\.1:\d+/mcp$`))
+
+	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse())
+	g.Expect(resultText(res)).To(Equal("found: Dune"))
+
+	// A spec change is served on the same URL.
+	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(func() (string, error) {
+		res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
+		if err != nil {
+			return "", err
+		}
+		return resultText(res), nil
+	}, 20*time.Second).Should(Equal("catalog hit: Dune"))
+
+	// Deleted: the local server stops.
+	g.Expect(k8sClient.Delete(ctx, got)).To(Succeed())
+	g.Eventually(func() error {
+		_, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
+		return err
+	}, 20*time.Second).Should(HaveOccurred())
+}
+
+func findCondition(ss *cantusv1alpha1.SkillServer, condType string) *metav1.Condition {
+	for i := range ss.Status.Conditions {
+		if ss.Status.Conditions[i].Type == condType {
+			return &ss.Status.Conditions[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// The setters below are pure: they change only the status they are given, so the
+// reconciler computes the whole status in memory and writes it once.
+
+func setCondition(ss *cantusv1alpha1.SkillServer, condType string, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&ss.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: ss.Generation,
+	})
+}
+
+// setStalled records a spec that cannot work. Ready goes False with the same message so
+// that `kubectl get` and `kubectl wait` show why.
+func setStalled(ss *cantusv1alpha1.SkillServer, err error) {
+	msg := fmt.Sprintf("the spec cannot be served, fix it and re-apply: %v", err)
+	setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
+	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec, msg)
+}
+
+func clearStalled(ss *cantusv1alpha1.SkillServer) {
+	apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionStalled)
+}
+
+// setSchemaPortable warns about schema keys strict clients reject; the schemas are
+// served unchanged either way.
+func setSchemaPortable(ss *cantusv1alpha1.SkillServer, nonPortable []string) {
+	if len(nonPortable) == 0 {
+		setCondition(ss, cantusv1alpha1.ConditionSchemaPortable, metav1.ConditionTrue, cantusv1alpha1.ReasonPortable,
+			"no inputSchema uses keys that strict clients are known to reject")
+		return
+	}
+	setCondition(ss, cantusv1alpha1.ConditionSchemaPortable, metav1.ConditionFalse, cantusv1alpha1.ReasonNonPortableKeys,
+		fmt.Sprintf("served unchanged, but strict MCP clients may reject these schema keys: %s; "+
+			"drop title/examples and additionalProperties: false if a client refuses the tool", strings.Join(nonPortable, ", ")))
+}
+
+// setApplyFailed records a failure to run the workload; the reconciler retries it.
+func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
+	msg := fmt.Sprintf("could not apply the adapter workload: %v", err)
+	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed, msg)
+	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed, msg)
+}
+
+// setObserved copies what the runtime observed into the status and summarises it in Ready.
+func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, configHash string) {
+	ss.Status.URL = obs.URL
+	ss.Status.Selector = obs.Selector
+	ss.Status.Replicas = obs.Replicas
+	ss.Status.ReadyReplicas = obs.ReadyReplicas
+	ss.Status.ConfigHash = configHash
+	ss.Status.Tools = servedTools(ss)
+	ss.Status.ToolCount = int32(len(ss.Status.Tools))
+	if !obs.Available {
+		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, obs.Reason, obs.Message)
+		setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, obs.Reason, obs.Message)
+		return
+	}
+	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, obs.Reason, obs.Message)
+	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled,
+		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, obs.URL))
+}
+
+func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {
+	tools := make([]cantusv1alpha1.ServedTool, 0, len(ss.Spec.Skills))
+	for _, s := range ss.Spec.Skills {
+		tools = append(tools, cantusv1alpha1.ServedTool{Name: s.Name, Source: "skill"})
+	}
+	return tools
+}

@@ -1,0 +1,344 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+)
+
+// Paths inside the adapter container.
+const (
+	configMountDir = "/etc/cantus"
+	authMountDir   = "/var/run/cantus/auth"
+	containerName  = "adapter"
+	portName       = "mcp"
+	// drainDelay keeps serving while endpoints controllers and proxies notice the pod
+	// went unready; shutdownGrace bounds in-flight calls after that.
+	drainDelay    = 5 * time.Second
+	shutdownGrace = 25 * time.Second
+)
+
+// ConfigPath is where the adapter container reads its config.
+const ConfigPath = configMountDir + "/" + adapter.ConfigFileName
+
+// Kubernetes runs each SkillServer as a ConfigMap, a Deployment, a Service and, when the
+// spec limits who may connect, a NetworkPolicy, all owned by the SkillServer and applied
+// server-side.
+type Kubernetes struct {
+	Client client.Client
+	// Image is the adapter image, unless a SkillServer overrides it.
+	Image string
+	// ClusterDomain forms the Service URL, normally "cluster.local".
+	ClusterDomain string
+
+	applied *appliedCache
+}
+
+// NewKubernetes returns the kubernetes runtime.
+func NewKubernetes(c client.Client, image, clusterDomain string) *Kubernetes {
+	return &Kubernetes{Client: c, Image: image, ClusterDomain: clusterDomain, applied: newAppliedCache()}
+}
+
+// OwnedTypes implements Runtime.
+func (k *Kubernetes) OwnedTypes() []client.Object {
+	return []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
+}
+
+// Forget implements Runtime; the garbage collector removes owned objects.
+func (k *Kubernetes) Forget(context.Context, types.NamespacedName) error { return nil }
+
+// Apply implements Runtime.
+func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) {
+	ss := d.SkillServer
+	configMap, err := configMapFor(ss, d.Config)
+	if err != nil {
+		return Observation{}, err
+	}
+	if err := k.apply(ctx, &corev1.ConfigMap{}, configMap); err != nil {
+		return Observation{}, err
+	}
+	if err := k.apply(ctx, &appsv1.Deployment{}, k.deploymentFor(ss, d.ConfigHash)); err != nil {
+		return Observation{}, err
+	}
+	if err := k.apply(ctx, &corev1.Service{}, serviceFor(ss)); err != nil {
+		return Observation{}, err
+	}
+	if err := k.reconcileNetworkPolicy(ctx, ss); err != nil {
+		return Observation{}, err
+	}
+	return k.observe(ctx, ss)
+}
+
+func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {
+	if len(ss.Spec.AllowFrom) > 0 {
+		return k.apply(ctx, &networkingv1.NetworkPolicy{}, networkPolicyFor(ss))
+	}
+	np := &networkingv1.NetworkPolicy{}
+	err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, np)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get NetworkPolicy %s: %w", ss.Name, err)
+	}
+	if !metav1IsControlledBy(np.OwnerReferences, ss.UID) {
+		return nil
+	}
+	if err := k.Client.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete NetworkPolicy %s that allowFrom no longer asks for: %w", ss.Name, err)
+	}
+	return nil
+}
+
+func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer) (Observation, error) {
+	obs := Observation{
+		URL:      fmt.Sprintf("http://%s.%s.svc.%s:%d%s", ss.Name, ss.Namespace, k.ClusterDomain, render.PortOf(ss), render.EndpointPath(ss)),
+		Selector: Selector(ss),
+	}
+	dep := &appsv1.Deployment{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, dep); err != nil {
+		return obs, fmt.Errorf("get Deployment %s: %w", ss.Name, err)
+	}
+	obs.Replicas = dep.Status.Replicas
+	obs.ReadyReplicas = dep.Status.ReadyReplicas
+	obs.Available, obs.Reason, obs.Message = deploymentAvailability(dep)
+	return obs, nil
+}
+
+// deploymentAvailability reads a Deployment's status the way `kubectl rollout status`
+// does: the controller must have seen the latest spec before its counts mean anything.
+func deploymentAvailability(dep *appsv1.Deployment) (bool, string, string) {
+	want := ptr.Deref(dep.Spec.Replicas, 1)
+	switch {
+	case want == 0:
+		return false, cantusv1alpha1.ReasonScaledToZero, "replicas is 0: no adapter pod serves the tools"
+	case dep.Status.ObservedGeneration < dep.Generation:
+		return false, cantusv1alpha1.ReasonProgressing, "waiting for the Deployment controller to observe the latest spec"
+	case dep.Status.UpdatedReplicas < want:
+		return false, cantusv1alpha1.ReasonProgressing, fmt.Sprintf("%d of %d adapter pods run the latest config", dep.Status.UpdatedReplicas, want)
+	case dep.Status.ReadyReplicas < 1 || !deploymentConditionTrue(dep, appsv1.DeploymentAvailable):
+		return false, cantusv1alpha1.ReasonDeploymentNotReady, fmt.Sprintf("%d of %d adapter pods ready", dep.Status.ReadyReplicas, want)
+	default:
+		return true, cantusv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d adapter pods ready", dep.Status.ReadyReplicas, want)
+	}
+}
+
+func deploymentConditionTrue(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) bool {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func metav1IsControlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.UID == uid && r.Controller != nil && *r.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+func ownerReference(ss *cantusv1alpha1.SkillServer) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(cantusv1alpha1.GroupVersion.String()).
+		WithKind("SkillServer").
+		WithName(ss.Name).
+		WithUID(ss.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapter.Config) (*corev1ac.ConfigMapApplyConfiguration, error) {
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode adapter config: %w", err)
+	}
+	return corev1ac.ConfigMap(ConfigMapName(ss), ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerReference(ss)).
+		WithData(map[string]string{adapter.ConfigFileName: string(data)}), nil
+}
+
+// ConfigMapName is the name of the ConfigMap that holds a SkillServer's adapter config.
+func ConfigMapName(ss *cantusv1alpha1.SkillServer) string { return ss.Name + "-adapter" }
+
+func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) *appsv1ac.DeploymentApplyConfiguration {
+	pod := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(int64((drainDelay + shutdownGrace + 5*time.Second).Seconds())).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(65532).
+			WithRunAsGroup(65532).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithContainers(k.containerFor(ss)).
+		WithVolumes(volumesFor(ss)...)
+	if ss.Spec.Pod != nil && ss.Spec.Pod.ServiceAccountName != "" {
+		pod.WithServiceAccountName(ss.Spec.Pod.ServiceAccountName)
+	}
+	return appsv1ac.Deployment(ss.Name, ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerReference(ss)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(ptr.Deref(ss.Spec.Replicas, 1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(ss))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(Labels(ss)).
+				WithAnnotations(map[string]string{AnnotationConfigHash: hash}).
+				WithSpec(pod)))
+}
+
+func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ContainerApplyConfiguration {
+	image := k.Image
+	if ss.Spec.Pod != nil && ss.Spec.Pod.Image != "" {
+		image = ss.Spec.Pod.Image
+	}
+	return corev1ac.Container().
+		WithName(containerName).
+		WithImage(image).
+		WithArgs(AdapterArgs(ss)...).
+		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(render.PortOf(ss)).WithProtocol(corev1.ProtocolTCP)).
+		WithReadinessProbe(httpProbe(adapter.PathReadyz, 2)).
+		WithLivenessProbe(httpProbe(adapter.PathHealthz, 10)).
+		WithResources(resourcesFor(ss)).
+		WithVolumeMounts(volumeMountsFor(ss)...).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+}
+
+// AdapterArgs is the adapter container's argument list.
+func AdapterArgs(ss *cantusv1alpha1.SkillServer) []string {
+	return []string{
+		"serve",
+		"--config", ConfigPath,
+		"--port", fmt.Sprint(render.PortOf(ss)),
+		"--drain-delay", drainDelay.String(),
+		"--shutdown-grace", shutdownGrace.String(),
+	}
+}
+
+func httpProbe(path string, periodSeconds int32) *corev1ac.ProbeApplyConfiguration {
+	return corev1ac.Probe().
+		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(portName))).
+		WithPeriodSeconds(periodSeconds)
+}
+
+func resourcesFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ResourceRequirementsApplyConfiguration {
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}
+	if ss.Spec.Pod != nil && ss.Spec.Pod.Resources != nil {
+		requests, limits = ss.Spec.Pod.Resources.Requests, ss.Spec.Pod.Resources.Limits
+	}
+	rr := corev1ac.ResourceRequirements()
+	if len(requests) > 0 {
+		rr.WithRequests(requests)
+	}
+	if len(limits) > 0 {
+		rr.WithLimits(limits)
+	}
+	return rr
+}
+
+func volumesFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeApplyConfiguration {
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(ss))),
+	}
+	if ss.Spec.Auth != nil {
+		ref := ss.Spec.Auth.BearerTokenSecretRef
+		volumes = append(volumes, corev1ac.Volume().WithName("auth").WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(ref.Name).
+			WithDefaultMode(0o440).
+			WithItems(corev1ac.KeyToPath().WithKey(secretKey(ref)).WithPath("token"))))
+	}
+	return volumes
+}
+
+func volumeMountsFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeMountApplyConfiguration {
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName("config").WithMountPath(configMountDir).WithReadOnly(true),
+	}
+	if ss.Spec.Auth != nil {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountDir).WithReadOnly(true))
+	}
+	return mounts
+}
+
+func secretKey(ref cantusv1alpha1.SecretKeyRef) string {
+	if ref.Key == "" {
+		return "token"
+	}
+	return ref.Key
+}
+
+func serviceFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(ss.Name, ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerReference(ss)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(SelectorLabels(ss)).
+			WithPorts(corev1ac.ServicePort().
+				WithName(portName).
+				WithPort(render.PortOf(ss)).
+				WithTargetPort(intstr.FromString(portName)).
+				WithProtocol(corev1.ProtocolTCP)))
+}
+
+func networkPolicyFor(ss *cantusv1alpha1.SkillServer) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(ss.Spec.AllowFrom))
+	for i := range ss.Spec.AllowFrom {
+		from = append(from, networkPolicyPeer(ss.Spec.AllowFrom[i]))
+	}
+	return networkingv1ac.NetworkPolicy(ss.Name, ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerReference(ss)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(ss))).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithFrom(from...).
+				WithPorts(networkingv1ac.NetworkPolicyPort().
+					WithProtocol(corev1.ProtocolTCP).
+					WithPort(intstr.FromString(portName)))))
+}
+
+// networkPolicyPeer converts the API type into its apply configuration; both have the
+// same JSON shape, and a round trip keeps every field without copying them one by one.
+func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyPeerApplyConfiguration {
+	out := networkingv1ac.NetworkPolicyPeer()
+	data, err := json.Marshal(peer)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("NetworkPolicyPeer does not round-trip through JSON: %v", err))
+	}
+	return out
+}

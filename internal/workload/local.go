@@ -1,0 +1,192 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+)
+
+// Local serves every SkillServer's rendered config inside the manager process on
+// 127.0.0.1, one ephemeral port each, so that the whole product runs with nothing but an
+// API server. A changed config is swapped in on the same port.
+type Local struct {
+	// Reader reads the auth Secret; the adapter pods of the kubernetes runtime get it
+	// mounted instead.
+	Reader client.Reader
+	// Host is the address to listen on, normally 127.0.0.1.
+	Host string
+
+	mu      sync.Mutex
+	servers map[types.NamespacedName]*localServer
+}
+
+// NewLocal returns the local runtime.
+func NewLocal(reader client.Reader) *Local {
+	return &Local{Reader: reader, Host: "127.0.0.1", servers: map[types.NamespacedName]*localServer{}}
+}
+
+type localServer struct {
+	hash    string
+	url     string
+	handler atomic.Pointer[http.Handler]
+	http    *http.Server
+	done    chan struct{}
+}
+
+func (s *localServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.handler.Load()).ServeHTTP(w, r)
+}
+
+// OwnedTypes implements Runtime: the local runtime creates no child objects.
+func (l *Local) OwnedTypes() []client.Object { return nil }
+
+// Apply implements Runtime.
+func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
+	ss := d.SkillServer
+	key := client.ObjectKeyFromObject(ss)
+	token, err := l.bearerToken(ctx, ss)
+	if err != nil {
+		return Observation{}, err
+	}
+	hash := d.ConfigHash + "/" + digest(token)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	running := l.servers[key]
+	if running != nil && running.hash == hash {
+		return l.observation(ss, running), nil
+	}
+	opts := []adapter.Option{adapter.WithLogger(ctrl.LoggerFrom(ctx))}
+	if token != "" {
+		opts = append(opts, adapter.WithBearerToken(token))
+	}
+	srv, err := adapter.NewServer(d.Config, opts...)
+	if err != nil {
+		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
+	}
+	handler := srv.Handler()
+	if running == nil {
+		running, err = l.start(ctx, key, handler, render.EndpointPath(ss))
+		if err != nil {
+			return Observation{}, err
+		}
+		l.servers[key] = running
+	} else {
+		running.handler.Store(&handler)
+	}
+	running.hash = hash
+	return l.observation(ss, running), nil
+}
+
+func (l *Local) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s: %w", key, err)
+	}
+	s := &localServer{
+		url:  fmt.Sprintf("http://%s%s", ln.Addr().String(), endpoint),
+		done: make(chan struct{}),
+	}
+	s.handler.Store(&handler)
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	log := ctrl.LoggerFrom(ctx).WithValues("url", s.url)
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "local adapter stopped")
+		}
+	}()
+	log.Info("local adapter listening")
+	return s, nil
+}
+
+func (l *Local) observation(ss *cantusv1alpha1.SkillServer, s *localServer) Observation {
+	return Observation{
+		URL:           s.url,
+		Selector:      Selector(ss),
+		Replicas:      1,
+		ReadyReplicas: 1,
+		Available:     true,
+		Reason:        cantusv1alpha1.ReasonAvailable,
+		Message:       "served in the manager process (local runtime)",
+	}
+}
+
+// Forget implements Runtime: it stops the SkillServer's local adapter.
+func (l *Local) Forget(ctx context.Context, key types.NamespacedName) error {
+	l.mu.Lock()
+	s := l.servers[key]
+	delete(l.servers, key)
+	l.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return shutdownLocal(ctx, s)
+}
+
+// Stop shuts every local adapter down; the manager calls it on exit.
+func (l *Local) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	servers := l.servers
+	l.servers = map[types.NamespacedName]*localServer{}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, shutdownLocal(ctx, s))
+	}
+	return errors.Join(errs...)
+}
+
+// Start implements manager.Runnable so that the manager stops the adapters on exit.
+func (l *Local) Start(ctx context.Context) error {
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return l.Stop(shutdownCtx)
+}
+
+func shutdownLocal(ctx context.Context, s *localServer) error {
+	if err := s.http.Shutdown(ctx); err != nil {
+		return fmt.Errorf("stop local adapter %s: %w", s.url, err)
+	}
+	<-s.done
+	return nil
+}
+
+func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer) (string, error) {
+	if ss.Spec.Auth == nil {
+		return "", nil
+	}
+	ref := ss.Spec.Auth.BearerTokenSecretRef
+	secret := &corev1.Secret{}
+	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ref.Name}, secret); err != nil {
+		return "", fmt.Errorf("read auth Secret %s: %w", ref.Name, err)
+	}
+	value, ok := secret.Data[secretKey(ref)]
+	if !ok {
+		return "", fmt.Errorf("auth Secret %s has no key %q", ref.Name, secretKey(ref))
+	}
+	return string(value), nil
+}
+
+// digest lets the local runtime notice a changed token without keeping it in a key.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,44 @@
+// Package workload runs the adapter for a SkillServer. Two runtimes share one seam:
+// kubernetes (ConfigMap, Deployment, Service, NetworkPolicy owned by the SkillServer)
+// and local (the same rendered config served in the manager process on 127.0.0.1).
+package workload
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// Desired is what a runtime is asked to run for one SkillServer.
+type Desired struct {
+	SkillServer *cantusv1alpha1.SkillServer
+	Config      *adapter.Config
+	ConfigHash  string
+}
+
+// Observation is what a runtime found after applying: enough for the status.
+type Observation struct {
+	URL           string
+	Selector      string
+	Replicas      int32
+	ReadyReplicas int32
+	Available     bool
+	// Reason and Message explain Available in the condition vocabulary.
+	Reason  string
+	Message string
+}
+
+// Runtime runs adapters.
+type Runtime interface {
+	// Apply makes the workload match desired and reports what it observes.
+	Apply(ctx context.Context, desired Desired) (Observation, error)
+	// Forget releases what Apply started for a SkillServer that no longer exists.
+	// Owned objects of the kubernetes runtime are left to the garbage collector.
+	Forget(ctx context.Context, key types.NamespacedName) error
+	// OwnedTypes are the child kinds whose changes must re-reconcile their owner.
+	OwnedTypes() []client.Object
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env node
+// A real MCP client built on the official TypeScript SDK, for cantus-operator's
+// end-to-end tests (driven from Go by test/peers).
+//
+//   node ts-client.mjs --url http://127.0.0.1:1234/mcp [--transport streamable-http|sse]
+//                      [--header 'Authorization: Bearer x']... [--call TOOL [--args JSON]]
+//                      [--timeout MS]
+//
+// It connects (initialize handshake), lists the tools (every page), optionally calls one,
+// and prints ONE JSON object on stdout:
+//   {"serverInfo":{...},"protocolVersion":"...","capabilities":{...},"instructions":"...",
+//    "tools":[...],"result":{...}}
+// A tool result with isError:true is still exit 0 (the caller inspects it). A failed
+// connection, handshake or request exits non-zero with the error on stderr.
+import { parseArgs } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+
+function usage(msg) {
+  process.stderr.write(`ts-client: ${msg}\n` +
+    'usage: node ts-client.mjs --url URL [--transport streamable-http|sse] ' +
+    "[--header 'Name: value']... [--call TOOL [--args JSON]] [--timeout MS]\n");
+  process.exit(2);
+}
+
+let opts;
+try {
+  opts = parseArgs({
+    options: {
+      url: { type: 'string' },
+      transport: { type: 'string', default: 'streamable-http' },
+      header: { type: 'string', multiple: true, default: [] },
+      call: { type: 'string' },
+      args: { type: 'string' },
+      timeout: { type: 'string', default: '30000' },
+    },
+    strict: true,
+    allowPositionals: false,
+  }).values;
+} catch (err) {
+  usage(err.message);
+}
+if (!opts.url) usage('--url is required');
+
+let url;
+try {
+  url = new URL(opts.url);
+} catch {
+  usage(`--url ${JSON.stringify(opts.url)} is not a URL`);
+}
+
+const headers = {};
+for (const h of opts.header) {
+  const i = h.indexOf(':');
+  if (i <= 0) usage(`--header ${JSON.stringify(h)} is not 'Name: value'`);
+  headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+}
+
+let toolArgs;
+if (opts.args !== undefined) {
+  if (opts.call === undefined) usage('--args needs --call');
+  try {
+    toolArgs = JSON.parse(opts.args);
+  } catch (err) {
+    usage(`--args is not JSON: ${err.message}`);
+  }
+}
+
+const timeout = Number(opts.timeout);
+if (!Number.isFinite(timeout) || timeout <= 0) usage('--timeout must be a positive number of milliseconds');
+const requestOptions = { timeout };
+
+let transport;
+switch (opts.transport) {
+  case 'streamable-http':
+    transport = new StreamableHTTPClientTransport(url, { requestInit: { headers } });
+    break;
+  case 'sse':
+    transport = new SSEClientTransport(url, { requestInit: { headers } });
+    break;
+  default:
+    usage(`--transport must be streamable-http or sse, not ${JSON.stringify(opts.transport)}`);
+}
+
+// The SDK hands the negotiated protocol version to HTTP transports; capture it there.
+let protocolVersion = null;
+if (typeof transport.setProtocolVersion === 'function') {
+  const set = transport.setProtocolVersion.bind(transport);
+  transport.setProtocolVersion = (v) => {
+    protocolVersion = v;
+    set(v);
+  };
+}
+
+const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { capabilities: {} });
+
+// Whatever happens, never hang the Go test: hard deadline on the whole run.
+const watchdog = setTimeout(() => {
+  process.stderr.write(`ts-client: gave up after ${timeout * 2} ms\n`);
+  process.exit(4);
+}, timeout * 2);
+watchdog.unref();
+
+let stage = 'connect';
+try {
+  await client.connect(transport, requestOptions);
+
+  stage = 'tools/list';
+  const tools = [];
+  const seen = new Set();
+  let cursor;
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor }, requestOptions);
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+    if (cursor !== undefined) {
+      if (seen.has(cursor)) throw new Error(`tools/list repeated cursor ${JSON.stringify(cursor)}`);
+      seen.add(cursor);
+    }
+  } while (cursor !== undefined);
+
+  const out = {
+    serverInfo: client.getServerVersion() ?? null,
+    protocolVersion,
+    capabilities: client.getServerCapabilities() ?? null,
+    instructions: client.getInstructions() ?? null,
+    tools,
+  };
+
+  if (opts.call !== undefined) {
+    stage = `tools/call ${opts.call}`;
+    out.result = await client.callTool({ name: opts.call, arguments: toolArgs ?? {} }, undefined, requestOptions);
+  }
+
+  process.stdout.write(JSON.stringify(out) + '\n');
+  stage = 'close';
+  await client.close().catch(() => {});
+  process.exit(0);
+} catch (err) {
+  const code = err && typeof err === 'object' && 'code' in err ? ` (code ${err.code})` : '';
+  process.stderr.write(`ts-client: ${stage} failed${code}: ${err?.message ?? String(err)}\n`);
+  await client.close().catch(() => {});
+  process.exit(1);
+}

@@ -1,0 +1,149 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Check statuses the conformance suite reports.
+const (
+	CheckSuccess = "SUCCESS"
+	CheckFailure = "FAILURE"
+	CheckWarning = "WARNING"
+	CheckInfo    = "INFO"
+)
+
+// Check is one entry of a conformance run's checks.json.
+type Check struct {
+	ID             string          `json:"id"`
+	Name           string          `json:"name"`
+	Description    string          `json:"description"`
+	Status         string          `json:"status"`
+	ErrorMessage   string          `json:"errorMessage,omitempty"`
+	Timestamp      string          `json:"timestamp,omitempty"`
+	Details        json.RawMessage `json:"details,omitempty"`
+	SpecReferences []struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+	} `json:"specReferences,omitempty"`
+}
+
+func (c Check) String() string {
+	s := fmt.Sprintf("%s [%s] %s", c.Status, c.ID, c.Description)
+	if c.ErrorMessage != "" {
+		s += ": " + c.ErrorMessage
+	}
+	if len(c.Details) > 0 && c.Status != CheckSuccess {
+		s += "\n    details: " + clip(string(c.Details))
+	}
+	return s
+}
+
+// RunConformance runs one server scenario of the MCP conformance suite
+// (`conformance server --url URL --scenario X -o DIR`, on Node 22) and returns the
+// checks it recorded in DIR/*/checks.json. The suite's own exit code and summary are
+// not trusted (a run with zero checks is reported as passed): the caller asserts on the
+// checks, e.g. with RequireChecksPassed. Only a run that leaves no checks.json fails
+// the test here. The suite speaks streamable HTTP only.
+func RunConformance(t testing.TB, ctx context.Context, url, scenario string) []Check {
+	t.Helper()
+	cli := moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js")
+	out := t.TempDir()
+	r := run(ctx, out, nil, Node22(t), cli, "server", "--url", url, "--scenario", scenario, "-o", out)
+	files, _ := filepath.Glob(filepath.Join(out, "*", "checks.json"))
+	if len(files) == 0 {
+		t.Fatalf("peers: conformance scenario %s against %s left no checks.json in %s:\n%s", scenario, url, out, r.describe())
+	}
+	sort.Strings(files)
+	var checks []Check
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("peers: %v", err)
+		}
+		var cs []Check
+		if err := json.Unmarshal(data, &cs); err != nil {
+			t.Fatalf("peers: %s is not a JSON array of checks: %v", f, err)
+		}
+		checks = append(checks, cs...)
+	}
+	return checks
+}
+
+// CheckProblems returns a line for every check that is not SUCCESS, except those whose
+// ID is in allowInfo and whose status is INFO (the suite uses INFO for optional
+// behaviour it merely notes). A run with no check at all is a problem too.
+func CheckProblems(checks []Check, allowInfo ...string) []string {
+	if len(checks) == 0 {
+		return []string{"the scenario recorded no checks (the suite would still call that a pass)"}
+	}
+	var problems []string
+	for _, c := range checks {
+		if c.Status == CheckSuccess {
+			continue
+		}
+		if c.Status == CheckInfo && contains(allowInfo, c.ID) {
+			continue
+		}
+		problems = append(problems, c.String())
+	}
+	return problems
+}
+
+// RequireChecksPassed fails the test unless there is at least one check and every
+// check is SUCCESS (or INFO for an ID in allowInfo); it prints the failing checks.
+func RequireChecksPassed(t testing.TB, scenario string, checks []Check, allowInfo ...string) {
+	t.Helper()
+	if problems := CheckProblems(checks, allowInfo...); len(problems) > 0 {
+		var all []string
+		for _, c := range checks {
+			all = append(all, "  "+c.Status+" "+c.ID)
+		}
+		t.Fatalf("conformance scenario %s: %d problem(s):\n  %s\nall checks:\n%s",
+			scenario, len(problems), strings.Join(problems, "\n  "), strings.Join(all, "\n"))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ConformanceScenarios lists the scenario names of the suite (`conformance list
+// --server`, or --client when client is true).
+func ConformanceScenarios(t testing.TB, ctx context.Context, client bool) []string {
+	t.Helper()
+	cli := moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js")
+	flag := "--server"
+	if client {
+		flag = "--client"
+	}
+	r := run(ctx, Dir(t), nil, Node22(t), cli, "list", flag)
+	if r.err != nil {
+		t.Fatalf("peers: conformance list %s:\n%s", flag, r.describe())
+	}
+	var names []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "- ")
+		if !ok {
+			continue
+		}
+		if name, _, _ := strings.Cut(rest, " "); name != "" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("peers: conformance list %s printed no scenarios:\n%s", flag, r.describe())
+	}
+	return names
+}
