@@ -1,0 +1,255 @@
+package adapter
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// heldBackend answers "done" after holding each request for hold, and reports each
+// arrival, so a test knows when calls are in flight.
+type heldBackend struct {
+	url     string
+	arrived chan struct{}
+}
+
+func newHeldBackend(t *testing.T, hold time.Duration) *heldBackend {
+	t.Helper()
+	b := &heldBackend{arrived: make(chan struct{}, 100)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice when the adapter hangs up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		b.arrived <- struct{}{}
+		select {
+		case <-time.After(hold):
+			_, _ = w.Write([]byte("done"))
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b.url = srv.URL
+	return b
+}
+
+func (b *heldBackend) waitArrivals(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for i := 0; i < n; i++ {
+		select {
+		case <-b.arrived:
+		case <-deadline:
+			t.Fatalf("only %d of %d calls reached the backend", i, n)
+		}
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type callOutcome struct {
+	result *mcp.CallToolResult
+	err    error
+}
+
+func callInBackground(c *client.Client, name string) <-chan callOutcome {
+	out := make(chan callOutcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		req.Params.Arguments = map[string]any{}
+		res, err := c.CallTool(ctx, req)
+		out <- callOutcome{res, err}
+	}()
+	return out
+}
+
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// newCallStatus posts a fresh tools/call to the transport's MCP endpoint and returns
+// the status and body.
+func newCallStatus(t *testing.T, baseURL, transportName string) (int, string) {
+	t.Helper()
+	url := baseURL + PathMCP
+	if transportName == TransportSSE {
+		url = baseURL + PathMessage + "?sessionId=any"
+	}
+	reply := postRPC(t, url, map[string]string{"MCP-Protocol-Version": protocol20250618},
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	return reply.status, string(reply.body)
+}
+
+// openStream opens the transport's long-lived GET stream and returns a channel closed
+// when the server ends it.
+func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
+	t.Helper()
+	url := baseURL + PathMCP
+	if transportName == TransportSSE {
+		url = baseURL + PathSSE
+	}
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", protocol20250618)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("open stream: status %d", resp.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	return ended
+}
+
+func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
+	for _, transportName := range []string{TransportStreamableHTTP, TransportSSE} {
+		t.Run(transportName, func(t *testing.T) {
+			backend := newHeldBackend(t, 700*time.Millisecond)
+			srv := serve(t, configWith(transportName, true, httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024)),
+				WithShutdownGrace(10*time.Second))
+			var c *client.Client
+			if transportName == TransportSSE {
+				c = connectSSE(t, srv.baseURL, protocol20250618)
+			} else {
+				c = connect(t, srv.baseURL, protocol20250618, nil)
+			}
+			streamEnded := openStream(t, srv.baseURL, transportName)
+
+			inFlight := callInBackground(c, "slow")
+			backend.waitArrivals(t, 1)
+			stopped := make(chan error, 1)
+			go func() { stopped <- srv.stop() }()
+
+			eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+				status, _ := getStatus(t, srv.baseURL+PathReadyz)
+				return status == http.StatusServiceUnavailable
+			})
+			if status, _ := getStatus(t, srv.baseURL+PathHealthz); status != http.StatusOK {
+				t.Errorf("/healthz = %d during shutdown, want 200", status)
+			}
+			status, body := newCallStatus(t, srv.baseURL, transportName)
+			if status != http.StatusServiceUnavailable || !strings.Contains(body, `"id":7`) || !strings.Contains(body, "shutting down") {
+				t.Errorf("new call during shutdown = %d %s, want 503 with a JSON-RPC error for id 7", status, body)
+			}
+
+			outcome := receive(t, inFlight, "the in-flight call")
+			if outcome.err != nil {
+				t.Fatalf("in-flight call failed: %v", outcome.err)
+			}
+			wantSuccess(t, outcome.result, "done")
+			if err := receive(t, stopped, "Serve to return"); err != nil {
+				t.Fatalf("Serve = %v, want nil after a clean shutdown", err)
+			}
+			receive(t, streamEnded, "the open stream to end")
+		})
+	}
+}
+
+func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
+	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("slow", objectSchema, "quick")),
+		WithDrainDelay(800*time.Millisecond), WithShutdownGrace(10*time.Second))
+	c := connect(t, srv.baseURL, protocol20250618, nil)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.stop() }()
+	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+		status, _ := getStatus(t, srv.baseURL+PathReadyz)
+		return status == http.StatusServiceUnavailable
+	})
+	wantSuccess(t, callTool(t, c, "slow", map[string]any{}), "quick")
+
+	eventually(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
+		status, _ := newCallStatus(t, srv.baseURL, TransportStreamableHTTP)
+		return status == http.StatusServiceUnavailable
+	})
+	if err := receive(t, stopped, "Serve to return"); err != nil {
+		t.Fatalf("Serve = %v, want nil", err)
+	}
+}
+
+func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
+	backend := newHeldBackend(t, 20*time.Second)
+	srv := serve(t, configWith(TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.url, 30*time.Second, 1024)),
+		WithShutdownGrace(300*time.Millisecond))
+	c := connect(t, srv.baseURL, protocol20250618, nil)
+
+	inFlight := callInBackground(c, "slow")
+	backend.waitArrivals(t, 1)
+	began := time.Now()
+	err := srv.stop()
+	took := time.Since(began)
+
+	if err == nil || !strings.Contains(err.Error(), "shutdown grace 300ms expired with 1 calls in flight") {
+		t.Fatalf("Serve = %v, want the expired grace reported", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("shutdown took %s with a 300ms grace", took)
+	}
+	if outcome := receive(t, inFlight, "the cut-off call to return"); outcome.err == nil && !outcome.result.IsError {
+		t.Fatalf("cut-off call succeeded: %q", textOf(outcome.result))
+	}
+}
+
+func TestServe_RefusesToServeTwice(t *testing.T) {
+	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	err := srv.Serve(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "already serving") {
+		t.Fatalf("second Serve = %v, want refused", err)
+	}
+}
+
+func TestNewServer_RejectsBadShutdownOptions(t *testing.T) {
+	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	tests := []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"zero grace", WithShutdownGrace(0), "shutdown grace 0s must be greater than 0"},
+		{"negative drain delay", WithDrainDelay(-time.Second), "drain delay -1s must not be negative"},
+		{"empty token", WithBearerToken("  "), "bearer token is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewServer(cfg, tt.opt)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewServer = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
