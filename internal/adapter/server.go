@@ -200,11 +200,11 @@ func mcpTool(t *compiledTool) mcp.Tool {
 }
 
 // toolHandler wraps a call with what every tool gets: in-flight tracking (so shutdown
-// waits for it even on the sse transport, whose POST returns before the call runs),
-// metrics and a log line.
+// waits for it even on the sse transport, whose POST is answered before the call
+// runs), metrics and a log line.
 func (s *Server) toolHandler(t *compiledTool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		defer s.gate.track()()
+		defer s.holdCall(ctx)()
 		start := time.Now()
 		result := s.callTool(ctx, t, req)
 		took := time.Since(start)

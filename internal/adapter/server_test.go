@@ -526,7 +526,9 @@ func TestMetrics_CountCallsAndErrorsPerTool(t *testing.T) {
 }
 
 func TestMetrics_EachServerHasItsOwnRegistry(t *testing.T) {
-	cfg := func() *Config { return configWith(TransportStreamableHTTP, true, templateTool("greet", greetSchema, "x")) }
+	cfg := func() *Config {
+		return configWith(TransportStreamableHTTP, true, templateTool("greet", greetSchema, "x"))
+	}
 	a := serve(t, cfg())
 	b := serve(t, cfg())
 	callTool(t, connect(t, a.baseURL, protocol20250618, nil), "greet", map[string]any{"name": "a"})

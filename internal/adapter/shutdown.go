@@ -42,8 +42,38 @@ func newCallGate() *callGate {
 	return &callGate{idle: idle}
 }
 
-// admit counts a new request unless the gate is refusing; release must be called once.
-func (g *callGate) admit() (release func(), admitted bool) {
+// admission is one unit of in-flight work holding the gate open. It is shared by a
+// request and the tool call it carries, so that a call counts once.
+type admission struct {
+	gate *callGate
+	mu   sync.Mutex
+	refs int
+}
+
+// retain lets the tool call join its request's admission; false once the request has
+// already finished (the sse transport answers the POST before the call runs).
+func (a *admission) retain() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refs == 0 {
+		return false
+	}
+	a.refs++
+	return true
+}
+
+func (a *admission) release() {
+	a.mu.Lock()
+	a.refs--
+	finished := a.refs == 0
+	a.mu.Unlock()
+	if finished {
+		a.gate.leave()
+	}
+}
+
+// admit counts a new request unless the gate is refusing.
+func (g *callGate) admit() (*admission, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.refusing {
@@ -52,21 +82,20 @@ func (g *callGate) admit() (release func(), admitted bool) {
 	return g.enterLocked(), true
 }
 
-// track counts work that was already admitted (a tool call behind an admitted request,
-// or one that arrived on an open sse stream) and so must be waited for.
-func (g *callGate) track() (release func()) {
+// track counts work that was already admitted, such as a call that arrived on an open
+// sse stream, and so must be waited for even while refusing.
+func (g *callGate) track() *admission {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.enterLocked()
 }
 
-func (g *callGate) enterLocked() func() {
+func (g *callGate) enterLocked() *admission {
 	if g.active == 0 {
 		g.idle = make(chan struct{})
 	}
 	g.active++
-	var once sync.Once
-	return func() { once.Do(g.leave) }
+	return &admission{gate: g, refs: 1}
 }
 
 func (g *callGate) leave() {
@@ -76,6 +105,16 @@ func (g *callGate) leave() {
 	if g.active == 0 {
 		close(g.idle)
 	}
+}
+
+type admissionKey struct{}
+
+// holdCall keeps shutdown waiting until the tool call finishes; release must be called.
+func (s *Server) holdCall(ctx context.Context) (release func()) {
+	if a, ok := ctx.Value(admissionKey{}).(*admission); ok && a.retain() {
+		return a.release
+	}
+	return s.gate.track().release
 }
 
 func (g *callGate) refuseNew() {
@@ -146,13 +185,13 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
 			return
 		}
-		release, admitted := s.gate.admit()
+		a, admitted := s.gate.admit()
 		if !admitted {
 			writeRefusal(w, head.ID)
 			return
 		}
-		defer release()
-		next.ServeHTTP(w, r)
+		defer a.release()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
 	})
 }
 

@@ -93,16 +93,16 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// newCallStatus posts a fresh tools/call to the transport's MCP endpoint and returns
-// the status and body.
-func newCallStatus(t *testing.T, baseURL, transportName string) (int, string) {
+// newCallStatus posts a fresh tools/call of tool to the transport's MCP endpoint and
+// returns the status and body.
+func newCallStatus(t *testing.T, baseURL, transportName, tool string) (int, string) {
 	t.Helper()
 	url := baseURL + PathMCP
 	if transportName == TransportSSE {
 		url = baseURL + PathMessage + "?sessionId=any"
 	}
 	reply := postRPC(t, url, map[string]string{"MCP-Protocol-Version": protocol20250618},
-		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`","arguments":{}}}`)
 	return reply.status, string(reply.body)
 }
 
@@ -162,7 +162,7 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 			if status, _ := getStatus(t, srv.baseURL+PathHealthz); status != http.StatusOK {
 				t.Errorf("/healthz = %d during shutdown, want 200", status)
 			}
-			status, body := newCallStatus(t, srv.baseURL, transportName)
+			status, body := newCallStatus(t, srv.baseURL, transportName, "slow")
 			if status != http.StatusServiceUnavailable || !strings.Contains(body, `"id":7`) || !strings.Contains(body, "shutting down") {
 				t.Errorf("new call during shutdown = %d %s, want 503 with a JSON-RPC error for id 7", status, body)
 			}
@@ -181,9 +181,15 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 }
 
 func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("slow", objectSchema, "quick")),
-		WithDrainDelay(800*time.Millisecond), WithShutdownGrace(10*time.Second))
+	backend := newHeldBackend(t, 2*time.Second)
+	srv := serve(t, configWith(TransportStreamableHTTP, true,
+		httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024),
+		templateTool("quick", objectSchema, "quick")),
+		WithDrainDelay(600*time.Millisecond), WithShutdownGrace(10*time.Second))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
+	// A call in flight keeps the server up after the drain delay, so refusals can be seen.
+	inFlight := callInBackground(c, "slow")
+	backend.waitArrivals(t, 1)
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
@@ -191,12 +197,15 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 		status, _ := getStatus(t, srv.baseURL+PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
-	wantSuccess(t, callTool(t, c, "slow", map[string]any{}), "quick")
+	wantSuccess(t, callTool(t, c, "quick", map[string]any{}), "quick")
 
 	eventually(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
-		status, _ := newCallStatus(t, srv.baseURL, TransportStreamableHTTP)
+		status, _ := newCallStatus(t, srv.baseURL, TransportStreamableHTTP, "quick")
 		return status == http.StatusServiceUnavailable
 	})
+	if outcome := receive(t, inFlight, "the in-flight call"); outcome.err != nil {
+		t.Fatalf("in-flight call failed: %v", outcome.err)
+	}
 	if err := receive(t, stopped, "Serve to return"); err != nil {
 		t.Fatalf("Serve = %v, want nil", err)
 	}
@@ -227,6 +236,10 @@ func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
 
 func TestServe_RefusesToServeTwice(t *testing.T) {
 	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	eventually(t, 2*time.Second, "the first Serve to answer", func() bool {
+		status, _ := getStatus(t, srv.baseURL+PathHealthz)
+		return status == http.StatusOK
+	})
 	err := srv.Serve(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), "already serving") {
 		t.Fatalf("second Serve = %v, want refused", err)

@@ -53,9 +53,6 @@ func TestCheckProblems(t *testing.T) {
 }
 
 func TestPeersAgainstServerEverything(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Node processes")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+const testTimeout = 15 * time.Second
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// adapterBinary returns $CANTUS_ADAPTER_BIN, or builds the command once for the run.
+func adapterBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("CANTUS_ADAPTER_BIN"); bin != "" {
+		return bin
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "adapter-test-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "adapter")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+func writeConfig(t *testing.T, cfg *adapter.Config) string {
+	t.Helper()
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), adapter.ConfigFileName)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func templateConfig() *adapter.Config {
+	return &adapter.Config{
+		Server:    adapter.ServerInfo{Name: "cli-test", Version: "0.0.1"},
+		Transport: adapter.TransportStreamableHTTP,
+		Stateless: true,
+		Tools: []adapter.Tool{{
+			Name:        "greet",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
+			Template:    &adapter.TemplateBackend{Text: "Hello {{.name}}"},
+		}},
+	}
+}
+
+func TestRun_Subcommands(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"version", []string{"version"}, exitOK, "cantus-adapter dev go", ""},
+		{"help", []string{"help"}, exitOK, "usage:", ""},
+		{"unknown command", []string{"frobnicate"}, exitUsage, "", `unknown command "frobnicate"`},
+		{"serve without --config", []string{"serve"}, exitUsage, "", "--config is required"},
+		{"default subcommand is serve", []string{"--host", "127.0.0.1"}, exitUsage, "", "--config is required"},
+		{"stray argument", []string{"serve", "--config", "x.json", "extra"}, exitUsage, "", "unexpected arguments: extra"},
+		{"port out of range", []string{"serve", "--config", "x.json", "--port", "70000"}, exitUsage, "", "--port 70000 is out of range"},
+		{"missing config file", []string{"serve", "--config", filepath.Join(t.TempDir(), "none.json")}, exitError, "", "read adapter config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tt.args, &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Fatalf("exit code = %d, want %d (stderr: %s)", code, tt.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestRun_InvalidConfigExitsNamingTheTool(t *testing.T) {
+	cfg := templateConfig()
+	cfg.Tools[0].Name = "bad name"
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "--config", writeConfig(t, cfg), "--port", "0"}, &stdout, &stderr)
+	if code != exitError {
+		t.Fatalf("exit code = %d, want %d", code, exitError)
+	}
+	if !strings.Contains(stderr.String(), `tool \"bad name\" (tools[0]): invalid name`) {
+		t.Errorf("stderr does not name the tool: %s", stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing before a successful bind", stdout.String())
+	}
+}
+
+// process is a running adapter binary.
+type process struct {
+	cmd     *exec.Cmd
+	baseURL string
+	port    string
+	stdout  *bufio.Reader
+	stderr  *syncBuffer
+	exited  chan error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var listeningLine = regexp.MustCompile(`^listening on http://(127\.0\.0\.1):(\d+)\n$`)
+
+// startAdapter runs the binary and waits for its listening line.
+func startAdapter(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(adapterBinary(t), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, stdout: bufio.NewReader(stdout), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start adapter: %v", err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("adapter stderr:\n%s", p.stderr.String())
+		}
+	})
+
+	lineCh := make(chan string, 1)
+	go func() {
+		line, _ := p.stdout.ReadString('\n')
+		lineCh <- line
+	}()
+	select {
+	case line := <-lineCh:
+		m := listeningLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("first stdout line = %q, want %q", line, listeningLine)
+		}
+		p.port = m[2]
+		p.baseURL = "http://" + m[1] + ":" + m[2]
+	case <-time.After(testTimeout):
+		t.Fatalf("no listening line within %s; stderr:\n%s", testTimeout, p.stderr.String())
+	}
+	return p
+}
+
+// terminate sends SIGTERM.
+func (p *process) terminate(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+}
+
+// waitExit returns the exit code.
+func (p *process) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		if err == nil {
+			return 0
+		}
+		if exitErr, ok := err.(*exec.ExitError); ok {
+			return exitErr.ExitCode()
+		}
+		t.Fatalf("wait: %v", err)
+	case <-time.After(testTimeout):
+		t.Fatalf("adapter did not exit within %s", testTimeout)
+	}
+	return -1
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestBinary_PrintsOneListeningLineAndHonoursPort(t *testing.T) {
+	configPort := freePort(t)
+	cfg := templateConfig()
+	fmt.Sscan(configPort, &cfg.Port)
+	path := writeConfig(t, cfg)
+
+	tests := []struct {
+		name     string
+		args     []string
+		wantPort func(string) bool
+	}{
+		{"config port when --port is absent", []string{"--config", path, "--host", "127.0.0.1"},
+			func(p string) bool { return p == configPort }},
+		{"--port 0 picks a free port", []string{"serve", "--config", path, "--host", "127.0.0.1", "--port", "0"},
+			func(p string) bool { return p != "0" && p != configPort }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startAdapter(t, tt.args...)
+			if !tt.wantPort(p.port) {
+				t.Fatalf("listening on port %s, config port %s", p.port, configPort)
+			}
+			if status, body := httpGet(t, p.baseURL+adapter.PathHealthz); status != http.StatusOK || body != "ok" {
+				t.Fatalf("/healthz = %d %q", status, body)
+			}
+			p.terminate(t)
+			if code := p.waitExit(t); code != 0 {
+				t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+			}
+			rest, _ := io.ReadAll(p.stdout)
+			if len(rest) != 0 {
+				t.Errorf("stdout has more than the listening line: %q", rest)
+			}
+		})
+	}
+}
+
+func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
+	const calls = 50
+	var arrived atomic.Int32
+	allArrived := make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if arrived.Add(1) == calls {
+			close(allArrived)
+		}
+		select {
+		case <-time.After(time.Second):
+			_, _ = w.Write([]byte("done"))
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(backend.Close)
+
+	cfg := &adapter.Config{
+		Server:    adapter.ServerInfo{Name: "shutdown-test", Version: "0.0.1"},
+		Transport: adapter.TransportStreamableHTTP,
+		Stateless: true,
+		Tools: []adapter.Tool{{
+			Name:        "slow",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			HTTP:        &adapter.HTTPBackend{URL: backend.URL, Timeout: adapter.Duration{Duration: 10 * time.Second}, MaxResponseBytes: 1024},
+		}},
+	}
+	p := startAdapter(t, "serve", "--config", writeConfig(t, cfg), "--host", "127.0.0.1", "--port", "0", "--shutdown-grace", "10s")
+
+	c := mcpClient(t, p.baseURL)
+	type outcome struct {
+		text    string
+		isError bool
+		err     error
+	}
+	results := make(chan outcome, calls)
+	for range calls {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "slow"
+			req.Params.Arguments = map[string]any{}
+			res, err := c.CallTool(ctx, req)
+			o := outcome{err: err}
+			if res != nil {
+				o.isError = res.IsError
+				for _, content := range res.Content {
+					if tc, ok := mcp.AsTextContent(content); ok {
+						o.text += tc.Text
+					}
+				}
+			}
+			results <- o
+		}()
+	}
+	select {
+	case <-allArrived:
+	case <-time.After(testTimeout):
+		t.Fatalf("only %d of %d calls reached the backend", arrived.Load(), calls)
+	}
+
+	p.terminate(t)
+	readyzFailed := false
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if status, _ := httpGet(t, p.baseURL+adapter.PathReadyz); status == http.StatusServiceUnavailable {
+			readyzFailed = true
+			break
+		}
+	}
+	if !readyzFailed {
+		t.Error("/readyz did not turn 503 within 1s of SIGTERM")
+	}
+	status, body := postToolsCall(t, p.baseURL)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Errorf("call started after SIGTERM = %d %s, want 503 refused", status, body)
+	}
+
+	for i := range calls {
+		select {
+		case o := <-results:
+			if o.err != nil || o.isError || o.text != "done" {
+				t.Errorf("in-flight call %d: text %q, isError %v, err %v; want done", i, o.text, o.isError, o.err)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("only %d of %d in-flight calls returned", i, calls)
+		}
+	}
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit code = %d, want 0", code)
+	}
+	if log := p.stderr.String(); !strings.Contains(log, "shutdown complete") {
+		t.Errorf("stderr lacks the shutdown log:\n%s", log)
+	}
+}
+
+func mcpClient(t *testing.T, baseURL string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(baseURL + adapter.PathMCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20250618))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	req := mcp.InitializeRequest{}
+	req.Params.ClientInfo = mcp.Implementation{Name: "cli-test", Version: "0"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return c
+}
+
+func postToolsCall(t *testing.T, baseURL string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+adapter.PathMCP,
+		strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"slow","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", mcp.ProtocolVersion20250618)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST tools/call: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}

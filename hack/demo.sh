@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `make demo`: a real kube-apiserver + etcd, the CRDs, the operator with the local runtime,
+# the samples, `kubectl wait`, and a tool call through status.url with the MCP Inspector CLI.
+# `make demo-down` stops what it started. Running `up` twice restarts cleanly.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DEMO="${ROOT}/.demo"
+KUBECONFIG_PATH="${DEMO}/kubeconfig"
+PEERS="${ROOT}/test/mcp-peers"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+stop_pid() {
+  local file="$1"
+  [[ -f "${file}" ]] || return 0
+  local pid; pid="$(cat "${file}")"
+  if kill -0 "${pid}" 2>/dev/null; then
+    kill -TERM "${pid}" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "${pid}" 2>/dev/null || true
+  fi
+  rm -f "${file}"
+}
+
+down() {
+  stop_pid "${DEMO}/manager.pid"
+  stop_pid "${DEMO}/controlplane.pid"
+  rm -f "${KUBECONFIG_PATH}"
+}
+
+wait_for_file() {
+  local file="$1" log="$2"
+  for _ in $(seq 1 300); do
+    [[ -s "${file}" ]] && return 0
+    sleep 0.2
+  done
+  echo "timed out waiting for ${file}; log:" >&2
+  tail -n 40 "${log}" >&2
+  exit 1
+}
+
+up() {
+  down
+  mkdir -p "${DEMO}"
+  local assets; assets="$("${ROOT}/hack/envtest.sh" | tail -n1)"
+
+  say "starting a real kube-apiserver + etcd ($(basename "${assets}"))"
+  go build -o "${ROOT}/bin/controlplane" "${ROOT}/hack/controlplane"
+  KUBEBUILDER_ASSETS="${assets}" nohup "${ROOT}/bin/controlplane" --write-kubeconfig "${KUBECONFIG_PATH}" \
+    >"${DEMO}/controlplane.log" 2>&1 &
+  echo $! >"${DEMO}/controlplane.pid"
+  wait_for_file "${KUBECONFIG_PATH}" "${DEMO}/controlplane.log"
+  export KUBECONFIG="${KUBECONFIG_PATH}"
+  kubectl wait --for=condition=Established crd/skillservers.cantus.dev --timeout=60s >/dev/null
+
+  say "starting the operator (local runtime: adapters are served on 127.0.0.1 by the manager)"
+  nohup "${ROOT}/bin/manager" --runtime=local --kubeconfig "${KUBECONFIG_PATH}" \
+    --metrics-bind-address=0 --health-probe-bind-address=0 >"${DEMO}/manager.log" 2>&1 &
+  echo $! >"${DEMO}/manager.pid"
+
+  say "kubectl apply -k config/samples"
+  kubectl apply -k "${ROOT}/config/samples"
+
+  say "kubectl wait --for=condition=Ready skillserver/library"
+  kubectl wait --for=condition=Ready skillserver/library --timeout=120s
+
+  say "kubectl get skillservers -o wide"
+  kubectl get skillservers -o wide
+
+  local url; url="$(kubectl get skillserver library -o jsonpath='{.status.url}')"
+  say "MCP Inspector CLI: tools/call search_book at ${url}"
+  (cd "${PEERS}/node_modules/@modelcontextprotocol/inspector-cli/build" &&
+    node index.js "${url}" --transport http --method tools/call --tool-name search_book --tool-arg 'title="Dune"')
+
+  say "the demo keeps running"
+  cat <<MSG
+  export KUBECONFIG=${KUBECONFIG_PATH}
+  kubectl get skillservers -o wide
+  kubectl describe skillserver library
+  (cd test/mcp-peers/node_modules/@modelcontextprotocol/inspector-cli/build && node index.js ${url} --transport http --method tools/list)
+  logs: .demo/manager.log, .demo/controlplane.log
+  stop: make demo-down
+MSG
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down; echo "demo stopped" ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac

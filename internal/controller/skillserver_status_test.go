@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+func TestStatusSetters(t *testing.T) {
+	available := workload.Observation{URL: "http://x/mcp", Available: true, Reason: cantusv1alpha1.ReasonAvailable, Message: "1 of 1 adapter pods ready", ReadyReplicas: 1, Replicas: 1}
+	notReady := workload.Observation{URL: "http://x/mcp", Reason: cantusv1alpha1.ReasonDeploymentNotReady, Message: "0 of 1 adapter pods ready", Replicas: 1}
+	cases := []struct {
+		name       string
+		set        func(ss *cantusv1alpha1.SkillServer)
+		wantReady  metav1.ConditionStatus
+		wantReason string
+		wantConds  map[string]metav1.ConditionStatus
+	}{
+		{
+			name:       "available workload makes Ready true",
+			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, available, "h") },
+			wantReady:  metav1.ConditionTrue,
+			wantReason: cantusv1alpha1.ReasonReconciled,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionTrue},
+		},
+		{
+			name:       "unready pods carry their reason into Ready",
+			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, notReady, "h") },
+			wantReady:  metav1.ConditionFalse,
+			wantReason: cantusv1alpha1.ReasonDeploymentNotReady,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionFalse},
+		},
+		{
+			name:       "stalled spec",
+			set:        func(ss *cantusv1alpha1.SkillServer) { setStalled(ss, errors.New("tool x: bad template")) },
+			wantReady:  metav1.ConditionFalse,
+			wantReason: cantusv1alpha1.ReasonInvalidSpec,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionStalled: metav1.ConditionTrue},
+		},
+		{
+			name: "a fixed spec clears Stalled",
+			set: func(ss *cantusv1alpha1.SkillServer) {
+				setStalled(ss, errors.New("bad"))
+				clearStalled(ss)
+				setObserved(ss, available, "h")
+			},
+			wantReady:  metav1.ConditionTrue,
+			wantReason: cantusv1alpha1.ReasonReconciled,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionStalled: ""},
+		},
+		{
+			name:       "apply failure",
+			set:        func(ss *cantusv1alpha1.SkillServer) { setApplyFailed(ss, errors.New("forbidden")) },
+			wantReady:  metav1.ConditionFalse,
+			wantReason: cantusv1alpha1.ReasonApplyFailed,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionFalse},
+		},
+		{
+			name: "non-portable schema keys warn without changing Ready",
+			set: func(ss *cantusv1alpha1.SkillServer) {
+				setSchemaPortable(ss, []string{`skill "a": /title`})
+				setObserved(ss, available, "h")
+			},
+			wantReady:  metav1.ConditionTrue,
+			wantReason: cantusv1alpha1.ReasonReconciled,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionSchemaPortable: metav1.ConditionFalse},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+			ss.Spec.Skills = []cantusv1alpha1.Skill{{Name: "a"}}
+			tc.set(ss)
+			ready := findCondition(ss, cantusv1alpha1.ConditionReady)
+			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
+				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)
+			}
+			if ready.ObservedGeneration != 4 {
+				t.Errorf("Ready.observedGeneration = %d, want 4", ready.ObservedGeneration)
+			}
+			for condType, want := range tc.wantConds {
+				got := findCondition(ss, condType)
+				switch {
+				case want == "" && got != nil:
+					t.Errorf("%s should be absent, got %+v", condType, got)
+				case want != "" && (got == nil || got.Status != want):
+					t.Errorf("%s = %+v, want %s", condType, got, want)
+				}
+			}
+		})
+	}
+}
