@@ -34,9 +34,9 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: build
-build: ## Build bin/manager and bin/adapter.
-	go build -o bin/manager ./cmd/manager
-	go build -o bin/adapter ./cmd/adapter
+build: ## Build bin/manager and bin/adapter (static, as in the image).
+	CGO_ENABLED=0 go build -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -o bin/adapter ./cmd/adapter
 
 .PHONY: envtest
 envtest: ## Build (once) kube-apiserver and etcd; the last line is the KUBEBUILDER_ASSETS folder.

@@ -137,12 +137,16 @@ func haveCondition(condType string, status metav1.ConditionStatus, reason string
 // callTool calls one tool with mcp-go's client, pinned to a protocol version that
 // initializes the classic way (the unpinned client probes server/discover first).
 func callTool(ctx context.Context, url, transportName, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	return callToolWithHeaders(ctx, url, transportName, tool, args, nil)
+}
+
+func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {
 	var trans transport.Interface
 	var err error
 	if transportName == cantusv1alpha1.TransportSSE.String() {
-		trans, err = transport.NewSSE(url)
+		trans, err = transport.NewSSE(url, transport.WithHeaders(headers))
 	} else {
-		trans, err = transport.NewStreamableHTTP(url)
+		trans, err = transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
@@ -171,4 +175,8 @@ func resultText(r *mcp.CallToolResult) string {
 		}
 	}
 	return text
+}
+
+func reconcileRequest(obj crclient.Object) ctrl.Request {
+	return ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(obj)}
 }

@@ -220,6 +220,7 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer) *corev1ac.Cont
 	return corev1ac.Container().
 		WithName(containerName).
 		WithImage(image).
+		WithCommand(AdapterCommand).
 		WithArgs(AdapterArgs(ss)...).
 		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(render.PortOf(ss)).WithProtocol(corev1.ProtocolTCP)).
 		WithReadinessProbe(httpProbe(adapter.PathReadyz, 2)).
@@ -232,6 +233,9 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer) *corev1ac.Cont
 			WithRunAsNonRoot(true).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 }
+
+// AdapterCommand is the adapter binary's path in the image.
+const AdapterCommand = "/adapter"
 
 // AdapterArgs is the adapter container's argument list.
 func AdapterArgs(ss *cantusv1alpha1.SkillServer) []string {

@@ -238,7 +238,13 @@ func StartAdapterServer(t testing.TB, ctx context.Context, configPath string, ex
 	t.Helper()
 	bin := AdapterBinary(t)
 	args := append([]string{"serve", "--config", configPath, "--host", "127.0.0.1", "--port", "0"}, extraArgs...)
-	cmd := exec.Command(bin, args...)
+	return StartAdapterCommand(t, ctx, exec.Command(bin, args...))
+}
+
+// StartAdapterCommand starts an adapter command prepared by the caller (for instance
+// with the exact arguments of a pod spec, in a chroot) and waits for its listening line.
+func StartAdapterCommand(t testing.TB, ctx context.Context, cmd *exec.Cmd) *Server {
+	t.Helper()
 	cmd.WaitDelay = waitDelay
 	return startServer(t, ctx, "adapter", cmd, parseListeningLine, nil)
 }

@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/test/peers"
+)
+
+// TestPodEmulation starts the adapter the way the kubelet would start the container the
+// reconciler wrote: the container's command and args, its env, and its volumes (the
+// ConfigMap and the auth Secret) at their mount paths, in a chroot that stands in for the
+// image's root filesystem. Then two MCP clients nobody here wrote call its tools.
+func TestPodEmulation(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the pod's filesystem is emulated with chroot, which needs root (CI and dev machines here run as root)")
+	}
+	ctx := context.Background()
+	ns := newNamespace(t)
+	token := "s3cr3t-token"
+	g := NewWithT(t)
+	g.Expect(k8sClient.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mcp-token"},
+		Data:       map[string][]byte{"token": []byte(token)},
+	})).To(Succeed())
+
+	for _, transport := range []cantusv1alpha1.Transport{cantusv1alpha1.TransportStreamableHTTP, cantusv1alpha1.TransportSSE} {
+		t.Run(string(transport), func(t *testing.T) {
+			g := NewWithT(t)
+			name := "pod-" + string(transport)
+			ss := newSkillServer(ns, name, templateSkill("search_book", "found: {{ .title }}"))
+			ss.Spec.Transport = transport
+			ss.Spec.Auth = &cantusv1alpha1.AuthSpec{BearerTokenSecretRef: cantusv1alpha1.SecretKeyRef{Name: "mcp-token", Key: "token"}}
+			g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+			r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+			_, err := r.Reconcile(ctx, reconcileRequest(ss))
+			g.Expect(err).NotTo(HaveOccurred())
+
+			dep := &appsv1.Deployment{}
+			g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(ss), dep)).To(Succeed())
+			server := startAsPod(t, ctx, dep)
+			url := server.BaseURL + map[cantusv1alpha1.Transport]string{
+				cantusv1alpha1.TransportStreamableHTTP: "/mcp", cantusv1alpha1.TransportSSE: "/sse",
+			}[transport]
+			auth := map[string]string{"Authorization": "Bearer " + token}
+
+			ts := peers.TSClient(t, ctx, peers.TSClientOptions{
+				URL: url, Transport: string(transport), Headers: auth,
+				Call: "search_book", Args: map[string]any{"title": "Dune"},
+			})
+			g.Expect(ts.ToolNames()).To(Equal([]string{"search_book"}))
+			g.Expect(ts.Result.IsError).To(BeFalse())
+			g.Expect(ts.Result.Text()).To(Equal("found: Dune"))
+
+			res, err := callToolWithHeaders(ctx, url, string(transport), "search_book", map[string]any{"title": "Solaris"}, auth)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resultText(res)).To(Equal("found: Solaris"))
+
+			_, err = peers.TryTSClient(t, ctx, peers.TSClientOptions{URL: url, Transport: string(transport)})
+			g.Expect(err).To(HaveOccurred(), "without the Secret's token the pod refuses clients")
+		})
+	}
+}
+
+// startAsPod lays out the container's filesystem under a temporary root and runs the
+// container's command with its args inside it.
+func startAsPod(t *testing.T, ctx context.Context, dep *appsv1.Deployment) *peers.Server {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	root := t.TempDir()
+	copyFile(t, peers.AdapterBinary(t), filepath.Join(root, c.Command[0]), 0o755)
+	for _, m := range c.VolumeMounts {
+		materializeVolume(t, ctx, dep.Namespace, volumeNamed(t, pod.Volumes, m.Name), filepath.Join(root, m.MountPath))
+	}
+
+	// The pod listens on all interfaces of its own network namespace; here it shares the
+	// host's, so bind loopback and an ephemeral port instead (later flags win).
+	args := append(append([]string{}, c.Args...), "--host", "127.0.0.1", "--port", "0")
+	cmd := exec.Command(c.Command[0], args...)
+	cmd.Env = []string{}
+	for _, e := range c.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Chroot:     root,
+		Credential: &syscall.Credential{Uid: uint32(*pod.SecurityContext.RunAsUser), Gid: uint32(*pod.SecurityContext.RunAsGroup)},
+	}
+	cmd.Dir = "/"
+	// Files must be readable by the pod's non-root user, as kubelet makes them.
+	g := NewWithT(t)
+	g.Expect(filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, int(*pod.SecurityContext.RunAsUser), int(*pod.SecurityContext.RunAsGroup))
+	})).To(Succeed())
+	g.Expect(os.Chmod(root, 0o755)).To(Succeed())
+	return peers.StartAdapterCommand(t, ctx, cmd)
+}
+
+func volumeNamed(t *testing.T, volumes []corev1.Volume, name string) corev1.Volume {
+	for _, v := range volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("volume %q is mounted but not declared", name)
+	return corev1.Volume{}
+}
+
+// materializeVolume writes a ConfigMap or Secret volume the way kubelet projects it.
+func materializeVolume(t *testing.T, ctx context.Context, ns string, v corev1.Volume, dir string) {
+	t.Helper()
+	files := map[string][]byte{}
+	var items []corev1.KeyToPath
+	switch {
+	case v.ConfigMap != nil:
+		cm := &corev1.ConfigMap{}
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, cm); err != nil {
+			t.Fatalf("volume %s: %v", v.Name, err)
+		}
+		for k, val := range cm.Data {
+			files[k] = []byte(val)
+		}
+		items = v.ConfigMap.Items
+	case v.Secret != nil:
+		s := &corev1.Secret{}
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: v.Secret.SecretName}, s); err != nil {
+			t.Fatalf("volume %s: %v", v.Name, err)
+		}
+		files = s.Data
+		items = v.Secret.Items
+	default:
+		t.Fatalf("volume %s: only ConfigMap and Secret volumes are emulated", v.Name)
+	}
+	if len(items) > 0 {
+		projected := map[string][]byte{}
+		for _, it := range items {
+			projected[it.Path] = files[it.Key]
+		}
+		files = projected
+	}
+	for path, data := range files {
+		copyBytes(t, data, filepath.Join(dir, path), 0o440)
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatalf("read %s: %v", from, err)
+	}
+	copyBytes(t, data, to, mode)
+}
+
+func copyBytes(t *testing.T, data []byte, to string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
