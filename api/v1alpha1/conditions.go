@@ -27,3 +27,29 @@ const (
 	ReasonReconciled         = "Reconciled"
 	ReasonDeploymentNotReady = "DeploymentNotReady"
 )
+
+// Condition types of RemoteToolImport.
+const (
+	// ConditionSourceAllowed is True when a ToolSourcePolicy allows the import's source.
+	ConditionSourceAllowed = "SourceAllowed"
+	// ConditionHandshakeSucceeded is True when the last MCP handshake succeeded.
+	ConditionHandshakeSucceeded = "HandshakeSucceeded"
+	// ConditionToolsDiscovered is True when the status lists the remote's tools.
+	ConditionToolsDiscovered = "ToolsDiscovered"
+	// ConditionStale is True when the listed tools come from an earlier handshake
+	// because the last one failed.
+	ConditionStale = "Stale"
+)
+
+// Reasons of RemoteToolImport conditions besides the handshake failure reasons, which
+// come from the handshake itself (Timeout, ConnectionRefused, TLSError, …).
+const (
+	ReasonHandshakeSucceeded = "HandshakeSucceeded"
+	ReasonNotAttempted       = "NotAttempted"
+	ReasonToolsListed        = "ToolsListed"
+	ReasonNoTools            = "NoTools"
+	ReasonLastProbeFailed    = "LastProbeFailed"
+	ReasonFresh              = "Fresh"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonBridgeNotReady     = "BridgeNotReady"
+)

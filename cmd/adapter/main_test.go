@@ -151,7 +151,8 @@ type process struct {
 	port    string
 	stdout  *bufio.Reader
 	stderr  *syncBuffer
-	exited  chan error
+	exited  chan struct{} // closed once the process exited; waitErr is then set
+	waitErr error
 }
 
 type syncBuffer struct {
@@ -181,12 +182,15 @@ func startAdapter(t *testing.T, args ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, stdout: bufio.NewReader(stdout), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &process{cmd: cmd, stdout: bufio.NewReader(stdout), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start adapter: %v", err)
 	}
-	go func() { p.exited <- cmd.Wait() }()
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
 		select {
 		case <-p.exited:
@@ -230,14 +234,14 @@ func (p *process) terminate(t *testing.T) {
 func (p *process) waitExit(t *testing.T) int {
 	t.Helper()
 	select {
-	case err := <-p.exited:
-		if err == nil {
+	case <-p.exited:
+		if p.waitErr == nil {
 			return 0
 		}
-		if exitErr, ok := err.(*exec.ExitError); ok {
+		if exitErr, ok := p.waitErr.(*exec.ExitError); ok {
 			return exitErr.ExitCode()
 		}
-		t.Fatalf("wait: %v", err)
+		t.Fatalf("wait: %v", p.waitErr)
 	case <-time.After(testTimeout):
 		t.Fatalf("adapter did not exit within %s", testTimeout)
 	}

@@ -1,0 +1,234 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ImportTransport is how the operator reaches a remote MCP server.
+// +kubebuilder:validation:Enum=streamable-http;sse;stdio
+type ImportTransport string
+
+const (
+	ImportTransportStreamableHTTP ImportTransport = "streamable-http"
+	ImportTransportSSE            ImportTransport = "sse"
+	// ImportTransportStdio runs a command behind a bridge that serves it over streamable HTTP.
+	ImportTransportStdio ImportTransport = "stdio"
+)
+
+// RemoteToolImportSpec names a remote MCP server whose tools the cluster may use.
+// +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? !has(self.url) : has(self.url)",message="streamable-http and sse imports need url; stdio imports take stdio.image and stdio.command instead of url"
+// +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? has(self.stdio) : !has(self.stdio)",message="stdio imports need stdio (image and command); only stdio imports may set it"
+type RemoteToolImportSpec struct {
+	// Transport is the remote server's MCP transport.
+	// +kubebuilder:default=streamable-http
+	// +optional
+	Transport ImportTransport `json:"transport,omitempty"`
+
+	// URL of the MCP endpoint, for streamable-http and sse.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="url must be an absolute http:// or https:// URL (file:, ftp:, javascript: and other schemes are refused)"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="url must name a host, e.g. https://mcp.example.com/mcp"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@')",message="url must not carry credentials (user:password@); put them in a header whose value comes from a Secret (spec.headers)"
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Stdio runs a command that speaks MCP on stdin/stdout.
+	// +optional
+	Stdio *StdioSource `json:"stdio,omitempty"`
+
+	// Headers are sent with every request; their values come from Secrets.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Headers []HeaderFromSecret `json:"headers,omitempty"`
+
+	// TLS configures how the remote's certificate is verified.
+	// +optional
+	TLS *ImportTLS `json:"tls,omitempty"`
+
+	// Tools filters which remote tools are imported.
+	// +optional
+	Tools *ToolFilter `json:"tools,omitempty"`
+
+	// RefreshInterval is how often the tool list is fetched again.
+	// +kubebuilder:default="5m"
+	// +optional
+	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
+
+	// Timeout bounds one whole handshake (connect, initialize, every tools/list page).
+	// +kubebuilder:default="10s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// StdioSource is a command run as a list, never through a shell.
+type StdioSource struct {
+	// Image holds the command.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// Command is argv[0] and any fixed arguments, run as a list.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('[|><&;$`\\n]'))",message="command must not contain shell metacharacters (| > < & ; $ backtick newline): it runs as a list, never through a shell, so they would not do what you expect"
+	// +listType=atomic
+	// +required
+	Command []string `json:"command"`
+
+	// Args follow the command.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('[|><&;$`\\n]'))",message="args must not contain shell metacharacters (| > < & ; $ backtick newline): they are passed as a list, never through a shell"
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+}
+
+// HeaderFromSecret is an HTTP header whose value is read from a Secret.
+type HeaderFromSecret struct {
+	// Name of the header, e.g. Authorization.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Name string `json:"name"`
+	// ValueFrom is the Secret key holding the value.
+	// +required
+	ValueFrom SecretKeyRef `json:"valueFrom"`
+}
+
+// ImportTLS configures TLS verification of the remote.
+type ImportTLS struct {
+	// CABundle is a PEM bundle of CAs to trust, from a Secret or ConfigMap key.
+	// +optional
+	CABundle *CABundleRef `json:"caBundle,omitempty"`
+}
+
+// CABundleRef names one key of a Secret or a ConfigMap in the import's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="caBundle takes exactly one of secretRef or configMapRef"
+type CABundleRef struct {
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+	// +optional
+	ConfigMapRef *ConfigMapKeyRef `json:"configMapRef,omitempty"`
+}
+
+// ConfigMapKeyRef names one key of a ConfigMap in the object's namespace.
+type ConfigMapKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+	// +kubebuilder:default="ca.crt"
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ToolFilter keeps the tools whose names match include (all when empty) and not exclude.
+type ToolFilter struct {
+	// Include globs, e.g. "get_*".
+	// +listType=atomic
+	// +optional
+	Include []string `json:"include,omitempty"`
+	// Exclude globs, applied after include.
+	// +listType=atomic
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// RemoteServerInfo is what the remote said about itself.
+type RemoteServerInfo struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	// ProtocolVersion is the negotiated MCP protocol version.
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// Capabilities the remote announced (tools, logging, prompts, resources, …).
+	// +listType=atomic
+	// +optional
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// DiscoveredTool is one remote tool as the remote described it.
+type DiscoveredTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// InputSchema as the remote sent it (omitted when the status had to be truncated).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	InputSchema *runtime.RawExtension `json:"inputSchema,omitempty"`
+}
+
+// RemoteToolImportStatus is what the operator observed of the remote.
+type RemoteToolImportStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, SourceAllowed, HandshakeSucceeded, ToolsDiscovered, Stale.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	ServerInfo *RemoteServerInfo `json:"serverInfo,omitempty"`
+	// Tools discovered at the last successful handshake, after the filters.
+	// +listType=atomic
+	// +optional
+	Tools []DiscoveredTool `json:"tools,omitempty"`
+	// ToolCount is len(tools), for kubectl get.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+	// ToolsTruncated is true when input schemas were left out to keep the status small.
+	// +optional
+	ToolsTruncated bool `json:"toolsTruncated,omitempty"`
+	// Stale is true when the last probe failed and tools are those of an earlier success.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
+	// CatalogDigest is the sha256 of the canonical tool definitions.
+	// +optional
+	CatalogDigest string `json:"catalogDigest,omitempty"`
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// +optional
+	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// BridgeURL is where the stdio bridge serves the command (stdio imports only).
+	// +optional
+	BridgeURL string `json:"bridgeURL,omitempty"`
+}
+
+// RemoteToolImport checks a remote MCP server against the ToolSourcePolicies, handshakes
+// with it, and reports its tools.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rti;imports,categories=cantus
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RemoteToolImport struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// +required
+	Spec RemoteToolImportSpec `json:"spec"`
+	// +optional
+	Status RemoteToolImportStatus `json:"status,omitempty"`
+}
+
+// RemoteToolImportList is a list of RemoteToolImports.
+// +kubebuilder:object:root=true
+type RemoteToolImportList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RemoteToolImport `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RemoteToolImport{}, &RemoteToolImportList{})
+}

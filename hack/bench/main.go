@@ -1,0 +1,831 @@
+// Command bench measures tools/call of a template skill over streamable HTTP, served by
+// the adapter (internal/adapter) and by a bare mcp-go server that renders the same text
+// with the same text/template, side by side in one process on 127.0.0.1 listeners.
+//
+// At every concurrency level both servers get the same number of mcp-go clients, one
+// per worker, each initialized before anything is timed. After a warm-up of each, the
+// measured time of a server (-duration) is cut into slices that alternate between the
+// two servers, A B B A then B A A B and so on (-rounds such groups), so that drift on a
+// small shared machine (other processes, frequency, GC) falls on both alike. A server's
+// figures combine its slices: calls/s, p50 and p99 latency, process CPU and heap
+// allocations per call, then the ratios adapter/bare against the targets (throughput
+// ≥ 0.9×, p99 ≤ 1.2×). The targets are printed, never asserted: the command exits 0
+// whatever the figures, and fails only when a server cannot be set up or does not
+// answer the expected text.
+//
+//	go run ./hack/bench [-duration 3s] [-rounds 3] [-warmup 500ms]
+//	                    [-concurrency 1,16,64] [-json] [-auth]
+//	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
+//
+// Each server's connections are served under the pprof label server=adapter or
+// server=bare, and the clients (their connection goroutines included) under
+// side=client, so a -cpuprofile splits with `go tool pprof -tagfocus server=adapter`;
+// what carries no label is the runtime's own work, mostly GC.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"text/template"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// The skill under test: greet_reader of config/samples/cantus_v1alpha1_skillserver.yaml.
+const (
+	toolName     = "greet_reader"
+	toolDesc     = "Greet a reader by name."
+	toolSchema   = `{"type":"object","title":"GreetReaderArgs","additionalProperties":false,"properties":{"name":{"type":"string"}},"required":["name"]}`
+	toolTemplate = "Hello, {{ .name }}! Welcome to the library."
+	argName      = "Ada"
+	wantText     = "Hello, Ada! Welcome to the library."
+)
+
+// Targets of adapter/bare.
+const (
+	targetThroughputRatio = 0.9
+	targetP99Ratio        = 1.2
+)
+
+const (
+	protocolVersion = mcp.ProtocolVersion20250618
+	benchToken      = "bench-token"
+	// callTimeout bounds every network step: connecting, initializing, each call.
+	callTimeout = 10 * time.Second
+	// maxSettle is the most of each slice left unmeasured while its workers start.
+	maxSettle = 50 * time.Millisecond
+)
+
+const (
+	nameAdapter = "adapter"
+	nameBare    = "bare"
+)
+
+type options struct {
+	duration    time.Duration
+	rounds      int
+	warmup      time.Duration
+	concurrency []int
+	jsonOut     bool
+	auth        bool
+	cpuprofile  string
+	memprofile  string
+}
+
+// slice is the measured part of one slice; settle is the unmeasured start of each.
+func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.rounds) }
+
+func (o options) settle() time.Duration { return min(maxSettle, o.slice()/5) }
+
+// expected is how long the measurements take, connections aside.
+func (o options) expected() time.Duration {
+	perServer := o.warmup + time.Duration(2*o.rounds)*(o.settle()+o.slice())
+	return time.Duration(2*len(o.concurrency)) * perServer
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var conc string
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each server at each concurrency level")
+	flag.IntVar(&o.rounds, "rounds", 3, "alternation groups per level (A B B A or B A A B); each server's -duration is cut into 2×rounds slices")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each server before each level")
+	flag.StringVar(&conc, "concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
+	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
+	flag.BoolVar(&o.auth, "auth", false, "serve the adapter with a bearer token (off by default, as an adapter without bearerTokenFile); the clients of both servers send it")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if o.rounds < 1 || o.rounds > 100 {
+		return o, fmt.Errorf("-rounds %d must be in 1..100", o.rounds)
+	}
+	if o.slice() < 10*time.Millisecond {
+		return o, fmt.Errorf("-duration %s is too short for %d rounds: slices would be under 10ms", o.duration, o.rounds)
+	}
+	if o.warmup < 0 {
+		return o, fmt.Errorf("-warmup %s must not be negative", o.warmup)
+	}
+	for _, f := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return o, fmt.Errorf("-concurrency %q: each level must be an integer in 1..1024", conc)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseFlags()
+	if err != nil {
+		return err
+	}
+
+	// Everything is bounded: the expected time plus a generous allowance for setup.
+	budget := o.expected() + 60*time.Second
+	watchdog := time.AfterFunc(budget, func() {
+		fmt.Fprintf(os.Stderr, "bench: did not finish within %s, giving up\n", budget)
+		os.Exit(2)
+	})
+	defer watchdog.Stop()
+
+	env := describeEnv()
+	fmt.Fprintf(os.Stderr, "%s\nmeasuring %s per server at %d levels in slices of %s; about %s\n",
+		env.line(), o.duration, len(o.concurrency), o.slice(), o.expected().Round(time.Second))
+
+	token := ""
+	if o.auth {
+		token = benchToken
+	}
+	adapterURL, stopAdapter, err := startAdapter(token)
+	if err != nil {
+		return err
+	}
+	defer stopAdapter()
+	bareURL, stopBare, err := startBare()
+	if err != nil {
+		return err
+	}
+	defer stopBare()
+
+	// From here on, the goroutines this one starts, and those they start (the
+	// transport's connection loops among them), are the clients' side.
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
+
+	maxConc := slices.Max(o.concurrency)
+	httpClient := &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // loopback only
+		DialContext:         (&net.Dialer{Timeout: callTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4 * max(64, maxConc),
+		MaxIdleConnsPerHost: 2 * max(64, maxConc),
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	defer httpClient.CloseIdleConnections()
+	var headers map[string]string
+	if token != "" {
+		headers = map[string]string{"Authorization": "Bearer " + token}
+	}
+	targets := map[string]target{
+		nameAdapter: {name: nameAdapter, url: adapterURL, headers: headers, http: httpClient},
+		nameBare:    {name: nameBare, url: bareURL, headers: headers, http: httpClient},
+	}
+	// Both servers must answer the same text before anything is timed.
+	for _, name := range []string{nameAdapter, nameBare} {
+		if err := targets[name].check(); err != nil {
+			return err
+		}
+	}
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("create cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep := report{
+		Env:                   env,
+		DurationPerServer:     o.duration.String(),
+		Rounds:                o.rounds,
+		Slice:                 o.slice().String(),
+		Warmup:                o.warmup.String(),
+		Auth:                  o.auth,
+		TargetThroughputRatio: targetThroughputRatio,
+		TargetP99Ratio:        targetP99Ratio,
+	}
+	for _, conc := range o.concurrency {
+		a, b, ratios, err := measureLevel(o, conc, targets[nameAdapter], targets[nameBare])
+		if err != nil {
+			return fmt.Errorf("at %d clients: %w", conc, err)
+		}
+		rep.Results = append(rep.Results, a, b)
+		rep.Ratios = append(rep.Ratios, ratios)
+	}
+	rep.Env.LoadAvgEnd = loadAvg()
+	if o.memprofile != "" {
+		if err := writeAllocsProfile(o.memprofile); err != nil {
+			return err
+		}
+	}
+
+	if o.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.print(os.Stdout)
+	return nil
+}
+
+// measureLevel connects conc clients to each server, warms both up, then runs the
+// alternating slices and combines them.
+func measureLevel(o options, conc int, ta, tb target) (serverResult, serverResult, ratioResult, error) {
+	var none serverResult
+	pa, err := ta.openPool(conc)
+	if err != nil {
+		return none, none, ratioResult{}, err
+	}
+	defer pa.close()
+	pb, err := tb.openPool(conc)
+	if err != nil {
+		return none, none, ratioResult{}, err
+	}
+	defer pb.close()
+
+	pools := map[string]*pool{nameAdapter: pa, nameBare: pb}
+	for _, p := range []*pool{pa, pb} {
+		if o.warmup > 0 {
+			if _, err := p.slice(0, o.warmup); err != nil {
+				return none, none, ratioResult{}, fmt.Errorf("%s warm-up: %w", p.t.name, err)
+			}
+		}
+	}
+	got := map[string][]sliceResult{}
+	var roundRatios []float64
+	for r := range o.rounds {
+		order := []string{nameAdapter, nameBare, nameBare, nameAdapter}
+		if r%2 == 1 {
+			order = []string{nameBare, nameAdapter, nameAdapter, nameBare}
+		}
+		roundCalls := map[string]int{}
+		for _, name := range order {
+			runtime.GC() // each slice starts from a collected heap, whoever ran before
+			res, err := pools[name].slice(o.settle(), o.slice())
+			if err != nil {
+				return none, none, ratioResult{}, fmt.Errorf("%s: %w", name, err)
+			}
+			got[name] = append(got[name], res)
+			roundCalls[name] += res.calls
+		}
+		roundRatios = append(roundRatios, float64(roundCalls[nameAdapter])/float64(roundCalls[nameBare]))
+	}
+	a := combine(nameAdapter, conc, got[nameAdapter])
+	b := combine(nameBare, conc, got[nameBare])
+	ratios := ratiosOf(a, b, roundRatios)
+	fmt.Fprintf(os.Stderr, "  %3d clients: adapter %6.0f calls/s p99 %7.3fms | bare %6.0f calls/s p99 %7.3fms | throughput %.2f× p99 %.2f×\n",
+		conc, a.CallsPerSec, a.P99Ms, b.CallsPerSec, b.P99Ms, ratios.ThroughputRatio, ratios.P99Ratio)
+	return a, b, ratios, nil
+}
+
+// ---- servers ----
+
+// serveLabelled serves h on a fresh 127.0.0.1 listener. The serving goroutine carries
+// the pprof label server=name, which every connection goroutine inherits, so profiles
+// split by server at no per-request cost.
+func serveLabelled(name string, h http.Handler) (baseURL string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen for %s: %w", name, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: callTimeout,
+		IdleTimeout:       2 * time.Minute,
+	}
+	done := make(chan struct{})
+	go pprof.Do(context.Background(), pprof.Labels("server", name), func(context.Context) {
+		defer close(done)
+		_ = srv.Serve(ln)
+	})
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// startAdapter serves the skill with the adapter as the controller renders it by
+// default: streamable HTTP, stateless.
+func startAdapter(token string) (string, func(), error) {
+	cfg := &adapter.Config{
+		Server:    adapter.ServerInfo{Name: "cantus-bench", Version: "0.0.0"},
+		Transport: adapter.TransportStreamableHTTP,
+		Stateless: true,
+		Tools: []adapter.Tool{{
+			Name:        toolName,
+			Description: toolDesc,
+			InputSchema: json.RawMessage(toolSchema),
+			Template:    &adapter.TemplateBackend{Text: toolTemplate},
+		}},
+	}
+	var opts []adapter.Option
+	if token != "" {
+		opts = append(opts, adapter.WithBearerToken(token))
+	}
+	srv, err := adapter.NewServer(cfg, opts...)
+	if err != nil {
+		return "", nil, fmt.Errorf("adapter: %w", err)
+	}
+	base, stop, err := serveLabelled(nameAdapter, srv.Handler())
+	if err != nil {
+		return "", nil, err
+	}
+	return base + adapter.PathMCP, stop, nil
+}
+
+// startBare serves the same tool with mcp-go alone: one AddTool whose handler renders
+// the same text with the same text/template (parsed once, missingkey=error as the
+// adapter does), over the arguments mcp-go already decoded.
+func startBare() (string, func(), error) {
+	tmpl, err := template.New(toolName).Option("missingkey=error").Parse(toolTemplate)
+	if err != nil {
+		return "", nil, fmt.Errorf("bare: parse template: %w", err)
+	}
+	m := server.NewMCPServer("bare-bench", "0.0.0", server.WithToolCapabilities(false))
+	m.AddTool(mcp.NewToolWithRawSchema(toolName, toolDesc, json.RawMessage(toolSchema)),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var sb strings.Builder
+			if err := tmpl.Execute(&sb, req.GetArguments()); err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+			return mcp.NewToolResultText(sb.String()), nil
+		})
+	streamable := server.NewStreamableHTTPServer(m,
+		server.WithEndpointPath(adapter.PathMCP),
+		server.WithStateLess(true),
+	)
+	mux := http.NewServeMux()
+	mux.Handle(adapter.PathMCP, streamable)
+	base, stop, err := serveLabelled(nameBare, mux)
+	if err != nil {
+		return "", nil, err
+	}
+	return base + adapter.PathMCP, stop, nil
+}
+
+// ---- clients ----
+
+type target struct {
+	name    string
+	url     string
+	headers map[string]string
+	http    *http.Client
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// connect returns an initialized client pinned to 2025-06-18 (unpinned, mcp-go's
+// client would first probe with server/discover).
+func (t target) connect() (*client.Client, error) {
+	tr, err := transport.NewStreamableHTTP(t.url,
+		transport.WithHTTPBasicClient(t.http),
+		transport.WithHTTPHeaders(t.headers),
+		transport.WithHTTPLogger(quietLog),
+	)
+	if err != nil {
+		return nil, err
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(protocolVersion))
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start client: %w", err)
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = protocolVersion
+	req.Params.ClientInfo = mcp.Implementation{Name: "cantus-bench", Version: "0.0.0"}
+	res, err := c.Initialize(ctx, req)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if res.ProtocolVersion != protocolVersion {
+		_ = c.Close()
+		return nil, fmt.Errorf("server negotiated protocol %q, want %q", res.ProtocolVersion, protocolVersion)
+	}
+	return c, nil
+}
+
+func callRequest() mcp.CallToolRequest {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = toolName
+	req.Params.Arguments = map[string]any{"name": argName}
+	return req
+}
+
+// callOnce makes one call and checks that it answered the expected text.
+func callOnce(c *client.Client, req mcp.CallToolRequest) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return err
+	}
+	if len(res.Content) != 1 {
+		return fmt.Errorf("result has %d content items, want 1", len(res.Content))
+	}
+	text, ok := mcp.AsTextContent(res.Content[0])
+	if !ok {
+		return fmt.Errorf("result content is %T, want text", res.Content[0])
+	}
+	if res.IsError || text.Text != wantText {
+		return fmt.Errorf("result %q (isError %t), want %q", text.Text, res.IsError, wantText)
+	}
+	return nil
+}
+
+func (t target) check() error {
+	c, err := t.connect()
+	if err != nil {
+		return fmt.Errorf("%s at %s: %w", t.name, t.url, err)
+	}
+	defer c.Close()
+	if err := callOnce(c, callRequest()); err != nil {
+		return fmt.Errorf("%s: tools/call %s: %w", t.name, toolName, err)
+	}
+	return nil
+}
+
+// pool is the initialized clients of one server at one concurrency level.
+type pool struct {
+	t       target
+	clients []*client.Client
+}
+
+func (t target) openPool(conc int) (*pool, error) {
+	p := &pool{t: t}
+	for range conc {
+		c, err := t.connect()
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("%s: %w", t.name, err)
+		}
+		p.clients = append(p.clients, c)
+	}
+	return p, nil
+}
+
+func (p *pool) close() {
+	for _, c := range p.clients {
+		_ = c.Close()
+	}
+}
+
+// sliceResult is one measured slice of one server.
+type sliceResult struct {
+	calls     int           // successful calls completed inside the window
+	errors    int           // failed calls completed inside the window
+	window    time.Duration // measured time
+	cpu       time.Duration // process CPU (user+system) during the window, clients included
+	allocB    uint64        // heap bytes allocated during the window, clients included
+	allocN    uint64        // heap objects allocated during the window, clients included
+	latencies []time.Duration
+}
+
+// slice has every client loop tools/call for settle+window, and keeps the calls that
+// complete inside the window [start+settle, start+settle+window].
+func (p *pool) slice(settle, window time.Duration) (sliceResult, error) {
+	type workerResult struct {
+		calls, errors int
+		lat           []time.Duration
+		firstErr      error
+	}
+	results := make([]workerResult, len(p.clients))
+	from := time.Now().Add(settle)
+	until := from.Add(window)
+	var wg sync.WaitGroup
+	for i, c := range p.clients {
+		wg.Go(func() {
+			req := callRequest()
+			w := &results[i]
+			for {
+				s := time.Now()
+				if !s.Before(until) {
+					return
+				}
+				err := callOnce(c, req)
+				e := time.Now()
+				if e.Before(from) || e.After(until) {
+					continue
+				}
+				if err != nil {
+					w.errors++
+					if w.firstErr == nil {
+						w.firstErr = err
+					}
+					continue
+				}
+				w.calls++
+				w.lat = append(w.lat, e.Sub(s))
+			}
+		})
+	}
+	time.Sleep(time.Until(from))
+	cpu0 := processCPU()
+	b0, n0 := heapAllocs()
+	time.Sleep(time.Until(until))
+	cpu1 := processCPU()
+	b1, n1 := heapAllocs()
+	wg.Wait()
+
+	res := sliceResult{window: window, cpu: cpu1 - cpu0, allocB: b1 - b0, allocN: n1 - n0}
+	var firstErr error
+	for _, w := range results {
+		res.calls += w.calls
+		res.errors += w.errors
+		res.latencies = append(res.latencies, w.lat...)
+		if firstErr == nil {
+			firstErr = w.firstErr
+		}
+	}
+	if res.calls == 0 {
+		if firstErr == nil {
+			firstErr = errors.New("no call completed inside the measured window")
+		}
+		return res, firstErr
+	}
+	if firstErr != nil {
+		fmt.Fprintf(os.Stderr, "  %s: %d failed calls, first: %v\n", p.t.name, res.errors, firstErr)
+	}
+	return res, nil
+}
+
+func writeAllocsProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create allocation profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write allocation profile: %w", err)
+	}
+	return f.Close()
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapAllocs returns the bytes and objects allocated on the heap so far.
+func heapAllocs() (bytes, objects uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		bytes = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		objects = s[1].Value.Uint64()
+	}
+	return bytes, objects
+}
+
+// percentile is the nearest-rank percentile of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ---- report ----
+
+type envInfo struct {
+	GoVersion    string `json:"go_version"`
+	OS           string `json:"os"`
+	Arch         string `json:"arch"`
+	GOMAXPROCS   int    `json:"gomaxprocs"`
+	NumCPU       int    `json:"num_cpu"`
+	CPUModel     string `json:"cpu_model"`
+	MCPGo        string `json:"mcp_go"`
+	LoadAvgStart string `json:"loadavg_start"`
+	LoadAvgEnd   string `json:"loadavg_end"`
+}
+
+func describeEnv() envInfo {
+	e := envInfo{
+		GoVersion:    runtime.Version(),
+		OS:           runtime.GOOS,
+		Arch:         runtime.GOARCH,
+		GOMAXPROCS:   runtime.GOMAXPROCS(0),
+		NumCPU:       runtime.NumCPU(),
+		CPUModel:     cpuModel(),
+		MCPGo:        "unknown",
+		LoadAvgStart: loadAvg(),
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/mark3labs/mcp-go" {
+				e.MCPGo = d.Version
+			}
+		}
+	}
+	return e
+}
+
+func (e envInfo) line() string {
+	return fmt.Sprintf("%s %s/%s, GOMAXPROCS=%d, NumCPU=%d, CPU: %s, mcp-go %s",
+		e.GoVersion, e.OS, e.Arch, e.GOMAXPROCS, e.NumCPU, e.CPUModel, e.MCPGo)
+}
+
+// cpuModel reads the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(key) == "model name" {
+			return strings.TrimSpace(value)
+		}
+	}
+	return "unknown"
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages: other work on the machine
+// shows in the figures, and this says how much there was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// serverResult is one server at one concurrency level, its slices combined.
+type serverResult struct {
+	Server        string  `json:"server"`
+	Concurrency   int     `json:"concurrency"`
+	Calls         int     `json:"calls"`
+	Errors        int     `json:"errors"`
+	Seconds       float64 `json:"seconds"`
+	CallsPerSec   float64 `json:"calls_per_sec"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	CPUPerCallUs  float64 `json:"cpu_per_call_us"`
+	AllocsPerCall float64 `json:"allocs_per_call"`
+	BytesPerCall  float64 `json:"bytes_per_call"`
+	// SliceMinPerSec and SliceMaxPerSec bound the slices' calls/s: their spread is the
+	// machine's noise.
+	SliceMinPerSec float64 `json:"slice_min_calls_per_sec"`
+	SliceMaxPerSec float64 `json:"slice_max_calls_per_sec"`
+}
+
+type ratioResult struct {
+	Concurrency        int     `json:"concurrency"`
+	ThroughputRatio    float64 `json:"throughput_ratio"`
+	ThroughputPass     bool    `json:"throughput_pass"`
+	RoundThroughputMin float64 `json:"round_throughput_ratio_min"`
+	RoundThroughputMax float64 `json:"round_throughput_ratio_max"`
+	P99Ratio           float64 `json:"p99_ratio"`
+	P99Pass            bool    `json:"p99_pass"`
+	CPUPerCallRatio    float64 `json:"cpu_per_call_ratio"`
+	AllocsPerCallDiff  float64 `json:"allocs_per_call_diff"`
+	BytesPerCallDiff   float64 `json:"bytes_per_call_diff"`
+}
+
+type report struct {
+	Env                   envInfo        `json:"env"`
+	DurationPerServer     string         `json:"duration_per_server"`
+	Rounds                int            `json:"rounds"`
+	Slice                 string         `json:"slice"`
+	Warmup                string         `json:"warmup"`
+	Auth                  bool           `json:"auth"`
+	TargetThroughputRatio float64        `json:"target_throughput_ratio"`
+	TargetP99Ratio        float64        `json:"target_p99_ratio"`
+	Results               []serverResult `json:"results"`
+	Ratios                []ratioResult  `json:"ratios"`
+}
+
+func combine(name string, conc int, parts []sliceResult) serverResult {
+	r := serverResult{Server: name, Concurrency: conc, SliceMinPerSec: math.Inf(1)}
+	var window, cpu time.Duration
+	var allocB, allocN uint64
+	var lat []time.Duration
+	for _, p := range parts {
+		r.Calls += p.calls
+		r.Errors += p.errors
+		window += p.window
+		cpu += p.cpu
+		allocB += p.allocB
+		allocN += p.allocN
+		lat = append(lat, p.latencies...)
+		perSec := float64(p.calls) / p.window.Seconds()
+		r.SliceMinPerSec = math.Min(r.SliceMinPerSec, perSec)
+		r.SliceMaxPerSec = math.Max(r.SliceMaxPerSec, perSec)
+	}
+	slices.Sort(lat)
+	r.Seconds = window.Seconds()
+	r.CallsPerSec = float64(r.Calls) / window.Seconds()
+	r.P50Ms = ms(percentile(lat, 0.50))
+	r.P99Ms = ms(percentile(lat, 0.99))
+	if n := r.Calls + r.Errors; n > 0 {
+		r.CPUPerCallUs = float64(cpu.Microseconds()) / float64(n)
+		r.AllocsPerCall = float64(allocN) / float64(n)
+		r.BytesPerCall = float64(allocB) / float64(n)
+	}
+	return r
+}
+
+func ratiosOf(a, b serverResult, rounds []float64) ratioResult {
+	r := ratioResult{
+		Concurrency:        a.Concurrency,
+		ThroughputRatio:    a.CallsPerSec / b.CallsPerSec,
+		RoundThroughputMin: slices.Min(rounds),
+		RoundThroughputMax: slices.Max(rounds),
+		P99Ratio:           a.P99Ms / b.P99Ms,
+		CPUPerCallRatio:    a.CPUPerCallUs / b.CPUPerCallUs,
+		AllocsPerCallDiff:  a.AllocsPerCall - b.AllocsPerCall,
+		BytesPerCallDiff:   a.BytesPerCall - b.BytesPerCall,
+	}
+	r.ThroughputPass = r.ThroughputRatio >= targetThroughputRatio
+	r.P99Pass = r.P99Ratio <= targetP99Ratio
+	return r
+}
+
+func (r *report) print(out io.Writer) {
+	auth := "off"
+	if r.Auth {
+		auth = "on (the adapter checks a bearer token)"
+	}
+	fmt.Fprintln(out, r.Env.line())
+	fmt.Fprintf(out, "load average %s at start, %s at end\n", r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
+	fmt.Fprintf(out, "tools/call %s over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
+		toolName, protocolVersion, auth)
+	fmt.Fprintf(out, "per server and level: %s warm-up, then %s measured in %d slices of %s, alternating A B B A / B A A B\n\n",
+		r.Warmup, r.DurationPerServer, 2*r.Rounds, r.Slice)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tserver\tcalls/s\tslices calls/s\tp50\tp99\tcpu/call\tallocs/call\tB/call\terrors\t")
+	for _, s := range r.Results {
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f–%.0f\t%.3fms\t%.3fms\t%.0fµs\t%.0f\t%.0f\t%d\t\n",
+			s.Concurrency, s.Server, s.CallsPerSec, s.SliceMinPerSec, s.SliceMaxPerSec, s.P50Ms, s.P99Ms,
+			s.CPUPerCallUs, s.AllocsPerCall, s.BytesPerCall, s.Errors)
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "clients\tthroughput adapter/bare\t≥%.1f×\tper round\tp99 adapter/bare\t≤%.1f×\tcpu/call\tallocs/call\tB/call\t\n",
+		targetThroughputRatio, targetP99Ratio)
+	for _, x := range r.Ratios {
+		fmt.Fprintf(tw, "%d\t%.2f×\t%s\t%.2f–%.2f×\t%.2f×\t%s\t%.2f×\t%+.0f\t%+.0f\t\n",
+			x.Concurrency, x.ThroughputRatio, mark(x.ThroughputPass), x.RoundThroughputMin, x.RoundThroughputMax,
+			x.P99Ratio, mark(x.P99Pass), x.CPUPerCallRatio, x.AllocsPerCallDiff, x.BytesPerCallDiff)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "\ntargets are printed, not asserted. cpu/call, allocs/call and B/call count the whole process,")
+	fmt.Fprintln(out, "clients included; the ratio table gives their adapter/bare ratio or difference.")
+}
+
+func mark(pass bool) string {
+	if pass {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,117 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// sseAnswerSettle is how long shutdown waits, after the last call returned, before
+// closing sse streams: on that transport the answer is queued for the stream after the
+// handler returns, and closing the stream at once could drop it.
+const sseAnswerSettle = 200 * time.Millisecond
+
+// Serve serves on ln until ctx is cancelled, then shuts down gracefully: readiness
+// fails first, new calls are still taken for the drain delay, then refused while the
+// calls in flight finish, all within the shutdown grace. It returns nil after a clean
+// shutdown. A Server serves once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if !s.serving.CompareAndSwap(false, true) {
+		return errors.New("adapter server is already serving: a Server serves once")
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Calls must outlive ctx: its cancellation starts a graceful shutdown, it does
+		// not abort what is in flight.
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
+		ErrorLog:    slog.NewLogLogger(logr.ToSlogHandler(s.log.WithName("http")), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.log.Info("serving", "address", ln.Addr().String(), "transport", s.cfg.Transport,
+		"stateless", s.cfg.Stateless, "tools", len(s.tools))
+
+	select {
+	case err := <-served:
+		s.endStreams()
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	return s.shutdown(srv, served)
+}
+
+func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), began.Add(s.opts.shutdownGrace))
+	defer cancel()
+
+	s.shuttingDown.Store(true)
+	// From now on every response says Connection: close, so clients reconnect through
+	// the Service and reach a ready replica.
+	srv.SetKeepAlivesEnabled(false)
+	s.log.Info("shutdown began, readiness failing", "drainDelay", s.opts.drainDelay.String(),
+		"shutdownGrace", s.opts.shutdownGrace.String(), "inFlight", s.gate.inFlight())
+
+	sleep(ctx, s.opts.drainDelay)
+	s.gate.refuseNew()
+	s.log.Info("refusing new calls, waiting for calls in flight", "inFlight", s.gate.inFlight())
+
+	waitErr := s.waitCallsAnswered(ctx)
+	stranded := s.gate.inFlight()
+	s.endStreams()
+	if s.sse != nil {
+		s.sse.CloseSessions()
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		s.log.Info("closing connections that did not finish within the shutdown grace", "reason", err.Error())
+		_ = srv.Close()
+	}
+	<-served
+	s.backend.CloseIdleConnections()
+
+	if waitErr != nil {
+		return fmt.Errorf("shutdown grace %s expired with %d calls in flight: %w", s.opts.shutdownGrace, stranded, waitErr)
+	}
+	s.log.Info("shutdown complete", "took", time.Since(began).Round(time.Millisecond).String())
+	return nil
+}
+
+// waitCallsAnswered returns when no call is in flight and, on the sse transport, the
+// answers had time to reach their streams.
+func (s *Server) waitCallsAnswered(ctx context.Context) error {
+	for {
+		if err := s.gate.waitIdle(ctx); err != nil {
+			return err
+		}
+		if s.sse == nil {
+			return nil
+		}
+		// An sse call starts after its POST was answered, so one admitted just before
+		// refusing may only now be starting: settle, then look again.
+		sleep(ctx, sseAnswerSettle)
+		if s.gate.inFlight() == 0 {
+			return nil
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

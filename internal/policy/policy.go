@@ -1,0 +1,265 @@
+// Package policy decides whether a RemoteToolImport may reach its source, by the
+// ToolSourcePolicies that cover its namespace. It also supplies the dialer that connects
+// only to addresses it checked, so a DNS answer that changes between the check and the
+// connection cannot slip past.
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+)
+
+// Reasons of the SourceAllowed condition.
+const (
+	ReasonAllowed        = "Allowed"
+	ReasonAllowedByAudit = "AllowedByAudit"
+	ReasonNotAllowlisted = "NotAllowlisted"
+	ReasonNoPolicy       = "NoPolicy"
+	ReasonDeniedAddress  = "DeniedAddress"
+	ReasonDNSError       = "DNSError"
+	ReasonInvalidSource  = "InvalidSource"
+)
+
+// Resolver resolves host names; net.DefaultResolver satisfies it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Decision is the verdict on one source.
+type Decision struct {
+	Allowed bool
+	// Reason and Message go into the SourceAllowed condition.
+	Reason  string
+	Message string
+	// Policy names the policy that allowed the source.
+	Policy string
+	// Addresses are the checked addresses of an allowed URL's host.
+	Addresses []netip.Addr
+}
+
+// Checker evaluates sources against the policies that cover one namespace.
+type Checker struct {
+	// Policies must already be filtered to those whose namespaceSelector selects Namespace.
+	Policies  []cantusv1alpha1.ToolSourcePolicy
+	Namespace string
+	Resolver  Resolver
+}
+
+// CheckURL decides on an http(s) source: its host and port must be listed by a policy and
+// every address the host resolves to must be acceptable to that same policy.
+func (c *Checker) CheckURL(ctx context.Context, rawURL string) Decision {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return Decision{Reason: ReasonInvalidSource, Message: fmt.Sprintf("%q is not an http(s) URL with a host", rawURL)}
+	}
+	return c.CheckHostPort(ctx, u.Hostname(), portOf(u))
+}
+
+// CheckHostPort is CheckURL for a host and port already split.
+func (c *Checker) CheckHostPort(ctx context.Context, host string, port int) Decision {
+	if len(c.Policies) == 0 {
+		return c.noPolicy(fmt.Sprintf("host %q", host))
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	var refusals []string
+	var audit, denied *Decision
+	for i := range c.Policies {
+		p := &c.Policies[i]
+		d := c.checkHostPortAgainst(ctx, p, host, port)
+		switch {
+		case d.Allowed && isAudit(p):
+			if audit == nil {
+				audit = &d
+			}
+		case d.Allowed, d.Reason == ReasonDNSError:
+			return d
+		case d.Reason == ReasonDeniedAddress && denied == nil:
+			// The host is listed but an address it resolves to is not acceptable: that
+			// is the refusal to report, not "add the host".
+			denied = &d
+		default:
+			refusals = append(refusals, d.Message)
+		}
+	}
+	if audit != nil {
+		return *audit
+	}
+	if denied != nil {
+		// Address refusals (metadata, link-local, loopback, outside the CIDRs) are a floor
+		// that Audit mode does not lift.
+		return *denied
+	}
+	return c.auditOr(Decision{
+		Reason: ReasonNotAllowlisted,
+		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s:%d (%s); to allow it, add %q to spec.hosts (and %d to spec.ports if the policy lists ports) of a ToolSourcePolicy that selects this namespace",
+			c.Namespace, host, port, strings.Join(refusals, "; "), host, port),
+	}, host)
+}
+
+func (c *Checker) checkHostPortAgainst(ctx context.Context, p *cantusv1alpha1.ToolSourcePolicy, host string, port int) Decision {
+	if !hostListed(p.Spec.Hosts, host) {
+		return Decision{Reason: ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list host %s", p.Name, host)}
+	}
+	if len(p.Spec.Ports) > 0 && !slices.Contains(p.Spec.Ports, int32(port)) {
+		return Decision{Reason: ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list port %d", p.Name, port)}
+	}
+	addrs, err := c.resolve(ctx, host)
+	if err != nil {
+		return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
+	}
+	for _, a := range addrs {
+		if why := addressRefusal(p, host, a); why != "" {
+			return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf("policy %s: %s", p.Name, why)}
+		}
+	}
+	return Decision{
+		Allowed:   true,
+		Reason:    allowedReason(p),
+		Message:   allowedMessage(p, fmt.Sprintf("%s:%d", host, port)),
+		Policy:    p.Name,
+		Addresses: addrs,
+	}
+}
+
+// CheckStdio decides on a stdio source: one policy must allow both the image (by prefix)
+// and the command (by argv[0]).
+func (c *Checker) CheckStdio(image string, command []string) Decision {
+	what := fmt.Sprintf("image %q with command %q", image, argv0(command))
+	if len(c.Policies) == 0 {
+		return c.noPolicy(what)
+	}
+	var audit *Decision
+	for i := range c.Policies {
+		p := &c.Policies[i]
+		if !imageListed(p.Spec.Images, image) || !slices.Contains(p.Spec.Commands, argv0(command)) {
+			continue
+		}
+		d := Decision{Allowed: true, Reason: allowedReason(p), Message: allowedMessage(p, what), Policy: p.Name}
+		if !isAudit(p) {
+			return d
+		}
+		if audit == nil {
+			audit = &d
+		}
+	}
+	if audit != nil {
+		return *audit
+	}
+	return Decision{
+		Reason: ReasonNotAllowlisted,
+		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s; to allow it, add an image prefix of %q to spec.images and %q to spec.commands of one ToolSourcePolicy that selects this namespace",
+			c.Namespace, what, image, argv0(command)),
+	}
+}
+
+// auditOr turns a refusal into an audited pass when an Audit policy covers the namespace.
+func (c *Checker) auditOr(refusal Decision, _ string) Decision {
+	for i := range c.Policies {
+		if isAudit(&c.Policies[i]) {
+			return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: c.Policies[i].Name,
+				Message: "allowed only because policy " + c.Policies[i].Name + " is in Audit mode; Enforce would refuse it: " + refusal.Message}
+		}
+	}
+	return refusal
+}
+
+func (c *Checker) noPolicy(what string) Decision {
+	return Decision{
+		Reason: ReasonNoPolicy,
+		Message: fmt.Sprintf("no ToolSourcePolicy selects namespace %q, so its imports are not allowed; create a ToolSourcePolicy whose namespaceSelector matches it and that allows %s",
+			c.Namespace, what),
+	}
+}
+
+func (c *Checker) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip.Unmap()}, nil
+	}
+	resolver := c.Resolver
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	addrs, err := resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("no addresses")
+	}
+	for i := range addrs {
+		addrs[i] = addrs[i].Unmap()
+	}
+	return addrs, nil
+}
+
+func isAudit(p *cantusv1alpha1.ToolSourcePolicy) bool {
+	return p.Spec.Mode == cantusv1alpha1.PolicyAudit
+}
+
+func allowedReason(p *cantusv1alpha1.ToolSourcePolicy) string {
+	if isAudit(p) {
+		return ReasonAllowedByAudit
+	}
+	return ReasonAllowed
+}
+
+func allowedMessage(p *cantusv1alpha1.ToolSourcePolicy, what string) string {
+	return fmt.Sprintf("%s is allowed by ToolSourcePolicy %s", what, p.Name)
+}
+
+func portOf(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+func argv0(command []string) string {
+	if len(command) == 0 {
+		return ""
+	}
+	return command[0]
+}
+
+func imageListed(prefixes []string, image string) bool {
+	for _, p := range prefixes {
+		if p != "" && strings.HasPrefix(image, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostListed matches exact names, IP literals, and "*.example.com", which matches one or
+// more labels under example.com but not example.com itself.
+func hostListed(patterns []string, host string) bool {
+	for _, p := range patterns {
+		p = strings.ToLower(strings.TrimSuffix(p, "."))
+		if suffix, ok := strings.CutPrefix(p, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if p == host {
+			return true
+		}
+		if a, err := netip.ParseAddr(p); err == nil {
+			if b, err := netip.ParseAddr(host); err == nil && a.Unmap() == b.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
+}
