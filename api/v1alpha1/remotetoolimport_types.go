@@ -130,10 +130,14 @@ type ConfigMapKeyRef struct {
 // ToolFilter keeps the tools whose names match include (all when empty) and not exclude.
 type ToolFilter struct {
 	// Include globs, e.g. "get_*".
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
 	// +listType=atomic
 	// +optional
 	Include []string `json:"include,omitempty"`
 	// Exclude globs, applied after include.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
 	// +listType=atomic
 	// +optional
 	Exclude []string `json:"exclude,omitempty"`

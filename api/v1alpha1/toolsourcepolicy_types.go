@@ -33,6 +33,7 @@ type ToolSourcePolicySpec struct {
 	// ("*.example.com" matches one or more labels), or IP literals.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	Hosts []string `json:"hosts,omitempty"`
 
@@ -48,17 +49,22 @@ type ToolSourcePolicySpec struct {
 	// here to be reachable.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="each cidrs entry must be a CIDR such as 10.0.0.0/8 or fd00::/8"
 	// +optional
 	CIDRs []string `json:"cidrs,omitempty"`
 
 	// Images allowed for stdio imports, by prefix ("ghcr.io/acme/").
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=512
 	// +optional
 	Images []string `json:"images,omitempty"`
 
 	// Commands allowed for stdio imports, by argv[0] ("npx", "/usr/local/bin/server").
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
 	// +optional
 	Commands []string `json:"commands,omitempty"`
 }

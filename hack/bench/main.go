@@ -13,7 +13,7 @@
 // whatever the figures, and fails only when a server cannot be set up or does not
 // answer the expected text.
 //
-//	go run ./hack/bench [-duration 3s] [-rounds 3] [-warmup 500ms]
+//	go run ./hack/bench [-duration 3s] [-rounds 6] [-warmup 500ms]
 //	                    [-concurrency 1,16,64] [-json] [-auth]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
@@ -79,7 +79,7 @@ const (
 	// callTimeout bounds every network step: connecting, initializing, each call.
 	callTimeout = 10 * time.Second
 	// maxSettle is the most of each slice left unmeasured while its workers start.
-	maxSettle = 50 * time.Millisecond
+	maxSettle = 25 * time.Millisecond
 )
 
 const (
@@ -120,7 +120,7 @@ func parseFlags() (options, error) {
 	var o options
 	var conc string
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each server at each concurrency level")
-	flag.IntVar(&o.rounds, "rounds", 3, "alternation groups per level (A B B A or B A A B); each server's -duration is cut into 2×rounds slices")
+	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (A B B A or B A A B); each server's -duration is cut into 2×rounds slices")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each server before each level")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
@@ -166,7 +166,7 @@ func run() error {
 
 	env := describeEnv()
 	fmt.Fprintf(os.Stderr, "%s\nmeasuring %s per server at %d levels in slices of %s; about %s\n",
-		env.line(), o.duration, len(o.concurrency), o.slice(), o.expected().Round(time.Second))
+		env.line(), o.duration, len(o.concurrency), o.slice().Round(time.Millisecond), o.expected().Round(time.Second))
 
 	token := ""
 	if o.auth {
@@ -227,7 +227,7 @@ func run() error {
 		Env:                   env,
 		DurationPerServer:     o.duration.String(),
 		Rounds:                o.rounds,
-		Slice:                 o.slice().String(),
+		Slice:                 o.slice().Round(time.Millisecond).String(),
 		Warmup:                o.warmup.String(),
 		Auth:                  o.auth,
 		TargetThroughputRatio: targetThroughputRatio,

@@ -208,7 +208,8 @@ func AdapterBinary(t testing.TB) string {
 		tmp := filepath.Join(dir, fmt.Sprintf("adapter.%d.tmp", os.Getpid()))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		r := run(ctx, root, nil, "go", "build", "-o", tmp, "./cmd/adapter")
+		// Static, as in the image: tests may run it in a chroot that has no libc.
+		r := run(ctx, root, []string{"CGO_ENABLED=0"}, "go", "build", "-o", tmp, "./cmd/adapter")
 		if r.err != nil {
 			_ = os.Remove(tmp)
 			adapterErr = fmt.Errorf("go build ./cmd/adapter: %v\n%s", r.err, clip(r.stderr))

@@ -1,0 +1,512 @@
+// Package memory is the engine of the memory skill: the Anthropic memory tool
+// (view, create, str_replace, insert, delete, rename over a virtual /memories
+// directory) on a local directory, guarded so that an agent cannot lose data.
+//
+// On-disk layout under Config.Root:
+//
+//	memories/            the files the agent sees as /memories/...
+//	.trash/<id>/content  the previous content of a deleted, overwritten, edited or renamed file
+//	.trash/<id>/meta.json  {id, path, new_path, command, kind, time, bytes, sha256}
+//	.journal.jsonl       one JSON line per mutation (append-only, fsynced)
+//	.lock                advisory lock file (flock) serialising writers across processes
+//
+// Every write goes to a temporary file in the target's directory, is fsynced,
+// renamed into place, and the directory is fsynced. The previous content of a
+// file is kept in the trash (a hard link when the filesystem allows it, a copy
+// otherwise) before it is replaced, and every mutation appends one line to the
+// journal after it is durable.
+//
+// A memory directory has one writer process at a time in normal operation (one
+// replica), but the lock file keeps an operator's `adapter memory restore`
+// running beside the server safe.
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Commands of the Anthropic memory tool.
+const (
+	CmdView       = "view"
+	CmdCreate     = "create"
+	CmdStrReplace = "str_replace"
+	CmdInsert     = "insert"
+	CmdDelete     = "delete"
+	CmdRename     = "rename"
+)
+
+// CmdRestore is the journal command of Store.Restore (an operator action, not a tool command).
+const CmdRestore = "restore"
+
+// Markers that begin every tool error text.
+const (
+	// RefusedPrefix begins the text of a call the guard refused; the rest says how to fix the call.
+	RefusedPrefix = "memory_refused: "
+	// ErrorPrefix begins the text of a call that was allowed but failed (no match, missing file, ...).
+	ErrorPrefix = "memory_error: "
+)
+
+// Defaults.
+const (
+	VirtualRoot           = "/memories"
+	DefaultToolName       = "memory"
+	DefaultMaxFileBytes   = int64(1 << 20)  // 1 MiB
+	DefaultMaxTotalBytes  = int64(64 << 20) // 64 MiB
+	DefaultTrashRetention = 7 * 24 * time.Hour
+	minNameRunes          = 2
+)
+
+// Names inside Config.Root.
+const (
+	memoriesDir = "memories"
+	trashDir    = ".trash"
+	journalName = ".journal.jsonl"
+	lockName    = ".lock"
+	tmpPrefix   = ".memtmp-"
+	contentName = "content"
+	metaName    = "meta.json"
+)
+
+// AllCommands lists the memory tool's commands in their documented order.
+var AllCommands = []string{CmdView, CmdCreate, CmdStrReplace, CmdInsert, CmdDelete, CmdRename}
+
+// DefaultConfirmCommands are the commands that need "confirm": true when Guard.ConfirmCommands is nil.
+var DefaultConfirmCommands = []string{CmdDelete, CmdRename, CmdStrReplace}
+
+// Guard is the policy that stands between the agent and the files.
+type Guard struct {
+	// AllowedCommands is a subset of AllCommands; empty means all.
+	AllowedCommands []string
+	// ConfirmCommands need "confirm": true in the call. nil means DefaultConfirmCommands;
+	// a non-nil empty slice means no command needs confirmation. create over an existing
+	// file (an overwrite) needs confirmation when create or str_replace is listed.
+	ConfirmCommands []string
+	// ReadOnly allows view only.
+	ReadOnly bool
+	// MaxFileBytes caps the size of one file (default 1 MiB).
+	MaxFileBytes int64
+	// MaxTotalBytes caps the bytes of all files under memories/ (default 64 MiB; the trash is not counted).
+	MaxTotalBytes int64
+	// TrashRetention is how long trashed content is kept (default 7 days). Older entries are
+	// purged lazily: when the store opens and, at most once a minute, before a mutation.
+	TrashRetention time.Duration
+}
+
+// Config configures a Store.
+type Config struct {
+	// Root is the directory that holds memories/, .trash/ and .journal.jsonl.
+	Root string
+	// ToolName is the MCP tool name (default "memory").
+	ToolName string
+	Guard    Guard
+}
+
+// Store is a guarded memory directory. Its methods are safe for concurrent use:
+// mutations are serialised (a mutex, plus a lock file across processes); reads
+// take no lock, since every write replaces a file atomically.
+type Store struct {
+	cfg      Config
+	allowed  map[string]bool
+	confirm  map[string]bool
+	root     string // absolute Config.Root
+	memReal  string // Root/memories with symlinks in Root resolved
+	base     *os.Root
+	mem      *os.Root
+	lockFile *os.File
+
+	mu          sync.Mutex
+	total       int64 // bytes of regular files under memories/
+	journalSize int64 // journal size after the last mutation this store saw
+	lastPurge   time.Time
+
+	// Knobs for tests and benchmarks.
+	noFsync    bool
+	now        func() time.Time
+	purgeEvery time.Duration
+}
+
+// Open opens (and creates as needed) the memory directory at cfg.Root.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("memory: Config.Root is empty")
+	}
+	if cfg.ToolName == "" {
+		cfg.ToolName = DefaultToolName
+	}
+	g := &cfg.Guard
+	if g.MaxFileBytes < 0 || g.MaxTotalBytes < 0 || g.TrashRetention < 0 {
+		return nil, errors.New("memory: guard limits must not be negative")
+	}
+	if g.MaxFileBytes == 0 {
+		g.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if g.MaxTotalBytes == 0 {
+		g.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if g.TrashRetention == 0 {
+		g.TrashRetention = DefaultTrashRetention
+	}
+	if g.ConfirmCommands == nil {
+		g.ConfirmCommands = slices.Clone(DefaultConfirmCommands)
+	}
+	s := &Store{
+		cfg:        cfg,
+		allowed:    map[string]bool{},
+		confirm:    map[string]bool{},
+		now:        time.Now,
+		purgeEvery: time.Minute,
+	}
+	for _, c := range g.AllowedCommands {
+		if !slices.Contains(AllCommands, c) {
+			return nil, fmt.Errorf("memory: unknown command %q in AllowedCommands (known: %s)", c, strings.Join(AllCommands, ", "))
+		}
+		s.allowed[c] = true
+	}
+	if len(g.AllowedCommands) == 0 {
+		for _, c := range AllCommands {
+			s.allowed[c] = true
+		}
+	}
+	if g.ReadOnly {
+		s.allowed = map[string]bool{CmdView: true}
+	}
+	for _, c := range g.ConfirmCommands {
+		if !slices.Contains(AllCommands, c) {
+			return nil, fmt.Errorf("memory: unknown command %q in ConfirmCommands (known: %s)", c, strings.Join(AllCommands, ", "))
+		}
+		s.confirm[c] = true
+	}
+
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	s.root = root
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	for _, d := range []string{memoriesDir, trashDir} {
+		p := filepath.Join(root, d)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return nil, fmt.Errorf("memory: %w", err)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("memory: %w", err)
+		case !fi.IsDir():
+			return nil, fmt.Errorf("memory: %s must be a directory (not a file or a symlink)", p)
+		}
+	}
+	if s.memReal, err = filepath.EvalSymlinks(filepath.Join(root, memoriesDir)); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	if s.base, err = os.OpenRoot(root); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	if s.mem, err = s.base.OpenRoot(memoriesDir); err != nil {
+		s.base.Close()
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	if s.lockFile, err = s.base.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	if err := s.recover(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	return s, nil
+}
+
+// recover runs at Open under the lock: it removes temporary files a crash left
+// behind, terminates a torn journal line, measures the memories and purges the trash.
+func (s *Store) recover() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unlock, err := s.lockExclusive()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, r := range []*os.Root{s.mem, s.base} {
+		var tmps []string
+		_ = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), tmpPrefix) {
+				tmps = append(tmps, p)
+			}
+			return nil
+		})
+		for _, p := range tmps {
+			if err := r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := s.repairJournal(); err != nil {
+		return err
+	}
+	if err := s.refreshTotal(true); err != nil {
+		return err
+	}
+	return s.purgeTrash()
+}
+
+// Close releases the store's file handles.
+func (s *Store) Close() error {
+	var errs []error
+	if s.lockFile != nil {
+		errs = append(errs, s.lockFile.Close())
+	}
+	if s.mem != nil {
+		errs = append(errs, s.mem.Close())
+	}
+	if s.base != nil {
+		errs = append(errs, s.base.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Root returns the absolute directory the store works in.
+func (s *Store) Root() string { return s.root }
+
+// ToolName returns the configured MCP tool name.
+func (s *Store) ToolName() string { return s.cfg.ToolName }
+
+// allowedList returns the allowed commands in documented order.
+func (s *Store) allowedList() []string {
+	var out []string
+	for _, c := range AllCommands {
+		if s.allowed[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *Store) confirmList() []string {
+	var out []string
+	for _, c := range AllCommands {
+		if s.confirm[c] && s.allowed[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// overwriteNeedsConfirm reports whether create over an existing file needs "confirm": true.
+func (s *Store) overwriteNeedsConfirm() bool {
+	return s.confirm[CmdCreate] || s.confirm[CmdStrReplace]
+}
+
+// Tool returns the MCP tool definition, shaped by the guard.
+func (s *Store) Tool() mcp.Tool {
+	allowed := s.allowedList()
+	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
+	props := map[string]any{
+		"command": map[string]any{
+			"type":        "string",
+			"enum":        allowed,
+			"description": "The memory command to run.",
+		},
+		"path":      str("Path of the file or directory, starting with /memories (e.g. /memories/notes.md). Used by view, create, str_replace, insert and delete."),
+		"file_text": str("create: the full content of the file."),
+		"old_str":   str("str_replace: the exact text to replace; it must occur exactly once in the file."),
+		"new_str":   str("str_replace: the replacement text (empty deletes old_str)."),
+		"insert_line": map[string]any{
+			"type":        "integer",
+			"minimum":     0,
+			"description": "insert: insert after this line (0 = at the top).",
+		},
+		"insert_text": str("insert: the text to insert."),
+		"view_range": map[string]any{
+			"type":        "array",
+			"items":       map[string]any{"type": "integer"},
+			"minItems":    2,
+			"maxItems":    2,
+			"description": "view of a file: [start, end] line numbers, 1-based and inclusive; end -1 reads to the end.",
+		},
+		"old_path": str("rename: the existing path, starting with /memories."),
+		"new_path": str("rename: the new path, starting with /memories; it must not exist."),
+		"confirm": map[string]any{
+			"type":        "boolean",
+			"description": "Set to true only after the user has confirmed a destructive command (" + strings.Join(s.destructiveList(), ", ") + ").",
+		},
+	}
+	readOnly := s.cfg.Guard.ReadOnly
+	destructive := !readOnly
+	notOpenWorld := false
+	idempotent := readOnly
+	return mcp.Tool{
+		Name:        s.cfg.ToolName,
+		Description: s.description(),
+		InputSchema: mcp.ToolInputSchema{
+			Type:          "object",
+			Properties:    props,
+			Required:      []string{"command"},
+			PropertyOrder: []string{"command", "path", "file_text", "old_str", "new_str", "insert_line", "insert_text", "view_range", "old_path", "new_path", "confirm"},
+		},
+		Annotations: mcp.ToolAnnotation{
+			Title:           "Memory",
+			ReadOnlyHint:    &readOnly,
+			DestructiveHint: &destructive,
+			IdempotentHint:  &idempotent,
+			OpenWorldHint:   &notOpenWorld,
+		},
+	}
+}
+
+// destructiveList names the calls that need confirm: true, for the description.
+func (s *Store) destructiveList() []string {
+	out := s.confirmList()
+	if s.overwriteNeedsConfirm() && s.allowed[CmdCreate] {
+		out = append(out, "create over an existing file")
+	}
+	if len(out) == 0 {
+		return []string{"none in this configuration"}
+	}
+	return out
+}
+
+func (s *Store) description() string {
+	g := s.cfg.Guard
+	var b strings.Builder
+	b.WriteString("Persistent memory: text and markdown files under /memories that survive across conversations. ")
+	b.WriteString("Check it before starting a task and record progress and learnings as you go. ")
+	b.WriteString("Commands: view (a directory lists files up to 2 levels deep with sizes; a file shows numbered lines, view_range [start, end] with end -1 = to the end), ")
+	b.WriteString("create (write file_text to path, creating parent directories; over an existing file it replaces the whole file), ")
+	b.WriteString("str_replace (replace old_str, which must occur exactly once, by new_str), ")
+	b.WriteString("insert (insert insert_text after line insert_line, 0 = top), ")
+	b.WriteString("delete (move a file or an empty directory to the trash), ")
+	b.WriteString("rename (move old_path to new_path; never overwrites). ")
+	if g.ReadOnly {
+		b.WriteString("This memory is READ-ONLY: only view is allowed. ")
+	} else if len(s.allowedList()) < len(AllCommands) {
+		b.WriteString("Allowed commands here: " + strings.Join(s.allowedList(), ", ") + ". ")
+	}
+	if !g.ReadOnly {
+		b.WriteString("Destructive commands (" + strings.Join(s.destructiveList(), ", ") + `) are refused unless the call carries "confirm": true: `)
+		b.WriteString("check with the user first, then repeat the same call with confirm: true. ")
+	}
+	fmt.Fprintf(&b, "Refused: paths outside /memories, '..' segments, backslashes, percent-encoding, control characters, wildcards (* ? [), "+
+		"hidden names (leading dot), names shorter than %d characters, /memories itself as a target, symlinks that lead outside, "+
+		"deleting a non-empty directory, files over %s, a total over %s. ", minNameRunes, formatLimit(g.MaxFileBytes), formatLimit(g.MaxTotalBytes))
+	fmt.Fprintf(&b, "Nothing is lost: replaced, renamed or deleted content is kept in a trash for %s and every change is journaled.", formatDuration(g.TrashRetention))
+	return b.String()
+}
+
+// Handle is the MCP tool handler. Tool failures are results with isError set
+// and a nil Go error; their text begins with RefusedPrefix or ErrorPrefix.
+func (s *Store) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := ctx.Err(); err != nil {
+		return mcp.NewToolResultError(ErrorPrefix + "the call was cancelled: " + err.Error()), nil
+	}
+	var a args
+	if err := req.BindArguments(&a); err != nil {
+		return mcp.NewToolResultError(ErrorPrefix + "invalid arguments: " + err.Error() +
+			"; send an object with command (string), path (string), file_text, old_str, new_str, insert_text (strings), insert_line (integer), view_range ([integer, integer]), old_path, new_path (strings), confirm (boolean)"), nil
+	}
+	text, err := s.exec(a)
+	if err != nil {
+		var te *toolError
+		if errors.As(err, &te) {
+			return mcp.NewToolResultError(te.msg), nil
+		}
+		return mcp.NewToolResultError(ErrorPrefix + a.Command + " failed: " + err.Error()), nil
+	}
+	return mcp.NewToolResultText(text), nil
+}
+
+// args are the memory tool's call arguments. Pointers tell "absent" from "empty".
+type args struct {
+	Command    string  `json:"command"`
+	Path       string  `json:"path"`
+	FileText   *string `json:"file_text"`
+	OldStr     *string `json:"old_str"`
+	NewStr     *string `json:"new_str"`
+	InsertLine *int    `json:"insert_line"`
+	InsertText *string `json:"insert_text"`
+	ViewRange  []int   `json:"view_range"`
+	OldPath    string  `json:"old_path"`
+	NewPath    string  `json:"new_path"`
+	Confirm    bool    `json:"confirm"`
+}
+
+func (s *Store) exec(a args) (string, error) {
+	if a.Command == "" {
+		return "", failf("command is missing; use one of: %s", strings.Join(s.allowedList(), ", "))
+	}
+	if !slices.Contains(AllCommands, a.Command) {
+		return "", failf("unknown command %q; use one of: %s", a.Command, strings.Join(s.allowedList(), ", "))
+	}
+	if s.cfg.Guard.ReadOnly && a.Command != CmdView {
+		return "", refusef("this memory is read-only: only view is allowed and %s was refused; nothing was changed. Tell the user that the memory cannot be modified here", a.Command)
+	}
+	if !s.allowed[a.Command] {
+		return "", refusef("command %s is not allowed on this memory; allowed commands: %s", a.Command, strings.Join(s.allowedList(), ", "))
+	}
+	switch a.Command {
+	case CmdView:
+		return s.view(a)
+	case CmdCreate:
+		return s.create(a)
+	case CmdStrReplace:
+		return s.strReplace(a)
+	case CmdInsert:
+		return s.insert(a)
+	case CmdDelete:
+		return s.delete(a)
+	default:
+		return s.rename(a)
+	}
+}
+
+// toolError is an error whose text is shown to the agent as is.
+type toolError struct{ msg string }
+
+func (e *toolError) Error() string { return e.msg }
+
+func refusef(format string, a ...any) error {
+	return &toolError{RefusedPrefix + fmt.Sprintf(format, a...)}
+}
+
+func failf(format string, a ...any) error {
+	return &toolError{ErrorPrefix + fmt.Sprintf(format, a...)}
+}
+
+func formatLimit(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		if d == 24*time.Hour {
+			return "1 day"
+		}
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	default:
+		return d.String()
+	}
+}
