@@ -33,6 +33,7 @@ type options struct {
 	secureMetrics  bool
 	probeAddr      string
 	leaderElection bool
+	maxHandshakes  int
 }
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 	flag.BoolVar(&opts.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorized by the API server")
 	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&opts.leaderElection, "leader-elect", false, "elect a leader so that only one manager reconciles")
+	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -85,6 +87,14 @@ func run(opts options) error {
 		Recorder: mgr.GetEventRecorder("cantus-operator"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
+	}
+
+	if err := (&controller.RemoteToolImportReconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("cantus-operator"),
+		MaxConcurrentHandshakes: opts.maxHandshakes,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

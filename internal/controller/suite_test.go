@@ -61,8 +61,9 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// startManager runs the SkillServer controller with the given runtime until the test ends.
-func startManager(t *testing.T, rt workload.Runtime) {
+// newTestManager returns a manager on the test control plane; several run one after
+// another in one process, so controller names may repeat.
+func newTestManager(t *testing.T) ctrl.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
@@ -73,6 +74,27 @@ func startManager(t *testing.T, rt workload.Runtime) {
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}
+	return mgr
+}
+
+// runManager runs mgr until the test ends.
+func runManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// startManager runs the SkillServer controller with the given runtime until the test ends.
+func startManager(t *testing.T, rt workload.Runtime) {
+	t.Helper()
+	mgr := newTestManager(t)
 	if local, ok := rt.(*workload.Local); ok {
 		local.Reader = mgr.GetAPIReader()
 		if err := mgr.Add(local); err != nil {
@@ -86,15 +108,7 @@ func startManager(t *testing.T, rt workload.Runtime) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up controller: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, mgr)
 }
 
 func templateSkill(name, text string) cantusv1alpha1.Skill {

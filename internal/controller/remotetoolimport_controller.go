@@ -1,0 +1,426 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/policy"
+)
+
+// Defaults when the API server's defaulting did not run (objects built in Go).
+const (
+	defaultRefreshInterval = 5 * time.Minute
+	defaultProbeTimeout    = 10 * time.Second
+	// Failed probes are retried from retryBase, doubling, up to retryCap.
+	retryBase = 5 * time.Second
+	retryCap  = 5 * time.Minute
+	// secretRefIndex indexes imports by the Secrets they read, so a changed Secret
+	// re-runs exactly the handshakes that use it.
+	secretRefIndex = "cantus.dev/secret-refs"
+)
+
+// Prober runs the MCP handshake; mcpclient.Probe in production.
+type Prober func(ctx context.Context, opts mcpclient.Options) (*mcpclient.Result, error)
+
+// Bridges runs stdio sources behind a streamable HTTP bridge.
+type Bridges interface {
+	// Ensure starts or updates the bridge and returns its URL once it serves.
+	Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (url string, ready bool, err error)
+	// Forget stops the bridge of an import that no longer exists.
+	Forget(ctx context.Context, key types.NamespacedName) error
+}
+
+// RemoteToolImportReconciler checks each import against the ToolSourcePolicies, runs the
+// MCP handshake, and reports exactly what happened.
+type RemoteToolImportReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Prober   Prober
+	Resolver policy.Resolver
+	Bridges  Bridges
+	// MaxConcurrentHandshakes bounds parallel reconciles; a hanging remote holds one for
+	// at most its timeout, so the others keep going.
+	MaxConcurrentHandshakes int
+	Now                     func() time.Time
+}
+
+// +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cantus.dev,resources=toolsourcepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+
+// Reconcile computes the status in memory and patches it once.
+func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	imp := &cantusv1alpha1.RemoteToolImport{}
+	if err := r.Get(ctx, req.NamespacedName, imp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.forgetBridge(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, fmt.Errorf("get RemoteToolImport: %w", err)
+	}
+	before := imp.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, imp); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	return r.reconcile(ctx, imp)
+}
+
+func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (ctrl.Result, error) {
+	checker, err := r.checkerFor(ctx, imp.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	decision := checkSource(ctx, checker, imp)
+	setSourceAllowed(imp, decision)
+	if !decision.Allowed {
+		setNotAllowed(imp, decision)
+		imp.Status.ObservedGeneration = imp.Generation
+		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
+	}
+
+	opts, reason, err := r.probeOptions(ctx, imp, checker)
+	if err != nil {
+		setPrerequisiteMissing(imp, reason, err.Error())
+		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
+	}
+	if opts.URL == "" { // a stdio bridge still starting
+		return ctrl.Result{RequeueAfter: retryBase}, nil
+	}
+
+	probeCtx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Second)
+	defer cancel()
+	res, err := r.Prober(probeCtx, opts)
+	if err != nil {
+		setHandshakeFailed(imp, err, r.now())
+		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
+	}
+	hadCatalog := imp.Status.CatalogDigest != ""
+	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), r.now())
+	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
+		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))
+	}
+	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
+}
+
+func (r *RemoteToolImportReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// checkerFor gathers the policies whose namespaceSelector selects the namespace.
+func (r *RemoteToolImportReconciler) checkerFor(ctx context.Context, namespace string) (*policy.Checker, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return nil, fmt.Errorf("get namespace %s: %w", namespace, err)
+	}
+	all := &cantusv1alpha1.ToolSourcePolicyList{}
+	if err := r.List(ctx, all); err != nil {
+		return nil, fmt.Errorf("list ToolSourcePolicies: %w", err)
+	}
+	checker := &policy.Checker{Namespace: namespace, Resolver: r.Resolver}
+	for _, p := range all.Items {
+		selector := labels.Everything()
+		if p.Spec.NamespaceSelector != nil {
+			s, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)
+			if err != nil {
+				continue // the API server validated it; a selector that does not parse selects nothing
+			}
+			selector = s
+		}
+		if selector.Matches(labels.Set(ns.Labels)) {
+			checker.Policies = append(checker.Policies, p)
+		}
+	}
+	return checker, nil
+}
+
+func checkSource(ctx context.Context, checker *policy.Checker, imp *cantusv1alpha1.RemoteToolImport) policy.Decision {
+	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio && imp.Spec.Stdio != nil {
+		return checker.CheckStdio(imp.Spec.Stdio.Image, imp.Spec.Stdio.Command)
+	}
+	return checker.CheckURL(ctx, imp.Spec.URL)
+}
+
+// probeOptions assembles the handshake: URL (or the stdio bridge's), headers and CA from
+// Secrets, and the policy's dialer and redirect check.
+func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, checker *policy.Checker) (mcpclient.Options, string, error) {
+	opts := mcpclient.Options{
+		URL:           imp.Spec.URL,
+		Transport:     string(imp.Spec.Transport),
+		Timeout:       probeTimeout(imp),
+		Dial:          checker.DialContext,
+		CheckRedirect: checker.CheckRedirect,
+	}
+	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
+		url, reason, err := r.bridgeURL(ctx, imp)
+		if err != nil {
+			return opts, reason, err
+		}
+		// The bridge runs on the operator's side of the trust boundary; the policy judged
+		// the image and command instead of an address.
+		opts.URL, opts.Transport, opts.Dial, opts.CheckRedirect = url, string(cantusv1alpha1.ImportTransportStreamableHTTP), nil, nil
+	}
+	headers, err := r.headers(ctx, imp)
+	if err != nil {
+		return opts, cantusv1alpha1.ReasonSecretNotFound, err
+	}
+	opts.Headers = headers
+	ca, err := r.caBundle(ctx, imp)
+	if err != nil {
+		return opts, cantusv1alpha1.ReasonSecretNotFound, err
+	}
+	opts.CABundle = ca
+	return opts, "", nil
+}
+
+func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, string, error) {
+	if r.Bridges == nil {
+		return "", cantusv1alpha1.ReasonBridgeNotReady, errors.New("this operator runs no stdio bridges")
+	}
+	url, ready, err := r.Bridges.Ensure(ctx, imp)
+	if err != nil {
+		return "", cantusv1alpha1.ReasonBridgeNotReady, fmt.Errorf("stdio bridge: %w", err)
+	}
+	imp.Status.BridgeURL = url
+	if !ready {
+		setPrerequisiteMissing(imp, cantusv1alpha1.ReasonBridgeNotReady, "waiting for the stdio bridge to serve")
+		return "", "", nil
+	}
+	return url, "", nil
+}
+
+func (r *RemoteToolImportReconciler) forgetBridge(ctx context.Context, key types.NamespacedName) error {
+	if r.Bridges == nil {
+		return nil
+	}
+	return r.Bridges.Forget(ctx, key)
+}
+
+func (r *RemoteToolImportReconciler) headers(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (map[string]string, error) {
+	if len(imp.Spec.Headers) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(imp.Spec.Headers))
+	for _, h := range imp.Spec.Headers {
+		value, err := r.secretValue(ctx, imp.Namespace, h.ValueFrom)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", h.Name, err)
+		}
+		out[h.Name] = value
+	}
+	return out, nil
+}
+
+func (r *RemoteToolImportReconciler) caBundle(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) ([]byte, error) {
+	if imp.Spec.TLS == nil || imp.Spec.TLS.CABundle == nil {
+		return nil, nil
+	}
+	ref := imp.Spec.TLS.CABundle
+	if ref.SecretRef != nil {
+		v, err := r.secretValue(ctx, imp.Namespace, *ref.SecretRef)
+		if err != nil {
+			return nil, fmt.Errorf("CA bundle: %w", err)
+		}
+		return []byte(v), nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: imp.Namespace, Name: ref.ConfigMapRef.Name}, cm); err != nil {
+		return nil, fmt.Errorf("CA bundle ConfigMap %s: %w", ref.ConfigMapRef.Name, err)
+	}
+	key := ref.ConfigMapRef.Key
+	if key == "" {
+		key = "ca.crt"
+	}
+	v, ok := cm.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("CA bundle ConfigMap %s has no key %q", ref.ConfigMapRef.Name, key)
+	}
+	return []byte(v), nil
+}
+
+// secretValue reads one Secret key. Errors name the Secret and key, never the value.
+func (r *RemoteToolImportReconciler) secretValue(ctx context.Context, namespace string, ref cantusv1alpha1.SecretKeyRef) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
+		return "", fmt.Errorf("Secret %s: %w", ref.Name, err)
+	}
+	key := ref.Key
+	if key == "" {
+		key = "token"
+	}
+	v, ok := s.Data[key]
+	if !ok {
+		return "", fmt.Errorf("Secret %s has no key %q", ref.Name, key)
+	}
+	return string(v), nil
+}
+
+// filterTools keeps the tools whose names match an include glob (all when none) and no
+// exclude glob. Globs are path.Match patterns; tool names hold no '/'.
+func filterTools(tools []mcpclient.Tool, f *cantusv1alpha1.ToolFilter) []mcpclient.Tool {
+	if f == nil {
+		return tools
+	}
+	out := make([]mcpclient.Tool, 0, len(tools))
+	for _, t := range tools {
+		if (len(f.Include) == 0 || matchesAny(f.Include, t.Name)) && !matchesAny(f.Exclude, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func matchesAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, err := path.Match(g, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+func refreshInterval(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
+	if imp.Spec.RefreshInterval != nil && imp.Spec.RefreshInterval.Duration > 0 {
+		return imp.Spec.RefreshInterval.Duration
+	}
+	return defaultRefreshInterval
+}
+
+func probeTimeout(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
+	if imp.Spec.Timeout != nil && imp.Spec.Timeout.Duration > 0 {
+		return imp.Spec.Timeout.Duration
+	}
+	return defaultProbeTimeout
+}
+
+// retryDelay backs off exponentially with jitter after consecutive failures, capped by
+// retryCap and the refresh interval.
+func retryDelay(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
+	limit := min(retryCap, refreshInterval(imp))
+	exp := math.Min(float64(imp.Status.ConsecutiveFailures), 16)
+	d := time.Duration(float64(retryBase) * math.Pow(2, math.Max(exp-1, 0)))
+	return wait.Jitter(min(d, limit), 0.2)
+}
+
+func (r *RemoteToolImportReconciler) patchStatus(ctx context.Context, before, after *cantusv1alpha1.RemoteToolImport) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch RemoteToolImport status: %w", err)
+	}
+	r.recordHandshakeTransition(before, after)
+	return nil
+}
+
+func (r *RemoteToolImportReconciler) recordHandshakeTransition(before, after *cantusv1alpha1.RemoteToolImport) {
+	was := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded)
+	now := apimeta.FindStatusCondition(after.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return
+	}
+	switch now.Status {
+	case metav1.ConditionTrue:
+		r.event(after, corev1.EventTypeNormal, "HandshakeSucceeded", now.Message)
+	case metav1.ConditionFalse:
+		r.event(after, corev1.EventTypeWarning, "HandshakeFailed", now.Message)
+	}
+}
+
+func (r *RemoteToolImportReconciler) event(imp *cantusv1alpha1.RemoteToolImport, eventType, reason, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(imp, nil, eventType, reason, "Handshake", "%s", note)
+	}
+}
+
+// SetupWithManager watches imports, the policies and namespaces that decide whether they
+// are allowed, and the Secrets they read.
+func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Prober == nil {
+		r.Prober = mcpclient.Probe
+	}
+	if r.MaxConcurrentHandshakes == 0 {
+		r.MaxConcurrentHandshakes = 32
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.RemoteToolImport{}, secretRefIndex, secretRefs); err != nil {
+		return fmt.Errorf("index RemoteToolImports by Secret: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cantusv1alpha1.RemoteToolImport{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.allImports),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.importsInNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentHandshakes}).
+		Named("remotetoolimport").
+		Complete(r)
+}
+
+func secretRefs(obj client.Object) []string {
+	imp := obj.(*cantusv1alpha1.RemoteToolImport)
+	var names []string
+	for _, h := range imp.Spec.Headers {
+		names = append(names, h.ValueFrom.Name)
+	}
+	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil && imp.Spec.TLS.CABundle.SecretRef != nil {
+		names = append(names, imp.Spec.TLS.CABundle.SecretRef.Name)
+	}
+	return names
+}
+
+func (r *RemoteToolImportReconciler) allImports(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.importRequests(ctx)
+}
+
+func (r *RemoteToolImportReconciler) importsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	return r.importRequests(ctx, client.InNamespace(ns.GetName()))
+}
+
+func (r *RemoteToolImportReconciler) importsReadingSecret(ctx context.Context, s client.Object) []reconcile.Request {
+	return r.importRequests(ctx, client.InNamespace(s.GetNamespace()), client.MatchingFields{secretRefIndex: s.GetName()})
+}
+
+func (r *RemoteToolImportReconciler) importRequests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := &cantusv1alpha1.RemoteToolImportList{}
+	if err := r.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list RemoteToolImports to re-evaluate")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, imp := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&imp)})
+	}
+	return reqs
+}

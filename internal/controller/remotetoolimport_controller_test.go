@@ -1,0 +1,480 @@
+package controller
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/policy"
+)
+
+const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":{"type":"string","examples":["Dune"]}},"required":["title"]}`
+
+// adapterHandler serves a real cantus adapter with the given tools.
+func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handler {
+	t.Helper()
+	cfg := &adapter.Config{Server: adapter.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapter.TransportStreamableHTTP, Stateless: true}
+	for _, name := range toolNames {
+		cfg.Tools = append(cfg.Tools, adapter.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
+			Template: &adapter.TemplateBackend{Text: "ok {{ .title }}"}})
+	}
+	var opts []adapter.Option
+	if token != "" {
+		opts = append(opts, adapter.WithBearerToken(token))
+	}
+	srv, err := adapter.NewServer(cfg, opts...)
+	if err != nil {
+		t.Fatalf("adapter: %v", err)
+	}
+	return srv.Handler()
+}
+
+// countingServer counts every request it receives.
+type countingServer struct {
+	*httptest.Server
+	requests atomic.Int64
+}
+
+func newCountingServer(t *testing.T, h http.Handler) *countingServer {
+	c := &countingServer{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// allowLoopback is a policy that lets this namespace reach 127.0.0.1.
+func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {
+	t.Helper()
+	p := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "loopback-"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Hosts:             []string{"127.0.0.1"},
+		},
+	}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatalf("create policy: %v", err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+	return p
+}
+
+func newImport(ns, name, url string) *cantusv1alpha1.RemoteToolImport {
+	return &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: cantusv1alpha1.RemoteToolImportSpec{
+			Transport: cantusv1alpha1.ImportTransportStreamableHTTP,
+			URL:       url,
+			Timeout:   &metav1.Duration{Duration: 2 * time.Second},
+		},
+	}
+}
+
+func importReconciler() *RemoteToolImportReconciler {
+	return &RemoteToolImportReconciler{Client: k8sClient, Prober: mcpclient.Probe}
+}
+
+// reconcileImport creates the import, reconciles it once, and returns it as stored.
+func reconcileImport(t *testing.T, r *RemoteToolImportReconciler, imp *cantusv1alpha1.RemoteToolImport) *cantusv1alpha1.RemoteToolImport {
+	t.Helper()
+	ctx := context.Background()
+	if imp.ResourceVersion == "" {
+		if err := k8sClient.Create(ctx, imp); err != nil {
+			t.Fatalf("create import: %v", err)
+		}
+	}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(imp)}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	got := &cantusv1alpha1.RemoteToolImport{}
+	if err := k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got); err != nil {
+		t.Fatalf("get import: %v", err)
+	}
+	return got
+}
+
+func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) metav1.Condition {
+	for _, c := range imp.Status.Conditions {
+		if c.Type == condType {
+			return c
+		}
+	}
+	return metav1.Condition{Type: condType, Status: "absent"}
+}
+
+func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
+
+	imp := newImport(ns, "books", srv.URL+"/mcp")
+	imp.Spec.Tools = &cantusv1alpha1.ToolFilter{Exclude: []string{"delete_*"}}
+	got := reconcileImport(t, importReconciler(), imp)
+
+	for _, c := range []string{cantusv1alpha1.ConditionSourceAllowed, cantusv1alpha1.ConditionHandshakeSucceeded, cantusv1alpha1.ConditionToolsDiscovered, cantusv1alpha1.ConditionReady} {
+		g.Expect(importCondition(got, c).Status).To(Equal(metav1.ConditionTrue), "%s: %+v", c, importCondition(got, c))
+	}
+	g.Expect(got.Status.ServerInfo.Name).To(Equal("remote-books"))
+	g.Expect(got.Status.ServerInfo.Version).To(Equal("1.2.3"))
+	g.Expect(got.Status.ServerInfo.ProtocolVersion).NotTo(BeEmpty())
+	g.Expect(got.Status.ServerInfo.Capabilities).To(ContainElement("tools"))
+	g.Expect(got.Status.ToolCount).To(Equal(int32(2)))
+	g.Expect(got.Status.Tools).To(HaveLen(2))
+	for _, tool := range got.Status.Tools {
+		g.Expect(tool.Name).NotTo(Equal("delete_book"), "excluded by spec.tools.exclude")
+		g.Expect(tool.InputSchema.Raw).To(MatchJSON(bookSchema), "schema passes through unchanged")
+	}
+	g.Expect(got.Status.CatalogDigest).To(MatchRegexp(`^[0-9a-f]{64}$`))
+	g.Expect(got.Status.LastSuccessTime).NotTo(BeNil())
+	g.Expect(got.Status.ConsecutiveFailures).To(BeZero())
+}
+
+func TestImportHandshakeFaults(t *testing.T) {
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+
+	closedPort := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		return "http://" + addr + "/mcp"
+	}
+	silent := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		return "http://" + ln.Addr().String() + "/mcp"
+	}
+	serve := func(h http.HandlerFunc) string { return newCountingServer(t, h).URL + "/mcp" }
+	tooManyTools := make([]string, 1001)
+	for i := range tooManyTools {
+		tooManyTools[i] = fmt.Sprintf("tool_%04d", i)
+	}
+
+	cases := []struct {
+		name   string
+		url    func() string
+		reason string
+		detail string
+	}{
+		{"connection refused", closedPort, "ConnectionRefused", ""},
+		{"accepts TCP and never answers", silent, "Timeout", ""},
+		{"HTTP 500", func() string {
+			return serve(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
+		}, "HTTPError", "500"},
+		{"HTTP 401", func() string {
+			return newCountingServer(t, adapterHandler(t, "right-token", "x")).URL + "/mcp"
+		}, "Unauthorized", "401"},
+		{"invalid JSON", func() string {
+			return serve(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":`))
+			})
+		}, "ProtocolError", ""},
+		{"plain non-MCP HTTP server", func() string {
+			return serve(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = w.Write([]byte("<html><body>hello</body></html>"))
+			})
+		}, "ProtocolError", ""},
+		{"TLS with an unknown CA", func() string {
+			s := httptest.NewTLSServer(adapterHandler(t, "", "x"))
+			t.Cleanup(s.Close)
+			return s.URL + "/mcp"
+		}, "TLSError", ""},
+		{"tool list over the limit", func() string {
+			return newCountingServer(t, adapterHandler(t, "", tooManyTools...)).URL + "/mcp"
+		}, "ResponseTooLarge", ""},
+		{"connection dropped mid-answer", func() string {
+			return serve(func(w http.ResponseWriter, _ *http.Request) {
+				conn, buf, _ := w.(http.Hijacker).Hijack()
+				_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{\"jsonrpc\":\"2.0\",")
+				_ = buf.Flush()
+				conn.Close()
+			})
+		}, "ConnectionDropped", ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := reconcileImport(t, importReconciler(), newImport(ns, fmt.Sprintf("fault-%d", i), tc.url()))
+			ready := importCondition(got, cantusv1alpha1.ConditionReady)
+			hs := importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded)
+			g.Expect(hs.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(hs.Reason).To(Equal(tc.reason), hs.Message)
+			g.Expect(ready.Reason).To(Equal(tc.reason))
+			g.Expect(ready.Message).To(HavePrefix("mcp_handshake_failed: "))
+			g.Expect(ready.Message).To(ContainSubstring(tc.detail))
+			g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(got.Status.ConsecutiveFailures).To(Equal(int32(1)))
+			g.Expect(got.Status.Tools).To(BeEmpty())
+		})
+	}
+}
+
+func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	s := httptest.NewTLSServer(adapterHandler(t, "", "search_book"))
+	t.Cleanup(s.Close)
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+	_, err := x509.ParseCertificate(s.Certificate().Raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-ca"}, Data: map[string]string{"ca.crt": string(caPEM)}})).To(Succeed())
+
+	imp := newImport(ns, "tls", s.URL+"/mcp")
+	imp.Spec.TLS = &cantusv1alpha1.ImportTLS{CABundle: &cantusv1alpha1.CABundleRef{ConfigMapRef: &cantusv1alpha1.ConfigMapKeyRef{Name: "remote-ca"}}}
+	got := reconcileImport(t, importReconciler(), imp)
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), importCondition(got, cantusv1alpha1.ConditionReady).Message)
+}
+
+func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	// 127.0.0.2 is loopback too, but the policy names only 127.0.0.1.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("127.0.0.2 is not available here: %v", err)
+	}
+	target := &countingServer{}
+	target.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { target.requests.Add(1) }))
+	target.Listener = ln
+	target.Start()
+	t.Cleanup(target.Close)
+	redirector := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+
+	got := reconcileImport(t, importReconciler(), newImport(ns, "redirect", redirector.URL+"/mcp"))
+	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	g.Expect(ready.Reason).To(Equal("RedirectRefused"), ready.Message)
+	g.Expect(ready.Message).To(HavePrefix("mcp_handshake_failed: "))
+	g.Expect(target.requests.Load()).To(BeZero(), "the redirect target received no request")
+}
+
+func TestImportAllowlist(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no policy: no connection attempted", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNamespace(t)
+		srv := newCountingServer(t, adapterHandler(t, "", "x"))
+		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
+		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(allowed.Reason).To(Equal(policy.ReasonNoPolicy))
+		g.Expect(allowed.Message).To(ContainSubstring("create a ToolSourcePolicy"))
+		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(policy.ReasonNoPolicy))
+		g.Expect(importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded).Reason).To(Equal(cantusv1alpha1.ReasonNotAttempted))
+		g.Expect(srv.requests.Load()).To(BeZero(), "the peer received no request at all")
+	})
+	t.Run("host not listed names the rule that would allow it", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNamespace(t)
+		p := allowLoopback(t, ns)
+		p.Spec.Hosts = []string{"mcp.example.com"}
+		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		srv := newCountingServer(t, adapterHandler(t, "", "x"))
+		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
+		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		g.Expect(allowed.Reason).To(Equal(policy.ReasonNotAllowlisted))
+		g.Expect(allowed.Message).To(ContainSubstring(`add "127.0.0.1" to spec.hosts`))
+		g.Expect(srv.requests.Load()).To(BeZero())
+	})
+	t.Run("cloud metadata IP", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNamespace(t)
+		p := allowLoopback(t, ns)
+		p.Spec.Hosts = []string{"*.example.com", "metadata.example.com"}
+		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		got := reconcileImport(t, importReconciler(), newImport(ns, "metadata", "http://169.254.169.254/latest/meta-data"))
+		g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	})
+	t.Run("a name that resolves to a denied address", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNamespace(t)
+		p := allowLoopback(t, ns)
+		p.Spec.Hosts = []string{"metadata.example.com"}
+		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		r := importReconciler()
+		r.Resolver = staticResolver{"metadata.example.com": netip.MustParseAddr("169.254.169.254")}
+		got := reconcileImport(t, r, newImport(ns, "rebind", "http://metadata.example.com/latest"))
+		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		g.Expect(allowed.Reason).To(Equal(policy.ReasonDeniedAddress))
+		g.Expect(allowed.Message).To(ContainSubstring("cloud metadata"))
+	})
+}
+
+type staticResolver map[string]netip.Addr
+
+func (s staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := s[host]; ok {
+		return []netip.Addr{a}, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
+}
+
+func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	r := importReconciler()
+	got := reconcileImport(t, r, newImport(ns, "stale", srv.URL+"/mcp"))
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+
+	srv.Close()
+	got = reconcileImport(t, r, got)
+	g.Expect(got.Status.Tools).To(HaveLen(1), "the last good tools stay")
+	g.Expect(got.Status.Stale).To(BeTrue())
+	stale := importCondition(got, cantusv1alpha1.ConditionStale)
+	g.Expect(stale.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(stale.Message).To(ContainSubstring("the last probe failed: mcp_handshake_failed: "))
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(got.Status.ConsecutiveFailures).To(Equal(int32(1)))
+}
+
+// The manager-driven tests: watches on policies and Secrets re-run handshakes.
+func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startImportManager(t, 0)
+	srv := newCountingServer(t, adapterHandler(t, "right-token", "search_book"))
+	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-auth"},
+		StringData: map[string]string{"token": "Bearer wrong-token"}})).To(Succeed())
+
+	imp := newImport(ns, "later", srv.URL+"/mcp")
+	imp.Spec.Headers = []cantusv1alpha1.HeaderFromSecret{{Name: "Authorization", ValueFrom: cantusv1alpha1.SecretKeyRef{Name: "remote-auth"}}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	getImport := func() (*cantusv1alpha1.RemoteToolImport, error) {
+		got := &cantusv1alpha1.RemoteToolImport{}
+		return got, k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)
+	}
+	readyReason := func() (string, error) {
+		got, err := getImport()
+		return importCondition(got, cantusv1alpha1.ConditionReady).Reason, err
+	}
+	g.Eventually(readyReason).Should(Equal(policy.ReasonNoPolicy))
+	g.Expect(srv.requests.Load()).To(BeZero())
+
+	allowLoopback(t, ns)
+	g.Eventually(readyReason).Should(Equal("Unauthorized"), "policy added later: the handshake runs, and the bad token is refused")
+
+	secret := &corev1.Secret{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "remote-auth"}, secret)).To(Succeed())
+	secret.Data["token"] = []byte("Bearer right-token")
+	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+	g.Eventually(readyReason).Should(Equal(cantusv1alpha1.ReasonHandshakeSucceeded), "the Secret fixed: Ready without touching the import")
+	got, _ := getImport()
+	g.Expect(got.Generation).To(Equal(int64(1)))
+	for _, c := range got.Status.Conditions {
+		g.Expect(c.Message).NotTo(ContainSubstring("right-token"), "no secret value in status")
+		g.Expect(c.Message).NotTo(ContainSubstring("wrong-token"))
+	}
+}
+
+func startImportManager(t *testing.T, maxConcurrent int) {
+	t.Helper()
+	mgr := newTestManager(t)
+	r := &RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"), MaxConcurrentHandshakes: maxConcurrent}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatalf("set up import controller: %v", err)
+	}
+	runManager(t, mgr)
+}
+
+// 200 imports, 20 of them at servers that accept TCP and never answer: the healthy ones
+// must not queue behind the hanging ones' timeouts.
+func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startImportManager(t, 0)
+	healthy := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+
+	const hangTimeout = 20 * time.Second
+	start := time.Now()
+	for i := range 200 {
+		url := healthy.URL + "/mcp"
+		if i%10 == 0 {
+			url = "http://" + hang.Addr().String() + "/mcp"
+		}
+		imp := newImport(ns, fmt.Sprintf("imp-%03d", i), url)
+		imp.Spec.Timeout = &metav1.Duration{Duration: hangTimeout}
+		g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	}
+	countReady := func() (ready, timedOut int) {
+		list := &cantusv1alpha1.RemoteToolImportList{}
+		g.Expect(k8sClient.List(ctx, list, crclient.InNamespace(ns))).To(Succeed())
+		for i := range list.Items {
+			c := importCondition(&list.Items[i], cantusv1alpha1.ConditionReady)
+			switch {
+			case c.Status == metav1.ConditionTrue:
+				ready++
+			case c.Reason == "Timeout":
+				timedOut++
+			}
+		}
+		return ready, timedOut
+	}
+	var timedOutWhenHealthyReady int
+	g.Eventually(func() int {
+		ready, timedOut := countReady()
+		timedOutWhenHealthyReady = timedOut
+		return ready
+	}, 2*time.Minute, 200*time.Millisecond).Should(Equal(180))
+	healthyTook := time.Since(start)
+	g.Eventually(func() int { _, timedOut := countReady(); return timedOut }, 2*time.Minute, time.Second).Should(Equal(20))
+	hangingTook := time.Since(start)
+	t.Logf("200 imports (20 hanging, timeout %s): 180 healthy Ready after %s; 20 hanging reported Timeout after %s", hangTimeout, healthyTook.Round(time.Millisecond), hangingTook.Round(time.Millisecond))
+	fmt.Printf("figures: 180 healthy imports Ready in %s beside 20 hanging ones (timeout %s, reported after %s)\n", healthyTook.Round(time.Millisecond), hangTimeout, hangingTook.Round(time.Millisecond))
+	g.Expect(timedOutWhenHealthyReady).To(BeZero(), "the healthy imports were all Ready before any hanging one timed out")
+}
+

@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/policy"
+)
+
+// maxStatusToolsBytes bounds the tools kept in status; past it, input schemas are left
+// out (names and descriptions stay) and toolsTruncated says so. etcd objects are limited
+// to about 1.5 MiB, and a status is read by every `kubectl get -o yaml`.
+const maxStatusToolsBytes = 256 << 10
+
+func setImportCondition(imp *cantusv1alpha1.RemoteToolImport, condType string, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&imp.Status.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: imp.Generation,
+	})
+}
+
+// setSourceAllowed records the policy decision.
+func setSourceAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
+	status := metav1.ConditionFalse
+	if d.Allowed {
+		status = metav1.ConditionTrue
+	}
+	setImportCondition(imp, cantusv1alpha1.ConditionSourceAllowed, status, d.Reason, d.Message)
+}
+
+// setNotAllowed withdraws the tools of a source the policies refuse: they must not be
+// used, so they are not kept as stale either. No connection was attempted.
+func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
+	imp.Status.Tools = nil
+	imp.Status.ToolCount = 0
+	imp.Status.ToolsTruncated = false
+	imp.Status.Stale = false
+	imp.Status.CatalogDigest = ""
+	imp.Status.ServerInfo = nil
+	msg := "no connection attempted: the source is not allowed"
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, msg)
+	setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAttempted, msg)
+	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
+	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, d.Reason, d.Message)
+}
+
+// setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
+// stdio bridge); the tools of an earlier success are kept but marked stale.
+func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, message)
+	markStaleIfTools(imp, message)
+	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+}
+
+// setHandshakeFailed records a failed probe. Earlier tools stay, explicitly stale.
+func setHandshakeFailed(imp *cantusv1alpha1.RemoteToolImport, err error, now time.Time) {
+	reason, message := handshakeFailure(err)
+	imp.Status.ConsecutiveFailures++
+	imp.Status.LastProbeTime = &metav1.Time{Time: now}
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, reason, message)
+	if len(imp.Status.Tools) == 0 {
+		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, reason, "no handshake has succeeded yet")
+	}
+	markStaleIfTools(imp, message)
+	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+}
+
+func markStaleIfTools(imp *cantusv1alpha1.RemoteToolImport, why string) {
+	if len(imp.Status.Tools) == 0 {
+		return
+	}
+	imp.Status.Stale = true
+	since := "an earlier handshake"
+	if imp.Status.LastSuccessTime != nil {
+		since = "the handshake of " + imp.Status.LastSuccessTime.UTC().Format(time.RFC3339)
+	}
+	setImportCondition(imp, cantusv1alpha1.ConditionStale, metav1.ConditionTrue, cantusv1alpha1.ReasonLastProbeFailed,
+		fmt.Sprintf("the %d tools listed are from %s; the last probe failed: %s", len(imp.Status.Tools), since, why))
+}
+
+func handshakeFailure(err error) (reason, message string) {
+	if herr, ok := err.(*mcpclient.Error); ok {
+		return herr.Reason, herr.Error()
+	}
+	return "HandshakeFailed", "mcp_handshake_failed: " + err.Error()
+}
+
+// setHandshakeSucceeded records a successful probe and returns the tool names added and
+// removed since the last one.
+func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Result, tools []mcpclient.Tool, now time.Time) (added, removed []string) {
+	added, removed = diffToolNames(imp.Status.Tools, tools)
+	imp.Status.ServerInfo = &cantusv1alpha1.RemoteServerInfo{
+		Name: res.ServerName, Version: res.ServerVersion, ProtocolVersion: res.ProtocolVersion, Capabilities: res.Capabilities,
+	}
+	imp.Status.Tools, imp.Status.ToolsTruncated = statusTools(tools)
+	imp.Status.ToolCount = int32(len(tools))
+	imp.Status.CatalogDigest = mcpclient.Digest(tools)
+	imp.Status.Stale = false
+	imp.Status.ConsecutiveFailures = 0
+	imp.Status.LastProbeTime = &metav1.Time{Time: now}
+	imp.Status.LastSuccessTime = &metav1.Time{Time: now}
+	imp.Status.ObservedGeneration = imp.Generation
+
+	who := fmt.Sprintf("%s %s (protocol %s)", res.ServerName, res.ServerVersion, res.ProtocolVersion)
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded, "initialized with "+who)
+	toolsMsg := fmt.Sprintf("%d tools", len(tools))
+	if imp.Status.ToolsTruncated {
+		toolsMsg += "; input schemas left out of the status because it would exceed 256 KiB"
+	}
+	if len(tools) == 0 {
+		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
+	} else {
+		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsListed, toolsMsg)
+	}
+	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
+	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
+		fmt.Sprintf("%s from %s", toolsMsg, who))
+	return added, removed
+}
+
+// statusTools keeps schemas unless the list would grow too large.
+func statusTools(tools []mcpclient.Tool) ([]cantusv1alpha1.DiscoveredTool, bool) {
+	out := make([]cantusv1alpha1.DiscoveredTool, 0, len(tools))
+	size := 0
+	for _, t := range tools {
+		out = append(out, cantusv1alpha1.DiscoveredTool{
+			Name: t.Name, Description: t.Description, InputSchema: &runtime.RawExtension{Raw: t.InputSchema},
+		})
+		size += len(t.Name) + len(t.Description) + len(t.InputSchema)
+	}
+	if size <= maxStatusToolsBytes {
+		return out, false
+	}
+	for i := range out {
+		out[i].InputSchema = nil
+	}
+	return out, true
+}
+
+func diffToolNames(before []cantusv1alpha1.DiscoveredTool, after []mcpclient.Tool) (added, removed []string) {
+	had := map[string]bool{}
+	for _, t := range before {
+		had[t.Name] = true
+	}
+	has := map[string]bool{}
+	for _, t := range after {
+		has[t.Name] = true
+		if !had[t.Name] {
+			added = append(added, t.Name)
+		}
+	}
+	for name := range had {
+		if !has[name] {
+			removed = append(removed, name)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	return added, removed
+}
+
+// describeToolChange is the note of a ToolsChanged event.
+func describeToolChange(added, removed []string) string {
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, "added "+strings.Join(added, ", "))
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "removed "+strings.Join(removed, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// schemaJSON is used by tests to compare schemas as parsed JSON.
+func schemaJSON(raw *runtime.RawExtension) any {
+	if raw == nil {
+		return nil
+	}
+	var v any
+	_ = json.Unmarshal(raw.Raw, &v)
+	return v
+}

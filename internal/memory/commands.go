@@ -1,0 +1,552 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+const maxLines = 999_999
+
+func notExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// splitLines splits content into lines; a final newline does not start another line.
+func splitLines(content string) []string {
+	if content == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(content, "\n"), "\n")
+}
+
+func numbered(lines []string, first int) string {
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%6d\t%s", first+i, l)
+	}
+	return b.String()
+}
+
+func humanSize(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	f := float64(n)
+	for _, unit := range []string{"K", "M", "G", "T"} {
+		f /= 1024
+		if f < 1024 || unit == "T" {
+			return strconv.FormatFloat(f, 'f', 1, 64) + unit
+		}
+	}
+	return "" // unreachable
+}
+
+func (s *Store) confirmation(what string) error {
+	return refusef("%s is destructive and needs confirmation: check with the user, then repeat the same call with \"confirm\": true (the previous content is kept in the trash for %s)",
+		what, formatDuration(s.cfg.Guard.TrashRetention))
+}
+
+func (s *Store) checkFileSize(p vpath, size int) error {
+	if int64(size) > s.cfg.Guard.MaxFileBytes {
+		return refusef("%s would be %d bytes, over the per-file limit of %s; nothing was changed: split the content into several smaller files",
+			p.virt, size, formatLimit(s.cfg.Guard.MaxFileBytes))
+	}
+	return nil
+}
+
+// checkTotal runs with the locks held.
+func (s *Store) checkTotal(delta int64) error {
+	if delta > 0 && s.total+delta > s.cfg.Guard.MaxTotalBytes {
+		return refusef("the memory would grow to %d bytes, over the total limit of %s (%d bytes in use); nothing was changed: delete files that are no longer needed (with confirm: true) or write less",
+			s.total+delta, formatLimit(s.cfg.Guard.MaxTotalBytes), s.total)
+	}
+	return nil
+}
+
+// readForEdit reads the regular file p for str_replace and insert.
+func (s *Store) readForEdit(p vpath) ([]byte, error) {
+	fi, err := s.mem.Lstat(p.osRel())
+	switch {
+	case notExist(err):
+		return nil, failf("the path %s does not exist. Please provide a valid path (view /memories lists the files)", p.virt)
+	case err != nil:
+		return nil, err
+	case fi.IsDir():
+		return nil, failf("%s is a directory, not a file; name a file inside it", p.virt)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, failf("%s is a symbolic link; edit the file it points to instead", p.virt)
+	case !fi.Mode().IsRegular():
+		return nil, failf("%s is not a regular file", p.virt)
+	}
+	return s.mem.ReadFile(p.osRel())
+}
+
+// ---- view ----
+
+func (s *Store) view(a args) (string, error) {
+	p, err := parsePath("path", a.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := s.contained("path", p); err != nil {
+		return "", err
+	}
+	fi, err := s.mem.Stat(p.osRel())
+	if notExist(err) {
+		return "", failf("the path %s does not exist. Please provide a valid path (view /memories lists the files)", p.virt)
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		if a.ViewRange != nil {
+			return "", failf("view_range applies to files; %s is a directory (call view without view_range to list it)", p.virt)
+		}
+		return s.listDir(p, fi.Size())
+	}
+	if !fi.Mode().IsRegular() {
+		return "", failf("%s is not a regular file or directory", p.virt)
+	}
+	data, err := s.mem.ReadFile(p.osRel())
+	if notExist(err) {
+		return "", failf("the file %s no longer exists (deleted or renamed concurrently)", p.virt)
+	}
+	if err != nil {
+		return "", err
+	}
+	lines := splitLines(string(data))
+	if len(lines) > maxLines {
+		return "", failf("file %s exceeds the maximum of 999,999 lines", p.virt)
+	}
+	first := 1
+	if a.ViewRange != nil {
+		if len(a.ViewRange) != 2 {
+			return "", failf("view_range must be two integers [start, end], got %d; e.g. [1, 20], or [10, -1] to read from line 10 to the end", len(a.ViewRange))
+		}
+		start, end := a.ViewRange[0], a.ViewRange[1]
+		if start < 1 || start > len(lines) {
+			return "", failf("invalid view_range [%d, %d]: start must be between 1 and %d (the number of lines in %s)", start, end, len(lines), p.virt)
+		}
+		if end == -1 || end > len(lines) {
+			end = len(lines)
+		}
+		if end < start {
+			return "", failf("invalid view_range [%d, %d]: end must be -1 (to the end) or at least start", a.ViewRange[0], a.ViewRange[1])
+		}
+		lines = lines[start-1 : end]
+		first = start
+	}
+	return fmt.Sprintf("Here's the content of %s with line numbers:\n%s", p.virt, numbered(lines, first)), nil
+}
+
+// listDir lists p up to 2 levels deep, excluding hidden items, with sizes.
+// Symlinked directories are listed but not entered; entries that cannot be
+// reached inside the root (links out of it) are left out.
+func (s *Store) listDir(p vpath, size int64) (string, error) {
+	lines := []string{humanSize(size) + "\t" + p.virt}
+	var walk func(dir vpath, depth int) error
+	walk = func(dir vpath, depth int) error {
+		f, err := s.mem.Open(dir.osRel())
+		if err != nil {
+			return err
+		}
+		des, err := f.ReadDir(-1)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		sort.Slice(des, func(i, j int) bool { return des[i].Name() < des[j].Name() })
+		for _, de := range des {
+			if strings.HasPrefix(de.Name(), ".") {
+				continue
+			}
+			child := vpath{rel: strings.TrimPrefix(dir.rel+"/"+de.Name(), "/")}
+			child.virt = VirtualRoot + "/" + child.rel
+			info, err := s.mem.Stat(child.osRel())
+			if err != nil {
+				continue
+			}
+			switch {
+			case info.IsDir():
+				lines = append(lines, humanSize(info.Size())+"\t"+child.virt+"/")
+				if depth < 2 && de.Type()&fs.ModeSymlink == 0 {
+					if err := walk(child, depth+1); err != nil && !notExist(err) {
+						return err
+					}
+				}
+			case info.Mode().IsRegular():
+				lines = append(lines, humanSize(info.Size())+"\t"+child.virt)
+			}
+		}
+		return nil
+	}
+	if err := walk(p, 1); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Here're the files and directories up to 2 levels deep in %s, excluding hidden items:\n%s", p.virt, strings.Join(lines, "\n")), nil
+}
+
+// ---- create ----
+
+func (s *Store) create(a args) (string, error) {
+	p, err := parsePath("path", a.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTarget("path", CmdCreate, p); err != nil {
+		return "", err
+	}
+	if a.FileText == nil {
+		return "", failf("create needs file_text, the full content of the file (\"\" for an empty file)")
+	}
+	data := []byte(*a.FileText)
+	if err := s.checkFileSize(p, len(data)); err != nil {
+		return "", err
+	}
+	var result string
+	err = s.mutate(func() (*JournalEntry, int64, error) {
+		if err := s.contained("path", p); err != nil {
+			return nil, 0, err
+		}
+		var old []byte
+		exists := false
+		fi, err := s.mem.Lstat(p.osRel())
+		switch {
+		case notExist(err):
+		case err != nil:
+			return nil, 0, err
+		case fi.IsDir():
+			return nil, 0, failf("%s is a directory; create writes files, choose a file name inside it such as %s/notes.md", p.virt, p.virt)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return nil, 0, failf("%s is a symbolic link; create the file at the path it points to instead", p.virt)
+		case !fi.Mode().IsRegular():
+			return nil, 0, failf("%s is not a regular file", p.virt)
+		default:
+			exists = true
+			if old, err = s.mem.ReadFile(p.osRel()); err != nil {
+				return nil, 0, err
+			}
+		}
+		delta := int64(len(data) - len(old))
+		if err := s.checkTotal(delta); err != nil {
+			return nil, 0, err
+		}
+		if exists && s.overwriteNeedsConfirm() && !a.Confirm {
+			return nil, 0, s.confirmation(fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt))
+		}
+		if err := s.mkdirAll(p.parent()); err != nil {
+			return nil, 0, err
+		}
+		j := &JournalEntry{Command: CmdCreate, Path: p.virt, BytesAfter: int64(len(data)), SHA256After: sum(data)}
+		if exists {
+			id, err := s.trashKeep(p, CmdCreate, "", kindFile, old, false)
+			if err != nil {
+				return nil, 0, err
+			}
+			j.TrashID, j.BytesBefore, j.SHA256Before = id, int64(len(old)), sum(old)
+		}
+		if err := s.writeAtomic(s.mem, p.osRel(), data); err != nil {
+			return nil, 0, err
+		}
+		if exists {
+			result = fmt.Sprintf("File %s overwritten (%d bytes); the previous version is kept in the trash as %s.", p.virt, len(data), j.TrashID)
+		} else {
+			result = "File created successfully at: " + p.virt
+		}
+		return j, delta, nil
+	})
+	return result, err
+}
+
+// ---- str_replace ----
+
+func (s *Store) strReplace(a args) (string, error) {
+	p, err := parsePath("path", a.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTarget("path", CmdStrReplace, p); err != nil {
+		return "", err
+	}
+	if a.OldStr == nil || *a.OldStr == "" {
+		return "", failf("str_replace needs old_str, the exact non-empty text to replace (view the file to copy it)")
+	}
+	oldStr, newStr := *a.OldStr, ""
+	if a.NewStr != nil {
+		newStr = *a.NewStr
+	}
+	var result string
+	err = s.mutate(func() (*JournalEntry, int64, error) {
+		if err := s.contained("path", p); err != nil {
+			return nil, 0, err
+		}
+		data, err := s.readForEdit(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		content := string(data)
+		switch n := strings.Count(content, oldStr); {
+		case n == 0:
+			return nil, 0, failf("no match: old_str did not appear verbatim in %s; no replacement was performed. View the file and copy the exact text, including whitespace and line breaks", p.virt)
+		case n > 1:
+			return nil, 0, failf("old_str occurs %d times in %s (lines %s); make old_str unique by including more of the surrounding text. No replacement was performed",
+				n, p.virt, occurrenceLines(content, oldStr))
+		}
+		idx := strings.Index(content, oldStr)
+		updated := content[:idx] + newStr + content[idx+len(oldStr):]
+		if err := s.checkFileSize(p, len(updated)); err != nil {
+			return nil, 0, err
+		}
+		delta := int64(len(updated) - len(content))
+		if err := s.checkTotal(delta); err != nil {
+			return nil, 0, err
+		}
+		if s.confirm[CmdStrReplace] && !a.Confirm {
+			return nil, 0, s.confirmation("str_replace in " + p.virt)
+		}
+		j, err := s.replaceFile(p, CmdStrReplace, data, []byte(updated))
+		if err != nil {
+			return nil, 0, err
+		}
+		lines := splitLines(updated)
+		changed := strings.Count(content[:idx], "\n")
+		from, to := max(0, changed-2), min(len(lines), changed+strings.Count(newStr, "\n")+3)
+		result = fmt.Sprintf("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n%s", numbered(lines[from:to], from+1))
+		return j, delta, nil
+	})
+	return result, err
+}
+
+func occurrenceLines(content, sub string) string {
+	var out []string
+	for off := 0; ; {
+		i := strings.Index(content[off:], sub)
+		if i < 0 {
+			break
+		}
+		out = append(out, strconv.Itoa(strings.Count(content[:off+i], "\n")+1))
+		off += i + len(sub)
+	}
+	return strings.Join(out, ", ")
+}
+
+// replaceFile keeps old in the trash and writes updated in place of p. The caller holds the locks.
+func (s *Store) replaceFile(p vpath, command string, old, updated []byte) (*JournalEntry, error) {
+	id, err := s.trashKeep(p, command, "", kindFile, old, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeAtomic(s.mem, p.osRel(), updated); err != nil {
+		return nil, err
+	}
+	return &JournalEntry{
+		Command: command, Path: p.virt, TrashID: id,
+		BytesBefore: int64(len(old)), SHA256Before: sum(old),
+		BytesAfter: int64(len(updated)), SHA256After: sum(updated),
+	}, nil
+}
+
+// ---- insert ----
+
+func (s *Store) insert(a args) (string, error) {
+	p, err := parsePath("path", a.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTarget("path", CmdInsert, p); err != nil {
+		return "", err
+	}
+	if a.InsertLine == nil {
+		return "", failf("insert needs insert_line: 0 inserts at the top, N inserts after line N")
+	}
+	if a.InsertText == nil {
+		return "", failf("insert needs insert_text, the text to insert")
+	}
+	at, text := *a.InsertLine, *a.InsertText
+	var result string
+	err = s.mutate(func() (*JournalEntry, int64, error) {
+		if err := s.contained("path", p); err != nil {
+			return nil, 0, err
+		}
+		data, err := s.readForEdit(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		lines := splitLines(string(data))
+		if at < 0 || at > len(lines) {
+			return nil, 0, failf("invalid insert_line %d: it must be between 0 and %d (%s has %d lines); 0 inserts at the top", at, len(lines), p.virt, len(lines))
+		}
+		ins := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		out := make([]string, 0, len(lines)+len(ins))
+		out = append(append(append(out, lines[:at]...), ins...), lines[at:]...)
+		updated := strings.Join(out, "\n") + "\n"
+		if err := s.checkFileSize(p, len(updated)); err != nil {
+			return nil, 0, err
+		}
+		delta := int64(len(updated) - len(data))
+		if err := s.checkTotal(delta); err != nil {
+			return nil, 0, err
+		}
+		if s.confirm[CmdInsert] && !a.Confirm {
+			return nil, 0, s.confirmation("insert into " + p.virt)
+		}
+		j, err := s.replaceFile(p, CmdInsert, data, []byte(updated))
+		if err != nil {
+			return nil, 0, err
+		}
+		result = fmt.Sprintf("The file %s has been edited: %d line(s) inserted after line %d.", p.virt, len(ins), at)
+		return j, delta, nil
+	})
+	return result, err
+}
+
+// ---- delete ----
+
+func (s *Store) delete(a args) (string, error) {
+	p, err := parsePath("path", a.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTarget("path", CmdDelete, p); err != nil {
+		return "", err
+	}
+	var result string
+	err = s.mutate(func() (*JournalEntry, int64, error) {
+		if err := s.contained("path", p); err != nil {
+			return nil, 0, err
+		}
+		fi, err := s.mem.Lstat(p.osRel())
+		if notExist(err) {
+			return nil, 0, failf("the path %s does not exist; nothing was deleted (view /memories lists the files)", p.virt)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		var data []byte
+		kind := kindFile
+		switch {
+		case fi.IsDir():
+			kind = kindDir
+			f, err := s.mem.Open(p.osRel())
+			if err != nil {
+				return nil, 0, err
+			}
+			names, err := f.Readdirnames(-1)
+			f.Close()
+			if err != nil {
+				return nil, 0, err
+			}
+			if len(names) > 0 {
+				return nil, 0, refusef("%s is a directory with %d entries; delete refuses non-empty directories to prevent mass deletion: delete the files in it one by one (each with confirm: true), then the directory", p.virt, len(names))
+			}
+		case fi.Mode()&fs.ModeSymlink != 0:
+			kind = "link"
+		case fi.Mode().IsRegular():
+			if data, err = s.mem.ReadFile(p.osRel()); err != nil {
+				return nil, 0, err
+			}
+		default:
+			return nil, 0, failf("%s is not a regular file or directory", p.virt)
+		}
+		if s.confirm[CmdDelete] && !a.Confirm {
+			return nil, 0, s.confirmation("delete of " + p.virt)
+		}
+		id, err := s.trashKeep(p, CmdDelete, "", kind, data, true)
+		if err != nil {
+			return nil, 0, err
+		}
+		j := &JournalEntry{Command: CmdDelete, Path: p.virt, TrashID: id}
+		if kind == kindFile {
+			j.BytesBefore, j.SHA256Before = int64(len(data)), sum(data)
+		}
+		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, id, formatDuration(s.cfg.Guard.TrashRetention))
+		return j, -int64(len(data)), nil
+	})
+	return result, err
+}
+
+// ---- rename ----
+
+func (s *Store) rename(a args) (string, error) {
+	from, err := parsePath("old_path", a.OldPath)
+	if err != nil {
+		return "", err
+	}
+	to, err := parsePath("new_path", a.NewPath)
+	if err != nil {
+		return "", err
+	}
+	if err := checkTarget("old_path", CmdRename, from); err != nil {
+		return "", err
+	}
+	if err := checkTarget("new_path", CmdRename, to); err != nil {
+		return "", err
+	}
+	if from.rel == to.rel {
+		return "", failf("old_path and new_path are both %s; nothing to rename", from.virt)
+	}
+	if to.within(from) {
+		return "", failf("cannot move %s into itself (%s)", from.virt, to.virt)
+	}
+	var result string
+	err = s.mutate(func() (*JournalEntry, int64, error) {
+		if err := s.contained("old_path", from); err != nil {
+			return nil, 0, err
+		}
+		if err := s.contained("new_path", to); err != nil {
+			return nil, 0, err
+		}
+		fi, err := s.mem.Lstat(from.osRel())
+		if notExist(err) {
+			return nil, 0, failf("the path %s does not exist; nothing was renamed (view /memories lists the files)", from.virt)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := s.mem.Lstat(to.osRel()); err == nil {
+			return nil, 0, refusef("the destination %s already exists; rename never overwrites: choose another new_path, or delete the destination first (with confirm: true)", to.virt)
+		} else if !notExist(err) {
+			return nil, 0, err
+		}
+		if s.confirm[CmdRename] && !a.Confirm {
+			return nil, 0, s.confirmation(fmt.Sprintf("rename of %s to %s", from.virt, to.virt))
+		}
+		j := &JournalEntry{Command: CmdRename, Path: from.virt, NewPath: to.virt}
+		if fi.Mode().IsRegular() {
+			data, err := s.mem.ReadFile(from.osRel())
+			if err != nil {
+				return nil, 0, err
+			}
+			if j.TrashID, err = s.trashKeep(from, CmdRename, to.virt, kindFile, data, false); err != nil {
+				return nil, 0, err
+			}
+			j.BytesBefore, j.BytesAfter = int64(len(data)), int64(len(data))
+			j.SHA256Before, j.SHA256After = sum(data), sum(data)
+		}
+		if err := s.mkdirAll(to.parent()); err != nil {
+			return nil, 0, err
+		}
+		if err := s.mem.Rename(from.osRel(), to.osRel()); err != nil {
+			return nil, 0, err
+		}
+		if err := s.syncDir(s.mem, to.parent().osRel()); err != nil {
+			return nil, 0, err
+		}
+		if from.parent().rel != to.parent().rel {
+			if err := s.syncDir(s.mem, from.parent().osRel()); err != nil {
+				return nil, 0, err
+			}
+		}
+		result = fmt.Sprintf("Successfully renamed %s to %s", from.virt, to.virt)
+		return j, 0, nil
+	})
+	return result, err
+}
