@@ -73,11 +73,33 @@ up() {
   (cd "${PEERS}/node_modules/@modelcontextprotocol/inspector-cli/build" &&
     node index.js "${url}" --transport http --method tools/call --tool-name search_book --tool-arg 'title="Dune"')
 
+  say "RemoteToolImport of the library SkillServer, allowed by ToolSourcePolicy demo-loopback"
+  kubectl apply -f - <<YAML
+apiVersion: cantus.dev/v1alpha1
+kind: RemoteToolImport
+metadata:
+  name: library-import
+  namespace: default
+spec:
+  url: ${url}
+  tools:
+    exclude: ["greet_*"]
+YAML
+  kubectl wait --for=condition=Ready remotetoolimport/library-import --timeout=60s
+  kubectl wait --for=condition=SourceAllowed=false remotetoolimport/unlisted-tools --timeout=60s
+
+  say "kubectl get remotetoolimports -o wide"
+  kubectl get remotetoolimports -o wide
+  echo
+  kubectl get remotetoolimport unlisted-tools \
+    -o jsonpath='unlisted-tools: {.status.conditions[?(@.type=="SourceAllowed")].message}{"\n"}'
+
   say "the demo keeps running"
   cat <<MSG
   export KUBECONFIG=${KUBECONFIG_PATH}
   kubectl get skillservers -o wide
   kubectl describe skillserver library
+  kubectl describe remotetoolimport library-import
   (cd test/mcp-peers/node_modules/@modelcontextprotocol/inspector-cli/build && node index.js ${url} --transport http --method tools/list)
   logs: .demo/manager.log, .demo/controlplane.log
   stop: make demo-down

@@ -69,20 +69,9 @@ type ToolSourcePolicySpec struct {
 	Commands []string `json:"commands,omitempty"`
 }
 
-// ToolSourcePolicyStatus reports how the policy is used.
-type ToolSourcePolicyStatus struct {
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
 // ToolSourcePolicy allows remote MCP sources for the namespaces it selects. With no policy
 // covering a namespace, its imports are not allowed.
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=tsp,categories=cantus
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Hosts",type=string,JSONPath=`.spec.hosts`
@@ -92,8 +81,6 @@ type ToolSourcePolicy struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// +required
 	Spec ToolSourcePolicySpec `json:"spec"`
-	// +optional
-	Status ToolSourcePolicyStatus `json:"status,omitempty"`
 }
 
 // ToolSourcePolicyList is a list of ToolSourcePolicies.

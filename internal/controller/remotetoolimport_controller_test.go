@@ -477,4 +477,3 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 	fmt.Printf("figures: 180 healthy imports Ready in %s beside 20 hanging ones (timeout %s, reported after %s)\n", healthyTook.Round(time.Millisecond), hangTimeout, hangingTook.Round(time.Millisecond))
 	g.Expect(timedOutWhenHealthyReady).To(BeZero(), "the healthy imports were all Ready before any hanging one timed out")
 }
-

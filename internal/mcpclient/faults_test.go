@@ -3,7 +3,6 @@ package mcpclient
 import (
 	"context"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -308,6 +307,16 @@ func TestFaultConnectionDropped(t *testing.T) {
 	t.Cleanup(beforeAnswer.Close)
 	_, err = Probe(testContext(t), Options{URL: beforeAnswer.URL + "/mcp"})
 	requireReason(t, err, ReasonConnectionDropped)
+
+	// An event stream that ends (without an event id to resume from) before the
+	// answer.
+	streamEnds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n"))
+	}))
+	t.Cleanup(streamEnds.Close)
+	_, err = Probe(testContext(t), Options{URL: streamEnds.URL + "/mcp"})
+	requireReason(t, err, ReasonConnectionDropped)
 }
 
 func TestFaultInitializeFailed(t *testing.T) {
@@ -382,4 +391,3 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-var _ = errors.New

@@ -165,11 +165,25 @@ type fakeMCP struct {
 	// initializeError / toolsListError, when set, are JSON-RPC error answers.
 	initializeError *rpcError
 	toolsListError  *rpcError
+	// pollTools (with sse) closes the tools/list stream after a priming event and
+	// sends the answer on the GET that resumes it with Last-Event-ID (SEP-1699).
+	pollTools bool
+
+	mu      sync.Mutex
+	pending []byte
 }
 
 func (f *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete {
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if r.Method == http.MethodGet && f.pollTools && r.Header.Get("Last-Event-ID") == "ev-1" {
+		f.mu.Lock()
+		pending := f.pending
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: ev-2\nevent: message\ndata: %s\n\n", pending)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -237,6 +251,14 @@ func (f *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer["error"] = rpcError{Code: -32601, Message: "method not found"}
 	}
 	data, _ := json.Marshal(answer)
+	if f.sse && f.pollTools && req.Method == "tools/list" {
+		f.mu.Lock()
+		f.pending = data
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: ev-1\nretry: 20\ndata: \n\n")
+		return
+	}
 	if f.sse {
 		w.Header().Set("Content-Type", "text/event-stream")
 		// A notification first, as servers do while they work.

@@ -263,3 +263,25 @@ func TestProbeNoToolsCapability(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeResumesClosedStream: a 2025-11-25 server may close the event stream of a
+// request after a priming event and send the answer on the GET that resumes it with
+// Last-Event-ID (SEP-1699).
+func TestProbeResumesClosedStream(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	url := startFake(t, &fakeMCP{tools: numberedTools(2), sse: true, pollTools: true, sessionID: "poll"}, rec)
+	res := mustProbe(t, Options{URL: url})
+	if len(res.Tools) != 2 {
+		t.Fatalf("tools %v, want 2", toolNames(res.Tools))
+	}
+	var resumed bool
+	for _, r := range rec.all() {
+		if r.method == http.MethodGet && r.header.Get("Last-Event-ID") == "ev-1" && r.header.Get("Mcp-Session-Id") == "poll" {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Errorf("no GET with Last-Event-ID ev-1 and the session id")
+	}
+}

@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // sseEvent is one dispatched server-sent event.
@@ -21,6 +23,10 @@ type sseEvent struct {
 type sseReader struct {
 	br  *bufio.Reader
 	max int64
+	// lastID and retry are the stream's last event ID and reconnection delay, as
+	// the fields set them (whether or not their event had data).
+	lastID string
+	retry  time.Duration
 }
 
 func newSSEReader(r io.Reader, max int64) *sseReader {
@@ -87,7 +93,13 @@ func (s *sseReader) next() (sseEvent, error) {
 		case "event":
 			ev.event = value
 		case "id":
-			ev.id = value
+			if !strings.ContainsRune(value, 0) {
+				ev.id, s.lastID = value, value
+			}
+		case "retry":
+			if ms, err := strconv.ParseUint(value, 10, 32); err == nil {
+				s.retry = time.Duration(ms) * time.Millisecond
+			}
 		case "data":
 			if hasData {
 				data.WriteByte('\n')

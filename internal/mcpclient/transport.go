@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -113,6 +112,8 @@ type request struct {
 	what string
 	// session is the Mcp-Session-Id to send, "" for none.
 	session string
+	// lastEventID, when set, resumes an event stream (Last-Event-ID).
+	lastEventID string
 }
 
 // op is "POST /mcp": the method and the path, never the query (it may hold a key).
@@ -166,11 +167,18 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 		if r.body != nil {
 			req.Header.Set("Content-Type", contentTypeJSON)
 		}
+		if r.lastEventID != "" {
+			req.Header.Set("Last-Event-ID", r.lastEventID)
+		}
 		req.Header.Set("User-Agent", ClientName+"/"+ClientVersion)
 
 		resp, err := p.client.Do(req)
 		if err != nil {
-			step := r.what + " from " + r.op()
+			step := r.what
+			if r.method == http.MethodPost {
+				step = "the answer to " + r.what
+			}
+			step += " from " + r.op()
 			if u != r.url {
 				step += " (after a redirect to " + u.Host + ")"
 			}
@@ -430,32 +438,104 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 		}
 		return result, nil
 	case contentTypeSSE:
-		events := newSSEReader(body2, s.p.opts.MaxMessageBytes)
-		for {
-			ev, err := events.next()
-			if err == io.EOF {
-				return nil, s.p.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of %s ended without the answer to %s", r.op(), method), err)
-			}
-			if err != nil {
-				return nil, s.p.classify(ctx, err, step)
-			}
-			if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
-				continue
-			}
-			result, found, err := s.p.matchAnswer([]byte(ev.data), id, step)
-			if err != nil {
-				return nil, err
-			}
-			if found {
-				return result, nil
-			}
-		}
+		return s.readStream(ctx, resp.Body, body2, id, method, step)
 	case "":
 		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type: want %s or %s", step, resp.Status, contentTypeJSON, contentTypeSSE), nil)
 	default:
 		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
 			step, clipText(mediaType, 60), contentTypeJSON, contentTypeSSE), nil)
 	}
+}
+
+// maxResumes bounds how often one answer's event stream is resumed.
+const maxResumes = 3
+
+// maxRetryWait caps the reconnection delay a server may ask for.
+const maxRetryWait = 5 * time.Second
+
+// readStream reads the answer to request id from an event stream. A stream that ends
+// cleanly before the answer, after an event with an id, is resumed as the 2025-11-25
+// transport describes (SEP-1699): after the server's retry delay, GET the endpoint
+// with Last-Event-ID and read on there.
+func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser, body io.Reader, id int64, method, step string) (json.RawMessage, error) {
+	events := newSSEReader(body, s.p.opts.MaxMessageBytes)
+	var resumed io.ReadCloser
+	defer func() {
+		if resumed != nil {
+			_ = resumed.Close()
+		}
+	}()
+	for resumes := 0; ; {
+		ev, err := events.next()
+		if err == io.EOF {
+			if events.lastID == "" || resumes >= maxResumes {
+				detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", pathOf(s.endpoint), method)
+				if resumes > 0 {
+					detail += fmt.Sprintf(" (resumed %d times)", resumes)
+				}
+				return nil, s.p.fail(ReasonConnectionDropped, detail, err)
+			}
+			resumes++
+			wait := min(events.retry, maxRetryWait)
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, s.p.classify(ctx, ctx.Err(), step)
+			}
+			next, err := s.resume(ctx, method, events.lastID)
+			if err != nil {
+				return nil, err
+			}
+			if resumed != nil {
+				_ = resumed.Close()
+			} else {
+				_ = first.Close()
+			}
+			resumed = next
+			lastID, retry := events.lastID, events.retry
+			events = newSSEReader(&limitedBody{r: next, max: s.p.opts.MaxMessageBytes}, s.p.opts.MaxMessageBytes)
+			events.lastID, events.retry = lastID, retry
+			continue
+		}
+		if err != nil {
+			return nil, s.p.classify(ctx, err, step)
+		}
+		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+			continue
+		}
+		result, found, err := s.p.matchAnswer([]byte(ev.data), id, step)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			return result, nil
+		}
+	}
+}
+
+// resume GETs the endpoint with Last-Event-ID and returns the event stream's body.
+func (s *streamableSession) resume(ctx context.Context, method, lastID string) (io.ReadCloser, error) {
+	r := &request{method: http.MethodGet, url: s.endpoint, accept: contentTypeSSE,
+		what: "the resumed event stream for " + method, session: s.sessionID, lastEventID: lastID}
+	resp, final, err := s.p.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer drainAndClose(resp.Body)
+		err := s.p.statusError(r, resp, final)
+		if e, ok := err.(*Error); ok && e.Reason == ReasonHTTPError {
+			e.Detail = fmt.Sprintf("the event stream for %s ended before the answer and resuming it failed: %s", method, e.Detail)
+		}
+		return nil, err
+	}
+	if mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mediaType != contentTypeSSE {
+		drainAndClose(resp.Body)
+		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("resuming the event stream for %s: GET %s did not answer with an event stream", method, pathOf(final)), nil)
+	}
+	return resp.Body, nil
 }
 
 func (s *streamableSession) notify(ctx context.Context, method string) error {
@@ -515,4 +595,3 @@ func validSessionID(id string) bool {
 	return true
 }
 
-var _ = errors.New

@@ -1,0 +1,26 @@
+//go:build unix && !linux
+
+package bridge
+
+import (
+	"os"
+	"syscall"
+)
+
+const (
+	sigTerm = syscall.SIGTERM
+	sigKill = syscall.SIGKILL
+)
+
+// childSysProcAttr puts the child in a process group of its own, so that stopping it
+// reaches whatever it started.
+func childSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func bridgeSysProcAttr() *syscall.SysProcAttr { return nil }
+
+// signalGroup signals the process group p leads (p itself when that fails).
+func signalGroup(p *os.Process, sig syscall.Signal) {
+	if err := syscall.Kill(-p.Pid, sig); err != nil {
+		_ = p.Signal(sig)
+	}
+}
