@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -18,6 +19,8 @@ const (
 )
 
 // SkillServerSpec is the skill set to serve as one MCP server.
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || self.memory.accessMode == 'ReadWriteMany' || !has(self.replicas) || self.replicas <= 1",message="a memory server keeps its files on a ReadWriteOnce volume, which one pod at a time can mount: set replicas: 1, or memory.accessMode: ReadWriteMany with a storage class that supports it"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.skills) || !self.skills.exists(s, s.name == self.memory.toolName)",message="memory.toolName collides with a skill of the same name: rename one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.stateless) || self.stateless || self.transport != 'streamable-http' || !has(self.replicas) || self.replicas <= 1",message="a stateful streamable-http server keeps sessions in memory and cannot run more than one replica without session affinity: set stateless: true or replicas: 1"
 type SkillServerSpec struct {
 	// ServerInfo is what the server reports about itself in the MCP initialize answer.
@@ -55,6 +58,11 @@ type SkillServerSpec struct {
 	// +optional
 	Skills []Skill `json:"skills,omitempty"`
 
+	// Memory adds the memory tool: the Anthropic memory-tool commands over files kept on a
+	// PersistentVolumeClaim, behind a guard so that an agent cannot lose data.
+	// +optional
+	Memory *MemorySpec `json:"memory,omitempty"`
+
 	// Auth requires MCP clients to present a bearer token.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
@@ -68,6 +76,67 @@ type SkillServerSpec struct {
 	// Pod overrides parts of the adapter pods.
 	// +optional
 	Pod *PodOverrides `json:"pod,omitempty"`
+}
+
+// MemoryCommand is one command of the Anthropic memory tool.
+// +kubebuilder:validation:Enum=view;create;str_replace;insert;delete;rename
+type MemoryCommand string
+
+// MemorySpec is the memory tool and its storage.
+type MemorySpec struct {
+	// ToolName is the MCP tool name of the memory tool.
+	// +kubebuilder:default=memory
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +optional
+	ToolName string `json:"toolName,omitempty"`
+
+	// Size of the PersistentVolumeClaim.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the claim; the cluster default when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AccessMode of the claim. ReadWriteOnce (default) limits the server to one replica.
+	// +kubebuilder:default=ReadWriteOnce
+	// +kubebuilder:validation:Enum=ReadWriteOnce;ReadWriteMany
+	// +optional
+	AccessMode corev1.PersistentVolumeAccessMode `json:"accessMode,omitempty"`
+
+	// AllowedCommands the agent may use; all when empty.
+	// +listType=set
+	// +optional
+	AllowedCommands []MemoryCommand `json:"allowedCommands,omitempty"`
+
+	// ConfirmCommands need "confirm": true in the call, so that the agent asks its user
+	// first. Defaults to delete, rename and str_replace; an empty list confirms nothing.
+	// +listType=set
+	// +optional
+	ConfirmCommands []MemoryCommand `json:"confirmCommands,omitempty"`
+
+	// ReadOnly allows view only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+
+	// MaxFileBytes caps one file.
+	// +kubebuilder:default=1048576
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxFileBytes *int64 `json:"maxFileBytes,omitempty"`
+
+	// MaxTotalBytes caps all files together (the trash is not counted).
+	// +kubebuilder:default=67108864
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTotalBytes *int64 `json:"maxTotalBytes,omitempty"`
+
+	// TrashRetention is how long deleted and overwritten content is kept for restore.
+	// +kubebuilder:default="168h"
+	// +optional
+	TrashRetention *metav1.Duration `json:"trashRetention,omitempty"`
 }
 
 // ServerInfo is the MCP implementation info of a server.
@@ -210,7 +279,7 @@ type PodOverrides struct {
 type ServedTool struct {
 	// Name is the MCP tool name.
 	Name string `json:"name"`
-	// Source is "skill" for a skill of this server.
+	// Source is "skill" for a skill of this server, "memory" for the memory tool.
 	Source string `json:"source"`
 }
 

@@ -53,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch command {
 	case "serve":
 		return serve(rest, stdout, stderr)
+	case "probe":
+		return probeCommand(rest, stdout, stderr)
+	case "memory":
+		return memoryCommand(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "cantus-adapter %s %s\n", version, runtime.Version())
 		return exitOK
@@ -69,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--v 0]
+  adapter probe [--transport streamable-http|sse] [--header 'Name: value']... [--timeout 10s] [--ca-file PEM] URL
+  adapter memory trash|journal|restore --config PATH [TRASH_ID]
   adapter version
 `)
 }

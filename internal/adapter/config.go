@@ -39,6 +39,21 @@ type Config struct {
 	// BearerTokenFile, when set, is a file holding the token clients must present.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
 	Tools           []Tool `json:"tools"`
+	// Memory, when set, adds the guarded memory tool.
+	Memory *MemoryConfig `json:"memory,omitempty"`
+}
+
+// MemoryConfig is the memory tool: where its files live and the guard in front of them.
+type MemoryConfig struct {
+	Root            string   `json:"root"`
+	ToolName        string   `json:"toolName"`
+	AllowedCommands []string `json:"allowedCommands,omitempty"`
+	// ConfirmCommands nil means the default set; empty means none.
+	ConfirmCommands []string `json:"confirmCommands"`
+	ReadOnly        bool     `json:"readOnly,omitempty"`
+	MaxFileBytes    int64    `json:"maxFileBytes"`
+	MaxTotalBytes   int64    `json:"maxTotalBytes"`
+	TrashRetention  Duration `json:"trashRetention"`
 }
 
 // ServerInfo is reported to clients in the initialize answer.

@@ -13,6 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
 // Defaults of the shutdown options.
@@ -60,6 +62,7 @@ func WithBearerToken(token string) Option {
 type Server struct {
 	cfg     Config
 	tools   []*compiledTool
+	memory  *memory.Store
 	opts    options
 	log     logr.Logger
 	metrics *toolMetrics
@@ -107,12 +110,21 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 
+	names := toolNamesOf(tools)
+	var store *memory.Store
+	if cfg.Memory != nil {
+		if store, err = openMemory(cfg.Memory); err != nil {
+			return nil, err
+		}
+		names = append(names, cfg.Memory.ToolName)
+	}
 	s := &Server{
 		cfg:     *cfg,
 		tools:   tools,
+		memory:  store,
 		opts:    o,
 		log:     o.logger.WithValues("server", cfg.Server.Name),
-		metrics: newToolMetrics(toolNamesOf(tools)),
+		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
 	}
@@ -152,8 +164,14 @@ func toolNamesOf(tools []*compiledTool) []string {
 	return names
 }
 
-// ToolNames returns the names of the served tools, in config order.
-func (s *Server) ToolNames() []string { return toolNamesOf(s.tools) }
+// ToolNames returns the names of the served tools, in config order, the memory tool last.
+func (s *Server) ToolNames() []string {
+	names := toolNamesOf(s.tools)
+	if s.memory != nil {
+		names = append(names, s.memory.ToolName())
+	}
+	return names
+}
 
 // Handler returns the adapter's routes: the MCP endpoint(s), /healthz, /readyz and
 // /metrics.
@@ -172,6 +190,9 @@ func (s *Server) newMCPServer() *server.MCPServer {
 	entries := make([]server.ServerTool, 0, len(s.tools))
 	for _, t := range s.tools {
 		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t)})
+	}
+	if s.memory != nil {
+		entries = append(entries, s.memoryTool())
 	}
 	if len(entries) > 0 {
 		m.AddTools(entries...)

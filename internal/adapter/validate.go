@@ -61,6 +61,7 @@ func compileConfig(cfg *Config) ([]*compiledTool, error) {
 		errs = append(errs, toolErrs...)
 		tools = append(tools, compiled)
 	}
+	errs = append(errs, validateMemory(cfg.Memory, toolNamesOf(tools))...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -124,7 +124,7 @@ type supervisor struct {
 	stopping  bool
 	starts    int
 
-	stderrLines, stderrDropped, stderrTruncated atomic.Int64
+	lineCounters // of stderr
 
 	// jitter returns a number in [0, 1); tests may fix it.
 	jitter func() float64
@@ -363,12 +363,24 @@ func (s *supervisor) terminate(c *child) {
 
 // copyStderr logs the child's stderr line by line, bounded in line length and rate.
 func (s *supervisor) copyStderr(r io.Reader, log logr.Logger) {
-	br := bufio.NewReaderSize(r, s.opts.StderrLineBytes)
-	limit := lineLimiter{perSecond: s.opts.StderrLinesPerSecond}
+	copyLines(r, log, "stderr", s.opts.StderrLineBytes, s.opts.StderrLinesPerSecond, &s.lineCounters, nil)
+}
+
+// lineCounters count what copyLines did.
+type lineCounters struct {
+	lines, dropped, truncated atomic.Int64
+}
+
+// copyLines logs each line of r as msg with the line as "line": lines longer than
+// lineBytes are cut (their cut length is logged as "truncatedBytes"), and at most
+// perSecond lines a second are logged; the count of the others is logged when the next
+// second begins and at EOF. When keep is set, every line is also written to it.
+func copyLines(r io.Reader, log logr.Logger, msg string, lineBytes, perSecond int, n *lineCounters, keep io.Writer) {
+	br := bufio.NewReaderSize(r, lineBytes)
+	limit := lineLimiter{perSecond: perSecond}
 	report := func(dropped int64) {
 		if dropped > 0 {
-			log.Info("dropped stderr lines of the stdio server", "dropped", dropped,
-				"limit", fmt.Sprintf("%d lines/s", s.opts.StderrLinesPerSecond))
+			log.Info("dropped "+msg+" lines", "dropped", dropped, "limit", fmt.Sprintf("%d lines/s", perSecond))
 		}
 	}
 	for {
@@ -379,17 +391,20 @@ func (s *supervisor) copyStderr(r io.Reader, log logr.Logger) {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				truncated, err = discardLine(br)
 			}
-			s.stderrLines.Add(1)
+			if keep != nil {
+				_, _ = io.WriteString(keep, line+"\n")
+			}
+			n.lines.Add(1)
 			ok, dropped := limit.allow(time.Now())
 			report(dropped)
 			switch {
 			case !ok:
-				s.stderrDropped.Add(1)
+				n.dropped.Add(1)
 			case truncated > 0:
-				s.stderrTruncated.Add(1)
-				log.Info("stderr", "line", line, "truncatedBytes", truncated)
+				n.truncated.Add(1)
+				log.Info(msg, "line", line, "truncatedBytes", truncated)
 			default:
-				log.Info("stderr", "line", line)
+				log.Info(msg, "line", line)
 			}
 		}
 		if err != nil {

@@ -255,9 +255,9 @@ func (b *Bridge) Stats() Stats {
 	b.mu.Lock()
 	st.Pending = len(b.pending)
 	b.mu.Unlock()
-	st.StderrLines = s.stderrLines.Load()
-	st.StderrDropped = s.stderrDropped.Load()
-	st.StderrTruncated = s.stderrTruncated.Load()
+	st.StderrLines = s.lines.Load()
+	st.StderrDropped = s.dropped.Load()
+	st.StderrTruncated = s.truncated.Load()
 	return st
 }
 

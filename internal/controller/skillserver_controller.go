@@ -33,7 +33,7 @@ type SkillServerReconciler struct {
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=skillservers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cantus.dev,resources=skillservers/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services;persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -79,6 +80,13 @@ func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {
 	tools := make([]cantusv1alpha1.ServedTool, 0, len(ss.Spec.Skills))
 	for _, s := range ss.Spec.Skills {
 		tools = append(tools, cantusv1alpha1.ServedTool{Name: s.Name, Source: "skill"})
+	}
+	if m := ss.Spec.Memory; m != nil {
+		name := m.ToolName
+		if name == "" {
+			name = render.DefaultMemoryToolName
+		}
+		tools = append(tools, cantusv1alpha1.ServedTool{Name: name, Source: "memory"})
 	}
 	return tools
 }

@@ -135,12 +135,12 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 		}
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return p.fail(ReasonTimeout, fmt.Sprintf("%s connecting to %s (handshake timeout %s)", what, p.url.Host, p.opts.Timeout), err)
+			return p.fail(ReasonTimeout, fmt.Sprintf("%s connecting to %s (handshake timeout %s)", what, p.url.Host, p.budget), err)
 		}
 		if re != nil && re.n > 0 {
-			return p.fail(ReasonTimeout, fmt.Sprintf("%s after %d bytes of %s (handshake timeout %s)", what, re.n, step, p.opts.Timeout), err)
+			return p.fail(ReasonTimeout, fmt.Sprintf("%s after %d bytes of %s (handshake timeout %s)", what, re.n, step, p.budget), err)
 		}
-		return p.fail(ReasonTimeout, fmt.Sprintf("%s waiting for %s (handshake timeout %s)", what, step, p.opts.Timeout), err)
+		return p.fail(ReasonTimeout, fmt.Sprintf("%s waiting for %s (handshake timeout %s)", what, step, p.budget), err)
 	}
 	if errors.Is(err, errTooLarge) {
 		return p.fail(ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes (MaxMessageBytes)", step, p.opts.MaxMessageBytes), err)

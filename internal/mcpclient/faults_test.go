@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -170,6 +171,11 @@ func TestFaultTLSUnknownCA(t *testing.T) {
 	if len(res.Tools) != 2 {
 		t.Errorf("tools %v", toolNames(res.Tools))
 	}
+	// An https URL for a plain HTTP server.
+	plain := httptest.NewServer(&fakeMCP{})
+	t.Cleanup(plain.Close)
+	_, err = Probe(testContext(t), Options{URL: strings.Replace(plain.URL, "http://", "https://", 1) + "/mcp"})
+	requireReason(t, err, ReasonTLSError)
 	// A bundle that holds no certificate is a TLSError too, before any connection.
 	_, err = Probe(testContext(t), Options{URL: ts.URL + "/mcp", CABundle: []byte("not a pem")})
 	requireReason(t, err, ReasonTLSError)
@@ -235,8 +241,18 @@ func TestRedirectFollowed(t *testing.T) {
 		}))
 		t.Cleanup(redirector.Close)
 		before := rec.count()
+		var dialed []string // every connection goes through Dial, after the redirect too
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialed = append(dialed, addr)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
 		res := mustProbe(t, Options{URL: redirector.URL + "/old", Headers: map[string]string{"X-Token": "tok-123456"},
-			CheckRedirect: func(*url.URL) error { return nil }})
+			CheckRedirect: func(*url.URL) error { return nil }, Dial: dial})
+		targetURL, _ := url.Parse(tc.location)
+		if !slices.Contains(dialed, redirector.Listener.Addr().String()) || !slices.Contains(dialed, targetURL.Host) {
+			t.Errorf("%s: Dial saw %q, want the redirector and %s", tc.name, dialed, targetURL.Host)
+		}
 		if len(res.Tools) != 2 {
 			t.Errorf("%s: tools %v", tc.name, toolNames(res.Tools))
 		}
@@ -390,4 +406,3 @@ func TestInvalidOptions(t *testing.T) {
 		}
 	}
 }
-

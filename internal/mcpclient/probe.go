@@ -126,6 +126,10 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.budget = p.opts.Timeout
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < p.budget {
+		p.budget = max(time.Until(deadline), 0).Round(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	defer p.transport.CloseIdleConnections()
@@ -337,6 +341,7 @@ type prober struct {
 	transport       *http.Transport
 	client          *http.Client
 	secrets         []string
+	budget          time.Duration // what the handshake had: Timeout, or less if ctx ended first
 	nextID          atomic.Int64
 	protocolVersion atomic.Pointer[string]
 }

@@ -594,4 +594,3 @@ func validSessionID(id string) bool {
 	}
 	return true
 }
-

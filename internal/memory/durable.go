@@ -63,6 +63,25 @@ func (s *Store) writeAtomic(r *os.Root, name string, data []byte) (err error) {
 	return s.syncDir(r, dir)
 }
 
+// writeNew creates name (which must not exist), writes data and fsyncs the file.
+func (s *Store) writeNew(r *os.Root, name string, data []byte) error {
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if !s.noFsync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
 // syncDir fsyncs a directory so that a rename or a new entry in it survives a crash.
 func (s *Store) syncDir(r *os.Root, dir string) error {
 	if s.noFsync {
@@ -130,7 +149,7 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 	if err := s.refreshTotal(false); err != nil {
 		return err
 	}
-	if s.now().Sub(s.lastPurge) >= s.purgeEvery {
+	if since := s.now().Sub(s.lastPurge); since >= s.purgeEvery || since < 0 {
 		if err := s.purgeTrash(); err != nil {
 			return err
 		}
@@ -240,7 +259,9 @@ func (s *Store) trashKeep(p vpath, command, newPath string, kind string, data []
 	if err != nil {
 		return "", err
 	}
-	if err := s.writeAtomic(s.base, filepath.Join(dir, metaName), append(meta, '\n')); err != nil {
+	// The entry directory is new, so meta.json is written in place; the fsync of
+	// the entry directory below makes both its names durable.
+	if err := s.writeNew(s.base, filepath.Join(dir, metaName), append(meta, '\n')); err != nil {
 		return "", err
 	}
 	content := filepath.Join(dir, contentName)
@@ -254,7 +275,7 @@ func (s *Store) trashKeep(p vpath, command, newPath string, kind string, data []
 		}
 	default:
 		if err := s.base.Link(p.baseRel(), content); err != nil {
-			if err := s.writeAtomic(s.base, content, data); err != nil {
+			if err := s.writeNew(s.base, content, data); err != nil {
 				return "", err
 			}
 		}

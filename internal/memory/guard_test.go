@@ -300,8 +300,8 @@ func TestToolDefinition(t *testing.T) {
 			wantInDesc: []string{`"confirm": true`, "str_replace, delete, rename, create over an existing file", "Refused: paths outside /memories", "files over 1 MiB", "a total over 64 MiB", "trash for 7 days"},
 		},
 		{
-			name: "custom name and allowed commands",
-			cfg:  Config{ToolName: "team_memory", Guard: Guard{AllowedCommands: []string{CmdCreate, CmdView, CmdDelete}, MaxFileBytes: 4096}},
+			name:     "custom name and allowed commands",
+			cfg:      Config{ToolName: "team_memory", Guard: Guard{AllowedCommands: []string{CmdCreate, CmdView, CmdDelete}, MaxFileBytes: 4096}},
 			wantName: "team_memory", wantEnum: []string{CmdView, CmdCreate, CmdDelete},
 			wantInDesc: []string{"Allowed commands here: view, create, delete", "Destructive commands (delete, create over an existing file)", "files over 4 KiB"},
 		},

@@ -241,18 +241,19 @@ func (s *Store) recover() error {
 		return err
 	}
 	defer unlock()
-	for _, r := range []*os.Root{s.mem, s.base} {
-		var tmps []string
-		_ = fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), tmpPrefix) {
-				tmps = append(tmps, p)
-			}
-			return nil
-		})
-		for _, p := range tmps {
-			if err := r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
+	// Temporary files only live under memories/: trash entries are written in
+	// new directories, and an entry a crash left incomplete is not listed and is
+	// purged with the others.
+	var tmps []string
+	_ = fs.WalkDir(s.mem.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), tmpPrefix) {
+			tmps = append(tmps, p)
+		}
+		return nil
+	})
+	for _, p := range tmps {
+		if err := s.mem.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	if err := s.repairJournal(); err != nil {

@@ -21,6 +21,13 @@ const (
 	DefaultMaxResponseBytes = 1 << 20
 	// BearerTokenMountPath is where the kubernetes runtime mounts the auth Secret's key.
 	BearerTokenMountPath = "/var/run/cantus/auth/token"
+	// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
+	MemoryMountPath = "/var/lib/cantus/memory"
+
+	DefaultMemoryToolName       = "memory"
+	DefaultMemoryMaxFileBytes   = 1 << 20
+	DefaultMemoryMaxTotalBytes  = 64 << 20
+	DefaultMemoryTrashRetention = 7 * 24 * time.Hour
 )
 
 // emptyObjectSchema is served for a skill that declares no inputSchema.
@@ -41,7 +48,49 @@ func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapter.Config {
 	for i := range ss.Spec.Skills {
 		cfg.Tools = append(cfg.Tools, tool(&ss.Spec.Skills[i]))
 	}
+	if ss.Spec.Memory != nil {
+		cfg.Memory = memoryConfig(ss.Spec.Memory)
+	}
 	return cfg
+}
+
+func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapter.MemoryConfig {
+	out := &adapter.MemoryConfig{
+		Root:            MemoryMountPath,
+		ToolName:        in.ToolName,
+		AllowedCommands: commands(in.AllowedCommands),
+		ConfirmCommands: commands(in.ConfirmCommands),
+		ReadOnly:        in.ReadOnly,
+		MaxFileBytes:    DefaultMemoryMaxFileBytes,
+		MaxTotalBytes:   DefaultMemoryMaxTotalBytes,
+		TrashRetention:  adapter.Duration{Duration: DefaultMemoryTrashRetention},
+	}
+	if out.ToolName == "" {
+		out.ToolName = DefaultMemoryToolName
+	}
+	if in.MaxFileBytes != nil {
+		out.MaxFileBytes = *in.MaxFileBytes
+	}
+	if in.MaxTotalBytes != nil {
+		out.MaxTotalBytes = *in.MaxTotalBytes
+	}
+	if in.TrashRetention != nil {
+		out.TrashRetention.Duration = in.TrashRetention.Duration
+	}
+	return out
+}
+
+// commands keeps nil apart from empty: no confirmCommands means the default set, an
+// empty list means none.
+func commands(in []cantusv1alpha1.MemoryCommand) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, 0, len(in))
+	for _, c := range in {
+		out = append(out, string(c))
+	}
+	return out
 }
 
 // Hash identifies a rendered config; a change of hash rolls the adapter pods.

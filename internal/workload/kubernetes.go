@@ -61,7 +61,7 @@ func NewKubernetes(c client.Client, image, clusterDomain string) *Kubernetes {
 
 // OwnedTypes implements Runtime.
 func (k *Kubernetes) OwnedTypes() []client.Object {
-	return []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
+	return []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}, &corev1.PersistentVolumeClaim{}}
 }
 
 // Forget implements Runtime; the garbage collector removes owned objects.
@@ -76,6 +76,11 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 	}
 	if err := k.apply(ctx, &corev1.ConfigMap{}, configMap); err != nil {
 		return Observation{}, err
+	}
+	if ss.Spec.Memory != nil {
+		if err := k.apply(ctx, &corev1.PersistentVolumeClaim{}, memoryClaimFor(ss)); err != nil {
+			return Observation{}, err
+		}
 	}
 	if err := k.apply(ctx, &appsv1.Deployment{}, k.deploymentFor(ss, d.ConfigHash)); err != nil {
 		return Observation{}, err
@@ -194,6 +199,7 @@ func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) 
 			WithRunAsNonRoot(true).
 			WithRunAsUser(65532).
 			WithRunAsGroup(65532).
+			WithFSGroup(65532).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithContainers(k.containerFor(ss)).
 		WithVolumes(volumesFor(ss)...)
@@ -205,6 +211,7 @@ func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) 
 		WithOwnerReferences(ownerReference(ss)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(ptr.Deref(ss.Spec.Replicas, 1)).
+			WithStrategy(strategyFor(ss)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(ss))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(Labels(ss)).
@@ -274,6 +281,10 @@ func volumesFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeApplyConfigura
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(ss))),
 	}
+	if ss.Spec.Memory != nil {
+		volumes = append(volumes, corev1ac.Volume().WithName("memory").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(MemoryClaimName(ss))))
+	}
 	if ss.Spec.Auth != nil {
 		ref := ss.Spec.Auth.BearerTokenSecretRef
 		volumes = append(volumes, corev1ac.Volume().WithName("auth").WithSecret(corev1ac.SecretVolumeSource().
@@ -288,10 +299,47 @@ func volumeMountsFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeMountAppl
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName("config").WithMountPath(configMountDir).WithReadOnly(true),
 	}
+	if ss.Spec.Memory != nil {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("memory").WithMountPath(render.MemoryMountPath))
+	}
 	if ss.Spec.Auth != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountDir).WithReadOnly(true))
 	}
 	return mounts
+}
+
+// MemoryClaimName is the PersistentVolumeClaim of a SkillServer's memory tool.
+func MemoryClaimName(ss *cantusv1alpha1.SkillServer) string { return ss.Name + "-memory" }
+
+func memoryClaimFor(ss *cantusv1alpha1.SkillServer) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	m := ss.Spec.Memory
+	size := resource.MustParse("1Gi")
+	if m.Size != nil {
+		size = *m.Size
+	}
+	mode := m.AccessMode
+	if mode == "" {
+		mode = corev1.ReadWriteOnce
+	}
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(mode).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
+	if m.StorageClassName != nil {
+		spec.WithStorageClassName(*m.StorageClassName)
+	}
+	return corev1ac.PersistentVolumeClaim(MemoryClaimName(ss), ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerReference(ss)).
+		WithSpec(spec)
+}
+
+// strategyFor replaces pods one at a time, except when they share a ReadWriteOnce memory
+// claim: a new pod could not mount it while the old one holds it, so the old one goes first.
+func strategyFor(ss *cantusv1alpha1.SkillServer) *appsv1ac.DeploymentStrategyApplyConfiguration {
+	if ss.Spec.Memory != nil && ss.Spec.Memory.AccessMode != corev1.ReadWriteMany {
+		return appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)
+	}
+	return appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType)
 }
 
 func secretKey(ref cantusv1alpha1.SecretKeyRef) string {

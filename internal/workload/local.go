@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +33,8 @@ type Local struct {
 	Reader client.Reader
 	// Host is the address to listen on, normally 127.0.0.1.
 	Host string
+	// MemoryDir holds the memory tools' files, one folder per SkillServer.
+	MemoryDir string
 
 	mu      sync.Mutex
 	servers map[types.NamespacedName]*localServer
@@ -38,11 +42,12 @@ type Local struct {
 
 // NewLocal returns the local runtime.
 func NewLocal(reader client.Reader) *Local {
-	return &Local{Reader: reader, Host: "127.0.0.1", servers: map[types.NamespacedName]*localServer{}}
+	return &Local{Reader: reader, Host: "127.0.0.1", MemoryDir: filepath.Join(os.TempDir(), "cantus-memory"), servers: map[types.NamespacedName]*localServer{}}
 }
 
 type localServer struct {
 	hash    string
+	adapter *adapter.Server
 	url     string
 	handler atomic.Pointer[http.Handler]
 	http    *http.Server
@@ -76,7 +81,7 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	if token != "" {
 		opts = append(opts, adapter.WithBearerToken(token))
 	}
-	srv, err := adapter.NewServer(d.Config, opts...)
+	srv, err := adapter.NewServer(l.localConfig(key, d.Config), opts...)
 	if err != nil {
 		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
 	}
@@ -84,14 +89,31 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	if running == nil {
 		running, err = l.start(ctx, key, handler, render.EndpointPath(ss))
 		if err != nil {
+			_ = srv.Close()
 			return Observation{}, err
 		}
 		l.servers[key] = running
 	} else {
 		running.handler.Store(&handler)
+		if err := running.adapter.Close(); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "close the replaced local adapter")
+		}
 	}
 	running.hash = hash
+	running.adapter = srv
 	return l.observation(ss, running), nil
+}
+
+// localConfig points the memory tool at a folder of this host instead of the claim.
+func (l *Local) localConfig(key types.NamespacedName, cfg *adapter.Config) *adapter.Config {
+	if cfg.Memory == nil {
+		return cfg
+	}
+	local := *cfg
+	memory := *cfg.Memory
+	memory.Root = filepath.Join(l.MemoryDir, key.Namespace, key.Name)
+	local.Memory = &memory
+	return &local
 }
 
 func (l *Local) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {
@@ -166,7 +188,7 @@ func shutdownLocal(ctx context.Context, s *localServer) error {
 		return fmt.Errorf("stop local adapter %s: %w", s.url, err)
 	}
 	<-s.done
-	return nil
+	return s.adapter.Close()
 }
 
 func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer) (string, error) {

@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	size := resource.MustParse("2Gi")
+	ss := newSkillServer(ns, "notes")
+	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{Size: &size, StorageClassName: ptr.To("fast")}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	_, err := r.Reconcile(ctx, reconcileRequest(ss))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	pvc := &corev1.PersistentVolumeClaim{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "notes-memory"}, pvc)).To(Succeed())
+	g.Expect(metav1.IsControlledBy(pvc, ss)).To(BeTrue())
+	g.Expect(pvc.Spec.AccessModes).To(Equal([]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}))
+	g.Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("2Gi"))
+	g.Expect(pvc.Spec.StorageClassName).To(Equal(ptr.To("fast")))
+
+	dep := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "notes"}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))
+	g.Expect(dep.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType), "a ReadWriteOnce claim cannot be mounted by the new pod while the old one runs")
+	pod := dep.Spec.Template.Spec
+	g.Expect(pod.SecurityContext.FSGroup).To(Equal(ptr.To(int64(65532))), "the non-root adapter can write the volume")
+	g.Expect(pod.Volumes).To(ContainElement(HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "notes-memory")))
+	g.Expect(pod.Containers[0].VolumeMounts).To(ContainElement(And(
+		HaveField("Name", "memory"), HaveField("MountPath", render.MemoryMountPath), HaveField("ReadOnly", false))))
+	g.Expect(pod.Containers[0].SecurityContext.ReadOnlyRootFilesystem).To(Equal(ptr.To(true)))
+
+	got, _ := getSkillServer(ctx, ns, "notes")()
+	g.Expect(got.Status.Tools).To(ContainElement(cantusv1alpha1.ServedTool{Name: "memory", Source: "memory"}))
+}
+
+func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name, spec, want string
+	}{
+		{"two replicas on a ReadWriteOnce claim", "replicas: 2\n  memory: {}", "set replicas: 1, or memory.accessMode: ReadWriteMany"},
+		{"memory tool named like a skill", "memory: {toolName: notes}\n  skills: [{name: notes, template: {text: x}}]", "memory.toolName collides with a skill"},
+		{"unknown memory command", "memory: {allowedCommands: [view, format]}", `Unsupported value: "format"`},
+		{"zero quota", "memory: {maxFileBytes: 0}", "spec.memory.maxFileBytes in body should be greater than or equal to 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			manifest := "apiVersion: cantus.dev/v1alpha1\nkind: SkillServer\nmetadata:\n  name: bad\n  namespace: " + ns + "\nspec:\n  " + tc.spec + "\n"
+			if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+				t.Fatalf("manifest: %v", err)
+			}
+			err := k8sClient.Create(context.Background(), obj)
+			if err == nil {
+				_ = k8sClient.Delete(context.Background(), obj)
+				t.Fatalf("accepted:\n%s", manifest)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("refused without saying %q: %v", tc.want, err)
+			}
+		})
+	}
+	t.Run("several replicas on a ReadWriteMany claim are fine", func(t *testing.T) {
+		ss := newSkillServer(ns, "shared-notes")
+		ss.Spec.Replicas = ptr.To(int32(3))
+		ss.Spec.Memory = &cantusv1alpha1.MemorySpec{AccessMode: corev1.ReadWriteMany}
+		if err := k8sClient.Create(context.Background(), ss); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+	})
+}
+
+func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	local := workload.NewLocal(nil)
+	local.MemoryDir = t.TempDir()
+	startManager(t, local)
+
+	ss := newSkillServer(ns, "notes")
+	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "notes")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := getSkillServer(ctx, ns, "notes")()
+
+	res, err := callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{
+		"command": "create", "path": "/memories/reading.md", "file_text": "Dune, chapter 3\n"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "view", "path": "/memories/reading.md"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resultText(res)).To(ContainSubstring("Dune, chapter 3"))
+	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "delete", "path": "/memories/reading.md"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue(), "delete needs confirm: true")
+	g.Expect(resultText(res)).To(HavePrefix("memory_refused: "))
+}
