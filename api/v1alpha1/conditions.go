@@ -53,3 +53,20 @@ const (
 	ReasonSecretNotFound     = "SecretNotFound"
 	ReasonBridgeNotReady     = "BridgeNotReady"
 )
+
+// Condition types of a SkillServer that re-exports imports.
+const (
+	// ConditionImportsResolved is False when an import in spec.imports is missing, not
+	// allowed or not Ready; its tools are not served.
+	ConditionImportsResolved = "ImportsResolved"
+	// ConditionToolNamesUnique is False when two tools would be served under one name;
+	// the imported ones are left out and named.
+	ConditionToolNamesUnique = "ToolNamesUnique"
+)
+
+const (
+	ReasonAllResolved     = "AllResolved"
+	ReasonImportsNotReady = "ImportsNotReady"
+	ReasonNoCollisions    = "NoCollisions"
+	ReasonNameCollision   = "NameCollision"
+)

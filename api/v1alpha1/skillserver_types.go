@@ -58,6 +58,14 @@ type SkillServerSpec struct {
 	// +optional
 	Skills []Skill `json:"skills,omitempty"`
 
+	// Imports re-export the tools of RemoteToolImports in this namespace, making this
+	// server a gateway. Only imports that are Ready are served.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Imports []SkillImport `json:"imports,omitempty"`
+
 	// Memory adds the memory tool: the Anthropic memory-tool commands over files kept on a
 	// PersistentVolumeClaim, behind a guard so that an agent cannot lose data.
 	// +optional
@@ -76,6 +84,51 @@ type SkillServerSpec struct {
 	// Pod overrides parts of the adapter pods.
 	// +optional
 	Pod *PodOverrides `json:"pod,omitempty"`
+}
+
+// SkillImport selects tools of one RemoteToolImport to serve again.
+type SkillImport struct {
+	// Name of the RemoteToolImport in this namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Include globs of remote tool names; all when empty.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +listType=atomic
+	// +optional
+	Include []string `json:"include,omitempty"`
+	// Exclude globs, applied after include.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +listType=atomic
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+	// Prefix is put before every served name, e.g. "books_".
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]*$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Renames serve a remote tool under another name (the prefix is not added to it).
+	// +listType=map
+	// +listMapKey=from
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Renames []ToolRename `json:"renames,omitempty"`
+}
+
+// ToolRename serves the remote tool From as To.
+type ToolRename struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	From string `json:"from"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+$`
+	// +required
+	To string `json:"to"`
 }
 
 // MemoryCommand is one command of the Anthropic memory tool.
@@ -279,8 +332,12 @@ type PodOverrides struct {
 type ServedTool struct {
 	// Name is the MCP tool name.
 	Name string `json:"name"`
-	// Source is "skill" for a skill of this server, "memory" for the memory tool.
+	// Source is "skill" for a skill of this server, "memory" for the memory tool, and
+	// "import:NAME" for a tool of the RemoteToolImport NAME.
 	Source string `json:"source"`
+	// RemoteName is the tool's name at the remote, when it was prefixed or renamed.
+	// +optional
+	RemoteName string `json:"remoteName,omitempty"`
 }
 
 // SkillServerStatus is what the operator observed.

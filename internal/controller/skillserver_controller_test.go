@@ -61,6 +61,15 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(adapter.PathReadyz))
 	g.Expect(c.Args).To(ContainElements("--config", workload.ConfigPath))
 	g.Expect(cm.Data).To(HaveKey(adapter.ConfigFileName))
+	// Discovery: kagent finds the Service by label and annotations, agentgateway by the
+	// port's appProtocol.
+	g.Expect(svc.Labels).To(HaveKeyWithValue("kagent.dev/mcp-service", "true"))
+	g.Expect(svc.Labels).To(HaveKeyWithValue("cantus.dev/mcp-server", "true"))
+	g.Expect(svc.Annotations).To(HaveKeyWithValue("kagent.dev/mcp-service-path", "/mcp"))
+	g.Expect(svc.Annotations).To(HaveKeyWithValue("kagent.dev/mcp-service-port", "8765"))
+	g.Expect(svc.Annotations).To(HaveKeyWithValue("kagent.dev/mcp-service-protocol", "STREAMABLE_HTTP"))
+	g.Expect(svc.Spec.Ports).To(HaveLen(1))
+	g.Expect(svc.Spec.Ports[0].AppProtocol).To(Equal(ptr.To("agentgateway.dev/mcp")))
 	g.Expect(np.Spec.Ingress).To(HaveLen(1))
 	g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(HaveKeyWithValue("role", "agent"))
 

@@ -349,15 +349,64 @@ func secretKey(ref cantusv1alpha1.SecretKeyRef) string {
 	return ref.Key
 }
 
+// Discovery labels and annotations on the Service, so that agent stacks find the server
+// with no extra step:
+//   - cantus.dev/mcp-server: ours, for the catalog and `kubectl get svc -l`.
+//   - kagent.dev/mcp-service=true with kagent.dev/mcp-service-{path,port,protocol}: how
+//     kagent discovers MCP Services (kagent-dev/kagent, the MCPService* constants of its
+//     agent translator; protocol values are its RemoteMCPServerProtocol enum,
+//     STREAMABLE_HTTP or SSE).
+//   - appProtocol agentgateway.dev/mcp on the port: how agentgateway (and kgateway) select
+//     MCP backends among Services.
+const (
+	LabelMCPServer               = "cantus.dev/mcp-server"
+	LabelKagentMCPService        = "kagent.dev/mcp-service"
+	AnnotationKagentPath         = "kagent.dev/mcp-service-path"
+	AnnotationKagentPort         = "kagent.dev/mcp-service-port"
+	AnnotationKagentProtocol     = "kagent.dev/mcp-service-protocol"
+	AnnotationMCPPath            = "cantus.dev/mcp-path"
+	AnnotationMCPTransport       = "cantus.dev/mcp-transport"
+	AppProtocolAgentgatewayMCP   = "agentgateway.dev/mcp"
+	kagentProtocolStreamableHTTP = "STREAMABLE_HTTP"
+	kagentProtocolSSE            = "SSE"
+)
+
+func discoveryLabels(ss *cantusv1alpha1.SkillServer) map[string]string {
+	l := Labels(ss)
+	l[LabelMCPServer] = "true"
+	l[LabelKagentMCPService] = "true"
+	return l
+}
+
+func discoveryAnnotations(ss *cantusv1alpha1.SkillServer) map[string]string {
+	protocol := kagentProtocolStreamableHTTP
+	if ss.Spec.Transport == cantusv1alpha1.TransportSSE {
+		protocol = kagentProtocolSSE
+	}
+	transport := string(ss.Spec.Transport)
+	if transport == "" {
+		transport = string(cantusv1alpha1.TransportStreamableHTTP)
+	}
+	return map[string]string{
+		AnnotationKagentPath:     render.EndpointPath(ss),
+		AnnotationKagentPort:     fmt.Sprint(render.PortOf(ss)),
+		AnnotationKagentProtocol: protocol,
+		AnnotationMCPPath:        render.EndpointPath(ss),
+		AnnotationMCPTransport:   transport,
+	}
+}
+
 func serviceFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(ss.Name, ss.Namespace).
-		WithLabels(Labels(ss)).
+		WithLabels(discoveryLabels(ss)).
+		WithAnnotations(discoveryAnnotations(ss)).
 		WithOwnerReferences(ownerReference(ss)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
 			WithSelector(SelectorLabels(ss)).
 			WithPorts(corev1ac.ServicePort().
 				WithName(portName).
+				WithAppProtocol(AppProtocolAgentgatewayMCP).
 				WithPort(render.PortOf(ss)).
 				WithTargetPort(intstr.FromString(portName)).
 				WithProtocol(corev1.ProtocolTCP)))
