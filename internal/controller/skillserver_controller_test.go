@@ -31,14 +31,13 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
-	dep := &appsv1.Deployment{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, dep) }).Should(Succeed())
-	cm := &corev1.ConfigMap{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books-adapter"}, cm)).To(Succeed())
-	svc := &corev1.Service{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, svc)).To(Succeed())
-	np := &networkingv1.NetworkPolicy{}
-	g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, np) }).Should(Succeed())
+	dep, cm, svc, np := &appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}
+	for name, obj := range map[string]crclient.Object{"books": dep, "books-adapter": cm} {
+		g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, obj) }).Should(Succeed())
+	}
+	for _, obj := range []crclient.Object{svc, np} {
+		g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, obj) }).Should(Succeed())
+	}
 
 	for _, obj := range []metav1.Object{dep, cm, svc, np} {
 		g.Expect(metav1.IsControlledBy(obj, ss)).To(BeTrue(), "%s is controlled by the SkillServer", obj.GetName())
