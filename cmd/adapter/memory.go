@@ -43,8 +43,11 @@ func memoryCommand(args []string, stdout, stderr io.Writer) int {
 		entries, err := store.Trash()
 		return printJSONLines(stdout, stderr, entries, err)
 	case "journal":
-		entries, err := store.Journal()
-		return printJSONLines(stdout, stderr, entries, err)
+		report, err := store.ReadJournal()
+		for _, skipped := range report.Skipped {
+			fmt.Fprintf(stderr, "adapter memory journal: line %d is torn (a crash mid-append) and was skipped: %v\n", skipped.Line, skipped.Err)
+		}
+		return printJSONLines(stdout, stderr, report.Entries, err)
 	case "restore":
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "adapter memory restore: give exactly one trash id (see `adapter memory trash`)")
