@@ -52,8 +52,9 @@ test: verify-gen vet build npm-peers ## Run every test: unit, envtest integratio
 		go test ./... -count=1 -timeout 30m
 
 .PHONY: bench
-bench: build ## Print throughput and latency of the adapter beside a bare mcp-go server.
+bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server, and the memory tool's ops/s.
 	go run ./hack/bench
+	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
 
 ##@ Running
 

@@ -40,8 +40,16 @@ wait_for_file() {
   exit 1
 }
 
+# inspector runs the MCP Inspector CLI from its build folder, as it must be.
+inspector() {
+  (cd "${PEERS}/node_modules/@modelcontextprotocol/inspector-cli/build" && node index.js "$1" --transport http "${@:2}")
+  echo
+}
+
 up() {
   down
+  # Each demo starts from empty memory files, so that it runs the same every time.
+  rm -rf "${DEMO}/memory"
   mkdir -p "${DEMO}"
   local assets; assets="$("${ROOT}/hack/envtest.sh" | tail -n1)"
 
@@ -56,6 +64,7 @@ up() {
 
   say "starting the operator (local runtime: adapters are served on 127.0.0.1 by the manager)"
   nohup "${ROOT}/bin/manager" --runtime=local --kubeconfig "${KUBECONFIG_PATH}" \
+    --local-memory-dir "${DEMO}/memory" \
     --metrics-bind-address=0 --health-probe-bind-address=0 >"${DEMO}/manager.log" 2>&1 &
   echo $! >"${DEMO}/manager.pid"
 
@@ -70,8 +79,16 @@ up() {
 
   local url; url="$(kubectl get skillserver library -o jsonpath='{.status.url}')"
   say "MCP Inspector CLI: tools/call search_book at ${url}"
-  (cd "${PEERS}/node_modules/@modelcontextprotocol/inspector-cli/build" &&
-    node index.js "${url}" --transport http --method tools/call --tool-name search_book --tool-arg 'title="Dune"')
+  inspector "${url}" --method tools/call --tool-name search_book --tool-arg 'title="Dune"'
+
+
+  kubectl wait --for=condition=Ready skillserver/notebook --timeout=60s
+  local notebook; notebook="$(kubectl get skillserver notebook -o jsonpath='{.status.url}')"
+  say "the memory tool of skillserver/notebook: create, view, and a delete the guard refuses"
+  inspector "${notebook}" --method tools/call --tool-name memory --tool-arg 'command="create"' \
+    --tool-arg 'path="/memories/reading.md"' --tool-arg 'file_text="Dune: chapter 3\n"'
+  inspector "${notebook}" --method tools/call --tool-name memory --tool-arg 'command="view"' --tool-arg 'path="/memories"'
+  inspector "${notebook}" --method tools/call --tool-name memory --tool-arg 'command="delete"' --tool-arg 'path="/memories/reading.md"'
 
   say "RemoteToolImport of the library SkillServer, allowed by ToolSourcePolicy demo-loopback"
   kubectl apply -f - <<YAML

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -34,6 +35,7 @@ type options struct {
 	probeAddr      string
 	leaderElection bool
 	maxHandshakes  int
+	localMemoryDir string
 }
 
 func main() {
@@ -45,6 +47,7 @@ func main() {
 	flag.BoolVar(&opts.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorized by the API server")
 	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&opts.leaderElection, "leader-elect", false, "elect a leader so that only one manager reconciles")
+	flag.StringVar(&opts.localMemoryDir, "local-memory-dir", filepath.Join(os.TempDir(), "cantus-memory"), "local runtime: the folder that holds the memory tools' files")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -113,6 +116,7 @@ func newRuntime(mgr ctrl.Manager, opts options) (workload.Runtime, error) {
 		return workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain), nil
 	case "local":
 		local := workload.NewLocal(mgr.GetAPIReader())
+		local.MemoryDir = opts.localMemoryDir
 		if err := mgr.Add(local); err != nil {
 			return nil, fmt.Errorf("add local runtime: %w", err)
 		}
