@@ -137,10 +137,9 @@ type Store struct {
 }
 
 // Open opens (and creates as needed) the memory directory at cfg.Root.
-func Open(cfg Config) (*Store, error) {
-	if cfg.Root == "" {
-		return nil, errors.New("memory: Config.Root is empty")
-	}
+// newGuard applies the config's defaults and builds the guard part of a Store, without
+// touching any file.
+func newGuard(cfg Config) (*Store, error) {
 	if cfg.ToolName == "" {
 		cfg.ToolName = DefaultToolName
 	}
@@ -187,6 +186,28 @@ func Open(cfg Config) (*Store, error) {
 		}
 		s.confirm[c] = true
 	}
+	return s, nil
+}
+
+// ToolDefinition is the tool a Store with cfg serves, for callers that describe the
+// tool without opening its files (the discovery catalog).
+func ToolDefinition(cfg Config) (mcp.Tool, error) {
+	s, err := newGuard(cfg)
+	if err != nil {
+		return mcp.Tool{}, err
+	}
+	return s.Tool(), nil
+}
+
+func Open(cfg Config) (*Store, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("memory: Config.Root is empty")
+	}
+	s, err := newGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = s.cfg
 
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
