@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -36,6 +37,8 @@ type options struct {
 	leaderElection bool
 	maxHandshakes  int
 	localMemoryDir string
+	catalogAddr    string
+	catalogCertDir string
 }
 
 func main() {
@@ -48,6 +51,8 @@ func main() {
 	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&opts.leaderElection, "leader-elect", false, "elect a leader so that only one manager reconciles")
 	flag.StringVar(&opts.localMemoryDir, "local-memory-dir", filepath.Join(os.TempDir(), "cantus-memory"), "local runtime: the folder that holds the memory tools' files")
+	flag.StringVar(&opts.catalogAddr, "catalog-bind-address", ":8444", "HTTPS address of the discovery catalog; 0 disables it")
+	flag.StringVar(&opts.catalogCertDir, "catalog-cert-dir", "", "folder with tls.crt and tls.key for the catalog; a self-signed certificate when empty")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -98,6 +103,13 @@ func run(opts options) error {
 		MaxConcurrentHandshakes: opts.maxHandshakes,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
+	}
+
+	if opts.catalogAddr != "0" {
+		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: mgr.GetClient()}, ctrl.Log.WithName("catalog"))
+		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
+			return fmt.Errorf("add catalog: %w", err)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

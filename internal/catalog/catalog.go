@@ -1,0 +1,210 @@
+// Package catalog serves the discovery catalog: every MCP server the operator runs and
+// every tool they serve, across the cluster, to callers authenticated with a Kubernetes
+// token and only for the namespaces where they may list SkillServers. It is served over
+// HTTPS as JSON and as an MCP server of its own.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
+	"github.com/cantus-dev/cantus-operator/internal/memory"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+)
+
+// Server is one MCP server in the catalog.
+type Server struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Transport string `json:"transport"`
+	Ready     bool   `json:"ready"`
+	Tools     []Tool `json:"tools"`
+}
+
+// Tool is one tool of a server, with where it comes from.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Source      string          `json:"source"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// Ref names a server as namespace/name.
+func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
+
+// Catalog reads the cluster's SkillServers and RemoteToolImports.
+type Catalog struct {
+	Reader client.Reader
+}
+
+// Servers lists the servers of the given namespaces (all when allowed is nil).
+func (c *Catalog) Servers(ctx context.Context, allowed func(namespace string) bool) ([]Server, error) {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := c.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list SkillServers: %w", err)
+	}
+	imports, err := c.importSchemas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Server
+	for i := range list.Items {
+		ss := &list.Items[i]
+		if allowed != nil && !allowed(ss.Namespace) {
+			continue
+		}
+		out = append(out, serverEntry(ss, imports))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref() < out[j].Ref() })
+	return out, nil
+}
+
+// Namespaces lists the namespaces that hold SkillServers, the only ones worth an access check.
+func (c *Catalog) Namespaces(ctx context.Context) ([]string, error) {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := c.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list SkillServers: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, ss := range list.Items {
+		if !seen[ss.Namespace] {
+			seen[ss.Namespace] = true
+			out = append(out, ss.Namespace)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// importSchemas maps "namespace/import/tool" to the tool as the import discovered it.
+func (c *Catalog) importSchemas(ctx context.Context) (map[string]cantusv1alpha1.DiscoveredTool, error) {
+	list := &cantusv1alpha1.RemoteToolImportList{}
+	if err := c.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list RemoteToolImports: %w", err)
+	}
+	out := map[string]cantusv1alpha1.DiscoveredTool{}
+	for _, imp := range list.Items {
+		for _, t := range imp.Status.Tools {
+			out[imp.Namespace+"/"+imp.Name+"/"+t.Name] = t
+		}
+	}
+	return out, nil
+}
+
+func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alpha1.DiscoveredTool) Server {
+	transport := string(ss.Spec.Transport)
+	if transport == "" {
+		transport = string(cantusv1alpha1.TransportStreamableHTTP)
+	}
+	entry := Server{
+		Namespace: ss.Namespace,
+		Name:      ss.Name,
+		URL:       ss.Status.URL,
+		Transport: transport,
+		Ready:     apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionReady),
+	}
+	skills := map[string]*cantusv1alpha1.Skill{}
+	for i := range ss.Spec.Skills {
+		skills[ss.Spec.Skills[i].Name] = &ss.Spec.Skills[i]
+	}
+	// The status lists what is actually served; the spec and the imports say how.
+	for _, served := range ss.Status.Tools {
+		entry.Tools = append(entry.Tools, toolEntry(ss, served, skills, imports))
+	}
+	return entry
+}
+
+func toolEntry(ss *cantusv1alpha1.SkillServer, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports map[string]cantusv1alpha1.DiscoveredTool) Tool {
+	t := Tool{Name: served.Name, Source: served.Source}
+	switch {
+	case served.Source == "skill" && skills[served.Name] != nil:
+		s := skills[served.Name]
+		t.Description = s.Description
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+		if s.InputSchema != nil && len(s.InputSchema.Raw) > 0 {
+			t.InputSchema = s.InputSchema.Raw
+		}
+	case served.Source == "memory" && ss.Spec.Memory != nil:
+		cfg := render.AdapterConfig(ss).Memory
+		if def, err := memory.ToolDefinition(adapter.MemoryStoreConfig(cfg)); err == nil {
+			t.Description = def.Description
+			t.InputSchema, _ = json.Marshal(def.InputSchema)
+		}
+	case strings.HasPrefix(served.Source, "import:"):
+		remote := served.RemoteName
+		if remote == "" {
+			remote = served.Name
+		}
+		if d, ok := imports[ss.Namespace+"/"+strings.TrimPrefix(served.Source, "import:")+"/"+remote]; ok {
+			t.Description = d.Description
+			if d.InputSchema != nil {
+				t.InputSchema = d.InputSchema.Raw
+			}
+		}
+	}
+	return t
+}
+
+// Search finds tools whose name or description contains every word of the query,
+// case-insensitively.
+func Search(servers []Server, query string) []SearchHit {
+	words := strings.Fields(strings.ToLower(query))
+	var hits []SearchHit
+	for _, s := range servers {
+		for _, t := range s.Tools {
+			text := strings.ToLower(t.Name + " " + t.Description)
+			if containsAll(text, words) {
+				hits = append(hits, SearchHit{Server: s.Ref(), URL: s.URL, Tool: t.Name, Description: t.Description, Source: t.Source})
+			}
+		}
+	}
+	return hits
+}
+
+// SearchHit is one tool found by Search.
+type SearchHit struct {
+	Server      string `json:"server"`
+	URL         string `json:"url"`
+	Tool        string `json:"tool"`
+	Description string `json:"description,omitempty"`
+	Source      string `json:"source"`
+}
+
+func containsAll(text string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(text, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// RenderTool finds a tool of a server and renders it in a format (see formats.Formats).
+func RenderTool(servers []Server, serverRef, tool, format string) (any, error) {
+	if format == "" {
+		format = "mcp"
+	}
+	for _, s := range servers {
+		if s.Ref() != serverRef && s.Name != serverRef {
+			continue
+		}
+		for _, t := range s.Tools {
+			if t.Name == tool {
+				return formats.Render(formats.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, format)
+			}
+		}
+		return nil, fmt.Errorf("server %s has no tool %q", s.Ref(), tool)
+	}
+	return nil, fmt.Errorf("no server %q that you may see; give namespace/name", serverRef)
+}
