@@ -57,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return probeCommand(rest, stdout, stderr)
 	case "memory":
 		return memoryCommand(rest, stdout, stderr)
+	case "bridge":
+		return bridgeCommand(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "cantus-adapter %s %s\n", version, runtime.Version())
 		return exitOK

@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/bridge"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -38,6 +39,7 @@ type options struct {
 	maxHandshakes  int
 	localMemoryDir string
 	catalogAddr    string
+	adapterBinary  string
 	catalogCertDir string
 }
 
@@ -51,6 +53,7 @@ func main() {
 	flag.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&opts.leaderElection, "leader-elect", false, "elect a leader so that only one manager reconciles")
 	flag.StringVar(&opts.localMemoryDir, "local-memory-dir", filepath.Join(os.TempDir(), "cantus-memory"), "local runtime: the folder that holds the memory tools' files")
+	flag.StringVar(&opts.adapterBinary, "adapter-binary", siblingAdapter(), "local runtime: the adapter binary that bridges stdio imports")
 	flag.StringVar(&opts.catalogAddr, "catalog-bind-address", ":8444", "HTTPS address of the discovery catalog; 0 disables it")
 	flag.StringVar(&opts.catalogCertDir, "catalog-cert-dir", "", "folder with tls.crt and tls.key for the catalog; a self-signed certificate when empty")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
@@ -97,9 +100,14 @@ func run(opts options) error {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
 	}
 
+	bridges, err := newBridges(mgr, opts)
+	if err != nil {
+		return err
+	}
 	if err := (&controller.RemoteToolImportReconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorder("cantus-operator"),
+		Bridges:                 bridges,
 		MaxConcurrentHandshakes: opts.maxHandshakes,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
@@ -136,6 +144,28 @@ func newRuntime(mgr ctrl.Manager, opts options) (workload.Runtime, error) {
 	default:
 		return nil, errors.New("--runtime must be kubernetes or local")
 	}
+}
+
+// newBridges runs stdio imports where the adapters run: as Deployments running the user's
+// image, or as child processes of this manager (local runtime).
+func newBridges(mgr ctrl.Manager, opts options) (controller.Bridges, error) {
+	if opts.runtime != "local" {
+		return &bridge.Kubernetes{Client: mgr.GetClient(), AdapterImage: opts.adapterImage, ClusterDomain: opts.clusterDomain}, nil
+	}
+	local := bridge.NewLocal(opts.adapterBinary, ctrl.Log.WithName("bridge"))
+	if err := mgr.Add(local); err != nil {
+		return nil, fmt.Errorf("add local stdio bridges: %w", err)
+	}
+	return local, nil
+}
+
+// siblingAdapter is the adapter binary next to this one, as `make build` lays them out.
+func siblingAdapter() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "adapter"
+	}
+	return filepath.Join(filepath.Dir(self), "adapter")
 }
 
 func envOr(key, fallback string) string {

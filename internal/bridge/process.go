@@ -154,6 +154,12 @@ func (s *supervisor) running() (*child, notRunning) {
 // returns once it exited.
 func (s *supervisor) run(ctx context.Context) {
 	for {
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			s.stopping = true
+			s.mu.Unlock()
+			return
+		}
 		c, err := s.start()
 		if err != nil {
 			delay := s.exited(nil, "could not start: "+err.Error(), 0)
@@ -320,8 +326,6 @@ func (s *supervisor) start() (*child, error) {
 		uptime := time.Since(c.started)
 		delay := s.exited(c, status, uptime)
 		c.status = status
-		s.sink.childExited(c, status)
-		close(c.dead)
 		s.mu.Lock()
 		stopping := s.stopping
 		s.mu.Unlock()
@@ -331,6 +335,8 @@ func (s *supervisor) start() (*child, error) {
 			log.Info("stdio server exited; restarting it", "status", status,
 				"uptime", uptime.Round(time.Millisecond).String(), "restartIn", delay.Round(time.Millisecond).String())
 		}
+		s.sink.childExited(c, status)
+		close(c.dead)
 	}()
 	return c, nil
 }

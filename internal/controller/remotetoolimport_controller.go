@@ -376,7 +376,14 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.RemoteToolImport{}, secretRefIndex, secretRefs); err != nil {
 		return fmt.Errorf("index RemoteToolImports by Secret: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if owner, ok := r.Bridges.(interface{ OwnedTypes() []client.Object }); ok {
+		// A bridge Deployment becoming available must re-run the handshake through it.
+		for _, owned := range owner.OwnedTypes() {
+			b = b.Owns(owned)
+		}
+	}
+	return b.
 		For(&cantusv1alpha1.RemoteToolImport{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.allImports),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -1,0 +1,173 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+)
+
+func stdioImport(name string, command []string, args ...string) *cantusv1alpha1.RemoteToolImport {
+	return &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)},
+		Spec: cantusv1alpha1.RemoteToolImportSpec{
+			Transport: cantusv1alpha1.ImportTransportStdio,
+			Stdio:     &cantusv1alpha1.StdioSource{Image: "ghcr.io/example/tools:1", Command: command, Args: args},
+		},
+	}
+}
+
+func childPID(t *testing.T, url string) int {
+	t.Helper()
+	var r struct{ PID int }
+	a := post(t, url, request(1, "pid", nil))
+	if err := json.Unmarshal(a.Result, &r); err != nil || r.PID == 0 {
+		t.Fatalf("pid through %s: %s", url, a.raw)
+	}
+	return r.PID
+}
+
+func refused(url string) bool {
+	resp, err := http.Post(url, "application/json", strings.NewReader(request(1, "pid", nil)))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err != nil
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// TestLocalEnsureForget drives the local runtime with a fake adapter (the test binary
+// serving the bridge package): Ensure starts a bridge process and returns its URL once
+// ready; the same spec keeps it; changed args restart it; a dead bridge is started again;
+// Forget and Stop stop bridges and their children.
+func TestLocalEnsureForget(t *testing.T) {
+	logs := &logSink{}
+	l := NewLocal(filepath.Join(helperDir, fakeAdapterName), logs.logger())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+
+	imp := stdioImport("fake", fakeServerArgv(), "serve")
+	url, ready, err := l.Ensure(ctx, imp)
+	if err != nil || !ready {
+		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/mcp") {
+		t.Errorf("url %q", url)
+	}
+	pid := childPID(t, url)
+
+	// Unchanged spec: same bridge.
+	if url2, ready, err := l.Ensure(ctx, imp); err != nil || !ready || url2 != url {
+		t.Errorf("Ensure again = %q, %v, %v; want %q, ready", url2, ready, err, url)
+	}
+
+	// Changed args: a new bridge, the old one and its child gone.
+	imp.Spec.Stdio.Args = []string{"serve", "--changed"}
+	url3, ready, err := l.Ensure(ctx, imp)
+	if err != nil || !ready || url3 == url {
+		t.Fatalf("Ensure after a spec change = %q, %v, %v", url3, ready, err)
+	}
+	if !refused(url) || alive(pid) {
+		t.Errorf("the old bridge (%s) or its child (%d) still runs", url, pid)
+	}
+
+	// A bridge that died is started again.
+	l.mu.Lock()
+	proc := l.bridges[types.NamespacedName{Namespace: "team-a", Name: "fake"}].proc
+	l.mu.Unlock()
+	_ = proc.cmd.Process.Kill()
+	<-proc.done
+	url4, ready, err := l.Ensure(ctx, imp)
+	if err != nil || !ready || url4 == url3 {
+		t.Fatalf("Ensure after the bridge died = %q, %v, %v", url4, ready, err)
+	}
+	pid4 := childPID(t, url4)
+
+	// Another import, then Forget one and Stop the rest.
+	other := stdioImport("other", fakeServerArgv("serve"))
+	otherURL, _, err := l.Ensure(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPID := childPID(t, otherURL)
+	if err := l.Forget(ctx, types.NamespacedName{Namespace: "team-a", Name: "fake"}); err != nil {
+		t.Fatal(err)
+	}
+	if !refused(url4) || alive(pid4) {
+		t.Errorf("Forget left the bridge or its child running")
+	}
+	if refused(otherURL) {
+		t.Errorf("Forget stopped another import's bridge")
+	}
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- l.Start(runCtx) }()
+	stopRun()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if !refused(otherURL) || alive(otherPID) {
+		t.Errorf("Stop left a bridge or its child running")
+	}
+	if _, _, err := l.Ensure(ctx, other); err == nil {
+		t.Errorf("Ensure after Stop succeeded")
+	}
+}
+
+// TestLocalNotReady: a command that cannot run leaves the bridge up but not ready.
+func TestLocalNotReady(t *testing.T) {
+	l := NewLocal(filepath.Join(helperDir, fakeAdapterName), (&logSink{}).logger())
+	l.ReadyWait = 300 * time.Millisecond
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	url, ready, err := l.Ensure(context.Background(), stdioImport("broken", []string{filepath.Join(t.TempDir(), "missing")}))
+	if err != nil || ready || url == "" {
+		t.Fatalf("Ensure = %q, %v, %v; want a URL, not ready, no error", url, ready, err)
+	}
+	a := post(t, url, request(1, "initialize", nil))
+	if a.status != http.StatusServiceUnavailable || a.Error == nil ||
+		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: stdio server is not running (restarting in ") {
+		t.Errorf("HTTP %d %s", a.status, a.raw)
+	}
+}
+
+func TestLocalBadAdapter(t *testing.T) {
+	l := NewLocal(filepath.Join(t.TempDir(), "no-adapter"), (&logSink{}).logger())
+	if _, _, err := l.Ensure(context.Background(), stdioImport("x", []string{"true"})); err == nil {
+		t.Error("Ensure with a missing adapter binary succeeded")
+	}
+	noStdio := stdioImport("y", nil)
+	noStdio.Spec.Stdio = nil
+	if _, _, err := l.Ensure(context.Background(), noStdio); err == nil || !strings.Contains(err.Error(), "no stdio command") {
+		t.Errorf("Ensure without stdio: %v", err)
+	}
+}
+
+func TestLocalEnv(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+	t.Setenv("KUBECONFIG", "/root/.kube/config")
+	t.Setenv("HTTPS_PROXY", "http://proxy:3128")
+	env := strings.Join(localEnv(), "\n")
+	if strings.Contains(env, "s3cr3t") || strings.Contains(env, "KUBECONFIG") {
+		t.Errorf("the local bridge environment leaks the operator's: %s", env)
+	}
+	if !strings.Contains(env, "PATH=") || !strings.Contains(env, "HTTPS_PROXY=http://proxy:3128") {
+		t.Errorf("the local bridge environment lacks PATH or the proxy: %s", env)
+	}
+}
