@@ -247,11 +247,15 @@ func (s *Store) create(a args) (string, error) {
 		}
 		j := &JournalEntry{Command: CmdCreate, Path: p.virt, BytesAfter: int64(len(data)), SHA256After: sum(data)}
 		if exists {
-			id, err := s.trashKeep(p, CmdCreate, "", kindFile, old, false)
-			if err != nil {
+			j.TrashID, j.BytesBefore, j.SHA256Before = s.newTrashID(), int64(len(old)), sum(old)
+		}
+		if err := s.beginIntent(j); err != nil {
+			return nil, 0, err
+		}
+		if exists {
+			if err := s.trashKeep(j.TrashID, p, CmdCreate, "", kindFile, old, false); err != nil {
 				return nil, 0, err
 			}
-			j.TrashID, j.BytesBefore, j.SHA256Before = id, int64(len(old)), sum(old)
 		}
 		if err := s.writeAtomic(s.mem, p.osRel(), data); err != nil {
 			return nil, 0, err
@@ -340,18 +344,21 @@ func occurrenceLines(content, sub string) string {
 
 // replaceFile keeps old in the trash and writes updated in place of p. The caller holds the locks.
 func (s *Store) replaceFile(p vpath, command string, old, updated []byte) (*JournalEntry, error) {
-	id, err := s.trashKeep(p, command, "", kindFile, old, false)
-	if err != nil {
+	j := &JournalEntry{
+		Command: command, Path: p.virt, TrashID: s.newTrashID(),
+		BytesBefore: int64(len(old)), SHA256Before: sum(old),
+		BytesAfter: int64(len(updated)), SHA256After: sum(updated),
+	}
+	if err := s.beginIntent(j); err != nil {
+		return nil, err
+	}
+	if err := s.trashKeep(j.TrashID, p, command, "", kindFile, old, false); err != nil {
 		return nil, err
 	}
 	if err := s.writeAtomic(s.mem, p.osRel(), updated); err != nil {
 		return nil, err
 	}
-	return &JournalEntry{
-		Command: command, Path: p.virt, TrashID: id,
-		BytesBefore: int64(len(old)), SHA256Before: sum(old),
-		BytesAfter: int64(len(updated)), SHA256After: sum(updated),
-	}, nil
+	return j, nil
 }
 
 // ---- insert ----
@@ -459,15 +466,17 @@ func (s *Store) delete(a args) (string, error) {
 		if s.confirm[CmdDelete] && !a.Confirm {
 			return nil, 0, s.confirmation("delete of " + p.virt)
 		}
-		id, err := s.trashKeep(p, CmdDelete, "", kind, data, true)
-		if err != nil {
-			return nil, 0, err
-		}
-		j := &JournalEntry{Command: CmdDelete, Path: p.virt, TrashID: id}
+		j := &JournalEntry{Command: CmdDelete, Path: p.virt, TrashID: s.newTrashID()}
 		if kind == kindFile {
 			j.BytesBefore, j.SHA256Before = int64(len(data)), sum(data)
 		}
-		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, id, formatDuration(s.cfg.Guard.TrashRetention))
+		if err := s.beginIntent(j); err != nil {
+			return nil, 0, err
+		}
+		if err := s.trashKeep(j.TrashID, p, CmdDelete, "", kind, data, true); err != nil {
+			return nil, 0, err
+		}
+		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, j.TrashID, formatDuration(s.cfg.Guard.TrashRetention))
 		return j, -int64(len(data)), nil
 	})
 	return result, err
@@ -520,19 +529,25 @@ func (s *Store) rename(a args) (string, error) {
 			return nil, 0, s.confirmation(fmt.Sprintf("rename of %s to %s", from.virt, to.virt))
 		}
 		j := &JournalEntry{Command: CmdRename, Path: from.virt, NewPath: to.virt}
+		var data []byte
 		if fi.Mode().IsRegular() {
-			data, err := s.mem.ReadFile(from.osRel())
-			if err != nil {
+			if data, err = s.mem.ReadFile(from.osRel()); err != nil {
 				return nil, 0, err
 			}
-			if j.TrashID, err = s.trashKeep(from, CmdRename, to.virt, kindFile, data, false); err != nil {
-				return nil, 0, err
-			}
+			j.TrashID = s.newTrashID()
 			j.BytesBefore, j.BytesAfter = int64(len(data)), int64(len(data))
 			j.SHA256Before, j.SHA256After = sum(data), sum(data)
 		}
 		if err := s.mkdirAll(to.parent()); err != nil {
 			return nil, 0, err
+		}
+		if err := s.beginIntent(j); err != nil {
+			return nil, 0, err
+		}
+		if j.TrashID != "" {
+			if err := s.trashKeep(j.TrashID, from, CmdRename, to.virt, kindFile, data, false); err != nil {
+				return nil, 0, err
+			}
 		}
 		if err := s.mem.Rename(from.osRel(), to.osRel()); err != nil {
 			return nil, 0, err

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -129,9 +130,11 @@ func TestHelperProcess(t *testing.T) {
 
 // TestCrashSafety kills the helper with SIGKILL at random moments (100 times, or
 // as many as fit in ~20 s) and checks after each kill that every file is a
-// complete old or new version, that the journal parses, and that its last entry
-// for each file is the file's current version or the one before (a crash
-// between the rename and the journal append).
+// complete old or new version, that the journal parses, and that it records
+// every change: before recovery its last entry for each file is the file's
+// current version or the one before (the kill fell between the rename and the
+// journal append), and after Open (which journals that change from
+// .intent.json) it is the current version.
 func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a helper process 100 times")
@@ -139,7 +142,7 @@ func TestCrashSafety(t *testing.T) {
 	root := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	deadline := time.Now().Add(20 * time.Second)
-	kills, maxGen, skipped := 0, 0, 0
+	kills, maxGen, skipped, settled := 0, 0, 0, 0
 	for kills < 100 && time.Now().Before(deadline) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+root)
@@ -176,11 +179,11 @@ func TestCrashSafety(t *testing.T) {
 			t.Fatalf("helper ended by itself (%v) instead of being killed:\n%s", err, stderr.String())
 		}
 		kills++
-		if g := verifyAfterCrash(t, root, kills, &skipped); g > maxGen {
+		if g := verifyAfterCrash(t, root, kills, &skipped, &settled); g > maxGen {
 			maxGen = g
 		}
 	}
-	t.Logf("%d kills; the files reached generation %d; %d torn journal lines skipped", kills, maxGen, skipped)
+	t.Logf("%d kills; the files reached generation %d; %d torn journal lines skipped; the recovery journaled an interrupted change after %d kills", kills, maxGen, skipped, settled)
 	if kills < 100 {
 		t.Logf("stopped at the time bound after %d kills", kills)
 	}
@@ -189,9 +192,29 @@ func TestCrashSafety(t *testing.T) {
 	}
 }
 
-// verifyAfterCrash checks the files on disk (before any recovery), then opens the
-// store (which recovers) and checks the journal against the files.
-func verifyAfterCrash(t *testing.T, root string, kill int, skipped *int) (maxGen int) {
+// lastEntries parses the journal file as the killed helper left it (before any
+// recovery, so a torn last line may end it) and returns each path's last entry.
+func lastEntries(t *testing.T, root string) map[string]JournalEntry {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, journalName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	last := map[string]JournalEntry{}
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		var e JournalEntry
+		if json.Unmarshal(line, &e) == nil && e.Command != "" {
+			last[e.Path] = e
+		}
+	}
+	return last
+}
+
+// verifyAfterCrash checks the files and the journal on disk (before any
+// recovery), then opens the store (which recovers) and checks the journal
+// against the files again. settled counts the kills after which the recovery
+// had to journal the interrupted change.
+func verifyAfterCrash(t *testing.T, root string, kill int, skipped, settled *int) (maxGen int) {
 	t.Helper()
 	type version struct {
 		exists   bool
@@ -215,6 +238,34 @@ func verifyAfterCrash(t *testing.T, root string, kill int, skipped *int) (maxGen
 		files[name] = version{true, gen, end, sum(b)}
 		maxGen = max(maxGen, gen)
 	}
+	// check compares the journal's last entries with the files: each may lag by
+	// at most limit versions. Only the mutation the kill interrupted can be
+	// missing, since the helper's Open journaled what the previous kill left.
+	check := func(when string, last map[string]JournalEntry, limit int) (lagging bool) {
+		for name, v := range files {
+			e, journaled := last[name]
+			switch {
+			case !v.exists && journaled:
+				t.Fatalf("kill %d, %s: %s is missing but journaled: %+v", kill, when, name, e)
+			case !v.exists:
+			case !journaled:
+				// only the first create may be missing
+				if stepsBack(v.gen, v.end, sum([]byte(crashContent(1, 1))), limit) < 0 {
+					t.Fatalf("kill %d, %s: %s is at (%d,%d) with no journal entry", kill, when, name, v.gen, v.end)
+				}
+				lagging = true
+			default:
+				back := stepsBack(v.gen, v.end, e.SHA256After, limit)
+				if back < 0 {
+					t.Fatalf("kill %d, %s: %s is at (%d,%d) but the journal's last entry is not among its %d previous versions: %+v", kill, when, name, v.gen, v.end, limit, e)
+				}
+				lagging = lagging || back > 0
+			}
+		}
+		return lagging
+	}
+	lagging := check("before recovery", lastEntries(t, root), 1)
+
 	s, err := Open(Config{Root: root})
 	if err != nil {
 		t.Fatalf("kill %d: reopen: %v", kill, err)
@@ -232,26 +283,12 @@ func verifyAfterCrash(t *testing.T, root string, kill int, skipped *int) (maxGen
 	for _, e := range rep.Entries {
 		last[e.Path] = e
 	}
-	for name, v := range files {
-		e, journaled := last[name]
-		switch {
-		case !v.exists && journaled:
-			t.Fatalf("kill %d: %s is missing but journaled: %+v", kill, name, e)
-		case !v.exists:
-		case !journaled:
-			// only the first create may be missing (plus one step per torn line)
-			if stepsBack(v.gen, v.end, sum([]byte(crashContent(1, 1))), len(rep.Skipped)) < 0 {
-				t.Fatalf("kill %d: %s is at (%d,%d) with no journal entry", kill, name, v.gen, v.end)
-			}
-		default:
-			// The last entry is the current version, or the one before when the
-			// kill fell between the rename and the journal append; each torn
-			// (skipped) journal line may hide one more step.
-			limit := 1 + len(rep.Skipped)
-			if back := stepsBack(v.gen, v.end, e.SHA256After, limit); back < 0 {
-				t.Fatalf("kill %d: %s is at (%d,%d) but the journal's last entry is not among its %d previous versions: %+v", kill, name, v.gen, v.end, limit, e)
-			}
-		}
+	check("after recovery", last, 0)
+	if lagging {
+		*settled++
+	}
+	if fi, err := os.Stat(filepath.Join(root, intentName)); err != nil || fi.Size() != 0 {
+		t.Fatalf("kill %d: %s after recovery: %v, %v bytes", kill, intentName, err, fi.Size())
 	}
 	if _, err := s.Trash(); err != nil {
 		t.Fatalf("kill %d: trash: %v", kill, err)

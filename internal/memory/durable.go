@@ -134,10 +134,12 @@ func (s *Store) lockExclusive() (func(), error) {
 	return func() { _ = funlock(s.lockFile) }, nil
 }
 
-// mutate runs fn with the store locked, after refreshing the total size (when
-// another process changed the memories) and purging expired trash. fn returns
-// the journal entry of what it did (nil when nothing changed) and the change in
-// total bytes.
+// mutate runs fn with the store locked, after journaling what a crashed or
+// failed mutation left undone (settleIntent), refreshing the total size (when
+// another process changed the memories) and purging expired trash. fn records
+// the journal entry of what it is about to do with beginIntent before its first
+// change, and returns that entry (nil when nothing changed) and the change in
+// total bytes; mutate then appends the entry to the journal.
 func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,6 +148,9 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 		return err
 	}
 	defer unlock()
+	if err := s.settleIntent(); err != nil {
+		return err
+	}
 	if err := s.refreshTotal(false); err != nil {
 		return err
 	}
@@ -156,13 +161,17 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 	}
 	entry, delta, err := fn()
 	if err != nil {
+		if s.intent != nil {
+			// fn failed after it began (a failed write or fsync): what it changed
+			// before failing is journaled now, not left for the next mutation.
+			if serr := s.settleIntent(); serr != nil {
+				return errors.Join(err, serr)
+			}
+		}
 		return err
 	}
 	s.total += delta
-	if entry != nil {
-		return s.appendJournal(entry)
-	}
-	return nil
+	return s.commitIntent(entry)
 }
 
 // refreshTotal recomputes the bytes under memories/ when forced or when the
@@ -234,13 +243,14 @@ func (s *Store) newTrashID() string {
 	return s.now().UTC().Format(trashTimeLayout) + "-" + randHex(4)
 }
 
-// trashKeep keeps the current content of p in the trash. With move the entry
-// is moved there (delete); otherwise it stays in place and the trash gets a
-// hard link to it (a copy where links are not possible), so the following
-// atomic replace leaves the old content in the trash only.
-func (s *Store) trashKeep(p vpath, command, newPath string, kind string, data []byte, move bool) (string, error) {
+// trashKeep keeps the current content of p in the trash as entry id (from
+// newTrashID). With move the entry is moved there (delete); otherwise it stays
+// in place and the trash gets a hard link to it (a copy where links are not
+// possible), so the following atomic replace leaves the old content in the
+// trash only.
+func (s *Store) trashKeep(id string, p vpath, command, newPath string, kind string, data []byte, move bool) error {
 	e := TrashEntry{
-		ID:      s.newTrashID(),
+		ID:      id,
 		Path:    p.virt,
 		NewPath: newPath,
 		Command: command,
@@ -253,37 +263,37 @@ func (s *Store) trashKeep(p vpath, command, newPath string, kind string, data []
 	}
 	dir := filepath.Join(trashDir, e.ID)
 	if err := s.base.Mkdir(dir, 0o700); err != nil {
-		return "", err
+		return err
 	}
 	meta, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
-		return "", err
+		return err
 	}
 	// The entry directory is new, so meta.json is written in place; the fsync of
 	// the entry directory below makes both its names durable.
 	if err := s.writeNew(s.base, filepath.Join(dir, metaName), append(meta, '\n')); err != nil {
-		return "", err
+		return err
 	}
 	content := filepath.Join(dir, contentName)
 	switch {
 	case move:
 		if err := s.base.Rename(p.baseRel(), content); err != nil {
-			return "", err
+			return err
 		}
 		if err := s.syncDir(s.mem, p.parent().osRel()); err != nil {
-			return "", err
+			return err
 		}
 	default:
 		if err := s.base.Link(p.baseRel(), content); err != nil {
 			if err := s.writeNew(s.base, content, data); err != nil {
-				return "", err
+				return err
 			}
 		}
 	}
 	if err := s.syncDir(s.base, dir); err != nil {
-		return "", err
+		return err
 	}
-	return e.ID, s.syncDir(s.base, trashDir)
+	return s.syncDir(s.base, trashDir)
 }
 
 // Trash lists the trashed entries, oldest first. Entries a crash left
@@ -397,7 +407,15 @@ func (s *Store) Restore(trashID string) (string, error) {
 		} else if _, err := s.base.Lstat(content); err != nil {
 			return nil, 0, fmt.Errorf("trash entry %s: %w", trashID, err)
 		}
+		j := &JournalEntry{Command: CmdRestore, Path: p.virt, TrashID: trashID}
+		if e.Kind == kindFile {
+			j.BytesAfter = int64(len(data))
+			j.SHA256After = sum(data)
+		}
 		if err := s.mkdirAll(p.parent()); err != nil {
+			return nil, 0, err
+		}
+		if err := s.beginIntent(j); err != nil {
 			return nil, 0, err
 		}
 		if err := s.base.Rename(content, p.baseRel()); err != nil {
@@ -413,11 +431,6 @@ func (s *Store) Restore(trashID string) (string, error) {
 			return nil, 0, err
 		}
 		restored = p.virt
-		j := &JournalEntry{Command: CmdRestore, Path: p.virt, TrashID: trashID}
-		if e.Kind == kindFile {
-			j.BytesAfter = int64(len(data))
-			j.SHA256After = sum(data)
-		}
 		return j, int64(len(data)), nil
 	})
 	if err != nil {
@@ -461,21 +474,14 @@ type JournalReport struct {
 	Skipped []SkippedLine
 }
 
-// appendJournal appends one line (O_APPEND, one write, fsync). The caller holds the locks.
-func (s *Store) appendJournal(e *JournalEntry) error {
-	if e.Time.IsZero() {
-		e.Time = s.now().UTC()
-	}
-	line, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
+// appendLine appends one journal line (O_APPEND, one write, fsync). The caller holds the locks.
+func (s *Store) appendLine(line []byte) error {
 	f, err := s.base.OpenFile(journalName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	if _, err := f.Write(append(line[:len(line):len(line)], '\n')); err != nil {
 		return err
 	}
 	if !s.noFsync {
@@ -489,6 +495,221 @@ func (s *Store) appendJournal(e *JournalEntry) error {
 	}
 	s.journalSize = fi.Size()
 	return nil
+}
+
+// ---- intent ----
+//
+// A mutation changes the files first and appends its journal line after, so a
+// crash between the two (or a failed write or fsync after the rename) would
+// leave a change the journal never mentions, for good: nothing at the next Open
+// could tell, the next change of the file would be journaled from a version
+// the journal never saw, and each further crash in the same window would widen
+// the gap. So every mutation first writes its complete journal line to
+// .intent.json and fsyncs it (beginIntent, before its first change), appends
+// that same line to the journal when it is done, and empties .intent.json
+// (commitIntent). The next holder of the lock that finds a line there
+// (settleIntent: at Open, at the start of every mutation, and right after a
+// mutation that failed) journals it if its change is on disk (intentApplied)
+// and drops it otherwise. The journal thus records every change that took
+// effect, whether or not its caller got an answer.
+//
+// Emptying .intent.json is not fsynced: if a power loss undoes it, the line
+// found is already the journal's last line (the journal was fsynced first, and
+// any later mutation fsyncs its own intent over it), and settleIntent only
+// clears it.
+
+// beginIntent records e, the journal entry of the change the caller is about to
+// make, in .intent.json. The caller holds the locks and has changed nothing yet
+// (apart from creating missing parent directories).
+func (s *Store) beginIntent(e *JournalEntry) error {
+	if e.Time.IsZero() {
+		e.Time = s.now().UTC()
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := s.intentFile.WriteAt(line, 0); err != nil {
+		return err
+	}
+	if err := s.intentFile.Truncate(int64(len(line))); err != nil {
+		return err
+	}
+	if !s.noFsync {
+		if err := s.intentFile.Sync(); err != nil {
+			return err
+		}
+	}
+	s.intent = line
+	return nil
+}
+
+// commitIntent journals the mutation that just succeeded: the line beginIntent
+// recorded (entry is that same entry), then empties .intent.json.
+func (s *Store) commitIntent(entry *JournalEntry) error {
+	line := s.intent
+	switch {
+	case line == nil && entry == nil:
+		return nil
+	case line == nil:
+		// Not begun (no change can have been made before this point either).
+		if entry.Time.IsZero() {
+			entry.Time = s.now().UTC()
+		}
+		var err error
+		if line, err = json.Marshal(entry); err != nil {
+			return err
+		}
+	case entry == nil:
+		// Begun but reported no change: journal it only if it took effect.
+		return s.settleIntent()
+	}
+	if err := s.appendLine(line); err != nil {
+		// .intent.json still holds the line: the next mutation journals it.
+		return err
+	}
+	return s.clearIntent()
+}
+
+func (s *Store) clearIntent() error {
+	s.intent = nil
+	return s.intentFile.Truncate(0)
+}
+
+// settleIntent finishes the mutation recorded in .intent.json, if any: a
+// process died (or a mutation failed) between beginIntent and commitIntent.
+// The line is appended to the journal when its change took effect and is not
+// the journal's last line already; then .intent.json is emptied. The caller
+// holds the locks.
+func (s *Store) settleIntent() error {
+	s.intent = nil
+	fi, err := s.intentFile.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	line := make([]byte, fi.Size())
+	if _, err := s.intentFile.ReadAt(line, 0); err != nil {
+		return err
+	}
+	var e JournalEntry
+	// A line that does not parse was torn while it was written, before any change.
+	if json.Unmarshal(line, &e) == nil && e.Command != "" {
+		// The process may have died inside its journal append: terminate a torn
+		// line first, so that the comparison below and the append see whole lines.
+		if err := s.repairJournal(); err != nil {
+			return err
+		}
+		done, err := s.journalEndsWith(line)
+		if err != nil {
+			return err
+		}
+		if !done {
+			applied, err := s.intentApplied(&e)
+			if err != nil {
+				return err
+			}
+			if applied {
+				if err := s.appendLine(line); err != nil {
+					return err
+				}
+				// The files changed behind this store's back: recount at the next check.
+				s.journalSize = -1
+			}
+		}
+	}
+	return s.clearIntent()
+}
+
+// journalEndsWith reports whether the journal's last line is line.
+func (s *Store) journalEndsWith(line []byte) (bool, error) {
+	f, err := s.base.Open(journalName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	want := append(append([]byte{'\n'}, line...), '\n')
+	off := fi.Size() - int64(len(want))
+	switch {
+	case off == -1: // the only line
+		want, off = want[1:], 0
+	case off < 0:
+		return false, nil
+	}
+	got := make([]byte, len(want))
+	if _, err := f.ReadAt(got, off); err != nil {
+		return false, err
+	}
+	return bytes.Equal(got, want), nil
+}
+
+// intentApplied reports whether the change that e describes is on disk. The
+// steps of every mutation are ordered so that this is decidable: the trash
+// entry (e.TrashID) is complete and durable before the file is replaced,
+// renamed or (for delete) moved into it, and the replacement is one rename.
+func (s *Store) intentApplied(e *JournalEntry) (bool, error) {
+	p, err := parsePath("path", e.Path)
+	if err != nil || p.isRoot() {
+		return false, nil // not a line this store wrote
+	}
+	if e.TrashID != "" && e.Command != CmdRestore {
+		if !trashIDPattern.MatchString(e.TrashID) {
+			return false, nil
+		}
+		switch _, err := s.base.Lstat(filepath.Join(trashDir, e.TrashID, contentName)); {
+		case notExist(err):
+			return false, nil // the crash came before the trash entry was complete
+		case err != nil:
+			return false, err
+		}
+	}
+	exists := func(p vpath) (bool, error) {
+		_, err := s.mem.Lstat(p.osRel())
+		if notExist(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	holds := func(p vpath, sha string) (bool, error) {
+		if sha == "" {
+			return exists(p)
+		}
+		fi, err := s.mem.Lstat(p.osRel())
+		if notExist(err) {
+			return false, nil
+		}
+		if err != nil || !fi.Mode().IsRegular() {
+			return false, err
+		}
+		b, err := s.mem.ReadFile(p.osRel())
+		if notExist(err) {
+			return false, nil
+		}
+		return err == nil && sum(b) == sha, err
+	}
+	switch e.Command {
+	case CmdCreate, CmdStrReplace, CmdInsert, CmdRestore:
+		return holds(p, e.SHA256After)
+	case CmdDelete:
+		there, err := exists(p)
+		return !there && e.TrashID != "", err
+	case CmdRename:
+		to, err := parsePath("new_path", e.NewPath)
+		if err != nil || to.isRoot() {
+			return false, nil
+		}
+		if there, err := exists(p); there || err != nil {
+			return false, err
+		}
+		return holds(to, e.SHA256After)
+	}
+	return false, nil
 }
 
 // repairJournal terminates a torn last line so that the next append starts on

@@ -8,13 +8,17 @@
 //	.trash/<id>/content  the previous content of a deleted, overwritten, edited or renamed file
 //	.trash/<id>/meta.json  {id, path, new_path, command, kind, time, bytes, sha256}
 //	.journal.jsonl       one JSON line per mutation (append-only, fsynced)
+//	.intent.json         the journal line of the mutation in progress (empty between mutations)
 //	.lock                advisory lock file (flock) serialising writers across processes
 //
 // Every write goes to a temporary file in the target's directory, is fsynced,
 // renamed into place, and the directory is fsynced. The previous content of a
 // file is kept in the trash (a hard link when the filesystem allows it, a copy
 // otherwise) before it is replaced, and every mutation appends one line to the
-// journal after it is durable.
+// journal after it is durable. The line is recorded in .intent.json before the
+// first change, so that a mutation a crash interrupts after its change but
+// before its journal append is journaled by the next Open (or the next mutation
+// of another process): the journal records every change that took effect.
 //
 // A memory directory has one writer process at a time in normal operation (one
 // replica), but the lock file keeps an operator's `adapter memory restore`
@@ -73,6 +77,7 @@ const (
 	trashDir    = ".trash"
 	journalName = ".journal.jsonl"
 	lockName    = ".lock"
+	intentName  = ".intent.json"
 	tmpPrefix   = ".memtmp-"
 	contentName = "content"
 	metaName    = "meta.json"
@@ -124,10 +129,13 @@ type Store struct {
 	base     *os.Root
 	mem      *os.Root
 	lockFile *os.File
+	// intentFile is .intent.json, written under the locks (see beginIntent).
+	intentFile *os.File
 
 	mu          sync.Mutex
-	total       int64 // bytes of regular files under memories/
-	journalSize int64 // journal size after the last mutation this store saw
+	intent      []byte // the line this store recorded in .intent.json, nil when none
+	total       int64  // bytes of regular files under memories/
+	journalSize int64  // journal size after the last mutation this store saw
 	lastPurge   time.Time
 
 	// Knobs for tests and benchmarks.
@@ -245,6 +253,10 @@ func Open(cfg Config) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("memory: %w", err)
 	}
+	if s.intentFile, err = s.base.OpenFile(intentName, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("memory: %w", err)
+	}
 	if err := s.recover(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("memory: %w", err)
@@ -253,7 +265,9 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // recover runs at Open under the lock: it removes temporary files a crash left
-// behind, terminates a torn journal line, measures the memories and purges the trash.
+// behind, terminates a torn journal line, journals the mutation a crash
+// interrupted after its change (settleIntent), measures the memories and purges
+// the trash.
 func (s *Store) recover() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -280,6 +294,13 @@ func (s *Store) recover() error {
 	if err := s.repairJournal(); err != nil {
 		return err
 	}
+	if err := s.settleIntent(); err != nil {
+		return err
+	}
+	// .intent.json must survive a power loss once it holds a line.
+	if err := s.syncDir(s.base, "."); err != nil {
+		return err
+	}
 	if err := s.refreshTotal(true); err != nil {
 		return err
 	}
@@ -291,6 +312,9 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.lockFile != nil {
 		errs = append(errs, s.lockFile.Close())
+	}
+	if s.intentFile != nil {
+		errs = append(errs, s.intentFile.Close())
 	}
 	if s.mem != nil {
 		errs = append(errs, s.mem.Close())
