@@ -3,12 +3,17 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/bridge"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -30,7 +35,7 @@ func TestImportOfServerEverything(t *testing.T) {
 			base := peers.StartServerEverything(t, ctx, string(tc.transport))
 			imp := newImport(ns, "everything-"+string(tc.transport), base+tc.path)
 			imp.Spec.Transport = tc.transport
-			imp.Spec.Timeout = &metav1.Duration{Duration: 20_000_000_000}
+			imp.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
 			got := reconcileImport(t, importReconciler(), imp)
 			ready := importCondition(got, cantusv1alpha1.ConditionReady)
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
@@ -48,4 +53,48 @@ func TestImportOfServerEverything(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stdio import: the operator runs server-everything behind the local bridge and
+// handshakes through it.
+func TestStdioImportThroughTheLocalBridge(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "stdio-"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Images:            []string{"ghcr.io/modelcontextprotocol/"},
+			Commands:          []string{"node"},
+		},
+	}
+	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, p) })
+
+	bridges := bridge.NewLocal(peers.AdapterBinary(t), logr.Discard())
+	bridgeCtx, stop := context.WithCancel(ctx)
+	go func() { _ = bridges.Start(bridgeCtx) }()
+	t.Cleanup(stop)
+
+	everything := filepath.Join(peers.Dir(t), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	imp := &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything-stdio"},
+		Spec: cantusv1alpha1.RemoteToolImportSpec{
+			Transport: cantusv1alpha1.ImportTransportStdio,
+			Stdio:     &cantusv1alpha1.StdioSource{Image: "ghcr.io/modelcontextprotocol/server-everything:2026.8.31", Command: []string{"node", everything}, Args: []string{"stdio"}},
+			Timeout:   &metav1.Duration{Duration: 20 * time.Second},
+		},
+	}
+	r := importReconciler()
+	r.Bridges = bridges
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	var got *cantusv1alpha1.RemoteToolImport
+	g.Eventually(func() metav1.ConditionStatus {
+		got = reconcileImport(t, r, imp)
+		return importCondition(got, cantusv1alpha1.ConditionReady).Status
+	}, 30*time.Second, time.Second).Should(Equal(metav1.ConditionTrue))
+	g.Expect(got.Status.BridgeURL).To(MatchRegexp(`^http://127\.0\.0\.1:\d+/mcp$`))
+	g.Expect(got.Status.ToolCount).To(BeNumerically(">", 5))
+	g.Expect(got.Status.Tools).To(ContainElement(HaveField("Name", "echo")))
 }

@@ -55,6 +55,7 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 // setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
 // stdio bridge); the tools of an earlier success are kept but marked stale.
 func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {
+	imp.Status.ObservedGeneration = imp.Generation
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, message)
 	markStaleIfTools(imp, message)
 	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
@@ -63,6 +64,8 @@ func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, messag
 // setHandshakeFailed records a failed probe. Earlier tools stay, explicitly stale.
 func setHandshakeFailed(imp *cantusv1alpha1.RemoteToolImport, err error, now time.Time) {
 	reason, message := handshakeFailure(err)
+	// A failed handshake is a complete observation of this generation, as a success is.
+	imp.Status.ObservedGeneration = imp.Generation
 	imp.Status.ConsecutiveFailures++
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, reason, message)

@@ -11,11 +11,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
@@ -63,6 +66,13 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
 	cfg := render.AdapterConfig(ss)
 	setSchemaPortable(ss, render.NonPortableKeys(ss.Spec.Skills))
+	imports, err := r.importsOf(ctx, ss)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	reexported := render.RenderImports(ss, imports, servedNames(cfg))
+	cfg.Tools = append(cfg.Tools, reexported.Tools...)
+	setImportsResolved(ss, reexported)
 	if err := adapter.Validate(cfg); err != nil {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
@@ -76,14 +86,47 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash})
+	rollout, err := render.RolloutHash(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash, RolloutHash: rollout, Files: reexported.Files})
 	if err != nil {
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
 	}
-	setObserved(ss, obs, hash)
+	setObserved(ss, obs, hash, reexported.Served)
 	ss.Status.ObservedGeneration = ss.Generation
 	return ctrl.Result{}, nil
+}
+
+// importsOf reads the RemoteToolImports the SkillServer re-exports, by name.
+func (r *SkillServerReconciler) importsOf(ctx context.Context, ss *cantusv1alpha1.SkillServer) (map[string]*cantusv1alpha1.RemoteToolImport, error) {
+	out := map[string]*cantusv1alpha1.RemoteToolImport{}
+	for _, spec := range ss.Spec.Imports {
+		imp := &cantusv1alpha1.RemoteToolImport{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: spec.Name}, imp)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get RemoteToolImport %s: %w", spec.Name, err)
+		}
+		out[spec.Name] = imp
+	}
+	return out, nil
+}
+
+// servedNames are the names the server's own tools take; imports may not shadow them.
+func servedNames(cfg *adapter.Config) []string {
+	names := make([]string, 0, len(cfg.Tools)+1)
+	for _, t := range cfg.Tools {
+		names = append(names, t.Name)
+	}
+	if cfg.Memory != nil {
+		names = append(names, cfg.Memory.ToolName)
+	}
+	return names
 }
 
 // patchStatus writes the status only when it changed, so an idle reconcile writes nothing,
@@ -126,5 +169,34 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, owned := range r.Runtime.OwnedTypes() {
 		b = b.Owns(owned)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, importRefIndex, importRefs); err != nil {
+		return fmt.Errorf("index SkillServers by import: %w", err)
+	}
+	// An import that changes (tools, readiness) changes the servers that re-export it.
+	b = b.Watches(&cantusv1alpha1.RemoteToolImport{}, handler.EnqueueRequestsFromMapFunc(r.serversReexporting))
 	return b.Complete(r)
+}
+
+const importRefIndex = "cantus.dev/import-refs"
+
+func importRefs(obj client.Object) []string {
+	ss := obj.(*cantusv1alpha1.SkillServer)
+	names := make([]string, 0, len(ss.Spec.Imports))
+	for _, i := range ss.Spec.Imports {
+		names = append(names, i.Name)
+	}
+	return names
+}
+
+func (r *SkillServerReconciler) serversReexporting(ctx context.Context, imp client.Object) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list, client.InNamespace(imp.GetNamespace()), client.MatchingFields{importRefIndex: imp.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }

@@ -57,14 +57,37 @@ func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
 	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed, msg)
 }
 
+// setImportsResolved says which imports are served; the tools of the others are not,
+// and neither are imported tools whose names were taken.
+func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) {
+	if len(ss.Spec.Imports) == 0 {
+		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionImportsResolved)
+		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionToolNamesUnique)
+		return
+	}
+	if len(imports.Unresolved) == 0 {
+		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved,
+			fmt.Sprintf("all %d imports are Ready and served", len(ss.Spec.Imports)))
+	} else {
+		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionFalse, cantusv1alpha1.ReasonImportsNotReady,
+			"not served: "+strings.Join(imports.Unresolved, "; "))
+	}
+	if len(imports.Collisions) == 0 {
+		setCondition(ss, cantusv1alpha1.ConditionToolNamesUnique, metav1.ConditionTrue, cantusv1alpha1.ReasonNoCollisions, "every served tool has its own name")
+	} else {
+		setCondition(ss, cantusv1alpha1.ConditionToolNamesUnique, metav1.ConditionFalse, cantusv1alpha1.ReasonNameCollision,
+			"imported tools left out because their names collide (use spec.imports[].prefix or renames): "+strings.Join(imports.Collisions, "; "))
+	}
+}
+
 // setObserved copies what the runtime observed into the status and summarises it in Ready.
-func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, configHash string) {
+func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, configHash string, imported []cantusv1alpha1.ServedTool) {
 	ss.Status.URL = obs.URL
 	ss.Status.Selector = obs.Selector
 	ss.Status.Replicas = obs.Replicas
 	ss.Status.ReadyReplicas = obs.ReadyReplicas
 	ss.Status.ConfigHash = configHash
-	ss.Status.Tools = servedTools(ss)
+	ss.Status.Tools = append(servedTools(ss), imported...)
 	ss.Status.ToolCount = int32(len(ss.Status.Tools))
 	if !obs.Available {
 		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, obs.Reason, obs.Message)
@@ -72,6 +95,14 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 		return
 	}
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, obs.Reason, obs.Message)
+	// A gateway that leaves out some of what it was asked to serve is not Ready, even
+	// though it serves the rest: `kubectl wait` should not pass on half a spec.
+	for _, condType := range []string{cantusv1alpha1.ConditionImportsResolved, cantusv1alpha1.ConditionToolNamesUnique} {
+		if c := apimeta.FindStatusCondition(ss.Status.Conditions, condType); c != nil && c.Status == metav1.ConditionFalse {
+			setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
+			return
+		}
+	}
 	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, obs.URL))
 }

@@ -22,14 +22,14 @@ func TestStatusSetters(t *testing.T) {
 	}{
 		{
 			name:       "available workload makes Ready true",
-			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, available, "h") },
+			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, available, "h", nil) },
 			wantReady:  metav1.ConditionTrue,
 			wantReason: cantusv1alpha1.ReasonReconciled,
 			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionTrue},
 		},
 		{
 			name:       "unready pods carry their reason into Ready",
-			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, notReady, "h") },
+			set:        func(ss *cantusv1alpha1.SkillServer) { setObserved(ss, notReady, "h", nil) },
 			wantReady:  metav1.ConditionFalse,
 			wantReason: cantusv1alpha1.ReasonDeploymentNotReady,
 			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionFalse},
@@ -46,7 +46,7 @@ func TestStatusSetters(t *testing.T) {
 			set: func(ss *cantusv1alpha1.SkillServer) {
 				setStalled(ss, errors.New("bad"))
 				clearStalled(ss)
-				setObserved(ss, available, "h")
+				setObserved(ss, available, "h", nil)
 			},
 			wantReady:  metav1.ConditionTrue,
 			wantReason: cantusv1alpha1.ReasonReconciled,
@@ -63,7 +63,7 @@ func TestStatusSetters(t *testing.T) {
 			name: "non-portable schema keys warn without changing Ready",
 			set: func(ss *cantusv1alpha1.SkillServer) {
 				setSchemaPortable(ss, []string{`skill "a": /title`})
-				setObserved(ss, available, "h")
+				setObserved(ss, available, "h", nil)
 			},
 			wantReady:  metav1.ConditionTrue,
 			wantReason: cantusv1alpha1.ReasonReconciled,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,7 +83,7 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 			return Observation{}, err
 		}
 	}
-	if err := k.apply(ctx, &appsv1.Deployment{}, k.deploymentFor(ss, d.ConfigHash)); err != nil {
+	if err := k.apply(ctx, &appsv1.Deployment{}, k.deploymentFor(ss, d.RolloutHash, d.Files)); err != nil {
 		return Observation{}, err
 	}
 	if err := k.apply(ctx, &corev1.Service{}, serviceFor(ss)); err != nil {
@@ -190,7 +191,7 @@ func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapter.Config) (*corev1a
 // ConfigMapName is the name of the ConfigMap that holds a SkillServer's adapter config.
 func ConfigMapName(ss *cantusv1alpha1.SkillServer) string { return ss.Name + "-adapter" }
 
-func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) *appsv1ac.DeploymentApplyConfiguration {
+func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string, files []render.File) *appsv1ac.DeploymentApplyConfiguration {
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
@@ -201,8 +202,8 @@ func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) 
 			WithRunAsGroup(65532).
 			WithFSGroup(65532).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithContainers(k.containerFor(ss)).
-		WithVolumes(volumesFor(ss)...)
+		WithContainers(k.containerFor(ss, files)).
+		WithVolumes(volumesFor(ss, files)...)
 	if ss.Spec.Pod != nil && ss.Spec.Pod.ServiceAccountName != "" {
 		pod.WithServiceAccountName(ss.Spec.Pod.ServiceAccountName)
 	}
@@ -219,7 +220,7 @@ func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string) 
 				WithSpec(pod)))
 }
 
-func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ContainerApplyConfiguration {
+func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render.File) *corev1ac.ContainerApplyConfiguration {
 	image := k.Image
 	if ss.Spec.Pod != nil && ss.Spec.Pod.Image != "" {
 		image = ss.Spec.Pod.Image
@@ -233,7 +234,7 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer) *corev1ac.Cont
 		WithReadinessProbe(httpProbe(adapter.PathReadyz, 2)).
 		WithLivenessProbe(httpProbe(adapter.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
-		WithVolumeMounts(volumeMountsFor(ss)...).
+		WithVolumeMounts(volumeMountsFor(ss, files)...).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
@@ -277,9 +278,12 @@ func resourcesFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ResourceRequirements
 	return rr
 }
 
-func volumesFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeApplyConfiguration {
+func volumesFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac.VolumeApplyConfiguration {
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(ss))),
+	}
+	if len(files) > 0 {
+		volumes = append(volumes, corev1ac.Volume().WithName("imports").WithProjected(importFiles(files)))
 	}
 	if ss.Spec.Memory != nil {
 		volumes = append(volumes, corev1ac.Volume().WithName("memory").WithPersistentVolumeClaim(
@@ -295,9 +299,12 @@ func volumesFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeApplyConfigura
 	return volumes
 }
 
-func volumeMountsFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeMountApplyConfiguration {
+func volumeMountsFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac.VolumeMountApplyConfiguration {
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName("config").WithMountPath(configMountDir).WithReadOnly(true),
+	}
+	if len(files) > 0 {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("imports").WithMountPath(render.ImportFilesDir).WithReadOnly(true))
 	}
 	if ss.Spec.Memory != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("memory").WithMountPath(render.MemoryMountPath))
@@ -306,6 +313,21 @@ func volumeMountsFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.VolumeMountAppl
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountDir).WithReadOnly(true))
 	}
 	return mounts
+}
+
+// importFiles projects the header values and CA bundles of re-exported imports, each key
+// at the path the rendered config names.
+func importFiles(files []render.File) *corev1ac.ProjectedVolumeSourceApplyConfiguration {
+	projected := corev1ac.ProjectedVolumeSource().WithDefaultMode(0o440)
+	for _, f := range files {
+		item := corev1ac.KeyToPath().WithKey(f.Key).WithPath(strings.TrimPrefix(f.Path, render.ImportFilesDir+"/"))
+		if f.Secret != "" {
+			projected.WithSources(corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName(f.Secret).WithItems(item)))
+		} else {
+			projected.WithSources(corev1ac.VolumeProjection().WithConfigMap(corev1ac.ConfigMapProjection().WithName(f.ConfigMap).WithItems(item)))
+		}
+	}
+	return projected
 }
 
 // MemoryClaimName is the PersistentVolumeClaim of a SkillServer's memory tool.

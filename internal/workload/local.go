@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,7 @@ func NewLocal(reader client.Reader) *Local {
 
 type localServer struct {
 	hash    string
+	token   string
 	adapter *adapter.Server
 	url     string
 	handler atomic.Pointer[http.Handler]
@@ -69,7 +71,11 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	hash := d.ConfigHash + "/" + digest(token)
+	files, err := l.readFiles(ctx, ss.Namespace, d.Files)
+	if err != nil {
+		return Observation{}, err
+	}
+	hash := d.ConfigHash + "/" + digest(token) + "/" + digest(fmt.Sprint(files))
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,11 +83,21 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	if running != nil && running.hash == hash {
 		return l.observation(ss, running), nil
 	}
+	cfg, err := l.localConfig(key, d.Config, files)
+	if err != nil {
+		return Observation{}, err
+	}
+	// Same server, new tools: reload in place, so that connected sessions are told with
+	// notifications/tools/list_changed instead of being cut off.
+	if running != nil && running.token == token && reload(running.adapter, cfg) == nil {
+		running.hash = hash
+		return l.observation(ss, running), nil
+	}
 	opts := []adapter.Option{adapter.WithLogger(ctrl.LoggerFrom(ctx))}
 	if token != "" {
 		opts = append(opts, adapter.WithBearerToken(token))
 	}
-	srv, err := adapter.NewServer(l.localConfig(key, d.Config), opts...)
+	srv, err := adapter.NewServer(cfg, opts...)
 	if err != nil {
 		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
 	}
@@ -100,20 +116,84 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 		}
 	}
 	running.hash = hash
+	running.token = token
 	running.adapter = srv
 	return l.observation(ss, running), nil
 }
 
-// localConfig points the memory tool at a folder of this host instead of the claim.
-func (l *Local) localConfig(key types.NamespacedName, cfg *adapter.Config) *adapter.Config {
-	if cfg.Memory == nil {
-		return cfg
-	}
+// localConfig points the memory tool at a folder of this host instead of the claim, and
+// the re-exported imports at files of this host instead of projected volumes.
+func (l *Local) localConfig(key types.NamespacedName, cfg *adapter.Config, files map[string][]byte) (*adapter.Config, error) {
 	local := *cfg
-	memory := *cfg.Memory
-	memory.Root = filepath.Join(l.MemoryDir, key.Namespace, key.Name)
-	local.Memory = &memory
-	return &local
+	if cfg.Memory != nil {
+		memory := *cfg.Memory
+		memory.Root = filepath.Join(l.MemoryDir, key.Namespace, key.Name)
+		local.Memory = &memory
+	}
+	if len(files) == 0 {
+		return &local, nil
+	}
+	dir := filepath.Join(l.MemoryDir, ".imports", key.Namespace, key.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create folder for import files: %w", err)
+	}
+	moved := map[string]string{}
+	for path, data := range files {
+		onHost := filepath.Join(dir, strings.TrimPrefix(path, render.ImportFilesDir+"/"))
+		if err := os.MkdirAll(filepath.Dir(onHost), 0o700); err != nil {
+			return nil, fmt.Errorf("create folder for import files: %w", err)
+		}
+		if err := os.WriteFile(onHost, data, 0o600); err != nil {
+			return nil, fmt.Errorf("write import file: %w", err)
+		}
+		moved[path] = onHost
+	}
+	local.Tools = make([]adapter.Tool, len(cfg.Tools))
+	for i, t := range cfg.Tools {
+		if t.Remote != nil {
+			remote := *t.Remote
+			remote.HeaderFiles = map[string]string{}
+			for h, p := range t.Remote.HeaderFiles {
+				remote.HeaderFiles[h] = moved[p]
+			}
+			if remote.CAFile != "" {
+				remote.CAFile = moved[remote.CAFile]
+			}
+			t.Remote = &remote
+		}
+		local.Tools[i] = t
+	}
+	return &local, nil
+}
+
+// readFiles reads the Secret and ConfigMap keys the kubernetes runtime would project.
+func (l *Local) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, f := range files {
+		var data map[string][]byte
+		if f.Secret != "" {
+			s := &corev1.Secret{}
+			if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.Secret}, s); err != nil {
+				return nil, fmt.Errorf("read Secret %s for a re-exported import: %w", f.Secret, err)
+			}
+			data = s.Data
+		} else {
+			cm := &corev1.ConfigMap{}
+			if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.ConfigMap}, cm); err != nil {
+				return nil, fmt.Errorf("read ConfigMap %s for a re-exported import: %w", f.ConfigMap, err)
+			}
+			data = map[string][]byte{}
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+		}
+		value, ok := data[f.Key]
+		if !ok {
+			return nil, fmt.Errorf("%s%s has no key %q", f.Secret, f.ConfigMap, f.Key)
+		}
+		out[f.Path] = value
+	}
+	return out, nil
 }
 
 func (l *Local) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {
@@ -211,4 +291,12 @@ func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer)
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
+}
+
+// reload is a seam until the adapter's Reload lands: RELOAD_PLACEHOLDER
+func reload(srv *adapter.Server, cfg *adapter.Config) error {
+	if r, ok := any(srv).(interface{ Reload(*adapter.Config) error }); ok {
+		return r.Reload(cfg)
+	}
+	return fmt.Errorf("this adapter cannot reload in place")
 }

@@ -11,13 +11,19 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
 // Desired is what a runtime is asked to run for one SkillServer.
 type Desired struct {
 	SkillServer *cantusv1alpha1.SkillServer
 	Config      *adapter.Config
+	// ConfigHash identifies the whole config; RolloutHash only what the adapter cannot
+	// reload in place (pods roll when it changes).
 	ConfigHash  string
+	RolloutHash string
+	// Files are the header values and CA bundles of re-exported imports.
+	Files []render.File
 }
 
 // Observation is what a runtime found after applying: enough for the status.

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// startGatewayManager runs both controllers, SkillServers on the local runtime.
+func startGatewayManager(t *testing.T) {
+	t.Helper()
+	mgr := newTestManager(t)
+	local := workload.NewLocal(mgr.GetAPIReader())
+	local.MemoryDir = t.TempDir()
+	if err := mgr.Add(local); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: local, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, mgr)
+}
+
+// remoteLibrary is a real adapter with a working tool and one whose backend fails.
+func remoteLibrary(t *testing.T) *httptest.Server {
+	t.Helper()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "catalog database is down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	cfg := &adapter.Config{Server: adapter.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapter.TransportStreamableHTTP, Stateless: true,
+		Tools: []adapter.Tool{
+			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapter.TemplateBackend{Text: "remote found: {{ .title }}"}},
+			{Name: "checkout", Description: "Check a book out.", InputSchema: json.RawMessage(bookSchema),
+				HTTP: &adapter.HTTPBackend{URL: failing.URL, Timeout: adapter.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
+		}}
+	srv, err := adapter.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := httptest.NewServer(srv.Handler())
+	t.Cleanup(remote.Close)
+	return remote
+}
+
+func TestGatewayReexportsImportedTools(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startGatewayManager(t)
+	remote := remoteLibrary(t)
+
+	imp := newImport(ns, "library", remote.URL+"/mcp")
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local found: {{ .title }}"))
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "library", Prefix: "lib_", Renames: []cantusv1alpha1.ToolRename{{From: "checkout", To: "borrow"}}}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+
+	g.Eventually(getSkillServer(ctx, ns, "gateway"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Expect(got.Status.Tools).To(ConsistOf(
+		cantusv1alpha1.ServedTool{Name: "search_book", Source: "skill"},
+		cantusv1alpha1.ServedTool{Name: "lib_search_book", Source: "import:library", RemoteName: "search_book"},
+		cantusv1alpha1.ServedTool{Name: "borrow", Source: "import:library", RemoteName: "checkout"},
+	))
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved))
+
+	res, err := callTool(ctx, got.Status.URL, "streamable-http", "lib_search_book", map[string]any{"title": "Dune"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resultText(res)).To(Equal("remote found: Dune"))
+	res, err = callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resultText(res)).To(Equal("local found: Dune"), "the local skill is not shadowed")
+	res, err = callTool(ctx, got.Status.URL, "streamable-http", "borrow", map[string]any{"title": "Dune"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(resultText(res)).To(HavePrefix("mcp_remote_error: "))
+	g.Expect(resultText(res)).To(ContainSubstring("http_call_failed: 500"))
+
+	// The remote goes away: the import is no longer Ready and the gateway drops its tools.
+	remote.Close()
+	fresh := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), fresh)).To(Succeed())
+	fresh.Spec.RefreshInterval = &metav1.Duration{Duration: time.Second}
+	g.Expect(k8sClient.Update(ctx, fresh)).To(Succeed())
+	g.Eventually(func() string {
+		got, _ = getSkillServer(ctx, ns, "gateway")()
+		if c := findCondition(got, cantusv1alpha1.ConditionImportsResolved); c != nil {
+			return c.Message
+		}
+		return ""
+	}, 30*time.Second).Should(ContainSubstring("library (not Ready: ConnectionRefused)"))
+	g.Expect(got.Status.Tools).To(Equal([]cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}}))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+}
+
+func TestGatewayReportsNameCollisions(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startGatewayManager(t)
+	remote := remoteLibrary(t)
+	for _, name := range []string{"library-a", "library-b"} {
+		g.Expect(k8sClient.Create(ctx, newImport(ns, name, remote.URL+"/mcp"))).To(Succeed())
+	}
+	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local"))
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "library-a"}, {Name: "library-b", Include: []string{"checkout"}}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+
+	// Both imports become Ready in either order; wait until both collisions are seen.
+	var got *cantusv1alpha1.SkillServer
+	g.Eventually(func() string {
+		got, _ = getSkillServer(ctx, ns, "gateway")()
+		if c := findCondition(got, cantusv1alpha1.ConditionToolNamesUnique); c != nil && c.Status == metav1.ConditionFalse {
+			return c.Message
+		}
+		return ""
+	}, 30*time.Second).Should(And(ContainSubstring(`"search_book"`), ContainSubstring(`"checkout"`)))
+	msg := findCondition(got, cantusv1alpha1.ConditionToolNamesUnique).Message
+	g.Expect(msg).To(ContainSubstring(`"search_book" from a skill of this server and import library-a (remote tool search_book)`))
+	g.Expect(msg).To(ContainSubstring(`"checkout" from import library-a (remote tool checkout) and import library-b (remote tool checkout)`))
+	names := []string{}
+	for _, tool := range got.Status.Tools {
+		names = append(names, tool.Name+"<-"+tool.Source)
+	}
+	g.Expect(strings.Join(names, ",")).To(Equal("search_book<-skill"), "nothing is silently shadowed: the colliding imported tools are left out")
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNameCollision))
+}

@@ -1,0 +1,251 @@
+package render
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// ImportFilesDir is where the adapter reads the header values and CA bundles of the
+// imports it re-exports; the kubernetes runtime projects them from Secrets and ConfigMaps.
+const ImportFilesDir = "/var/run/cantus/imports"
+
+// DefaultRemoteCallTimeout bounds one re-exported call when the import sets no timeout.
+const DefaultRemoteCallTimeout = 30 * time.Second
+
+// File is a file the adapter reads, projected from one key of a Secret or ConfigMap in the
+// SkillServer's namespace. The rendered config names only its path, never its content.
+type File struct {
+	Path      string
+	Secret    string
+	ConfigMap string
+	Key       string
+}
+
+// Imports is what re-exporting the imports adds to a SkillServer.
+type Imports struct {
+	// Tools are served besides the skills, in spec.imports order.
+	Tools []adapter.Tool
+	// Served says where each imported tool comes from.
+	Served []cantusv1alpha1.ServedTool
+	// Files are the header values and CA bundles the tools need.
+	Files []File
+	// Unresolved names the imports that are not served and why.
+	Unresolved []string
+	// Collisions names the imported tools left out because their name was taken.
+	Collisions []string
+}
+
+// RenderImports re-exports the tools of the imports in spec.imports. imports holds the
+// RemoteToolImports of the namespace by name (absent ones are reported). taken are the
+// names already served (skills, memory): an imported tool never shadows one of them, and
+// two imported tools never shadow each other; both are reported instead.
+func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string) Imports {
+	var out Imports
+	owner := map[string]string{}
+	for _, name := range taken {
+		owner[name] = "a skill of this server"
+	}
+	candidates := map[string][]candidate{}
+	var order []string
+	for _, spec := range ss.Spec.Imports {
+		imp, why := readyImport(imports, spec.Name)
+		if why != "" {
+			out.Unresolved = append(out.Unresolved, fmt.Sprintf("%s (%s)", spec.Name, why))
+			continue
+		}
+		backend, files := remoteBackend(imp)
+		out.Files = append(out.Files, files...)
+		for _, t := range imp.Status.Tools {
+			if !selected(spec, t.Name) {
+				continue
+			}
+			served := servedName(spec, t.Name)
+			if _, seen := candidates[served]; !seen {
+				order = append(order, served)
+			}
+			candidates[served] = append(candidates[served], candidate{spec: spec, tool: t, backend: backend})
+		}
+	}
+	for _, name := range order {
+		cands := candidates[name]
+		if who, ok := owner[name]; ok || len(cands) > 1 {
+			out.Collisions = append(out.Collisions, describeCollision(name, who, cands))
+			continue
+		}
+		c := cands[0]
+		out.Tools = append(out.Tools, c.adapterTool(name))
+		served := cantusv1alpha1.ServedTool{Name: name, Source: "import:" + c.spec.Name}
+		if name != c.tool.Name {
+			served.RemoteName = c.tool.Name
+		}
+		out.Served = append(out.Served, served)
+	}
+	return out
+}
+
+type candidate struct {
+	spec    cantusv1alpha1.SkillImport
+	tool    cantusv1alpha1.DiscoveredTool
+	backend adapter.RemoteBackend
+}
+
+func (c candidate) adapterTool(served string) adapter.Tool {
+	backend := c.backend
+	backend.RemoteName = c.tool.Name
+	t := adapter.Tool{Name: served, Description: c.tool.Description, InputSchema: emptyObjectSchema, Remote: &backend}
+	if c.tool.InputSchema != nil && len(c.tool.InputSchema.Raw) > 0 {
+		t.InputSchema = c.tool.InputSchema.Raw
+	}
+	return t
+}
+
+func describeCollision(name, owner string, cands []candidate) string {
+	var from []string
+	if owner != "" {
+		from = append(from, owner)
+	}
+	for _, c := range cands {
+		from = append(from, fmt.Sprintf("import %s (remote tool %s)", c.spec.Name, c.tool.Name))
+	}
+	return fmt.Sprintf("%q from %s", name, strings.Join(from, " and "))
+}
+
+// readyImport returns the import when it can be served, or why not.
+func readyImport(imports map[string]*cantusv1alpha1.RemoteToolImport, name string) (*cantusv1alpha1.RemoteToolImport, string) {
+	imp, ok := imports[name]
+	switch {
+	case !ok:
+		return nil, "no RemoteToolImport of that name in this namespace"
+	case imp.Status.ObservedGeneration != imp.Generation:
+		return nil, "its spec changed and the operator has not checked it again yet"
+	case !conditionTrue(imp, cantusv1alpha1.ConditionSourceAllowed):
+		return nil, "its source is not allowed by a ToolSourcePolicy"
+	case !conditionTrue(imp, cantusv1alpha1.ConditionReady):
+		return nil, "not Ready: " + conditionReason(imp, cantusv1alpha1.ConditionReady)
+	case imp.Status.ToolsTruncated:
+		return nil, "its status lists tools without input schemas (truncated), so they cannot be served faithfully"
+	}
+	return imp, ""
+}
+
+func conditionTrue(imp *cantusv1alpha1.RemoteToolImport, t string) bool {
+	for _, c := range imp.Status.Conditions {
+		if c.Type == t {
+			return c.Status == "True" && c.ObservedGeneration == imp.Generation
+		}
+	}
+	return false
+}
+
+func conditionReason(imp *cantusv1alpha1.RemoteToolImport, t string) string {
+	for _, c := range imp.Status.Conditions {
+		if c.Type == t {
+			return c.Reason
+		}
+	}
+	return "no status yet"
+}
+
+// remoteBackend is how the adapter reaches the import: the same URL (or stdio bridge),
+// headers and CA bundle the operator's handshake used.
+func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend, []File) {
+	b := adapter.RemoteBackend{
+		Import:    imp.Namespace + "/" + imp.Name,
+		URL:       imp.Spec.URL,
+		Transport: string(imp.Spec.Transport),
+		Timeout:   adapter.Duration{Duration: DefaultRemoteCallTimeout},
+	}
+	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
+		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
+	}
+	dir := path.Join(ImportFilesDir, imp.Name)
+	var files []File
+	for i, h := range imp.Spec.Headers {
+		f := File{Path: path.Join(dir, fmt.Sprintf("header-%d", i)), Secret: h.ValueFrom.Name, Key: keyOr(h.ValueFrom.Key, "token")}
+		if b.HeaderFiles == nil {
+			b.HeaderFiles = map[string]string{}
+		}
+		b.HeaderFiles[h.Name] = f.Path
+		files = append(files, f)
+	}
+	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil {
+		f := File{Path: path.Join(dir, "ca.crt")}
+		if ref := imp.Spec.TLS.CABundle.SecretRef; ref != nil {
+			f.Secret, f.Key = ref.Name, keyOr(ref.Key, "token")
+		} else if ref := imp.Spec.TLS.CABundle.ConfigMapRef; ref != nil {
+			f.ConfigMap, f.Key = ref.Name, keyOr(ref.Key, "ca.crt")
+		}
+		b.CAFile = f.Path
+		files = append(files, f)
+	}
+	return b, files
+}
+
+func keyOr(key, fallback string) string {
+	if key == "" {
+		return fallback
+	}
+	return key
+}
+
+func selected(spec cantusv1alpha1.SkillImport, name string) bool {
+	return (len(spec.Include) == 0 || matchesAny(spec.Include, name)) && !matchesAny(spec.Exclude, name)
+}
+
+func matchesAny(globs []string, name string) bool {
+	return slices.ContainsFunc(globs, func(g string) bool {
+		ok, err := path.Match(g, name)
+		return err == nil && ok
+	})
+}
+
+func servedName(spec cantusv1alpha1.SkillImport, remote string) string {
+	for _, r := range spec.Renames {
+		if r.From == remote {
+			return r.To
+		}
+	}
+	return spec.Prefix + remote
+}
+
+// RolloutHash identifies what the adapter pods cannot pick up without a restart. The
+// imported tool lists are left out: the adapter reloads them from its config file and
+// tells connected sessions with notifications/tools/list_changed, so a change of a
+// remote's tools does not roll the pods.
+func RolloutHash(cfg *adapter.Config) (string, error) {
+	stable := *cfg
+	stable.Tools = nil
+	endpoints := map[string]bool{}
+	for _, t := range cfg.Tools {
+		if t.Remote == nil {
+			stable.Tools = append(stable.Tools, t)
+			continue
+		}
+		endpoints[t.Remote.URL+" "+t.Remote.CAFile+" "+fmt.Sprint(sortedHeaderFiles(t.Remote.HeaderFiles))] = true
+	}
+	keys := make([]string, 0, len(endpoints))
+	for k := range endpoints {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		stable.Tools = append(stable.Tools, adapter.Tool{Name: "remote-endpoint", Description: k})
+	}
+	return Hash(&stable)
+}
+
+func sortedHeaderFiles(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
