@@ -1,15 +1,22 @@
 // Command adapter is the MCP server of a SkillServer pod: it serves the tools of one
 // rendered adapter config.
 //
-//	adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--v 0]
+//	adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
 //	adapter version
 //
 // After binding, serve prints exactly one line to stdout, "listening on http://HOST:PORT";
 // scripts and tests parse it. Logs go to stderr as JSON.
+//
+// serve watches the config file and applies a changed one in place (Server.Reload):
+// connected sessions are told the tool list changed. An invalid new config, or one that
+// changes what needs a restart, is logged and the previous config keeps being served.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--v 0]
+  adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
   adapter probe [--transport streamable-http|sse] [--header 'Name: value']... [--timeout 10s] [--ca-file PEM] URL
   adapter memory trash|journal|restore --config PATH [TRASH_ID]
   adapter version
@@ -88,6 +95,7 @@ type serveFlags struct {
 	portSet       bool
 	drainDelay    time.Duration
 	shutdownGrace time.Duration
+	reloadEvery   time.Duration
 	verbosity     int
 }
 
@@ -100,6 +108,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.port, "port", 0, "port to listen on, overriding the config's; 0 picks a free port")
 	fs.DurationVar(&f.drainDelay, "drain-delay", adapter.DefaultDrainDelay, "after readiness fails, keep taking new calls this long")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", adapter.DefaultShutdownGrace, "how long shutdown may take, in-flight calls included")
+	fs.DurationVar(&f.reloadEvery, "reload-interval", defaultReloadInterval, "how often to look for a changed config file and apply it in place; 0 turns it off")
 	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 1 logs failed tool calls, 2 every call")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -113,6 +122,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Visit(func(fl *flag.Flag) { f.portSet = f.portSet || fl.Name == "port" })
 	if f.portSet && (f.port < 0 || f.port > 65535) {
 		return nil, fmt.Errorf("--port %d is out of range: use 0..65535", f.port)
+	}
+	if f.reloadEvery < 0 {
+		return nil, fmt.Errorf("--reload-interval %s must not be negative", f.reloadEvery)
 	}
 	return f, nil
 }
@@ -135,6 +147,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 }
 
 func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
+	// The digest is taken before the config is read: a change in between is then
+	// seen, and applied, by the first poll.
+	loaded, _ := configDigest(flags.config)
 	cfg, err := adapter.LoadConfig(flags.config)
 	if err != nil {
 		return err
@@ -163,7 +178,56 @@ func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
 		<-ctx.Done()
 		stop()
 	}()
+	if flags.reloadEvery > 0 {
+		go watchConfig(ctx, flags, loaded, srv, log.WithName("reload"))
+	}
 	return srv.Serve(ctx, ln)
+}
+
+// defaultReloadInterval is how often serve looks at the config file.
+const defaultReloadInterval = 2 * time.Second
+
+func configDigest(path string) ([sha256.Size]byte, []byte) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return [sha256.Size]byte{}, nil
+	}
+	return sha256.Sum256(data), data
+}
+
+// watchConfig polls the config file for a changed content digest and applies it with
+// Reload until ctx ends. It polls rather than using inotify: a ConfigMap volume is
+// updated by swapping a symlink (..data) to a new directory, which a watch on the file
+// itself does not see. A config that cannot be read, parsed or applied is logged once
+// per content and the one being served stays.
+func watchConfig(ctx context.Context, flags *serveFlags, last [sha256.Size]byte, srv *adapter.Server, log logr.Logger) {
+	ticker := time.NewTicker(flags.reloadEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		digest, data := configDigest(flags.config)
+		if data == nil || digest == last {
+			// A file missing for a moment (mid-update) is no change.
+			continue
+		}
+		last = digest
+		log.Info("config file changed; reloading", "path", flags.config, "sha256", hex.EncodeToString(digest[:8]))
+		var cfg adapter.Config
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			log.Error(err, "the new config does not parse; still serving the previous one", "path", flags.config)
+			continue
+		}
+		if flags.portSet {
+			cfg.Port = int32(flags.port)
+		}
+		if err := srv.Reload(&cfg); err != nil {
+			log.Error(err, "the new config was not applied; still serving the previous one", "path", flags.config)
+		}
+	}
 }
 
 // newLogger writes JSON lines to stderr; logr verbosity n maps to slog level -n.

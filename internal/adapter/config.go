@@ -71,6 +71,32 @@ type Tool struct {
 	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 	Template    *TemplateBackend `json:"template,omitempty"`
 	HTTP        *HTTPBackend     `json:"http,omitempty"`
+	// Remote re-exports a tool of a remote MCP server (a RemoteToolImport): the
+	// adapter is then a gateway for it.
+	Remote *RemoteBackend `json:"remote,omitempty"`
+}
+
+// RemoteBackend forwards tools/call to a tool of a remote MCP server. Tools with the
+// same URL, transport, header files and CA file share one pooled client session.
+type RemoteBackend struct {
+	// Import is "namespace/name" of the RemoteToolImport, for messages and logs.
+	Import string `json:"import"`
+	// URL is the remote MCP endpoint (http or https, with a host).
+	URL string `json:"url"`
+	// Transport is TransportStreamableHTTP or TransportSSE.
+	Transport string `json:"transport"`
+	// RemoteName is the tool's name at the remote; the served name (Tool.Name) may
+	// carry a prefix or a rename.
+	RemoteName string `json:"remoteName"`
+	// HeaderFiles maps a header name to the file holding its value (mounted from a
+	// Secret; the config itself lives in a ConfigMap and never holds the value). The
+	// value is the file's content without surrounding whitespace; a changed file is
+	// picked up by the next call.
+	HeaderFiles map[string]string `json:"headerFiles,omitempty"`
+	// CAFile, when set, is a PEM bundle: the only CAs TLS to the remote trusts.
+	CAFile string `json:"caFile,omitempty"`
+	// Timeout bounds one call, reconnecting included.
+	Timeout Duration `json:"timeout"`
 }
 
 // ToolAnnotations are the MCP tool hints.

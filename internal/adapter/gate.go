@@ -172,6 +172,8 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				writeRefusal(w, head.ID)
 				return
 			}
+			s.metrics.openStreams.Inc()
+			defer s.metrics.openStreams.Dec()
 			next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
 			return
 		}

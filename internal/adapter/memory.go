@@ -81,9 +81,11 @@ func (s *Server) memoryTool() server.ServerTool {
 	}
 }
 
-// Close releases what the server holds open besides its listener: the memory store.
-// The local runtime calls it when it replaces or stops a server.
+// Close releases what the server holds open besides its listener: the sessions to
+// remotes and the memory store. The local runtime calls it when it replaces or stops a
+// server.
 func (s *Server) Close() error {
+	s.remotes.closeAll()
 	if s.memory == nil {
 		return nil
 	}

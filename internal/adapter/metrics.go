@@ -15,6 +15,13 @@ type toolMetrics struct {
 	calls    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// Re-exported tools count in the per-tool series under their served name; these
+	// are per remote (its URL without the query).
+	remoteConnects *prometheus.CounterVec
+	remoteRetries  *prometheus.CounterVec
+	// openStreams counts the long-lived streams, which carry
+	// notifications/tools/list_changed to sessions.
+	openStreams prometheus.Gauge
 }
 
 func newToolMetrics(toolNames []string) *toolMetrics {
@@ -34,14 +41,46 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12), // 1ms .. ~60s
 		}, []string{"tool"}),
 	}
-	m.registry.MustRegister(m.calls, m.errors, m.duration)
-	// Series exist from the start, so a rate() over a quiet tool reads 0, not absent.
+	m.remoteConnects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_adapter_remote_connects_total",
+		Help: "Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.",
+	}, []string{"remote", "outcome"})
+	m.remoteRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_adapter_remote_call_retries_total",
+		Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
+	}, []string{"remote"})
+	m.openStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cantus_adapter_open_streams",
+		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
+	})
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.remoteConnects, m.remoteRetries, m.openStreams)
+	m.trackTools(toolNames)
+	return m
+}
+
+// trackTools creates the series of tools, so a rate() over a quiet tool reads 0, not
+// absent.
+func (m *toolMetrics) trackTools(toolNames []string) {
 	for _, name := range toolNames {
 		m.calls.WithLabelValues(name)
 		m.errors.WithLabelValues(name)
 		m.duration.WithLabelValues(name)
 	}
-	return m
+}
+
+// forgetTools drops the series of tools no longer served.
+func (m *toolMetrics) forgetTools(toolNames []string) {
+	for _, name := range toolNames {
+		m.calls.DeleteLabelValues(name)
+		m.errors.DeleteLabelValues(name)
+		m.duration.DeleteLabelValues(name)
+	}
+}
+
+func (m *toolMetrics) trackRemote(remote string) {
+	m.remoteConnects.WithLabelValues(remote, "succeeded")
+	m.remoteConnects.WithLabelValues(remote, "failed")
+	m.remoteRetries.WithLabelValues(remote)
 }
 
 func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) {

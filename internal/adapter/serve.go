@@ -37,7 +37,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	s.log.Info("serving", "address", ln.Addr().String(), "transport", s.cfg.Transport,
-		"stateless", s.cfg.Stateless, "tools", len(s.tools))
+		"stateless", s.cfg.Stateless, "tools", len(s.state.Load().tools))
 
 	select {
 	case err := <-served:
@@ -76,6 +76,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	}
 	<-served
 	s.backend.CloseIdleConnections()
+	s.remotes.closeAll()
 
 	if waitErr != nil {
 		return fmt.Errorf("shutdown grace %s expired with %d calls in flight: %w", s.opts.shutdownGrace, stranded, waitErr)

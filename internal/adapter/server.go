@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,8 +61,15 @@ func WithBearerToken(token string) Option {
 // Server is one adapter: the tools of a Config served over MCP, with health, readiness
 // and metrics beside them.
 type Server struct {
-	cfg     Config
-	tools   []*compiledTool
+	// cfg is the config the server started with; Reload changes only its tools.
+	cfg Config
+	// state is the tool set being served; Reload swaps it.
+	state   atomic.Pointer[toolSet]
+	remotes *remotePool
+	mcp     *server.MCPServer
+	// reloadMu serializes Reload.
+	reloadMu sync.Mutex
+
 	memory  *memory.Store
 	opts    options
 	log     logr.Logger
@@ -111,26 +119,47 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	}
 
 	names := toolNamesOf(tools)
-	var store *memory.Store
 	if cfg.Memory != nil {
-		if store, err = openMemory(cfg.Memory); err != nil {
-			return nil, err
-		}
 		names = append(names, cfg.Memory.ToolName)
 	}
 	s := &Server{
 		cfg:     *cfg,
-		tools:   tools,
-		memory:  store,
 		opts:    o,
 		log:     o.logger.WithValues("server", cfg.Server.Name),
 		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
 	}
+	s.remotes = newRemotePool(s.log, s.metrics)
+	linked, err := s.remotes.prepare(tools)
+	if err != nil {
+		return nil, fmt.Errorf("remote tools: %w", err)
+	}
+	if cfg.Memory != nil {
+		if s.memory, err = openMemory(cfg.Memory); err != nil {
+			return nil, err
+		}
+	}
+	s.remotes.commit(linked)
+	s.state.Store(newToolSet(tools))
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
-	s.handler = s.buildHandler(s.newMCPServer(), token)
+	s.mcp = s.newMCPServer()
+	s.handler = s.buildHandler(s.mcp, token)
 	return s, nil
+}
+
+// toolSet is the tools one config serves, besides the memory tool.
+type toolSet struct {
+	tools  []*compiledTool // config order
+	byName map[string]*compiledTool
+}
+
+func newToolSet(tools []*compiledTool) *toolSet {
+	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools))}
+	for _, t := range tools {
+		set.byName[t.Name] = t
+	}
+	return set
 }
 
 // bearerToken returns the token the MCP endpoints require, "" for none.
@@ -166,7 +195,7 @@ func toolNamesOf(tools []*compiledTool) []string {
 
 // ToolNames returns the names of the served tools, in config order, the memory tool last.
 func (s *Server) ToolNames() []string {
-	names := toolNamesOf(s.tools)
+	names := toolNamesOf(s.state.Load().tools)
 	if s.memory != nil {
 		names = append(names, s.memory.ToolName())
 	}
@@ -179,7 +208,8 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) newMCPServer() *server.MCPServer {
 	opts := []server.ServerOption{
-		server.WithToolCapabilities(false),
+		// listChanged: Reload tells connected sessions when the tool list changes.
+		server.WithToolCapabilities(true),
 		server.WithLogging(),
 		server.WithRecovery(),
 	}
@@ -187,17 +217,24 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
-	entries := make([]server.ServerTool, 0, len(s.tools))
-	for _, t := range s.tools {
-		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t)})
+	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
+		m.AddTools(entries...)
+	}
+	return m
+}
+
+// serverTools are the entries of set (and the memory tool) for mcp-go. Handlers look
+// their tool up by name in the current set at call time, so a reload that changes
+// only backends needs no new entries.
+func (s *Server) serverTools(set *toolSet) []server.ServerTool {
+	entries := make([]server.ServerTool, 0, len(set.tools)+1)
+	for _, t := range set.tools {
+		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t.Name)})
 	}
 	if s.memory != nil {
 		entries = append(entries, s.memoryTool())
 	}
-	if len(entries) > 0 {
-		m.AddTools(entries...)
-	}
-	return m
+	return entries
 }
 
 // mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
@@ -223,17 +260,23 @@ func mcpTool(t *compiledTool) mcp.Tool {
 // toolHandler wraps a call with what every tool gets: in-flight tracking (so shutdown
 // waits for it even on the sse transport, whose POST is answered before the call
 // runs), metrics and a log line.
-func (s *Server) toolHandler(t *compiledTool) server.ToolHandlerFunc {
+func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		defer s.holdCall(ctx)()
 		start := time.Now()
-		result := s.callTool(ctx, t, req)
-		took := time.Since(start)
-		s.metrics.observeCall(t.Name, result.IsError, took)
-		if result.IsError {
-			s.log.V(1).Info("tool call failed", "tool", t.Name, "duration", took.String(), "error", resultText(result))
+		var result *mcp.CallToolResult
+		if t := s.state.Load().byName[name]; t != nil {
+			result = s.callTool(ctx, t, req)
 		} else {
-			s.log.V(2).Info("tool call succeeded", "tool", t.Name, "duration", took.String())
+			// Listed just before a reload removed it.
+			result = mcp.NewToolResultError(fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name))
+		}
+		took := time.Since(start)
+		s.metrics.observeCall(name, result.IsError, took)
+		if result.IsError {
+			s.log.V(1).Info("tool call failed", "tool", name, "duration", took.String(), "error", resultText(result))
+		} else {
+			s.log.V(2).Info("tool call succeeded", "tool", name, "duration", took.String())
 		}
 		return result, nil
 	}

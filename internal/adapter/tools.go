@@ -82,6 +82,8 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 		return renderTemplate(t.template, args)
 	case t.HTTP != nil:
 		return s.postToBackend(ctx, t.HTTP, args)
+	case t.Remote != nil:
+		return t.remote.call(ctx, t, args)
 	default:
 		// compileConfig guarantees a backend; reaching here is a programming error.
 		return mcp.NewToolResultError(fmt.Sprintf("tool %q has no backend", t.Name))

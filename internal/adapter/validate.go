@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
+	"strings"
 	"text/template"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpremote"
 )
 
 // toolNamePattern is the MCP tool name grammar (spec 2025-11-25, "Tool names").
@@ -22,6 +26,8 @@ type compiledTool struct {
 	Tool
 	schema   *jsonschema.Schema
 	template *template.Template
+	// remote serves a Remote backend; linked by the remote pool, not by compileConfig.
+	remote *remote
 }
 
 // Validate checks a Config without serving it. Every problem is reported, joined, so a
@@ -94,9 +100,9 @@ func compileTool(index int, t *Tool) (*compiledTool, []error) {
 	switch backends := countBackends(t); backends {
 	case 1:
 	case 0:
-		fail("no backend: set exactly one of template or http")
+		fail("no backend: set exactly one of template, http or remote")
 	default:
-		fail("%d backends: set exactly one of template or http", backends)
+		fail("%d backends: set exactly one of template, http or remote", backends)
 	}
 	if t.Template != nil {
 		tmpl, err := parseToolTemplate(t.Name, t.Template.Text)
@@ -107,6 +113,11 @@ func compileTool(index int, t *Tool) (*compiledTool, []error) {
 	}
 	if t.HTTP != nil {
 		for _, msg := range httpBackendProblems(t.HTTP) {
+			fail("%s", msg)
+		}
+	}
+	if t.Remote != nil {
+		for _, msg := range remoteBackendProblems(t.Remote) {
 			fail("%s", msg)
 		}
 	}
@@ -121,7 +132,47 @@ func countBackends(t *Tool) int {
 	if t.HTTP != nil {
 		n++
 	}
+	if t.Remote != nil {
+		n++
+	}
 	return n
+}
+
+// remoteBackendProblems checks a remote backend without touching its files: the
+// controller validates configs where the Secrets are not mounted. NewServer and Reload
+// read the files.
+func remoteBackendProblems(r *RemoteBackend) []string {
+	var problems []string
+	if strings.TrimSpace(r.Import) == "" {
+		problems = append(problems, `remote.import is empty: name the RemoteToolImport as "namespace/name"`)
+	}
+	u, err := url.Parse(r.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
+		problems = append(problems, fmt.Sprintf("remote.url %q must be an absolute http or https URL with a host, e.g. http://svc.ns.svc:8765/mcp", r.URL))
+	case u.User != nil:
+		problems = append(problems, "remote.url carries credentials: put them in a header file instead")
+	}
+	switch r.Transport {
+	case TransportStreamableHTTP, TransportSSE:
+	default:
+		problems = append(problems, fmt.Sprintf("remote.transport %q is not supported: use %q or %q", r.Transport, TransportStreamableHTTP, TransportSSE))
+	}
+	if !toolNamePattern.MatchString(r.RemoteName) {
+		problems = append(problems, fmt.Sprintf("remote.remoteName %q is not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - .", r.RemoteName))
+	}
+	for _, name := range sortedKeys(r.HeaderFiles) {
+		if !mcpremote.ValidHeaderName(name) {
+			problems = append(problems, fmt.Sprintf("remote.headerFiles: %q is not a valid HTTP header name", name))
+		}
+		if strings.TrimSpace(r.HeaderFiles[name]) == "" {
+			problems = append(problems, fmt.Sprintf("remote.headerFiles[%q] names no file", name))
+		}
+	}
+	if r.Timeout.Duration <= 0 {
+		problems = append(problems, fmt.Sprintf("remote.timeout %q must be greater than 0, e.g. \"30s\"", r.Timeout.Duration))
+	}
+	return problems
 }
 
 func httpBackendProblems(h *HTTPBackend) []string {
@@ -211,4 +262,13 @@ func jsonText(v any) string {
 // argument into a tool error instead of rendering "<no value>".
 func parseToolTemplate(name, text string) (*template.Template, error) {
 	return template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(text)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

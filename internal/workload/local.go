@@ -89,7 +89,7 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	}
 	// Same server, new tools: reload in place, so that connected sessions are told with
 	// notifications/tools/list_changed instead of being cut off.
-	if running != nil && running.token == token && reload(running.adapter, cfg) == nil {
+	if running != nil && running.token == token && running.adapter.Reload(cfg) == nil {
 		running.hash = hash
 		return l.observation(ss, running), nil
 	}
@@ -291,12 +291,4 @@ func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer)
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
-}
-
-// reload is a seam until the adapter's Reload lands: RELOAD_PLACEHOLDER
-func reload(srv *adapter.Server, cfg *adapter.Config) error {
-	if r, ok := any(srv).(interface{ Reload(*adapter.Config) error }); ok {
-		return r.Reload(cfg)
-	}
-	return fmt.Errorf("this adapter cannot reload in place")
 }

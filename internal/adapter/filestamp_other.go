@@ -1,0 +1,9 @@
+//go:build !unix
+
+package adapter
+
+import "os"
+
+// fileIdentity is 0 where there are no inodes: size and modification time decide,
+// with the periodic re-read as the safety net.
+func fileIdentity(os.FileInfo) uint64 { return 0 }

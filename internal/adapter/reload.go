@@ -1,0 +1,129 @@
+package adapter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Reload validates cfg and swaps the served tools in place, on the same MCP server:
+// calls in flight finish on the tools they started with, new calls use the new ones,
+// remotes whose URL, transport, header files and CA file did not change keep their
+// pooled session, and when the tool list changed (a tool added, removed, or its
+// description, schema or annotations changed) every client that listens gets one
+// notifications/tools/list_changed: streamable HTTP clients with their GET stream open
+// (stateful or stateless: mcp-go registers the stream as a session either way), SSE
+// sessions, and 2026-07-28 clients listening with subscriptions/listen. A client with no
+// open stream hears nothing and sees the new list when it lists again.
+//
+// What the running server cannot change in place is refused with an error saying a
+// restart is needed, and nothing is changed: the transport, port, stateless mode,
+// bearer token file, memory tool and server info. An invalid cfg is refused the same
+// way; the old tools keep being served.
+func (s *Server) Reload(cfg *Config) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	tools, err := compileConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("invalid adapter config: %w", err)
+	}
+	if fixed := s.fixedFieldsChanged(cfg); len(fixed) > 0 {
+		return fmt.Errorf("the new config changes %s, which a running adapter cannot change in place: restart the adapter to apply it",
+			strings.Join(fixed, ", "))
+	}
+	linked, err := s.remotes.prepare(tools)
+	if err != nil {
+		return fmt.Errorf("remote tools: %w", err)
+	}
+
+	old := s.state.Load()
+	next := newToolSet(tools)
+	s.state.Store(next)
+	s.remotes.commit(linked)
+	s.cfg.Tools = cfg.Tools
+	d := diffToolSets(old, next)
+	s.metrics.trackTools(d.added)
+	s.metrics.forgetTools(d.removed)
+	if d.listChanged() {
+		// One notifications/tools/list_changed to every session that listens.
+		s.mcp.SetTools(s.serverTools(next)...)
+	}
+	if d.empty() {
+		s.log.Info("config reloaded: the tools are unchanged")
+	} else {
+		s.log.Info("config reloaded", "added", d.added, "removed", d.removed,
+			"listingChanged", d.listing, "backendChanged", d.backend, "notified", d.listChanged())
+	}
+	return nil
+}
+
+// fixedFieldsChanged names what cfg changes that Reload cannot apply.
+func (s *Server) fixedFieldsChanged(cfg *Config) []string {
+	var changed []string
+	if cfg.Transport != s.cfg.Transport {
+		changed = append(changed, fmt.Sprintf("the transport (%s → %s)", s.cfg.Transport, cfg.Transport))
+	}
+	if cfg.Port != s.cfg.Port {
+		changed = append(changed, fmt.Sprintf("the port (%d → %d)", s.cfg.Port, cfg.Port))
+	}
+	if cfg.Stateless != s.cfg.Stateless {
+		changed = append(changed, "stateless")
+	}
+	if cfg.BearerTokenFile != s.cfg.BearerTokenFile {
+		changed = append(changed, "the auth (bearerTokenFile)")
+	}
+	if !reflect.DeepEqual(cfg.Memory, s.cfg.Memory) {
+		changed = append(changed, "the memory tool (memory)")
+	}
+	if cfg.Server != s.cfg.Server {
+		changed = append(changed, "the server info (name, version, instructions)")
+	}
+	return changed
+}
+
+// toolDiff is what a reload changed, by tool name.
+type toolDiff struct {
+	added, removed []string
+	// listing: the tools/list entry changed; backend: only the backend did.
+	listing, backend []string
+}
+
+func (d toolDiff) listChanged() bool {
+	return len(d.added)+len(d.removed)+len(d.listing) > 0
+}
+
+func (d toolDiff) empty() bool { return !d.listChanged() && len(d.backend) == 0 }
+
+func diffToolSets(old, next *toolSet) toolDiff {
+	var d toolDiff
+	for _, t := range next.tools {
+		prev := old.byName[t.Name]
+		switch {
+		case prev == nil:
+			d.added = append(d.added, t.Name)
+		case !sameListing(prev, t):
+			d.listing = append(d.listing, t.Name)
+		case !reflect.DeepEqual(backendOf(prev), backendOf(t)):
+			d.backend = append(d.backend, t.Name)
+		}
+	}
+	for _, t := range old.tools {
+		if next.byName[t.Name] == nil {
+			d.removed = append(d.removed, t.Name)
+		}
+	}
+	return d
+}
+
+// sameListing reports whether a and b have the same tools/list entry.
+func sameListing(a, b *compiledTool) bool {
+	ja, errA := json.Marshal(mcpTool(a))
+	jb, errB := json.Marshal(mcpTool(b))
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func backendOf(t *compiledTool) [3]any {
+	return [3]any{t.Template, t.HTTP, t.Remote}
+}

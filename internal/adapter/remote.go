@@ -1,0 +1,490 @@
+package adapter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpremote"
+)
+
+// Markers of re-exported tools' failures (the seed's names).
+const (
+	// markerRemoteError: the remote answered, with a failed tool result or a JSON-RPC
+	// error.
+	markerRemoteError = "mcp_remote_error: "
+	// markerCallFailed: the remote could not be reached, the handshake failed, or no
+	// answer came.
+	markerCallFailed = "mcp_call_failed: "
+)
+
+// remoteConnectTimeout bounds one connect (initialize) to a remote. A call waits for
+// it at most its own timeout; a connect that outlives the call still serves the next.
+const remoteConnectTimeout = 30 * time.Second
+
+// rereadEvery re-reads header and CA files even when their size and modification
+// time look unchanged, in case a rewrite kept both.
+const rereadEvery = 10 * time.Second
+
+// remoteKey identifies a pooled remote: tools with the same URL, transport, header
+// files and CA file share one client session.
+type remoteKey struct {
+	url, transport, headerFiles, caFile string
+}
+
+func remoteKeyOf(r *RemoteBackend) remoteKey {
+	pairs := make([]string, 0, len(r.HeaderFiles))
+	for _, name := range sortedKeys(r.HeaderFiles) {
+		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
+	}
+	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile}
+}
+
+// remotePool holds the remotes the served tools use.
+type remotePool struct {
+	log     logr.Logger
+	metrics *toolMetrics
+
+	mu      sync.Mutex
+	remotes map[remoteKey]*remote
+}
+
+func newRemotePool(log logr.Logger, metrics *toolMetrics) *remotePool {
+	return &remotePool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}}
+}
+
+// prepare links every remote tool of tools to its remote: the pooled one when the
+// pool has it (its session survives), a new one otherwise, whose files are read now
+// so that an unreadable file fails here. The pool is unchanged until commit.
+func (p *remotePool) prepare(tools []*compiledTool) (map[remoteKey]*remote, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := map[remoteKey]*remote{}
+	var errs []error
+	for _, t := range tools {
+		if t.Remote == nil {
+			continue
+		}
+		key := remoteKeyOf(t.Remote)
+		r := next[key]
+		if r == nil {
+			r = p.remotes[key]
+		}
+		if r == nil {
+			var err error
+			if r, err = newRemote(key, p.log, p.metrics); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Remote.Import, err))
+				continue
+			}
+		}
+		next[key] = r
+		t.remote = r
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// commit makes next the pool and closes the remotes no tool uses any more (their
+// sessions end when the calls on them are done).
+func (p *remotePool) commit(next map[remoteKey]*remote) {
+	p.mu.Lock()
+	old := p.remotes
+	p.remotes = next
+	p.mu.Unlock()
+	for key, r := range old {
+		if next[key] != r {
+			r.close()
+		}
+	}
+}
+
+func (p *remotePool) closeAll() { p.commit(map[remoteKey]*remote{}) }
+
+// remote is one remote MCP server as the tools see it: the current client (headers
+// and CA as last read from their files) and the pooled session.
+type remote struct {
+	key     remoteKey
+	name    string // the URL without its query, for logs and metrics
+	log     logr.Logger
+	metrics *toolMetrics
+
+	mu         sync.Mutex
+	stamps     []fileStamp
+	readAt     time.Time
+	digest     [sha256.Size]byte
+	client     *mcpremote.Client
+	current    *remoteConn
+	connecting *connectFlight
+	closed     bool
+}
+
+// remoteConn is a session and the calls using it. A retired conn takes no new calls
+// and is closed when the last one returns.
+type remoteConn struct {
+	sess    *mcpremote.Session
+	client  *mcpremote.Client
+	refs    int
+	retired bool
+}
+
+// connectFlight is one connect that every call waiting for a session shares.
+type connectFlight struct {
+	done chan struct{}
+	err  error
+}
+
+var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
+
+func newRemote(key remoteKey, log logr.Logger, metrics *toolMetrics) (*remote, error) {
+	r := &remote{key: key, metrics: metrics}
+	headers, ca, stamps, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	client, err := r.newClient(headers, ca)
+	if err != nil {
+		return nil, err
+	}
+	r.client, r.stamps, r.readAt, r.digest = client, stamps, time.Now(), digestOf(headers, ca)
+	r.name = client.URL()
+	r.log = log.WithValues("remote", r.name)
+	metrics.trackRemote(r.name)
+	return r, nil
+}
+
+func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpremote.Client, error) {
+	client, err := mcpremote.New(mcpremote.Options{
+		URL:            r.key.url,
+		Transport:      r.key.transport,
+		Headers:        headers,
+		CABundle:       ca,
+		ConnectTimeout: remoteConnectTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("remote client: %w", err)
+	}
+	return client, nil
+}
+
+// ---- header and CA files ----
+
+// fileStamp is what a cheap stat says about a file; a change means re-read it. File
+// times are only as fine as the kernel's tick, so the inode counts too.
+type fileStamp struct {
+	path    string
+	size    int64
+	modTime int64
+	inode   uint64
+}
+
+// headerFiles lists (header name, file) in a stable order.
+func (r *remote) headerFiles() [][2]string {
+	var out [][2]string
+	for _, pair := range strings.Split(r.key.headerFiles, "\n") {
+		if name, path, ok := strings.Cut(pair, "="); ok {
+			out = append(out, [2]string{name, path})
+		}
+	}
+	return out
+}
+
+func (r *remote) stat() []fileStamp {
+	var paths []string
+	for _, hf := range r.headerFiles() {
+		paths = append(paths, hf[1])
+	}
+	if r.key.caFile != "" {
+		paths = append(paths, r.key.caFile)
+	}
+	stamps := make([]fileStamp, len(paths))
+	for i, p := range paths {
+		stamps[i] = fileStamp{path: p, size: -1}
+		// os.Stat follows the symlinks of a Secret volume (..data → a timestamped
+		// directory), so an update shows as a new modification time.
+		if fi, err := os.Stat(p); err == nil {
+			stamps[i].size, stamps[i].modTime, stamps[i].inode = fi.Size(), fi.ModTime().UnixNano(), fileIdentity(fi)
+		}
+	}
+	return stamps
+}
+
+// load reads the header values and the CA bundle. The stamps are taken first, so a
+// write during the read shows as a change next time.
+func (r *remote) load() (map[string]string, []byte, []fileStamp, error) {
+	stamps := r.stat()
+	headers := map[string]string{}
+	for _, hf := range r.headerFiles() {
+		data, err := os.ReadFile(hf[1])
+		if err != nil {
+			return nil, nil, stamps, fmt.Errorf("read the file of header %s: %w", hf[0], err)
+		}
+		value := strings.TrimSpace(string(data))
+		if value == "" {
+			return nil, nil, stamps, fmt.Errorf("the file %s of header %s is empty", hf[1], hf[0])
+		}
+		headers[hf[0]] = value
+	}
+	var ca []byte
+	if r.key.caFile != "" {
+		var err error
+		if ca, err = os.ReadFile(r.key.caFile); err != nil {
+			return nil, nil, stamps, fmt.Errorf("read the CA file: %w", err)
+		}
+	}
+	return headers, ca, stamps, nil
+}
+
+func digestOf(headers map[string]string, ca []byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, name := range sortedKeys(headers) {
+		fmt.Fprintf(h, "%s\x00%s\x00", name, headers[name])
+	}
+	h.Write(ca)
+	var d [sha256.Size]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// refresh re-reads the files when they changed (force: in any case) and, when the
+// values differ, switches to a client with the new ones: the current session is
+// retired, the next call connects with the new headers. It reports whether the client
+// changed. A file that cannot be read keeps the last values in use, with a log line.
+func (r *remote) refresh(force bool) bool {
+	stamps := r.stat()
+	r.mu.Lock()
+	fresh := !force && slices.Equal(stamps, r.stamps) && time.Since(r.readAt) < rereadEvery
+	r.mu.Unlock()
+	if fresh {
+		return false
+	}
+	headers, ca, stamps, err := r.load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stamps, r.readAt = stamps, time.Now()
+	if err != nil {
+		r.log.Error(err, "cannot re-read the remote's header or CA files; keeping the values in use")
+		return false
+	}
+	digest := digestOf(headers, ca)
+	if digest == r.digest {
+		return false
+	}
+	client, err := r.newClient(headers, ca)
+	if err != nil {
+		r.log.Error(err, "the remote's new header or CA files are unusable; keeping the values in use")
+		return false
+	}
+	r.client, r.digest = client, digest
+	if c := r.current; c != nil {
+		r.current = nil
+		r.retireLocked(c)
+	}
+	r.log.Info("the remote's header or CA files changed; the next call connects with the new values")
+	return true
+}
+
+// ---- sessions ----
+
+// acquire returns the pooled session, connecting when there is none; concurrent calls
+// share one connect.
+func (r *remote) acquire(ctx context.Context) (*remoteConn, error) {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, errRemoteClosed
+		}
+		if c := r.current; c != nil {
+			if c.sess.Alive() {
+				c.refs++
+				r.mu.Unlock()
+				return c, nil
+			}
+			r.current = nil
+			r.retireLocked(c)
+		}
+		f := r.connecting
+		if f == nil {
+			f = &connectFlight{done: make(chan struct{})}
+			r.connecting = f
+			go r.connect(f, r.client)
+		}
+		r.mu.Unlock()
+		select {
+		case <-f.done:
+			if f.err != nil {
+				return nil, f.err
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *remote) connect(f *connectFlight, client *mcpremote.Client) {
+	start := time.Now()
+	sess, err := client.Connect(context.Background())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer close(f.done)
+	r.connecting = nil
+	switch {
+	case err != nil:
+		f.err = err
+		r.metrics.remoteConnects.WithLabelValues(r.name, "failed").Inc()
+		r.log.V(1).Info("connecting to the remote failed", "error", err.Error())
+	case r.closed || client != r.client:
+		// Removed, or its files changed, while connecting: the waiters try again.
+		go sess.Close()
+	default:
+		r.current = &remoteConn{sess: sess, client: client}
+		r.metrics.remoteConnects.WithLabelValues(r.name, "succeeded").Inc()
+		r.log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
+			"stateful", sess.ID() != "", "took", time.Since(start).Round(time.Millisecond).String())
+	}
+}
+
+func (r *remote) release(c *remoteConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.refs--
+	if c.retired && c.refs == 0 {
+		go r.closeConn(c)
+	}
+}
+
+// drop retires c after a failure that lost it (or may have).
+func (r *remote) drop(c *remoteConn, why *mcpremote.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.current == c {
+		r.current = nil
+		r.log.Info("remote session dropped; the next call reconnects", "reason", why.Reason, "detail", why.Detail)
+	}
+	r.retireLocked(c)
+}
+
+// retireLocked stops c taking calls; it is closed now if idle, else by the last
+// release. The caller has taken c out of r.current.
+func (r *remote) retireLocked(c *remoteConn) {
+	if c.retired {
+		return
+	}
+	c.retired = true
+	if c.refs == 0 {
+		go r.closeConn(c)
+	}
+}
+
+func (r *remote) closeConn(c *remoteConn) {
+	c.sess.Close()
+	r.mu.Lock()
+	stale := r.closed || c.client != r.client
+	r.mu.Unlock()
+	if stale {
+		c.client.CloseIdleConnections()
+	}
+}
+
+func (r *remote) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if c := r.current; c != nil {
+		r.current = nil
+		r.retireLocked(c)
+	}
+}
+
+// ---- calls ----
+
+// call forwards one validated call. A call the remote provably did not process (no
+// connection, unknown session, refused credentials that a re-read of the files
+// changed) is retried once on a new session; any other failure is reported, never
+// retried, so that no tool runs twice.
+func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(ctx, t.Remote.Timeout.Duration)
+	defer cancel()
+	r.refresh(false)
+	for retried := false; ; retried = true {
+		conn, err := r.acquire(ctx)
+		if err != nil {
+			return r.callFailed(ctx, t, err)
+		}
+		raw, err := conn.sess.CallTool(ctx, t.Remote.RemoteName, args)
+		r.release(conn)
+		if err == nil {
+			return remoteResult(raw, conn.client)
+		}
+		var rpcErr *mcpremote.RPCError
+		if errors.As(err, &rpcErr) {
+			return mcp.NewToolResultError(markerRemoteError + rpcErr.Error())
+		}
+		var e *mcpremote.Error
+		if !errors.As(err, &e) {
+			return r.callFailed(ctx, t, err)
+		}
+		if e.SessionLost || (e.NotProcessed && e.Reason != mcpremote.ReasonUnauthorized) {
+			r.drop(conn, e)
+		}
+		retry := e.NotProcessed && !retried && ctx.Err() == nil
+		if retry && e.Reason == mcpremote.ReasonUnauthorized {
+			// Worth another try only with other credentials.
+			retry = r.refresh(true)
+		}
+		if !retry {
+			return r.callFailed(ctx, t, err)
+		}
+		r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
+		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)
+	}
+}
+
+func (r *remote) callFailed(ctx context.Context, t *compiledTool, err error) *mcp.CallToolResult {
+	detail := err.Error()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		detail = fmt.Sprintf("no answer from the remote within the tool timeout %s (%s)", t.Remote.Timeout.Duration, detail)
+	}
+	return mcp.NewToolResultError(fmt.Sprintf("%s%s (import %s)", markerCallFailed, detail, t.Remote.Import))
+}
+
+// remoteResult passes a remote result through; a failed one becomes a tool error whose
+// text begins with markerRemoteError, header values scrubbed from it.
+func remoteResult(raw json.RawMessage, client *mcpremote.Client) *mcp.CallToolResult {
+	res, err := mcp.ParseCallToolResult(&raw)
+	if err != nil {
+		return mcp.NewToolResultError(markerRemoteError + "the remote's answer to tools/call is not a tool result: " + err.Error())
+	}
+	res.ResultType = ""
+	if !res.IsError {
+		return res
+	}
+	text := strings.TrimSpace(client.Redact(resultText(res)))
+	if text == "" {
+		text = "the remote tool failed and gave no text"
+	}
+	content := []mcp.Content{mcp.NewTextContent(markerRemoteError + text)}
+	for _, c := range res.Content {
+		if _, isText := mcp.AsTextContent(c); !isText {
+			content = append(content, c)
+		}
+	}
+	res.Content = content
+	return res
+}

@@ -1,0 +1,635 @@
+package mcpremote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxResumes bounds how often one answer's event stream is resumed.
+const maxResumes = 3
+
+// maxRetryWait caps the reconnection delay a server may ask for.
+const maxRetryWait = 5 * time.Second
+
+// Session is one initialized MCP session. It is safe for concurrent use: calls over
+// streamable HTTP are independent POSTs carrying the session id; calls over HTTP+SSE
+// are POSTs whose answers one reader routes by request id.
+type Session struct {
+	c        *Client
+	protocol atomic.Pointer[string]
+	server   string // "name version", for messages
+
+	// streamable HTTP: where requests go (after the redirects of initialize) and the
+	// session id the server gave (none for a stateless server). Set by Connect.
+	endpoint *url.URL
+	id       string
+
+	// HTTP+SSE: where messages are POSTed, and the end of the stream.
+	sseEndpoint *url.URL
+	endStream   context.CancelFunc
+	detach      func() bool
+
+	mu      sync.Mutex
+	pending map[int64]chan answer
+
+	lost      chan struct{}
+	lostOnce  sync.Once
+	lostErr   *Error
+	closeOnce sync.Once
+}
+
+type answer struct {
+	msg rpcMessage
+	err *Error
+}
+
+// Connect opens a session: initialize (protocol ProtocolVersion), then
+// notifications/initialized; over SSE the stream is opened first. It takes at most
+// Options.ConnectTimeout. The error is an *Error.
+func (c *Client) Connect(ctx context.Context) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, lost: make(chan struct{})}
+	if c.opts.Transport == TransportSSE {
+		if err := s.openStream(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := s.initialize(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// The stream must outlive Connect's deadline from now on.
+	if s.detach != nil && !s.detach() {
+		s.Close()
+		return nil, c.fail(ReasonTimeout, fmt.Sprintf("timed out connecting to %s (connect timeout %s)", c.url.Host, c.opts.ConnectTimeout), ctx.Err())
+	}
+	return s, nil
+}
+
+type initializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	ServerInfo      struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"serverInfo"`
+}
+
+func (s *Session) initialize(ctx context.Context) error {
+	raw, err := s.request(ctx, "initialize", map[string]any{
+		"protocolVersion": ProtocolVersion,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": s.c.opts.ClientName, "version": s.c.opts.ClientVersion},
+	})
+	if err != nil {
+		var rpcErr *RPCError
+		if errors.As(err, &rpcErr) {
+			return s.c.fail(ReasonInitializeFailed, "the server refused initialize: "+rpcErr.Error(), err)
+		}
+		return s.timeoutOnConnect(ctx, err)
+	}
+	var init initializeResult
+	if err := json.Unmarshal(raw, &init); err != nil || init.ProtocolVersion == "" {
+		return s.c.fail(ReasonProtocolError, "the answer to initialize is not an MCP InitializeResult (no protocolVersion)", err)
+	}
+	if !slices.Contains(supportedVersions, init.ProtocolVersion) {
+		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s)",
+			clipText(init.ProtocolVersion, 40), strings.Join(supportedVersions, ", ")), nil)
+	}
+	s.protocol.Store(&init.ProtocolVersion)
+	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
+	if err := s.notify(ctx, "notifications/initialized"); err != nil {
+		return s.timeoutOnConnect(ctx, err)
+	}
+	return nil
+}
+
+// timeoutOnConnect names the connect timeout when that is what ended the handshake.
+func (s *Session) timeoutOnConnect(ctx context.Context, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Reason == ReasonTimeout && ctx.Err() != nil {
+		out := *e
+		out.Detail += fmt.Sprintf(" (connect timeout %s)", s.c.opts.ConnectTimeout)
+		return &out
+	}
+	return err
+}
+
+// ProtocolVersion is the revision the server chose.
+func (s *Session) ProtocolVersion() string {
+	if v := s.protocol.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// ID is the streamable HTTP session id, "" for a stateless server or over SSE.
+func (s *Session) ID() string { return s.id }
+
+// Server is the server's "name version" from initialize.
+func (s *Session) Server() string { return s.server }
+
+// Alive is false once the session is known to be unusable (lost or closed).
+func (s *Session) Alive() bool {
+	select {
+	case <-s.lost:
+		return false
+	default:
+		return true
+	}
+}
+
+// Close ends the session, best effort within a second: DELETE for a streamable HTTP
+// session with an id, the end of the stream for SSE.
+func (s *Session) Close() {
+	s.closeOnce.Do(func() {
+		if s.endStream != nil {
+			s.endStream()
+		} else if s.id != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := s.c.send(ctx, http.MethodDelete, s.endpoint, nil, "", s.id, s.ProtocolVersion(), "")
+			if err == nil {
+				drainAndClose(resp.Body)
+			}
+			cancel()
+		}
+		s.markLost(&Error{Reason: ReasonSessionLost, Detail: "the session was closed", SessionLost: true})
+	})
+}
+
+// markLost records that the session cannot be used again and fails the calls waiting
+// for an answer on the SSE stream with err.
+func (s *Session) markLost(err *Error) {
+	s.lostOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.lostErr = err
+		close(s.lost)
+		for id, ch := range s.pending {
+			ch <- answer{err: err}
+			delete(s.pending, id)
+		}
+	})
+}
+
+// notSentBecauseLost is the error of a request refused because the session is gone.
+func (s *Session) notSentBecauseLost() *Error {
+	<-s.lost
+	return &Error{Reason: ReasonSessionLost, Detail: "the session is lost: " + s.lostErr.Detail,
+		NotProcessed: true, SessionLost: true, Err: s.lostErr}
+}
+
+// CallTool calls tools/call name with args (a JSON object; empty means {}) and returns
+// the raw CallToolResult. Errors are *RPCError (the server answered with an error) or
+// *Error.
+func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "the arguments are not JSON", NotProcessed: true}
+	}
+	return s.request(ctx, "tools/call", struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}{name, args})
+}
+
+// request sends one JSON-RPC request and returns its result.
+func (s *Session) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if !s.Alive() {
+		return nil, s.notSentBecauseLost()
+	}
+	id, body, err := s.c.newRequest(method, params)
+	if err != nil {
+		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode the request: " + err.Error(), NotProcessed: true, Err: err}
+	}
+	var result json.RawMessage
+	if s.sseEndpoint != nil {
+		result, err = s.requestSSE(ctx, id, method, body)
+	} else {
+		result, err = s.requestStreamable(ctx, id, method, body)
+	}
+	var e *Error
+	if errors.As(err, &e) && e.SessionLost {
+		s.markLost(e)
+	}
+	return result, err
+}
+
+func (s *Session) notify(ctx context.Context, method string) error {
+	endpoint, session := s.endpoint, s.id
+	if s.sseEndpoint != nil {
+		endpoint, session = s.sseEndpoint, ""
+	}
+	resp, err := s.c.send(ctx, http.MethodPost, endpoint, notification(method), contentTypeJSON+", "+contentTypeSSE, session, s.ProtocolVersion(), "")
+	if err != nil {
+		return err
+	}
+	defer drainAndClose(resp.Body)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return s.c.statusError(resp, method, session)
+	}
+	return nil
+}
+
+// ---- streamable HTTP ----
+
+func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte) (json.RawMessage, error) {
+	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, contentTypeJSON+", "+contentTypeSSE, s.id, s.ProtocolVersion(), "")
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer drainAndClose(resp.Body)
+		return nil, s.c.statusError(resp, method, s.id)
+	}
+	defer resp.Body.Close()
+	if method == "initialize" {
+		// Later requests go straight to where the redirects led, with the session.
+		s.endpoint = resp.Request.URL
+		if sid := resp.Header.Get(headerSessionID); sid != "" {
+			if !validSessionID(sid) {
+				return nil, s.c.fail(ReasonProtocolError, "the "+headerSessionID+" header of the answer to initialize holds characters other than visible ASCII", nil)
+			}
+			s.id = sid
+		}
+	}
+	step := "the answer to " + method + " from POST " + pathOf(s.endpoint)
+	switch mt := mediaTypeOf(resp); mt {
+	case contentTypeJSON:
+		data, err := io.ReadAll(&limitedReader{r: resp.Body, max: s.c.opts.MaxMessageBytes})
+		if err != nil {
+			return nil, s.c.classify(ctx, err, step)
+		}
+		msgs, err := parseMessages(data)
+		if err != nil {
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, clipText(err.Error(), 120)), err)
+		}
+		for _, m := range msgs {
+			if got, ok := idOf(m.ID); ok && m.Method == "" && got == id {
+				return s.c.answerOf(m, step)
+			}
+		}
+		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s holds no answer to request %d", step, id), nil)
+	case contentTypeSSE:
+		return s.readStreamAnswer(ctx, resp.Body, id, method, step)
+	case "":
+		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
+	default:
+		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
+			step, clipText(mt, 60), contentTypeJSON, contentTypeSSE), nil)
+	}
+}
+
+// readStreamAnswer reads the answer to request id from the event stream of its POST.
+// A stream that ends cleanly after an event with an id is resumed (GET with
+// Last-Event-ID, 2025-11-25), as servers that poll their clients do.
+func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string) (json.RawMessage, error) {
+	events := newEventReader(first, s.c.opts.MaxMessageBytes)
+	var resumed io.ReadCloser
+	defer func() {
+		if resumed != nil {
+			_ = resumed.Close()
+		}
+	}()
+	for resumes := 0; ; {
+		ev, err := events.next()
+		if err == io.EOF {
+			if events.lastID == "" || resumes >= maxResumes {
+				return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", pathOf(s.endpoint), method), err)
+			}
+			resumes++
+			timer := time.NewTimer(min(events.retry, maxRetryWait))
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, s.c.classify(ctx, ctx.Err(), step)
+			}
+			resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, contentTypeSSE, s.id, s.ProtocolVersion(), events.lastID)
+			if err != nil {
+				return nil, err
+			}
+			if resp.StatusCode < 200 || resp.StatusCode > 299 || mediaTypeOf(resp) != contentTypeSSE {
+				drainAndClose(resp.Body)
+				return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended before the answer to %s and resuming it failed (HTTP %s)",
+					pathOf(s.endpoint), method, resp.Status), nil)
+			}
+			if resumed != nil {
+				_ = resumed.Close()
+			}
+			resumed = resp.Body
+			events = events.continueOn(resp.Body)
+			continue
+		}
+		if err != nil {
+			return nil, s.c.classify(ctx, err, step)
+		}
+		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+			continue
+		}
+		msgs, err := parseMessages([]byte(ev.data))
+		if err != nil {
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, clipText(err.Error(), 120)), err)
+		}
+		for _, m := range msgs {
+			if m.Method != "" {
+				s.answerServer(m)
+				continue
+			}
+			if got, ok := idOf(m.ID); ok && got == id {
+				return s.c.answerOf(m, step)
+			}
+		}
+	}
+}
+
+// answerServer answers a request the server sent (ping; anything else is refused, this
+// client offers no capabilities). Notifications are dropped.
+func (s *Session) answerServer(m rpcMessage) {
+	if len(m.ID) == 0 || string(m.ID) == "null" {
+		return
+	}
+	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+	if m.Method == "ping" {
+		reply["result"] = struct{}{}
+	} else {
+		reply["error"] = rpcError{Code: -32601, Message: "method not supported by this client: " + clipText(m.Method, 60)}
+	}
+	data, _ := json.Marshal(reply)
+	endpoint, session, protocol := s.endpoint, s.id, s.ProtocolVersion()
+	if s.sseEndpoint != nil {
+		endpoint, session = s.sseEndpoint, ""
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, contentTypeJSON+", "+contentTypeSSE, session, protocol, "")
+		if err == nil {
+			drainAndClose(resp.Body)
+		}
+	}()
+}
+
+// ---- HTTP+SSE (protocol 2024-11-05) ----
+
+// openStream GETs the stream (it lives until Close, not only until ctx ends; ctx bounds
+// the wait for the endpoint event) and starts the reader.
+func (s *Session) openStream(ctx context.Context) error {
+	life, end := context.WithCancel(context.Background())
+	s.endStream = end
+	s.detach = context.AfterFunc(ctx, end)
+	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, contentTypeSSE, "", "", "")
+	if err != nil {
+		return s.timeoutOnConnect(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer drainAndClose(resp.Body)
+		return s.c.statusError(resp, "the SSE stream", "")
+	}
+	if mt := mediaTypeOf(resp); mt != contentTypeSSE {
+		drainAndClose(resp.Body)
+		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with Content-Type %q, not an SSE stream: is this an MCP SSE endpoint?",
+			pathOf(resp.Request.URL), clipText(mt, 60)), nil)
+	}
+	endpoint := make(chan *url.URL, 1)
+	go s.readStream(life, resp.Body, resp.Request.URL, endpoint)
+	select {
+	case u := <-endpoint:
+		s.sseEndpoint = u
+		return nil
+	case <-s.lost:
+		if ctx.Err() != nil {
+			return s.c.fail(ReasonTimeout, fmt.Sprintf("timed out waiting for the endpoint event of the SSE stream GET %s (connect timeout %s)",
+				pathOf(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
+		}
+		return s.lostErr
+	}
+}
+
+// readStream reads the SSE stream until it ends: the endpoint event first, then the
+// answers, each handed to the call waiting for its id.
+func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL *url.URL, endpoint chan<- *url.URL) {
+	defer body.Close()
+	events := newEventReader(body, s.c.opts.MaxMessageBytes)
+	where := "the SSE stream GET " + pathOf(streamURL)
+	haveEndpoint := false
+	for {
+		ev, err := events.next()
+		if err != nil {
+			var e *Error
+			if err == io.EOF {
+				e = s.c.fail(ReasonConnectionDropped, where+" ended", err)
+			} else {
+				e = s.c.classify(life, err, where)
+			}
+			e.SessionLost = true
+			s.markLost(e)
+			return
+		}
+		if !haveEndpoint {
+			if ev.event != "endpoint" {
+				continue
+			}
+			u, err := streamURL.Parse(strings.TrimSpace(ev.data))
+			if err != nil || originOf(u) != originOf(streamURL) {
+				s.markLost(s.c.fail(ReasonProtocolError, where+" named a message endpoint that is not a URL on its own origin; refused", err))
+				return
+			}
+			haveEndpoint = true
+			endpoint <- u
+			continue
+		}
+		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+			continue
+		}
+		msgs, err := parseMessages([]byte(ev.data))
+		if err != nil {
+			continue // not JSON-RPC: nothing to route
+		}
+		for _, m := range msgs {
+			if m.Method != "" {
+				s.answerServer(m)
+				continue
+			}
+			id, ok := idOf(m.ID)
+			if !ok {
+				continue
+			}
+			s.mu.Lock()
+			ch := s.pending[id]
+			delete(s.pending, id)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- answer{msg: m}
+			}
+		}
+	}
+}
+
+func (s *Session) requestSSE(ctx context.Context, id int64, method string, body []byte) (json.RawMessage, error) {
+	ch := make(chan answer, 1)
+	s.mu.Lock()
+	if s.lostErr != nil {
+		s.mu.Unlock()
+		return nil, s.notSentBecauseLost()
+	}
+	s.pending[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}()
+	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, contentTypeJSON+", "+contentTypeSSE, "", s.ProtocolVersion(), "")
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer drainAndClose(resp.Body)
+		// The session is in the endpoint's URL: a 404, or a 400 naming the session,
+		// means the server forgot it.
+		return nil, s.c.statusError(resp, method, "sse")
+	}
+	drainAndClose(resp.Body)
+	step := "the answer to " + method + " on the SSE stream GET " + pathOf(s.c.url)
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			e := *a.err
+			e.NotProcessed = false // the request was delivered; whether it ran is unknown
+			e.Detail = fmt.Sprintf("%s before the answer to %s", e.Detail, method)
+			return nil, &e
+		}
+		return s.c.answerOf(a.msg, step)
+	case <-ctx.Done():
+		return nil, s.c.classify(ctx, ctx.Err(), step)
+	}
+}
+
+func validSessionID(id string) bool {
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ---- text/event-stream ----
+
+type event struct {
+	event, data, id string
+}
+
+// eventReader parses a text/event-stream; no line or event may exceed max bytes.
+type eventReader struct {
+	br     *bufio.Reader
+	max    int64
+	lastID string
+	retry  time.Duration
+}
+
+func newEventReader(r io.Reader, max int64) *eventReader {
+	return &eventReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
+}
+
+// continueOn reads a resumed stream, keeping the last event id and retry delay.
+func (s *eventReader) continueOn(r io.Reader) *eventReader {
+	next := newEventReader(r, s.max)
+	next.lastID, next.retry = s.lastID, s.retry
+	return next
+}
+
+func (s *eventReader) readLine() (string, error) {
+	var line []byte
+	for {
+		chunk, err := s.br.ReadSlice('\n')
+		if int64(len(line)+len(chunk)) > s.max+16 {
+			return "", errTooLarge
+		}
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return "", io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		break
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return string(line), nil
+}
+
+// next returns the next event that has data. io.EOF: the stream ended cleanly between
+// events; io.ErrUnexpectedEOF: inside one.
+func (s *eventReader) next() (event, error) {
+	var ev event
+	var data strings.Builder
+	hasData, started := false, false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && started {
+				err = io.ErrUnexpectedEOF
+			}
+			return event{}, err
+		}
+		if line == "" {
+			if hasData {
+				ev.data = data.String()
+				return ev, nil
+			}
+			ev, started = event{}, false
+			continue
+		}
+		started = true
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			ev.event = value
+		case "id":
+			if !strings.ContainsRune(value, 0) {
+				ev.id, s.lastID = value, value
+			}
+		case "retry":
+			if ms, err := strconv.ParseUint(value, 10, 32); err == nil {
+				s.retry = time.Duration(ms) * time.Millisecond
+			}
+		case "data":
+			if hasData {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+			hasData = true
+			if int64(data.Len()) > s.max {
+				return event{}, errTooLarge
+			}
+		}
+	}
+}
