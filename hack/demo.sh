@@ -65,6 +65,7 @@ up() {
   say "starting the operator (local runtime: adapters are served on 127.0.0.1 by the manager)"
   nohup "${ROOT}/bin/manager" --runtime=local --kubeconfig "${KUBECONFIG_PATH}" \
     --local-memory-dir "${DEMO}/memory" \
+    --catalog-bind-address=127.0.0.1:0 \
     --metrics-bind-address=0 --health-probe-bind-address=0 >"${DEMO}/manager.log" 2>&1 &
   echo $! >"${DEMO}/manager.pid"
 
@@ -111,12 +112,46 @@ YAML
   kubectl get remotetoolimport unlisted-tools \
     -o jsonpath='unlisted-tools: {.status.conditions[?(@.type=="SourceAllowed")].message}{"\n"}'
 
+  say "a gateway SkillServer that re-exports library-import's tools with the prefix lib_"
+  kubectl apply -f - <<YAML
+apiVersion: cantus.dev/v1alpha1
+kind: SkillServer
+metadata:
+  name: gateway
+  namespace: default
+spec:
+  serverInfo: {name: cantus-gateway}
+  imports:
+  - name: library-import
+    prefix: lib_
+YAML
+  kubectl wait --for=condition=Ready skillserver/gateway --timeout=60s
+  local gateway; gateway="$(kubectl get skillserver gateway -o jsonpath='{.status.url}')"
+  kubectl get skillserver gateway -o jsonpath='{range .status.tools[*]}  {.name} <- {.source} ({.remoteName}){"\n"}{end}'
+  inspector "${gateway}" --method tools/call --tool-name lib_search_book --tool-arg 'title="Solaris"'
+
+  say "the discovery catalog (HTTPS, Kubernetes bearer token): one tool in two shapes"
+  kubectl create serviceaccount demo-agent --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create role list-skillservers --verb=get,list --resource=skillservers.cantus.dev --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create rolebinding demo-agent-lists --role=list-skillservers --serviceaccount=default:demo-agent --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  local token catalog
+  token="$(kubectl create token demo-agent)"
+  catalog="$(sed -n 's/.*serving the discovery catalog.*"address":"\([^"]*\)".*/\1/p' "${DEMO}/manager.log" | tail -n1)"
+  echo "catalog at https://${catalog} (self-signed certificate, hence -k)"
+  echo "-- format=anthropic"
+  curl -sk -H "Authorization: Bearer ${token}" "https://${catalog}/v1/servers/default/gateway/tools/lib_search_book?format=anthropic"
+  echo "-- format=huggingface"
+  curl -sk -H "Authorization: Bearer ${token}" "https://${catalog}/v1/servers/default/gateway/tools/lib_search_book?format=huggingface"
+  echo "-- without a token: HTTP $(curl -sk -o /dev/null -w '%{http_code}' "https://${catalog}/v1/servers")"
+
   say "the demo keeps running"
   cat <<MSG
   export KUBECONFIG=${KUBECONFIG_PATH}
   kubectl get skillservers -o wide
   kubectl describe skillserver library
   kubectl describe remotetoolimport library-import
+  kubectl describe skillserver gateway
+  curl -sk -H "Authorization: Bearer \$(kubectl create token demo-agent)" https://${catalog:-CATALOG}/v1/servers
   (cd test/mcp-peers/node_modules/@modelcontextprotocol/inspector-cli/build && node index.js ${url} --transport http --method tools/list)
   logs: .demo/manager.log, .demo/controlplane.log
   stop: make demo-down
