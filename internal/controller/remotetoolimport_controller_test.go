@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -476,4 +477,45 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 	t.Logf("200 imports (20 hanging, timeout %s): 180 healthy Ready after %s; 20 hanging reported Timeout after %s", hangTimeout, healthyTook.Round(time.Millisecond), hangingTook.Round(time.Millisecond))
 	fmt.Printf("figures: 180 healthy imports Ready in %s beside 20 hanging ones (timeout %s, reported after %s)\n", healthyTook.Round(time.Millisecond), hangTimeout, hangingTook.Round(time.Millisecond))
 	g.Expect(timedOutWhenHealthyReady).To(BeZero(), "the healthy imports were all Ready before any hanging one timed out")
+}
+
+// swappableHandler serves whichever handler was stored last.
+type swappableHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startImportManager(t, 0)
+	remote := &swappableHandler{}
+	first := adapterHandler(t, "", "search_book", "old_tool")
+	remote.h.Store(&first)
+	srv := newCountingServer(t, remote)
+
+	imp := newImport(ns, "changing", srv.URL+"/mcp")
+	imp.Spec.RefreshInterval = &metav1.Duration{Duration: time.Second}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	g.Eventually(func() int32 {
+		got := &cantusv1alpha1.RemoteToolImport{}
+		_ = k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)
+		return got.Status.ToolCount
+	}).Should(Equal(int32(2)))
+
+	second := adapterHandler(t, "", "search_book", "new_tool")
+	remote.h.Store(&second)
+	g.Eventually(func() []string {
+		list := &eventsv1.EventList{}
+		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
+		var notes []string
+		for _, e := range list.Items {
+			notes = append(notes, e.Reason+": "+e.Note)
+		}
+		return notes
+	}, 20*time.Second).Should(ContainElements(
+		HavePrefix("HandshakeSucceeded: initialized with remote-books 1.2.3"),
+		Equal("ToolsChanged: added new_tool; removed old_tool"),
+	))
 }
