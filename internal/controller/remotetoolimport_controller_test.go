@@ -482,7 +482,9 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 // swappableHandler serves whichever handler was stored last.
 type swappableHandler struct{ h atomic.Pointer[http.Handler] }
 
-func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
 
 func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	g := NewWithT(t)
