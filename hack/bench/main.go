@@ -1,26 +1,33 @@
-// Command bench measures tools/call of a template skill over streamable HTTP, served by
-// the adapter (internal/adapter) and by a bare mcp-go server that renders the same text
-// with the same text/template, side by side in one process on 127.0.0.1 listeners.
+// Command bench measures tools/call of a template skill over streamable HTTP in two
+// comparisons, each side by side in one process on 127.0.0.1 listeners:
 //
-// At every concurrency level both servers get the same number of mcp-go clients, one
-// per worker, each initialized before anything is timed. After a warm-up of each, the
-// measured time of a server (-duration) is cut into slices that alternate between the
-// two servers, A B B A then B A A B and so on (-rounds such groups), so that drift on a
-// small shared machine (other processes, frequency, GC) falls on both alike. A server's
-// figures combine its slices: calls/s, p50 and p99 latency, process CPU and heap
-// allocations per call, then the ratios adapter/bare against the targets (throughput
-// ≥ 0.9×, p99 ≤ 1.2×). The targets are printed, never asserted: the command exits 0
-// whatever the figures, and fails only when a server cannot be set up or does not
-// answer the expected text.
+//   - adapter: the adapter (internal/adapter) against a bare mcp-go server that renders
+//     the same text with the same text/template;
+//   - gateway: the skill re-exported through a gateway (a second adapter whose tool has
+//     a Remote backend, as a SkillServer with spec.imports renders it) against a direct
+//     call to the same remote (an adapter serving the skill).
 //
-//	go run ./hack/bench [-duration 3s] [-rounds 6] [-warmup 500ms]
-//	                    [-concurrency 1,16,64] [-json] [-auth]
+// At every concurrency level both sides of a comparison get the same number of mcp-go
+// clients, one per worker, each initialized before anything is timed. After a warm-up
+// of each, the measured time of a side (-duration) is cut into slices that alternate
+// between the two sides, A B B A then B A A B and so on (-rounds such groups), so that
+// drift on a small shared machine (other processes, frequency, GC) falls on both
+// alike. A side's figures combine its slices: calls/s, p50 and p99 latency, process
+// CPU and heap allocations per call, then the ratios against the targets: adapter/bare
+// throughput ≥ 0.9× and p99 ≤ 1.2×; gateway/direct p50 ≤ 1.5× and throughput ≥ 0.6×.
+// The targets are printed, never asserted: the command exits 0 whatever the figures,
+// and fails only when a server cannot be set up or does not answer the expected text.
+//
+//	go run ./hack/bench [-only adapter|gateway|all] [-duration 3s] [-rounds 6]
+//	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
-// Each server's connections are served under the pprof label server=adapter or
-// server=bare, and the clients (their connection goroutines included) under
-// side=client, so a -cpuprofile splits with `go tool pprof -tagfocus server=adapter`;
-// what carries no label is the runtime's own work, mostly GC.
+// Each server's connections are served under the pprof label server=adapter,
+// server=bare, server=remote or server=gateway (the gateway's connections to the
+// remote included, as they are opened from its handlers), and the clients (their
+// connection goroutines included) under side=client, so a -cpuprofile splits with
+// `go tool pprof -tagfocus server=adapter`; what carries no label is the runtime's own
+// work, mostly GC.
 package main
 
 import (
@@ -67,10 +74,27 @@ const (
 	wantText     = "Hello, Ada! Welcome to the library."
 )
 
-// Targets of adapter/bare.
+// The skill as the gateway re-exports it.
 const (
-	targetThroughputRatio = 0.9
-	targetP99Ratio        = 1.2
+	// gatewayToolName is its name on the gateway (an import prefix).
+	gatewayToolName = "remote_greet_reader"
+	// gatewayImport names the RemoteToolImport it comes from ("namespace/name").
+	gatewayImport = "bench/remote"
+)
+
+// targets bound the ratios candidate/baseline of a comparison; a zero bound is no
+// target (the ratio is printed all the same).
+type targets struct {
+	minThroughput float64
+	maxP50        float64
+	maxP99        float64
+}
+
+var (
+	// adapter/bare.
+	adapterTargets = targets{minThroughput: 0.9, maxP99: 1.2}
+	// gateway/direct, from issue 4 ("Tests and figures").
+	gatewayTargets = targets{minThroughput: 0.6, maxP50: 1.5}
 )
 
 const (
@@ -82,12 +106,24 @@ const (
 	maxSettle = 25 * time.Millisecond
 )
 
+// Names of servers (pprof labels) and of the sides of the comparisons.
 const (
-	nameAdapter = "adapter"
-	nameBare    = "bare"
+	nameAdapter = "adapter" // server and side
+	nameBare    = "bare"    // server and side
+	nameRemote  = "remote"  // server: the remote the gateway re-exports from
+	nameGateway = "gateway" // server and side: the remote's tool through the gateway
+	nameDirect  = "direct"  // side: the remote's tool called directly
+)
+
+// Values of -only.
+const (
+	onlyAll     = "all"
+	onlyAdapter = "adapter"
+	onlyGateway = "gateway"
 )
 
 type options struct {
+	only        string
 	duration    time.Duration
 	rounds      int
 	warmup      time.Duration
@@ -103,10 +139,19 @@ func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.r
 
 func (o options) settle() time.Duration { return min(maxSettle, o.slice()/5) }
 
+func (o options) comparisons() int {
+	if o.only == onlyAll {
+		return 2
+	}
+	return 1
+}
+
+func (o options) wants(name string) bool { return o.only == onlyAll || o.only == name }
+
 // expected is how long the measurements take, connections aside.
 func (o options) expected() time.Duration {
-	perServer := o.warmup + time.Duration(2*o.rounds)*(o.settle()+o.slice())
-	return time.Duration(2*len(o.concurrency)) * perServer
+	perSide := o.warmup + time.Duration(2*o.rounds)*(o.settle()+o.slice())
+	return time.Duration(2*o.comparisons()*len(o.concurrency)) * perSide
 }
 
 func main() {
@@ -119,17 +164,21 @@ func main() {
 func parseFlags() (options, error) {
 	var o options
 	var conc string
-	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each server at each concurrency level")
-	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (A B B A or B A A B); each server's -duration is cut into 2×rounds slices")
-	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each server before each level")
+	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct) or all")
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each side of a comparison at each concurrency level")
+	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (A B B A or B A A B); each side's -duration is cut into 2×rounds slices")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each side before each level")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
-	flag.BoolVar(&o.auth, "auth", false, "serve the adapter with a bearer token (off by default, as an adapter without bearerTokenFile); the clients of both servers send it")
+	flag.BoolVar(&o.auth, "auth", false, "serve the adapter, the remote and the gateway with a bearer token (off by default, as an adapter without bearerTokenFile); every client sends it, the gateway from a header file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if o.only != onlyAll && o.only != onlyAdapter && o.only != onlyGateway {
+		return o, fmt.Errorf("-only %q: use %s, %s or %s", o.only, onlyAdapter, onlyGateway, onlyAll)
 	}
 	if o.rounds < 1 || o.rounds > 100 {
 		return o, fmt.Errorf("-rounds %d must be in 1..100", o.rounds)
@@ -150,6 +199,15 @@ func parseFlags() (options, error) {
 	return o, nil
 }
 
+// comparison is two sides measured against each other: a is the candidate, b the
+// baseline, and the ratios are a/b.
+type comparison struct {
+	name    string // onlyAdapter or onlyGateway
+	title   string // what is compared, for the report
+	a, b    target
+	targets targets
+}
+
 func run() error {
 	o, err := parseFlags()
 	if err != nil {
@@ -165,28 +223,13 @@ func run() error {
 	defer watchdog.Stop()
 
 	env := describeEnv()
-	fmt.Fprintf(os.Stderr, "%s\nmeasuring %s per server at %d levels in slices of %s; about %s\n",
-		env.line(), o.duration, len(o.concurrency), o.slice().Round(time.Millisecond), o.expected().Round(time.Second))
+	fmt.Fprintf(os.Stderr, "%s\nmeasuring %d comparison(s), %s per side at %d levels in slices of %s; about %s\n",
+		env.line(), o.comparisons(), o.duration, len(o.concurrency), o.slice().Round(time.Millisecond), o.expected().Round(time.Second))
 
 	token := ""
 	if o.auth {
 		token = benchToken
 	}
-	adapterURL, stopAdapter, err := startAdapter(token)
-	if err != nil {
-		return err
-	}
-	defer stopAdapter()
-	bareURL, stopBare, err := startBare()
-	if err != nil {
-		return err
-	}
-	defer stopBare()
-
-	// From here on, the goroutines this one starts, and those they start (the
-	// transport's connection loops among them), are the clients' side.
-	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
-
 	maxConc := slices.Max(o.concurrency)
 	httpClient := &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // loopback only
@@ -200,14 +243,71 @@ func run() error {
 	if token != "" {
 		headers = map[string]string{"Authorization": "Bearer " + token}
 	}
-	targets := map[string]target{
-		nameAdapter: {name: nameAdapter, url: adapterURL, headers: headers, http: httpClient},
-		nameBare:    {name: nameBare, url: bareURL, headers: headers, http: httpClient},
+	newTarget := func(name, url, tool string) target {
+		return target{name: name, url: url, tool: tool, headers: headers, http: httpClient}
 	}
-	// Both servers must answer the same text before anything is timed.
-	for _, name := range []string{nameAdapter, nameBare} {
-		if err := targets[name].check(); err != nil {
+
+	var comparisons []comparison
+	if o.wants(onlyAdapter) {
+		adapterURL, stopAdapter, err := startTemplateAdapter(nameAdapter, token)
+		if err != nil {
 			return err
+		}
+		defer stopAdapter()
+		bareURL, stopBare, err := startBare()
+		if err != nil {
+			return err
+		}
+		defer stopBare()
+		comparisons = append(comparisons, comparison{
+			name:    onlyAdapter,
+			title:   fmt.Sprintf("adapter/bare: tools/call %s on the adapter and on a bare mcp-go server", toolName),
+			a:       newTarget(nameAdapter, adapterURL, toolName),
+			b:       newTarget(nameBare, bareURL, toolName),
+			targets: adapterTargets,
+		})
+	}
+	if o.wants(onlyGateway) {
+		remoteURL, stopRemote, err := startTemplateAdapter(nameRemote, token)
+		if err != nil {
+			return err
+		}
+		defer stopRemote()
+		headerFile := ""
+		if token != "" {
+			// The gateway sends the remote's token from a file, as a Secret mounted for
+			// a RemoteToolImport's headers.
+			if headerFile, err = writeHeaderFile("Bearer " + token); err != nil {
+				return err
+			}
+			defer os.Remove(headerFile)
+		}
+		gatewayURL, stopGateway, err := startGateway(remoteURL, headerFile, token)
+		if err != nil {
+			return err
+		}
+		defer stopGateway()
+		comparisons = append(comparisons, comparison{
+			name: onlyGateway,
+			title: fmt.Sprintf("gateway/direct: tools/call %s on the gateway, re-exported from the remote's %s, against %s called on the remote directly",
+				gatewayToolName, toolName, toolName),
+			a:       newTarget(nameGateway, gatewayURL, gatewayToolName),
+			b:       newTarget(nameDirect, remoteURL, toolName),
+			targets: gatewayTargets,
+		})
+	}
+
+	// From here on, the goroutines this one starts, and those they start (the
+	// transport's connection loops among them), are the clients' side.
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
+
+	// Every side must answer the expected text before anything is timed; the first
+	// call through the gateway also opens its pooled session to the remote.
+	for _, c := range comparisons {
+		for _, t := range []target{c.a, c.b} {
+			if err := t.check(); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -224,22 +324,33 @@ func run() error {
 	}
 
 	rep := report{
-		Env:                   env,
-		DurationPerServer:     o.duration.String(),
-		Rounds:                o.rounds,
-		Slice:                 o.slice().Round(time.Millisecond).String(),
-		Warmup:                o.warmup.String(),
-		Auth:                  o.auth,
-		TargetThroughputRatio: targetThroughputRatio,
-		TargetP99Ratio:        targetP99Ratio,
+		Env:             env,
+		DurationPerSide: o.duration.String(),
+		Rounds:          o.rounds,
+		Slice:           o.slice().Round(time.Millisecond).String(),
+		Warmup:          o.warmup.String(),
+		Auth:            o.auth,
 	}
-	for _, conc := range o.concurrency {
-		a, b, ratios, err := measureLevel(o, conc, targets[nameAdapter], targets[nameBare])
-		if err != nil {
-			return fmt.Errorf("at %d clients: %w", conc, err)
+	for _, c := range comparisons {
+		fmt.Fprintf(os.Stderr, "%s:\n", c.name)
+		cr := comparisonResult{
+			Name:                  c.name,
+			Title:                 c.title,
+			Candidate:             c.a.name,
+			Baseline:              c.b.name,
+			TargetThroughputRatio: c.targets.minThroughput,
+			TargetP50Ratio:        c.targets.maxP50,
+			TargetP99Ratio:        c.targets.maxP99,
 		}
-		rep.Results = append(rep.Results, a, b)
-		rep.Ratios = append(rep.Ratios, ratios)
+		for _, conc := range o.concurrency {
+			a, b, ratios, err := measureLevel(o, conc, c)
+			if err != nil {
+				return fmt.Errorf("%s at %d clients: %w", c.name, conc, err)
+			}
+			cr.Results = append(cr.Results, a, b)
+			cr.Ratios = append(cr.Ratios, ratios)
+		}
+		rep.Comparisons = append(rep.Comparisons, cr)
 	}
 	rep.Env.LoadAvgEnd = loadAvg()
 	if o.memprofile != "" {
@@ -257,22 +368,23 @@ func run() error {
 	return nil
 }
 
-// measureLevel connects conc clients to each server, warms both up, then runs the
+// measureLevel connects conc clients to each side of c, warms both up, then runs the
 // alternating slices and combines them.
-func measureLevel(o options, conc int, ta, tb target) (serverResult, serverResult, ratioResult, error) {
+func measureLevel(o options, conc int, c comparison) (serverResult, serverResult, ratioResult, error) {
 	var none serverResult
-	pa, err := ta.openPool(conc)
+	pa, err := c.a.openPool(conc)
 	if err != nil {
 		return none, none, ratioResult{}, err
 	}
 	defer pa.close()
-	pb, err := tb.openPool(conc)
+	pb, err := c.b.openPool(conc)
 	if err != nil {
 		return none, none, ratioResult{}, err
 	}
 	defer pb.close()
 
-	pools := map[string]*pool{nameAdapter: pa, nameBare: pb}
+	nameA, nameB := c.a.name, c.b.name
+	pools := map[string]*pool{nameA: pa, nameB: pb}
 	for _, p := range []*pool{pa, pb} {
 		if o.warmup > 0 {
 			if _, err := p.slice(0, o.warmup); err != nil {
@@ -283,9 +395,9 @@ func measureLevel(o options, conc int, ta, tb target) (serverResult, serverResul
 	got := map[string][]sliceResult{}
 	var roundRatios []float64
 	for r := range o.rounds {
-		order := []string{nameAdapter, nameBare, nameBare, nameAdapter}
+		order := []string{nameA, nameB, nameB, nameA}
 		if r%2 == 1 {
-			order = []string{nameBare, nameAdapter, nameAdapter, nameBare}
+			order = []string{nameB, nameA, nameA, nameB}
 		}
 		roundCalls := map[string]int{}
 		for _, name := range order {
@@ -297,13 +409,14 @@ func measureLevel(o options, conc int, ta, tb target) (serverResult, serverResul
 			got[name] = append(got[name], res)
 			roundCalls[name] += res.calls
 		}
-		roundRatios = append(roundRatios, float64(roundCalls[nameAdapter])/float64(roundCalls[nameBare]))
+		roundRatios = append(roundRatios, float64(roundCalls[nameA])/float64(roundCalls[nameB]))
 	}
-	a := combine(nameAdapter, conc, got[nameAdapter])
-	b := combine(nameBare, conc, got[nameBare])
-	ratios := ratiosOf(a, b, roundRatios)
-	fmt.Fprintf(os.Stderr, "  %3d clients: adapter %6.0f calls/s p99 %7.3fms | bare %6.0f calls/s p99 %7.3fms | throughput %.2f× p99 %.2f×\n",
-		conc, a.CallsPerSec, a.P99Ms, b.CallsPerSec, b.P99Ms, ratios.ThroughputRatio, ratios.P99Ratio)
+	a := combine(nameA, conc, got[nameA])
+	b := combine(nameB, conc, got[nameB])
+	ratios := ratiosOf(a, b, roundRatios, c.targets)
+	fmt.Fprintf(os.Stderr, "  %3d clients: %s %6.0f calls/s p50 %.3fms p99 %.3fms | %s %6.0f calls/s p50 %.3fms p99 %.3fms | throughput %.2f× p50 %.2f× p99 %.2f×\n",
+		conc, nameA, a.CallsPerSec, a.P50Ms, a.P99Ms, nameB, b.CallsPerSec, b.P50Ms, b.P99Ms,
+		ratios.ThroughputRatio, ratios.P50Ratio, ratios.P99Ratio)
 	return a, b, ratios, nil
 }
 
@@ -336,11 +449,12 @@ func serveLabelled(name string, h http.Handler) (baseURL string, stop func(), er
 	return "http://" + ln.Addr().String(), stop, nil
 }
 
-// startAdapter serves the skill with the adapter as the controller renders it by
-// default: streamable HTTP, stateless.
-func startAdapter(token string) (string, func(), error) {
+// startTemplateAdapter serves the skill with the adapter as the controller renders it
+// by default: streamable HTTP, stateless. label is the pprof label of its connections:
+// nameAdapter, or nameRemote for the remote the gateway re-exports from.
+func startTemplateAdapter(label, token string) (string, func(), error) {
 	cfg := &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cantus-bench", Version: "0.0.0"},
+		Server:    adapter.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
 		Transport: adapter.TransportStreamableHTTP,
 		Stateless: true,
 		Tools: []adapter.Tool{{
@@ -356,13 +470,78 @@ func startAdapter(token string) (string, func(), error) {
 	}
 	srv, err := adapter.NewServer(cfg, opts...)
 	if err != nil {
-		return "", nil, fmt.Errorf("adapter: %w", err)
+		return "", nil, fmt.Errorf("%s: %w", label, err)
 	}
-	base, stop, err := serveLabelled(nameAdapter, srv.Handler())
+	base, stop, err := serveLabelled(label, srv.Handler())
 	if err != nil {
 		return "", nil, err
 	}
 	return base + adapter.PathMCP, stop, nil
+}
+
+// startGateway serves the skill of the remote at remoteURL re-exported, as the
+// controller renders a SkillServer whose spec.imports names a RemoteToolImport: a tool
+// with a Remote backend (streamable HTTP, the remote's schema, a prefixed name), on an
+// adapter that keeps one pooled client session to the remote. headerFile, when set,
+// holds the Authorization header the gateway sends to the remote; token, when set, is
+// the bearer token the gateway itself requires.
+func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
+	remote := &adapter.RemoteBackend{
+		Import:     gatewayImport,
+		URL:        remoteURL,
+		Transport:  adapter.TransportStreamableHTTP,
+		RemoteName: toolName,
+		Timeout:    adapter.Duration{Duration: callTimeout},
+	}
+	if headerFile != "" {
+		remote.HeaderFiles = map[string]string{"Authorization": headerFile}
+	}
+	cfg := &adapter.Config{
+		Server:    adapter.ServerInfo{Name: "cantus-bench-" + nameGateway, Version: "0.0.0"},
+		Transport: adapter.TransportStreamableHTTP,
+		Stateless: true,
+		Tools: []adapter.Tool{{
+			Name:        gatewayToolName,
+			Description: toolDesc,
+			InputSchema: json.RawMessage(toolSchema),
+			Remote:      remote,
+		}},
+	}
+	var opts []adapter.Option
+	if token != "" {
+		opts = append(opts, adapter.WithBearerToken(token))
+	}
+	srv, err := adapter.NewServer(cfg, opts...)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", nameGateway, err)
+	}
+	base, stop, err := serveLabelled(nameGateway, srv.Handler())
+	if err != nil {
+		_ = srv.Close()
+		return "", nil, err
+	}
+	return base + adapter.PathMCP, func() {
+		stop()
+		_ = srv.Close() // ends the pooled session to the remote
+	}, nil
+}
+
+// writeHeaderFile writes value to a new private temporary file and returns its path.
+func writeHeaderFile(value string) (string, error) {
+	f, err := os.CreateTemp("", "cantus-bench-authorization-*")
+	if err != nil {
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	if _, err := f.WriteString(value); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // startBare serves the same tool with mcp-go alone: one AddTool whose handler renders
@@ -397,9 +576,11 @@ func startBare() (string, func(), error) {
 
 // ---- clients ----
 
+// target is one side of a comparison: an endpoint and the tool called there.
 type target struct {
 	name    string
 	url     string
+	tool    string
 	headers map[string]string
 	http    *http.Client
 }
@@ -438,9 +619,9 @@ func (t target) connect() (*client.Client, error) {
 	return c, nil
 }
 
-func callRequest() mcp.CallToolRequest {
+func callRequest(tool string) mcp.CallToolRequest {
 	req := mcp.CallToolRequest{}
-	req.Params.Name = toolName
+	req.Params.Name = tool
 	req.Params.Arguments = map[string]any{"name": argName}
 	return req
 }
@@ -472,8 +653,8 @@ func (t target) check() error {
 		return fmt.Errorf("%s at %s: %w", t.name, t.url, err)
 	}
 	defer c.Close()
-	if err := callOnce(c, callRequest()); err != nil {
-		return fmt.Errorf("%s: tools/call %s: %w", t.name, toolName, err)
+	if err := callOnce(c, callRequest(t.tool)); err != nil {
+		return fmt.Errorf("%s: tools/call %s: %w", t.name, t.tool, err)
 	}
 	return nil
 }
@@ -528,7 +709,7 @@ func (p *pool) slice(settle, window time.Duration) (sliceResult, error) {
 	var wg sync.WaitGroup
 	for i, c := range p.clients {
 		wg.Go(func() {
-			req := callRequest()
+			req := callRequest(p.t.tool)
 			w := &results[i]
 			for {
 				s := time.Now()
@@ -714,30 +895,44 @@ type serverResult struct {
 	SliceMaxPerSec float64 `json:"slice_max_calls_per_sec"`
 }
 
+// ratioResult is candidate/baseline at one level. A pass flag is absent (nil) when its
+// comparison has no target for that ratio.
 type ratioResult struct {
 	Concurrency        int     `json:"concurrency"`
 	ThroughputRatio    float64 `json:"throughput_ratio"`
 	ThroughputPass     bool    `json:"throughput_pass"`
 	RoundThroughputMin float64 `json:"round_throughput_ratio_min"`
 	RoundThroughputMax float64 `json:"round_throughput_ratio_max"`
+	P50Ratio           float64 `json:"p50_ratio"`
+	P50Pass            *bool   `json:"p50_pass,omitempty"`
 	P99Ratio           float64 `json:"p99_ratio"`
-	P99Pass            bool    `json:"p99_pass"`
+	P99Pass            *bool   `json:"p99_pass,omitempty"`
 	CPUPerCallRatio    float64 `json:"cpu_per_call_ratio"`
 	AllocsPerCallDiff  float64 `json:"allocs_per_call_diff"`
 	BytesPerCallDiff   float64 `json:"bytes_per_call_diff"`
 }
 
-type report struct {
-	Env                   envInfo        `json:"env"`
-	DurationPerServer     string         `json:"duration_per_server"`
-	Rounds                int            `json:"rounds"`
-	Slice                 string         `json:"slice"`
-	Warmup                string         `json:"warmup"`
-	Auth                  bool           `json:"auth"`
+// comparisonResult is one comparison at every level. A zero target is no target.
+type comparisonResult struct {
+	Name                  string         `json:"name"`
+	Title                 string         `json:"title"`
+	Candidate             string         `json:"candidate"`
+	Baseline              string         `json:"baseline"`
 	TargetThroughputRatio float64        `json:"target_throughput_ratio"`
-	TargetP99Ratio        float64        `json:"target_p99_ratio"`
+	TargetP50Ratio        float64        `json:"target_p50_ratio,omitempty"`
+	TargetP99Ratio        float64        `json:"target_p99_ratio,omitempty"`
 	Results               []serverResult `json:"results"`
 	Ratios                []ratioResult  `json:"ratios"`
+}
+
+type report struct {
+	Env             envInfo            `json:"env"`
+	DurationPerSide string             `json:"duration_per_side"`
+	Rounds          int                `json:"rounds"`
+	Slice           string             `json:"slice"`
+	Warmup          string             `json:"warmup"`
+	Auth            bool               `json:"auth"`
+	Comparisons     []comparisonResult `json:"comparisons"`
 }
 
 func combine(name string, conc int, parts []sliceResult) serverResult {
@@ -770,56 +965,90 @@ func combine(name string, conc int, parts []sliceResult) serverResult {
 	return r
 }
 
-func ratiosOf(a, b serverResult, rounds []float64) ratioResult {
+func ratiosOf(a, b serverResult, rounds []float64, t targets) ratioResult {
 	r := ratioResult{
 		Concurrency:        a.Concurrency,
 		ThroughputRatio:    a.CallsPerSec / b.CallsPerSec,
 		RoundThroughputMin: slices.Min(rounds),
 		RoundThroughputMax: slices.Max(rounds),
+		P50Ratio:           a.P50Ms / b.P50Ms,
 		P99Ratio:           a.P99Ms / b.P99Ms,
 		CPUPerCallRatio:    a.CPUPerCallUs / b.CPUPerCallUs,
 		AllocsPerCallDiff:  a.AllocsPerCall - b.AllocsPerCall,
 		BytesPerCallDiff:   a.BytesPerCall - b.BytesPerCall,
 	}
 	// Judged as printed, to two decimals, so that "0.90×" never reads MISS.
-	r.ThroughputPass = round2(r.ThroughputRatio) >= targetThroughputRatio
-	r.P99Pass = round2(r.P99Ratio) <= targetP99Ratio
+	r.ThroughputPass = round2(r.ThroughputRatio) >= t.minThroughput
+	atMost := func(ratio, bound float64) *bool {
+		if bound == 0 {
+			return nil
+		}
+		pass := round2(ratio) <= bound
+		return &pass
+	}
+	r.P50Pass = atMost(r.P50Ratio, t.maxP50)
+	r.P99Pass = atMost(r.P99Ratio, t.maxP99)
 	return r
 }
 
 func (r *report) print(out io.Writer) {
 	auth := "off"
 	if r.Auth {
-		auth = "on (the adapter checks a bearer token)"
+		auth = "on (every adapter checks a bearer token)"
 	}
 	fmt.Fprintln(out, r.Env.line())
 	fmt.Fprintf(out, "load average %s at start, %s at end\n", r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
-	fmt.Fprintf(out, "tools/call %s over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
-		toolName, protocolVersion, auth)
-	fmt.Fprintf(out, "per server and level: %s warm-up, then %s measured in %d slices of %s, alternating A B B A / B A A B\n\n",
-		r.Warmup, r.DurationPerServer, 2*r.Rounds, r.Slice)
+	fmt.Fprintf(out, "tools/call over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
+		protocolVersion, auth)
+	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating A B B A / B A A B\n",
+		r.Warmup, r.DurationPerSide, 2*r.Rounds, r.Slice)
+	for _, c := range r.Comparisons {
+		c.print(out)
+	}
+	fmt.Fprintln(out, "\ntargets are printed, not asserted. cpu/call, allocs/call and B/call count the whole process,")
+	fmt.Fprintln(out, "clients included (through the gateway, the remote's work too); the ratio tables give their")
+	fmt.Fprintln(out, "ratio or difference.")
+}
 
+func (c *comparisonResult) print(out io.Writer) {
+	fmt.Fprintf(out, "\n%s\n\n", c.Title)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clients\tserver\tcalls/s\tslices calls/s\tp50\tp99\tcpu/call\tallocs/call\tB/call\terrors\t")
-	for _, s := range r.Results {
+	for _, s := range c.Results {
 		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f–%.0f\t%.3fms\t%.3fms\t%.0fµs\t%.0f\t%.0f\t%d\t\n",
 			s.Concurrency, s.Server, s.CallsPerSec, s.SliceMinPerSec, s.SliceMaxPerSec, s.P50Ms, s.P99Ms,
 			s.CPUPerCallUs, s.AllocsPerCall, s.BytesPerCall, s.Errors)
 	}
 	_ = tw.Flush()
 
+	// A ratio with a target is followed by its mark; one without stands alone.
+	vs := c.Candidate + "/" + c.Baseline
+	header := fmt.Sprintf("clients\tthroughput %s\t≥%.1f×\tper round\tp50 %s\t", vs, c.TargetThroughputRatio, vs)
+	if c.TargetP50Ratio != 0 {
+		header += fmt.Sprintf("≤%.1f×\t", c.TargetP50Ratio)
+	}
+	header += "p99 " + vs + "\t"
+	if c.TargetP99Ratio != 0 {
+		header += fmt.Sprintf("≤%.1f×\t", c.TargetP99Ratio)
+	}
+	header += "cpu/call\tallocs/call\tB/call\t"
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "clients\tthroughput adapter/bare\t≥%.1f×\tper round\tp99 adapter/bare\t≤%.1f×\tcpu/call\tallocs/call\tB/call\t\n",
-		targetThroughputRatio, targetP99Ratio)
-	for _, x := range r.Ratios {
-		fmt.Fprintf(tw, "%d\t%.2f×\t%s\t%.2f–%.2f×\t%.2f×\t%s\t%.2f×\t%+.0f\t%+.0f\t\n",
-			x.Concurrency, x.ThroughputRatio, mark(x.ThroughputPass), x.RoundThroughputMin, x.RoundThroughputMax,
-			x.P99Ratio, mark(x.P99Pass), x.CPUPerCallRatio, x.AllocsPerCallDiff, x.BytesPerCallDiff)
+	fmt.Fprintln(tw, header)
+	for _, x := range c.Ratios {
+		row := fmt.Sprintf("%d\t%.2f×\t%s\t%.2f–%.2f×\t%.2f×\t", x.Concurrency, x.ThroughputRatio, mark(x.ThroughputPass),
+			x.RoundThroughputMin, x.RoundThroughputMax, x.P50Ratio)
+		if x.P50Pass != nil {
+			row += mark(*x.P50Pass) + "\t"
+		}
+		row += fmt.Sprintf("%.2f×\t", x.P99Ratio)
+		if x.P99Pass != nil {
+			row += mark(*x.P99Pass) + "\t"
+		}
+		row += fmt.Sprintf("%.2f×\t%+.0f\t%+.0f\t", x.CPUPerCallRatio, x.AllocsPerCallDiff, x.BytesPerCallDiff)
+		fmt.Fprintln(tw, row)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "\ntargets are printed, not asserted. cpu/call, allocs/call and B/call count the whole process,")
-	fmt.Fprintln(out, "clients included; the ratio table gives their adapter/bare ratio or difference.")
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
