@@ -36,7 +36,7 @@ type remoteAdapter struct {
 	initializes  atomic.Int32 // initialize requests
 	calls        atomic.Int32 // tools/call requests, answered or not
 	sessionMiss  atomic.Int32 // POSTs answered 404 (unknown session)
-	lastAuth     atomic.Value // string: the last Authorization header
+	lastAuth     atomic.Value // string: the Authorization header of the last POST
 	closeStreams func()
 }
 
@@ -66,8 +66,14 @@ func startRemoteAdapter(t *testing.T, cfg *Config, addr string, opts ...Option) 
 	r.lastAuth.Store("")
 	h := srv.Handler()
 	r.hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.lastAuth.Store(req.Header.Get("Authorization"))
 		if req.Method == http.MethodPost {
+			// POSTs only: they carry the handshakes and the calls, which the gateway
+			// sends with the header values in use. When a header file changes, the
+			// gateway retires the old session and ends it with a DELETE sent in the
+			// background with the values that session was opened with (the session is
+			// theirs); that DELETE can reach the remote after the next call's POST, so
+			// recording it would make "the last value" depend on scheduling.
+			r.lastAuth.Store(req.Header.Get("Authorization"))
 			body, _ := io.ReadAll(req.Body)
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			var head struct {
@@ -332,6 +338,48 @@ func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 
 	writeFileAtomically(t, headerFile, "Bearer good-token-1234")
 	wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Bo"}), "Hello, Bo!")
+}
+
+// TestGateway_RefusedHandshakeRereadsTheHeaderFiles: a change the file's stat does not
+// show (rewritten in place, same length, modification time put back) is still picked
+// up when the remote refuses the values in use: the refused handshake forces a re-read
+// of the files and the call is retried once with the new values.
+func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
+	counter, _ := countingBackend(t)
+	remote := startRemoteAdapter(t, configWith(TransportStreamableHTTP, false, remoteTools(t, counter)...), "",
+		WithBearerToken("good-token-1234"))
+	headerFile := filepath.Join(t.TempDir(), "authorization")
+	writeFileAtomically(t, headerFile, "Bearer bad-token-12345")
+	tool := remoteTool("team.hello", helloSchema, remote.endpoint(TransportStreamableHTTP), TransportStreamableHTTP, "greet")
+	tool.Remote.HeaderFiles = map[string]string{"Authorization": headerFile}
+	gw := serve(t, configWith(TransportStreamableHTTP, true, tool))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+
+	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), markerCallFailed, "401")
+
+	before, err := os.Stat(headerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(headerFile, []byte("Bearer good-token-1234"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(headerFile, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(headerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || fileIdentity(after) != fileIdentity(before) {
+		t.Fatalf("the in-place rewrite changed the stat (size %d→%d, mtime %v→%v); the test needs it unchanged",
+			before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+
+	wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Bo"}), "Hello, Bo!")
+	if got := remote.lastAuth.Load(); got != "Bearer good-token-1234" {
+		t.Fatalf("the remote got Authorization %q, want the rewritten file's value", got)
+	}
 }
 
 // TestNewServer_RemoteFilesMustBeReadable: Validate does not read header files (the

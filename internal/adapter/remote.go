@@ -121,6 +121,10 @@ type remote struct {
 	log     logr.Logger
 	metrics *toolMetrics
 
+	// loadMu serialises the re-reads of the files, so that a read that started
+	// earlier cannot replace the values of one that started later.
+	loadMu sync.Mutex
+
 	mu         sync.Mutex
 	stamps     []fileStamp
 	readAt     time.Time
@@ -142,9 +146,19 @@ type remoteConn struct {
 
 // connectFlight is one connect that every call waiting for a session shares.
 type connectFlight struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	client *mcpremote.Client // the client connecting
+	err    error
 }
+
+// connectError is a failed connect and the client (header values) it used.
+type connectError struct {
+	client *mcpremote.Client
+	err    error
+}
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
 
 var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
 
@@ -260,32 +274,41 @@ func digestOf(headers map[string]string, ca []byte) [sha256.Size]byte {
 
 // refresh re-reads the files when they changed (force: in any case) and, when the
 // values differ, switches to a client with the new ones: the current session is
-// retired, the next call connects with the new headers. It reports whether the client
-// changed. A file that cannot be read keeps the last values in use, with a log line.
-func (r *remote) refresh(force bool) bool {
-	stamps := r.stat()
-	r.mu.Lock()
-	fresh := !force && slices.Equal(stamps, r.stamps) && time.Since(r.readAt) < rereadEvery
-	r.mu.Unlock()
-	if fresh {
-		return false
+// retired, the next call connects with the new headers. It returns the client in use
+// afterwards. A file that cannot be read keeps the last values in use, with a log
+// line.
+func (r *remote) refresh(force bool) *mcpremote.Client {
+	if !force {
+		stamps := r.stat()
+		r.mu.Lock()
+		fresh := slices.Equal(stamps, r.stamps) && time.Since(r.readAt) < rereadEvery
+		client := r.client
+		r.mu.Unlock()
+		if fresh {
+			return client
+		}
 	}
+	// One re-read at a time, each committed before the next starts: two calls that
+	// both saw a change must not let the one that read first (possibly the values
+	// before a rotation) have the last word.
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
 	headers, ca, stamps, err := r.load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stamps, r.readAt = stamps, time.Now()
 	if err != nil {
 		r.log.Error(err, "cannot re-read the remote's header or CA files; keeping the values in use")
-		return false
+		return r.client
 	}
 	digest := digestOf(headers, ca)
 	if digest == r.digest {
-		return false
+		return r.client
 	}
 	client, err := r.newClient(headers, ca)
 	if err != nil {
 		r.log.Error(err, "the remote's new header or CA files are unusable; keeping the values in use")
-		return false
+		return r.client
 	}
 	r.client, r.digest = client, digest
 	if c := r.current; c != nil {
@@ -293,13 +316,13 @@ func (r *remote) refresh(force bool) bool {
 		r.retireLocked(c)
 	}
 	r.log.Info("the remote's header or CA files changed; the next call connects with the new values")
-	return true
+	return client
 }
 
 // ---- sessions ----
 
 // acquire returns the pooled session, connecting when there is none; concurrent calls
-// share one connect.
+// share one connect. A failed connect is a *connectError.
 func (r *remote) acquire(ctx context.Context) (*remoteConn, error) {
 	for {
 		r.mu.Lock()
@@ -318,15 +341,15 @@ func (r *remote) acquire(ctx context.Context) (*remoteConn, error) {
 		}
 		f := r.connecting
 		if f == nil {
-			f = &connectFlight{done: make(chan struct{})}
+			f = &connectFlight{done: make(chan struct{}), client: r.client}
 			r.connecting = f
-			go r.connect(f, r.client)
+			go r.connect(f)
 		}
 		r.mu.Unlock()
 		select {
 		case <-f.done:
 			if f.err != nil {
-				return nil, f.err
+				return nil, &connectError{client: f.client, err: f.err}
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -334,7 +357,8 @@ func (r *remote) acquire(ctx context.Context) (*remoteConn, error) {
 	}
 }
 
-func (r *remote) connect(f *connectFlight, client *mcpremote.Client) {
+func (r *remote) connect(f *connectFlight) {
+	client := f.client
 	start := time.Now()
 	sess, err := client.Connect(context.Background())
 	r.mu.Lock()
@@ -417,7 +441,8 @@ func (r *remote) close() {
 // call forwards one validated call. A call the remote provably did not process (no
 // connection, unknown session, refused credentials that a re-read of the files
 // changed) is retried once on a new session; any other failure is reported, never
-// retried, so that no tool runs twice.
+// retried, so that no tool runs twice. A connect refused for its credentials is
+// retried once too when the files now hold others; no other failed connect is.
 func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.CallToolResult {
 	ctx, cancel := context.WithTimeout(ctx, t.Remote.Timeout.Duration)
 	defer cancel()
@@ -425,6 +450,14 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
 		if err != nil {
+			var ce *connectError
+			var e *mcpremote.Error
+			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
+				e.Reason == mcpremote.ReasonUnauthorized && r.otherCredentials(ce.client) {
+				r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
+				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", "tool", t.Name, "detail", e.Detail)
+				continue
+			}
 			return r.callFailed(ctx, t, err)
 		}
 		raw, err := conn.sess.CallTool(ctx, t.Remote.RemoteName, args)
@@ -446,7 +479,7 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 		retry := e.NotProcessed && !retried && ctx.Err() == nil
 		if retry && e.Reason == mcpremote.ReasonUnauthorized {
 			// Worth another try only with other credentials.
-			retry = r.refresh(true)
+			retry = r.otherCredentials(conn.client)
 		}
 		if !retry {
 			return r.callFailed(ctx, t, err)
@@ -454,6 +487,18 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 		r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
 		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)
 	}
+}
+
+// otherCredentials is asked after the remote refused the credentials of used: it
+// re-reads the files (unless another call already moved away from used) and reports
+// whether the client in use now differs from used. Asking "differs from used" rather
+// than "did this re-read change anything" lets every call refused with the old values
+// retry, not only the first of them to re-read.
+func (r *remote) otherCredentials(used *mcpremote.Client) bool {
+	r.mu.Lock()
+	moved := r.client != used
+	r.mu.Unlock()
+	return moved || r.refresh(true) != used
 }
 
 func (r *remote) callFailed(ctx context.Context, t *compiledTool, err error) *mcp.CallToolResult {
