@@ -504,7 +504,7 @@ func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 		got := &cantusv1alpha1.RemoteToolImport{}
 		_ = k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)
 		return got.Status.ToolCount
-	}).Should(Equal(int32(2)))
+	}, 20*time.Second).Should(Equal(int32(2)))
 
 	second := adapterHandler(t, "", "search_book", "new_tool")
 	remote.h.Store(&second)

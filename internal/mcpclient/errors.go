@@ -3,17 +3,14 @@ package mcpclient
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
-	"os"
 	"strings"
 	"syscall"
-	"unicode/utf8"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 // Marker begins every Error message (the seed's machine-readable marker).
@@ -63,49 +60,7 @@ func (p *prober) fail(reason, detail string, err error) *Error {
 	return &Error{Reason: reason, Detail: p.redact(detail), Err: err}
 }
 
-const redacted = "[redacted]"
-
-func (p *prober) redact(s string) string {
-	for _, secret := range p.secrets {
-		s = strings.ReplaceAll(s, secret, redacted)
-	}
-	return s
-}
-
-// secretsOf lists the strings to scrub: each header value, and each word of it long
-// enough to be a credential ("Bearer abc…" → "abc…"), longest first.
-func secretsOf(headers map[string]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(s string) {
-		s = strings.TrimSpace(s)
-		if len(s) < 4 || seen[s] {
-			return
-		}
-		seen[s] = true
-		out = append(out, s)
-	}
-	for _, v := range headers {
-		add(v)
-		for _, f := range strings.Fields(v) {
-			if len(f) >= 6 {
-				add(f)
-			}
-		}
-	}
-	// Longest first, so that a whole value is replaced before its parts.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
-
-// Sentinel errors of the body readers.
-var (
-	errTooLarge = errors.New("message over the size limit")
-)
+func (p *prober) redact(s string) string { return p.redactor.Redact(s) }
 
 // readError is a failure while reading a body, after n bytes of it.
 type readError struct {
@@ -128,13 +83,8 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 
 	// The handshake's own deadline (or the caller's cancellation) first: whatever
 	// the transport made of it, that is what happened.
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		what := "timed out"
-		if errors.Is(ctx.Err(), context.Canceled) {
-			what = "cancelled"
-		}
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+	if what, ok := mcpwire.Interrupted(ctx, err); ok {
+		if mcpwire.IsDialError(err) {
 			return p.fail(ReasonTimeout, fmt.Sprintf("%s connecting to %s (handshake timeout %s)", what, p.url.Host, p.budget), err)
 		}
 		if re != nil && re.n > 0 {
@@ -142,7 +92,7 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 		}
 		return p.fail(ReasonTimeout, fmt.Sprintf("%s waiting for %s (handshake timeout %s)", what, step, p.budget), err)
 	}
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, mcpwire.ErrTooLarge) {
 		return p.fail(ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes (MaxMessageBytes)", step, p.opts.MaxMessageBytes), err)
 	}
 	if strings.Contains(err.Error(), "response headers exceeded") {
@@ -161,16 +111,15 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 		return p.fail(ReasonDNSError, fmt.Sprintf("cannot resolve %s: %s", hostOr(dnsErr.Name, p.url.Hostname()), why), err)
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return p.fail(ReasonConnectionRefused, fmt.Sprintf("connection refused by %s", dialTarget(err, p.url.Host)), err)
+		return p.fail(ReasonConnectionRefused, fmt.Sprintf("connection refused by %s", mcpwire.DialTarget(err, p.url.Host)), err)
 	}
 	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
-		return p.fail(ReasonConnectionRefused, fmt.Sprintf("%s is unreachable (no route)", dialTarget(err, p.url.Host)), err)
+		return p.fail(ReasonConnectionRefused, fmt.Sprintf("%s is unreachable (no route)", mcpwire.DialTarget(err, p.url.Host)), err)
 	}
 	if detail, ok := tlsDetail(err); ok {
 		return p.fail(ReasonTLSError, fmt.Sprintf("TLS with %s failed: %s", p.url.Host, detail), err)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+	if mcpwire.IsConnectionDrop(err) {
 		if re != nil && re.n > 0 {
 			return p.fail(ReasonConnectionDropped, fmt.Sprintf("server closed the connection mid-answer after %d bytes of %s", re.n, step), err)
 		}
@@ -179,49 +128,29 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 	var op *net.OpError
 	if errors.As(err, &op) {
 		if op.Op == "dial" {
-			return p.fail(ReasonConnectionRefused, fmt.Sprintf("cannot connect to %s: %v", dialTarget(err, p.url.Host), op.Err), err)
+			return p.fail(ReasonConnectionRefused, fmt.Sprintf("cannot connect to %s: %v", mcpwire.DialTarget(err, p.url.Host), op.Err), err)
 		}
 		return p.fail(ReasonConnectionDropped, fmt.Sprintf("connection failed during %s: %v", step, op.Err), err)
 	}
-	return p.fail(ReasonConnectionDropped, fmt.Sprintf("%s failed: %v", step, innerError(err)), err)
+	return p.fail(ReasonConnectionDropped, fmt.Sprintf("%s failed: %v", step, mcpwire.InnerError(err)), err)
 }
 
 // tlsDetail describes a TLS failure, ok=false when err is none.
 func tlsDetail(err error) (string, bool) {
-	var unknownCA x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var verify *tls.CertificateVerificationError
-	var record tls.RecordHeaderError
+	if detail, ok := mcpwire.CertificateDetail(err); ok {
+		return detail, true
+	}
 	var alert tls.AlertError
-	switch {
-	case errors.As(err, &unknownCA):
-		return "the server's certificate is signed by an unknown authority (set the CA bundle)", true
-	case errors.As(err, &hostname):
-		return "the server's certificate does not match the host: " + hostname.Error(), true
-	case errors.As(err, &invalid):
-		return "the server's certificate is invalid: " + invalid.Error(), true
-	case errors.As(err, &verify):
-		return "cannot verify the server's certificate: " + verify.Err.Error(), true
-	case errors.As(err, &record):
-		return "the server does not speak TLS", true
-	case errors.As(err, &alert):
+	if errors.As(err, &alert) {
 		return "the server sent alert: " + alert.Error(), true
-	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return "the server answered in plain HTTP (use an http:// URL?)", true
-	case strings.Contains(err.Error(), "tls: "):
-		return innerError(err).Error(), true
+	}
+	if detail, ok := mcpwire.PlainHTTPDetail(err); ok {
+		return detail, true
+	}
+	if strings.Contains(err.Error(), "tls: ") {
+		return mcpwire.InnerError(err).Error(), true
 	}
 	return "", false
-}
-
-// dialTarget is the address a dial failed on ("127.0.0.1:80"), or fallback.
-func dialTarget(err error, fallback string) string {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Addr != nil {
-		return op.Addr.String()
-	}
-	return fallback
 }
 
 func hostOr(name, fallback string) string {
@@ -231,34 +160,11 @@ func hostOr(name, fallback string) string {
 	return fallback
 }
 
-// innerError drops the *url.Error wrapper (whose text repeats the whole URL, query
-// included).
-func innerError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
 // jsonErrorText shortens an encoding/json error.
 func jsonErrorText(err error) string {
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
 		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	}
-	return clipText(err.Error(), 200)
-}
-
-// clipText keeps s to one line of at most max characters.
-func clipText(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return mcpwire.ClipText(err.Error(), 200)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 // testBudget bounds every probe of the tests (the faults set their own, shorter,
@@ -163,8 +164,8 @@ type fakeMCP struct {
 	sse       bool
 	sessionID string
 	// initializeError / toolsListError, when set, are JSON-RPC error answers.
-	initializeError *rpcError
-	toolsListError  *rpcError
+	initializeError *mcpwire.ErrorObject
+	toolsListError  *mcpwire.ErrorObject
 	// pollTools (with sse) closes the tools/list stream after a priming event and
 	// sends the answer on the GET that resumes it with Last-Event-ID (SEP-1699).
 	pollTools bool
@@ -248,7 +249,7 @@ func (f *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		answer["result"] = result
 	default:
-		answer["error"] = rpcError{Code: -32601, Message: "method not found"}
+		answer["error"] = mcpwire.ErrorObject{Code: -32601, Message: "method not found"}
 	}
 	data, _ := json.Marshal(answer)
 	if f.sse && f.pollTools && req.Method == "tools/list" {

@@ -7,7 +7,9 @@
 //
 // The package speaks the few JSON-RPC messages itself over net/http instead of driving
 // mcp-go's client: owning the HTTP layer is what makes the limits, the pinned dialer,
-// the redirect policy and the failure classification exact (see Probe).
+// the redirect policy and the failure classification exact (see Probe). The wire
+// pieces it shares with internal/mcpremote (the event-stream reader, the transport,
+// redaction, the JSON-RPC types) are in internal/mcpwire.
 package mcpclient
 
 import (
@@ -23,6 +25,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 // Transports, as the RemoteToolImport API names them.
@@ -41,12 +45,12 @@ const (
 // ProtocolVersion is the MCP revision the probe asks for in initialize: the newest one
 // that still has the initialize handshake. Servers may answer with an older revision
 // (see SupportedProtocolVersions); newer servers negotiate down to it.
-const ProtocolVersion = "2025-11-25"
+const ProtocolVersion = mcpwire.ProtocolVersion
 
 // SupportedProtocolVersions are the revisions the probe accepts in the initialize
 // answer besides newer, date-shaped ones (tools/list has not changed shape since
 // 2024-11-05).
-var SupportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+var SupportedProtocolVersions = mcpwire.SupportedProtocolVersions()
 
 // Client identity sent in initialize.
 const (
@@ -165,12 +169,12 @@ type session interface {
 
 // rpcAnswerError is a JSON-RPC error answer (possibly with a non-2xx HTTP status).
 type rpcAnswerError struct {
-	rpc    rpcError
+	rpc    mcpwire.ErrorObject
 	status string // "HTTP 400 Bad Request" when the answer came with a non-2xx status
 }
 
 func (e *rpcAnswerError) Error() string {
-	s := fmt.Sprintf("%d %s", e.rpc.Code, clipText(e.rpc.Message, 200))
+	s := fmt.Sprintf("%d %s", e.rpc.Code, mcpwire.ClipText(e.rpc.Message, 200))
 	if e.status != "" {
 		s = e.status + ": " + s
 	}
@@ -193,11 +197,7 @@ type listToolsResult struct {
 }
 
 func (p *prober) handshake(ctx context.Context, s session) (*Result, error) {
-	raw, err := s.call(ctx, "initialize", map[string]any{
-		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": ClientName, "version": ClientVersion},
-	})
+	raw, err := s.call(ctx, "initialize", mcpwire.InitializeParams(ClientName, ClientVersion))
 	if err != nil {
 		if rpcErr, ok := err.(*rpcAnswerError); ok {
 			return nil, p.fail(ReasonInitializeFailed, "server refused initialize: "+rpcErr.Error(), err)
@@ -215,7 +215,7 @@ func (p *prober) handshake(ctx context.Context, s session) (*Result, error) {
 	if !acceptableVersion(init.ProtocolVersion) {
 		return nil, p.fail(ReasonProtocolError, fmt.Sprintf(
 			"server chose protocol version %q, which this client does not speak (it speaks %s and newer)",
-			clipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions, ", ")), nil)
+			mcpwire.ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions, ", ")), nil)
 	}
 	p.protocolVersion.Store(&init.ProtocolVersion)
 
@@ -283,7 +283,7 @@ func (p *prober) listTools(ctx context.Context, s session) ([]Tool, error) {
 				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("tool %d of tools/list page %d: %v", i, page, err), err)
 			}
 			if seenNames[t.Name] {
-				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("server lists the tool %q twice", clipText(t.Name, 80)), nil)
+				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("server lists the tool %q twice", mcpwire.ClipText(t.Name, 80)), nil)
 			}
 			seenNames[t.Name] = true
 			tools = append(tools, t)
@@ -340,7 +340,7 @@ type prober struct {
 	url             *url.URL
 	transport       *http.Transport
 	client          *http.Client
-	secrets         []string
+	redactor        mcpwire.Redactor
 	budget          time.Duration // what the handshake had: Timeout, or less if ctx ended first
 	nextID          atomic.Int64
 	protocolVersion atomic.Pointer[string]

@@ -3,36 +3,20 @@ package mcpclient
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// maxRedirects bounds the redirects followed for one request.
-const maxRedirects = 5
-
-// Header names of the streamable HTTP transport.
-const (
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "MCP-Protocol-Version"
-)
-
-const (
-	contentTypeJSON = "application/json"
-	contentTypeSSE  = "text/event-stream"
+	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 func newProber(opts Options) (*prober, error) {
-	p := &prober{opts: opts, secrets: secretsOf(opts.Headers)}
+	p := &prober{opts: opts, redactor: mcpwire.NewRedactor(opts.Headers)}
 	p.url = &url.URL{Scheme: "http", Host: "invalid"} // for details of config errors
 	o := &p.opts
 	if o.Transport == "" {
@@ -48,51 +32,21 @@ func newProber(opts Options) (*prober, error) {
 		o.MaxTools = DefaultMaxTools
 	}
 	if o.Transport != TransportStreamableHTTP && o.Transport != TransportSSE {
-		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("transport %q: use %q or %q", clipText(o.Transport, 40), TransportStreamableHTTP, TransportSSE), nil)
+		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("transport %q: use %q or %q", mcpwire.ClipText(o.Transport, 40), TransportStreamableHTTP, TransportSSE), nil)
 	}
-	u, err := url.Parse(o.URL)
-	switch {
-	case err != nil:
-		return nil, p.fail(ReasonInvalidConfig, "the URL does not parse", nil)
-	case u.User != nil:
-		return nil, p.fail(ReasonInvalidConfig, "the URL carries credentials: send them in a header instead", nil)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("URL scheme %q: use http or https", clipText(u.Scheme, 20)), nil)
-	case u.Hostname() == "":
-		return nil, p.fail(ReasonInvalidConfig, "the URL has no host", nil)
+	u, err := mcpwire.ParseEndpoint(o.URL)
+	if err != nil {
+		return nil, p.fail(ReasonInvalidConfig, err.Error(), nil)
 	}
-	u.Fragment, u.RawFragment = "", ""
 	p.url = u
-	for name, value := range o.Headers {
-		if !validHeaderName(name) {
-			return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("header name %q is not a valid HTTP field name", clipText(name, 60)), nil)
-		}
-		if !validHeaderValue(value) {
-			return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("the value of header %s holds control characters", name), nil)
-		}
+	if err := mcpwire.CheckHeaders(o.Headers); err != nil {
+		return nil, p.fail(ReasonInvalidConfig, err.Error(), nil)
 	}
-
-	dial := o.Dial
-	if dial == nil {
-		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
-	}
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(o.CABundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(o.CABundle) {
-			return nil, p.fail(ReasonTLSError, "the CA bundle holds no PEM certificate", nil)
-		}
-		tlsConfig.RootCAs = pool
-	}
-	p.transport = &http.Transport{
-		// No proxy from the environment: a proxy would connect to addresses the
-		// caller's dialer never checked.
-		Proxy:                  nil,
-		DialContext:            dial,
-		TLSClientConfig:        tlsConfig,
-		ForceAttemptHTTP2:      true,
-		MaxResponseHeaderBytes: 64 << 10,
-		IdleConnTimeout:        o.Timeout,
+	// No proxy from the environment (mcpwire.NewTransport): a proxy would connect to
+	// addresses the caller's dialer never checked.
+	p.transport, err = mcpwire.NewTransport(mcpwire.TransportConfig{CABundle: o.CABundle, Dial: o.Dial, IdleConnTimeout: o.Timeout})
+	if err != nil {
+		return nil, p.fail(ReasonTLSError, err.Error(), nil)
 	}
 	p.client = &http.Client{
 		Transport: p.transport,
@@ -117,14 +71,7 @@ type request struct {
 }
 
 // op is "POST /mcp": the method and the path, never the query (it may hold a key).
-func (r *request) op() string { return r.method + " " + pathOf(r.url) }
-
-func pathOf(u *url.URL) string {
-	if u.Path == "" {
-		return "/"
-	}
-	return u.Path
-}
+func (r *request) op() string { return r.method + " " + mcpwire.Path(r.url) }
 
 // trusted reports whether the headers (which may be secrets) may go to target: the
 // configured host, and no downgrade from https to http.
@@ -135,42 +82,24 @@ func (p *prober) trusted(target *url.URL) bool {
 	return !(p.url.Scheme == "https" && target.Scheme == "http")
 }
 
-// do sends r, following up to maxRedirects redirects itself: each target is checked
+// do sends r, following up to mcpwire.MaxRedirects redirects itself: each target is checked
 // with CheckRedirect before any connection to it, and the method and body are kept
 // (307/308 semantics, also for 301/302; a 303 is refused since MCP needs a POST). It
 // returns the response and the URL that answered. Errors are *Error.
 func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, error) {
 	u := r.url
 	for hop := 0; ; hop++ {
-		var body io.Reader
-		if r.body != nil {
-			body = bytes.NewReader(r.body)
+		// The configured headers and the session go only where they are trusted.
+		var headers map[string]string
+		h := mcpwire.Headers{Accept: r.accept, ProtocolVersion: p.negotiatedVersion(), LastEventID: r.lastEventID,
+			UserAgent: ClientName + "/" + ClientVersion}
+		if p.trusted(u) {
+			headers, h.SessionID = p.opts.Headers, r.session
 		}
-		req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+		req, err := mcpwire.NewRequest(ctx, r.method, u, r.body, headers, h)
 		if err != nil {
 			return nil, u, p.fail(ReasonInvalidConfig, fmt.Sprintf("cannot build the request %s: %v", r.op(), err), err)
 		}
-		if p.trusted(u) {
-			for name, value := range p.opts.Headers {
-				req.Header.Set(name, value)
-			}
-			if r.session != "" {
-				req.Header.Set(headerSessionID, r.session)
-			}
-		}
-		if v := p.negotiatedVersion(); v != "" {
-			req.Header.Set(headerProtocolVersion, v)
-		}
-		if r.accept != "" {
-			req.Header.Set("Accept", r.accept)
-		}
-		if r.body != nil {
-			req.Header.Set("Content-Type", contentTypeJSON)
-		}
-		if r.lastEventID != "" {
-			req.Header.Set("Last-Event-ID", r.lastEventID)
-		}
-		req.Header.Set("User-Agent", ClientName+"/"+ClientVersion)
 
 		resp, err := p.client.Do(req)
 		if err != nil {
@@ -192,8 +121,8 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 		}
 		status := resp.Status
 		loc := resp.Header.Get("Location")
-		drainAndClose(resp.Body)
-		from := r.method + " " + pathOf(u)
+		mcpwire.DrainAndClose(resp.Body)
+		from := r.method + " " + mcpwire.Path(u)
 		if loc == "" {
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s without a Location", status, from), nil)
 		}
@@ -202,9 +131,9 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s with a Location that does not parse", status, from), err)
 		}
 		next.Fragment, next.RawFragment = "", ""
-		target := originOf(next) + pathOf(next)
+		target := mcpwire.Origin(next) + mcpwire.Path(next)
 		if next.Scheme != "http" && next.Scheme != "https" {
-			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", from, clipText(next.Scheme, 20)), nil)
+			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", from, mcpwire.ClipText(next.Scheme, 20)), nil)
 		}
 		if next.User != nil {
 			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a URL with credentials refused", from), nil)
@@ -212,8 +141,8 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 		if resp.StatusCode == http.StatusSeeOther && r.method != http.MethodGet {
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s to %s: a 303 turns the %s into a GET, which MCP cannot use", status, from, target, r.method), nil)
 		}
-		if hop >= maxRedirects {
-			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("more than %d redirects, the last from %s to %s", maxRedirects, from, target), nil)
+		if hop >= mcpwire.MaxRedirects {
+			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("more than %d redirects, the last from %s to %s", mcpwire.MaxRedirects, from, target), nil)
 		}
 		if p.opts.CheckRedirect != nil {
 			if err := p.opts.CheckRedirect(next); err != nil {
@@ -224,15 +153,13 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 	}
 }
 
-func originOf(u *url.URL) string { return u.Scheme + "://" + u.Host }
-
 // statusError describes a non-2xx answer; a JSON-RPC error in its body (other than
 // for 401/403) becomes an *rpcAnswerError so that initialize and tools/list failures
 // keep their reasons.
 func (p *prober) statusError(r *request, resp *http.Response, endpoint *url.URL) error {
 	snippet, rpcErr := p.errorBody(resp)
 	status := "HTTP " + resp.Status
-	from := r.method + " " + pathOf(endpoint)
+	from := r.method + " " + mcpwire.Path(endpoint)
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		detail := fmt.Sprintf("%s from %s: the server refused the credentials (check the headers)", status, from)
 		if !p.trusted(endpoint) {
@@ -252,83 +179,43 @@ func (p *prober) statusError(r *request, resp *http.Response, endpoint *url.URL)
 
 // errorBody reads a little of an error response: a one-line text snippet, or the
 // JSON-RPC error it holds.
-func (p *prober) errorBody(resp *http.Response) (string, *rpcError) {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mediaType == contentTypeJSON {
-		var m rpcMessage
+func (p *prober) errorBody(resp *http.Response) (string, *mcpwire.ErrorObject) {
+	data := mcpwire.ReadErrorBody(resp.Body)
+	mediaType := mcpwire.MediaType(resp)
+	if mediaType == mcpwire.ContentTypeJSON {
+		var m mcpwire.Message
 		if json.Unmarshal(data, &m) == nil && m.Error != nil {
 			return "", m.Error
 		}
 	}
-	if mediaType == "text/plain" || mediaType == contentTypeJSON {
-		return clipText(string(bytes.ToValidUTF8(data, nil)), 120), nil
+	if mediaType == "text/plain" || mediaType == mcpwire.ContentTypeJSON {
+		return mcpwire.ClipText(string(bytes.ToValidUTF8(data, nil)), 120), nil
 	}
 	return "", nil
 }
 
-func drainAndClose(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4<<10))
-	_ = body.Close()
-}
+// limitedBody reads at most Max bytes of a body, counting them; reading more fails
+// with mcpwire.ErrTooLarge, and every failure is a *readError holding the count.
+type limitedBody struct{ mcpwire.LimitedReader }
 
-// limitedBody reads at most max bytes of a body, counting them; reading more fails
-// with errTooLarge, any other failure is a *readError holding the count.
-type limitedBody struct {
-	r      io.Reader
-	n, max int64
+func newLimitedBody(r io.Reader, max int64) *limitedBody {
+	return &limitedBody{mcpwire.LimitedReader{R: r, Max: max}}
 }
 
 func (l *limitedBody) Read(b []byte) (int, error) {
-	if l.n > l.max {
-		return 0, &readError{err: errTooLarge, n: l.n}
-	}
-	if rest := l.max + 1 - l.n; int64(len(b)) > rest {
-		b = b[:rest]
-	}
-	n, err := l.r.Read(b)
-	l.n += int64(n)
-	if l.n > l.max {
-		return n, &readError{err: errTooLarge, n: l.n}
-	}
+	n, err := l.LimitedReader.Read(b)
 	if err != nil && err != io.EOF {
-		err = &readError{err: err, n: l.n}
+		err = &readError{err: err, n: l.N}
 	}
 	return n, err
 }
 
 // ---- JSON-RPC ----
 
-type rpcRequest struct {
-	JSONRPC string `json:"jsonrpc"`
-	ID      *int64 `json:"id,omitempty"`
-	Method  string `json:"method"`
-	Params  any    `json:"params,omitempty"`
-}
-
-type rpcError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-type rpcMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Result  json.RawMessage `json:"result"`
-	Error   *rpcError       `json:"error"`
-}
-
 func (p *prober) newRequest(method string, params any) (int64, []byte) {
 	id := p.nextID.Add(1)
-	data, _ := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: &id, Method: method, Params: params})
+	data, _ := mcpwire.EncodeRequest(id, method, params)
 	return id, data
-}
-
-func notification(method string) []byte {
-	data, _ := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: method})
-	return data
 }
 
 // matchAnswer looks for the answer to request id in one JSON message (an object or a
@@ -342,17 +229,13 @@ func (p *prober) matchAnswer(data []byte, id int64, step string) (result json.Ra
 		jerr := json.Unmarshal(data, &v)
 		return nil, false, p.fail(ReasonProtocolError, fmt.Sprintf("%s is not JSON: %s", step, jsonErrorText(jerr)), jerr)
 	}
-	var msgs []rpcMessage
-	if len(data) > 0 && data[0] == '[' {
-		if err := json.Unmarshal(data, &msgs); err != nil {
-			return nil, false, p.fail(ReasonProtocolError, fmt.Sprintf("%s is not JSON-RPC 2.0: %s", step, jsonErrorText(err)), err)
+	msgs, err := mcpwire.ParseMessages(data)
+	if err != nil {
+		what := "a JSON-RPC 2.0 message"
+		if data[0] == '[' {
+			what = "JSON-RPC 2.0"
 		}
-	} else {
-		var m rpcMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, false, p.fail(ReasonProtocolError, fmt.Sprintf("%s is not a JSON-RPC 2.0 message: %s", step, jsonErrorText(err)), err)
-		}
-		msgs = []rpcMessage{m}
+		return nil, false, p.fail(ReasonProtocolError, fmt.Sprintf("%s is not %s: %s", step, what, jsonErrorText(err)), err)
 	}
 	for _, m := range msgs {
 		if m.JSONRPC != "2.0" {
@@ -387,7 +270,7 @@ type streamableSession struct {
 }
 
 func (s *streamableSession) post(ctx context.Context, what string, body []byte) (*http.Response, *request, error) {
-	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: contentTypeJSON + ", " + contentTypeSSE,
+	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: mcpwire.AcceptAnswer,
 		what: what, session: s.sessionID}
 	resp, final, err := s.p.do(ctx, r)
 	if err != nil {
@@ -396,7 +279,7 @@ func (s *streamableSession) post(ctx context.Context, what string, body []byte) 
 	// Later requests go straight to where the redirects led.
 	s.endpoint = final
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer drainAndClose(resp.Body)
+		defer mcpwire.DrainAndClose(resp.Body)
 		return nil, r, s.p.statusError(r, resp, final)
 	}
 	return resp, r, nil
@@ -410,18 +293,17 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 	}
 	defer resp.Body.Close()
 	if method == "initialize" {
-		if sid := resp.Header.Get(headerSessionID); sid != "" {
-			if !validSessionID(sid) {
-				return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("the %s header of the answer to initialize holds characters other than visible ASCII", headerSessionID), nil)
+		if sid := resp.Header.Get(mcpwire.HeaderSessionID); sid != "" {
+			if !mcpwire.ValidSessionID(sid) {
+				return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("the %s header of the answer to initialize holds characters other than visible ASCII", mcpwire.HeaderSessionID), nil)
 			}
 			s.sessionID = sid
 		}
 	}
-	step := "the answer to " + method + " from " + r.method + " " + pathOf(s.endpoint)
-	body2 := &limitedBody{r: resp.Body, max: s.p.opts.MaxMessageBytes}
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch mediaType {
-	case contentTypeJSON:
+	step := "the answer to " + method + " from " + r.method + " " + mcpwire.Path(s.endpoint)
+	body2 := newLimitedBody(resp.Body, s.p.opts.MaxMessageBytes)
+	switch mediaType := mcpwire.MediaType(resp); mediaType {
+	case mcpwire.ContentTypeJSON:
 		data, err := io.ReadAll(body2)
 		if err != nil {
 			return nil, s.p.classify(ctx, err, step)
@@ -437,75 +319,54 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 			return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s holds no JSON-RPC answer to request %d", step, id), nil)
 		}
 		return result, nil
-	case contentTypeSSE:
+	case mcpwire.ContentTypeSSE:
 		return s.readStream(ctx, resp.Body, body2, id, method, step)
 	case "":
-		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type: want %s or %s", step, resp.Status, contentTypeJSON, contentTypeSSE), nil)
+		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type: want %s or %s", step, resp.Status, mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
 	default:
 		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
-			step, clipText(mediaType, 60), contentTypeJSON, contentTypeSSE), nil)
+			step, mcpwire.ClipText(mediaType, 60), mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
 	}
 }
-
-// maxResumes bounds how often one answer's event stream is resumed.
-const maxResumes = 3
-
-// maxRetryWait caps the reconnection delay a server may ask for.
-const maxRetryWait = 5 * time.Second
 
 // readStream reads the answer to request id from an event stream. A stream that ends
 // cleanly before the answer, after an event with an id, is resumed as the 2025-11-25
 // transport describes (SEP-1699): after the server's retry delay, GET the endpoint
-// with Last-Event-ID and read on there.
+// with Last-Event-ID and read on there (mcpwire.AnswerStream).
 func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser, body io.Reader, id int64, method, step string) (json.RawMessage, error) {
-	events := newSSEReader(body, s.p.opts.MaxMessageBytes)
-	var resumed io.ReadCloser
-	defer func() {
-		if resumed != nil {
-			_ = resumed.Close()
+	max := s.p.opts.MaxMessageBytes
+	events := mcpwire.NewAnswerStream(body, max, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+		next, err := s.resume(ctx, method, lastID)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	for resumes := 0; ; {
-		ev, err := events.next()
+		if first != nil {
+			_ = first.Close()
+			first = nil
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{newLimitedBody(next, max), next}, nil
+	})
+	defer events.Close()
+	for {
+		ev, err := events.Next(ctx)
 		if err == io.EOF {
-			if events.lastID == "" || resumes >= maxResumes {
-				detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", pathOf(s.endpoint), method)
-				if resumes > 0 {
-					detail += fmt.Sprintf(" (resumed %d times)", resumes)
-				}
-				return nil, s.p.fail(ReasonConnectionDropped, detail, err)
+			detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", mcpwire.Path(s.endpoint), method)
+			if events.Resumes() > 0 {
+				detail += fmt.Sprintf(" (resumed %d times)", events.Resumes())
 			}
-			resumes++
-			wait := min(events.retry, maxRetryWait)
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
-				return nil, s.p.classify(ctx, ctx.Err(), step)
-			}
-			next, err := s.resume(ctx, method, events.lastID)
-			if err != nil {
-				return nil, err
-			}
-			if resumed != nil {
-				_ = resumed.Close()
-			} else {
-				_ = first.Close()
-			}
-			resumed = next
-			lastID, retry := events.lastID, events.retry
-			events = newSSEReader(&limitedBody{r: next, max: s.p.opts.MaxMessageBytes}, s.p.opts.MaxMessageBytes)
-			events.lastID, events.retry = lastID, retry
-			continue
+			return nil, s.p.fail(ReasonConnectionDropped, detail, err)
 		}
 		if err != nil {
+			// Failures to resume are *Error already, which classify keeps.
 			return nil, s.p.classify(ctx, err, step)
 		}
-		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+		if !ev.IsMessage() {
 			continue
 		}
-		result, found, err := s.p.matchAnswer([]byte(ev.data), id, step)
+		result, found, err := s.p.matchAnswer([]byte(ev.Data), id, step)
 		if err != nil {
 			return nil, err
 		}
@@ -517,33 +378,33 @@ func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser,
 
 // resume GETs the endpoint with Last-Event-ID and returns the event stream's body.
 func (s *streamableSession) resume(ctx context.Context, method, lastID string) (io.ReadCloser, error) {
-	r := &request{method: http.MethodGet, url: s.endpoint, accept: contentTypeSSE,
+	r := &request{method: http.MethodGet, url: s.endpoint, accept: mcpwire.ContentTypeSSE,
 		what: "the resumed event stream for " + method, session: s.sessionID, lastEventID: lastID}
 	resp, final, err := s.p.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer drainAndClose(resp.Body)
+		defer mcpwire.DrainAndClose(resp.Body)
 		err := s.p.statusError(r, resp, final)
 		if e, ok := err.(*Error); ok && e.Reason == ReasonHTTPError {
 			e.Detail = fmt.Sprintf("the event stream for %s ended before the answer and resuming it failed: %s", method, e.Detail)
 		}
 		return nil, err
 	}
-	if mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mediaType != contentTypeSSE {
-		drainAndClose(resp.Body)
-		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("resuming the event stream for %s: GET %s did not answer with an event stream", method, pathOf(final)), nil)
+	if mcpwire.MediaType(resp) != mcpwire.ContentTypeSSE {
+		mcpwire.DrainAndClose(resp.Body)
+		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("resuming the event stream for %s: GET %s did not answer with an event stream", method, mcpwire.Path(final)), nil)
 	}
 	return resp.Body, nil
 }
 
 func (s *streamableSession) notify(ctx context.Context, method string) error {
-	resp, _, err := s.post(ctx, method, notification(method))
+	resp, _, err := s.post(ctx, method, mcpwire.Notification(method))
 	if err != nil {
 		return err
 	}
-	drainAndClose(resp.Body)
+	mcpwire.DrainAndClose(resp.Body)
 	return nil
 }
 
@@ -557,40 +418,6 @@ func (s *streamableSession) close(ctx context.Context) {
 	defer cancel()
 	resp, _, err := s.p.do(ctx, &request{method: http.MethodDelete, url: s.endpoint, what: "the session close", session: s.sessionID})
 	if err == nil {
-		drainAndClose(resp.Body)
+		mcpwire.DrainAndClose(resp.Body)
 	}
-}
-
-// ---- header checks (RFC 9110 field names and values) ----
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(value string) bool {
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func validSessionID(id string) bool {
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }

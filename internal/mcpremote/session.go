@@ -1,7 +1,6 @@
 package mcpremote
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,18 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
-
-// maxResumes bounds how often one answer's event stream is resumed.
-const maxResumes = 3
-
-// maxRetryWait caps the reconnection delay a server may ask for.
-const maxRetryWait = 5 * time.Second
 
 // Session is one initialized MCP session. It is safe for concurrent use: calls over
 // streamable HTTP are independent POSTs carrying the session id; calls over HTTP+SSE
@@ -52,7 +46,7 @@ type Session struct {
 }
 
 type answer struct {
-	msg rpcMessage
+	msg mcpwire.Message
 	err *Error
 }
 
@@ -90,11 +84,7 @@ type initializeResult struct {
 }
 
 func (s *Session) initialize(ctx context.Context) error {
-	raw, err := s.request(ctx, "initialize", map[string]any{
-		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": s.c.opts.ClientName, "version": s.c.opts.ClientVersion},
-	})
+	raw, err := s.request(ctx, "initialize", mcpwire.InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion))
 	if err != nil {
 		var rpcErr *RPCError
 		if errors.As(err, &rpcErr) {
@@ -108,7 +98,7 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	if !slices.Contains(supportedVersions, init.ProtocolVersion) {
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s)",
-			clipText(init.ProtocolVersion, 40), strings.Join(supportedVersions, ", ")), nil)
+			mcpwire.ClipText(init.ProtocolVersion, 40), strings.Join(supportedVersions, ", ")), nil)
 	}
 	s.protocol.Store(&init.ProtocolVersion)
 	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
@@ -163,7 +153,7 @@ func (s *Session) Close() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			resp, err := s.c.send(ctx, http.MethodDelete, s.endpoint, nil, "", s.id, s.ProtocolVersion(), "")
 			if err == nil {
-				drainAndClose(resp.Body)
+				mcpwire.DrainAndClose(resp.Body)
 			}
 			cancel()
 		}
@@ -236,11 +226,11 @@ func (s *Session) notify(ctx context.Context, method string) error {
 	if s.sseEndpoint != nil {
 		endpoint, session = s.sseEndpoint, ""
 	}
-	resp, err := s.c.send(ctx, http.MethodPost, endpoint, notification(method), contentTypeJSON+", "+contentTypeSSE, session, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, endpoint, mcpwire.Notification(method), mcpwire.AcceptAnswer, session, s.ProtocolVersion(), "")
 	if err != nil {
 		return err
 	}
-	defer drainAndClose(resp.Body)
+	defer mcpwire.DrainAndClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return s.c.statusError(resp, method, session)
 	}
@@ -250,35 +240,35 @@ func (s *Session) notify(ctx context.Context, method string) error {
 // ---- streamable HTTP ----
 
 func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte) (json.RawMessage, error) {
-	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, contentTypeJSON+", "+contentTypeSSE, s.id, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, mcpwire.AcceptAnswer, s.id, s.ProtocolVersion(), "")
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer drainAndClose(resp.Body)
+		defer mcpwire.DrainAndClose(resp.Body)
 		return nil, s.c.statusError(resp, method, s.id)
 	}
 	defer resp.Body.Close()
 	if method == "initialize" {
 		// Later requests go straight to where the redirects led, with the session.
 		s.endpoint = resp.Request.URL
-		if sid := resp.Header.Get(headerSessionID); sid != "" {
-			if !validSessionID(sid) {
-				return nil, s.c.fail(ReasonProtocolError, "the "+headerSessionID+" header of the answer to initialize holds characters other than visible ASCII", nil)
+		if sid := resp.Header.Get(mcpwire.HeaderSessionID); sid != "" {
+			if !mcpwire.ValidSessionID(sid) {
+				return nil, s.c.fail(ReasonProtocolError, "the "+mcpwire.HeaderSessionID+" header of the answer to initialize holds characters other than visible ASCII", nil)
 			}
 			s.id = sid
 		}
 	}
-	step := "the answer to " + method + " from POST " + pathOf(s.endpoint)
-	switch mt := mediaTypeOf(resp); mt {
-	case contentTypeJSON:
-		data, err := io.ReadAll(&limitedReader{r: resp.Body, max: s.c.opts.MaxMessageBytes})
+	step := "the answer to " + method + " from POST " + mcpwire.Path(s.endpoint)
+	switch mt := mcpwire.MediaType(resp); mt {
+	case mcpwire.ContentTypeJSON:
+		data, err := io.ReadAll(&mcpwire.LimitedReader{R: resp.Body, Max: s.c.opts.MaxMessageBytes})
 		if err != nil {
 			return nil, s.c.classify(ctx, err, step)
 		}
-		msgs, err := parseMessages(data)
+		msgs, err := mcpwire.ParseMessages(data)
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, clipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, mcpwire.ClipText(err.Error(), 120)), err)
 		}
 		for _, m := range msgs {
 			if got, ok := idOf(m.ID); ok && m.Method == "" && got == id {
@@ -286,66 +276,49 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 			}
 		}
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s holds no answer to request %d", step, id), nil)
-	case contentTypeSSE:
+	case mcpwire.ContentTypeSSE:
 		return s.readStreamAnswer(ctx, resp.Body, id, method, step)
 	case "":
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
 	default:
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
-			step, clipText(mt, 60), contentTypeJSON, contentTypeSSE), nil)
+			step, mcpwire.ClipText(mt, 60), mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
 	}
 }
 
 // readStreamAnswer reads the answer to request id from the event stream of its POST.
 // A stream that ends cleanly after an event with an id is resumed (GET with
-// Last-Event-ID, 2025-11-25), as servers that poll their clients do.
+// Last-Event-ID, 2025-11-25), as servers that poll their clients do
+// (mcpwire.AnswerStream).
 func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string) (json.RawMessage, error) {
-	events := newEventReader(first, s.c.opts.MaxMessageBytes)
-	var resumed io.ReadCloser
-	defer func() {
-		if resumed != nil {
-			_ = resumed.Close()
+	events := mcpwire.NewAnswerStream(first, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+		resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, mcpwire.ContentTypeSSE, s.id, s.ProtocolVersion(), lastID)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	for resumes := 0; ; {
-		ev, err := events.next()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 || mcpwire.MediaType(resp) != mcpwire.ContentTypeSSE {
+			mcpwire.DrainAndClose(resp.Body)
+			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended before the answer to %s and resuming it failed (HTTP %s)",
+				mcpwire.Path(s.endpoint), method, resp.Status), nil)
+		}
+		return resp.Body, nil
+	})
+	defer events.Close()
+	for {
+		ev, err := events.Next(ctx)
 		if err == io.EOF {
-			if events.lastID == "" || resumes >= maxResumes {
-				return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", pathOf(s.endpoint), method), err)
-			}
-			resumes++
-			timer := time.NewTimer(min(events.retry, maxRetryWait))
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
-				return nil, s.c.classify(ctx, ctx.Err(), step)
-			}
-			resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, contentTypeSSE, s.id, s.ProtocolVersion(), events.lastID)
-			if err != nil {
-				return nil, err
-			}
-			if resp.StatusCode < 200 || resp.StatusCode > 299 || mediaTypeOf(resp) != contentTypeSSE {
-				drainAndClose(resp.Body)
-				return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended before the answer to %s and resuming it failed (HTTP %s)",
-					pathOf(s.endpoint), method, resp.Status), nil)
-			}
-			if resumed != nil {
-				_ = resumed.Close()
-			}
-			resumed = resp.Body
-			events = events.continueOn(resp.Body)
-			continue
+			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", mcpwire.Path(s.endpoint), method), err)
 		}
 		if err != nil {
+			// Failures to resume are *Error already, which classify keeps.
 			return nil, s.c.classify(ctx, err, step)
 		}
-		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+		if !ev.IsMessage() {
 			continue
 		}
-		msgs, err := parseMessages([]byte(ev.data))
+		msgs, err := mcpwire.ParseMessages([]byte(ev.Data))
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, clipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, mcpwire.ClipText(err.Error(), 120)), err)
 		}
 		for _, m := range msgs {
 			if m.Method != "" {
@@ -361,7 +334,7 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 
 // answerServer answers a request the server sent (ping; anything else is refused, this
 // client offers no capabilities). Notifications are dropped.
-func (s *Session) answerServer(m rpcMessage) {
+func (s *Session) answerServer(m mcpwire.Message) {
 	if len(m.ID) == 0 || string(m.ID) == "null" {
 		return
 	}
@@ -369,7 +342,7 @@ func (s *Session) answerServer(m rpcMessage) {
 	if m.Method == "ping" {
 		reply["result"] = struct{}{}
 	} else {
-		reply["error"] = rpcError{Code: -32601, Message: "method not supported by this client: " + clipText(m.Method, 60)}
+		reply["error"] = mcpwire.ErrorObject{Code: -32601, Message: "method not supported by this client: " + mcpwire.ClipText(m.Method, 60)}
 	}
 	data, _ := json.Marshal(reply)
 	endpoint, session, protocol := s.endpoint, s.id, s.ProtocolVersion()
@@ -379,9 +352,9 @@ func (s *Session) answerServer(m rpcMessage) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, contentTypeJSON+", "+contentTypeSSE, session, protocol, "")
+		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, mcpwire.AcceptAnswer, session, protocol, "")
 		if err == nil {
-			drainAndClose(resp.Body)
+			mcpwire.DrainAndClose(resp.Body)
 		}
 	}()
 }
@@ -394,18 +367,18 @@ func (s *Session) openStream(ctx context.Context) error {
 	life, end := context.WithCancel(context.Background())
 	s.endStream = end
 	s.detach = context.AfterFunc(ctx, end)
-	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, contentTypeSSE, "", "", "")
+	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, mcpwire.ContentTypeSSE, "", "", "")
 	if err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer drainAndClose(resp.Body)
+		defer mcpwire.DrainAndClose(resp.Body)
 		return s.c.statusError(resp, "the SSE stream", "")
 	}
-	if mt := mediaTypeOf(resp); mt != contentTypeSSE {
-		drainAndClose(resp.Body)
+	if mt := mcpwire.MediaType(resp); mt != mcpwire.ContentTypeSSE {
+		mcpwire.DrainAndClose(resp.Body)
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with Content-Type %q, not an SSE stream: is this an MCP SSE endpoint?",
-			pathOf(resp.Request.URL), clipText(mt, 60)), nil)
+			mcpwire.Path(resp.Request.URL), mcpwire.ClipText(mt, 60)), nil)
 	}
 	endpoint := make(chan *url.URL, 1)
 	go s.readStream(life, resp.Body, resp.Request.URL, endpoint)
@@ -416,7 +389,7 @@ func (s *Session) openStream(ctx context.Context) error {
 	case <-s.lost:
 		if ctx.Err() != nil {
 			return s.c.fail(ReasonTimeout, fmt.Sprintf("timed out waiting for the endpoint event of the SSE stream GET %s (connect timeout %s)",
-				pathOf(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
+				mcpwire.Path(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
 		}
 		return s.lostErr
 	}
@@ -426,11 +399,11 @@ func (s *Session) openStream(ctx context.Context) error {
 // answers, each handed to the call waiting for its id.
 func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL *url.URL, endpoint chan<- *url.URL) {
 	defer body.Close()
-	events := newEventReader(body, s.c.opts.MaxMessageBytes)
-	where := "the SSE stream GET " + pathOf(streamURL)
+	events := mcpwire.NewEventReader(body, s.c.opts.MaxMessageBytes)
+	where := "the SSE stream GET " + mcpwire.Path(streamURL)
 	haveEndpoint := false
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			var e *Error
 			if err == io.EOF {
@@ -443,11 +416,11 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 			return
 		}
 		if !haveEndpoint {
-			if ev.event != "endpoint" {
+			if ev.Type != "endpoint" {
 				continue
 			}
-			u, err := streamURL.Parse(strings.TrimSpace(ev.data))
-			if err != nil || originOf(u) != originOf(streamURL) {
+			u, err := streamURL.Parse(strings.TrimSpace(ev.Data))
+			if err != nil || mcpwire.Origin(u) != mcpwire.Origin(streamURL) {
 				s.markLost(s.c.fail(ReasonProtocolError, where+" named a message endpoint that is not a URL on its own origin; refused", err))
 				return
 			}
@@ -455,10 +428,10 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 			endpoint <- u
 			continue
 		}
-		if (ev.event != "" && ev.event != "message") || strings.TrimSpace(ev.data) == "" {
+		if !ev.IsMessage() {
 			continue
 		}
-		msgs, err := parseMessages([]byte(ev.data))
+		msgs, err := mcpwire.ParseMessages([]byte(ev.Data))
 		if err != nil {
 			continue // not JSON-RPC: nothing to route
 		}
@@ -496,18 +469,18 @@ func (s *Session) requestSSE(ctx context.Context, id int64, method string, body 
 		delete(s.pending, id)
 		s.mu.Unlock()
 	}()
-	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, contentTypeJSON+", "+contentTypeSSE, "", s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, mcpwire.AcceptAnswer, "", s.ProtocolVersion(), "")
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer drainAndClose(resp.Body)
+		defer mcpwire.DrainAndClose(resp.Body)
 		// The session is in the endpoint's URL: a 404, or a 400 naming the session,
 		// means the server forgot it.
 		return nil, s.c.statusError(resp, method, "sse")
 	}
-	drainAndClose(resp.Body)
-	step := "the answer to " + method + " on the SSE stream GET " + pathOf(s.c.url)
+	mcpwire.DrainAndClose(resp.Body)
+	step := "the answer to " + method + " on the SSE stream GET " + mcpwire.Path(s.c.url)
 	select {
 	case a := <-ch:
 		if a.err != nil {
@@ -519,117 +492,5 @@ func (s *Session) requestSSE(ctx context.Context, id int64, method string, body 
 		return s.c.answerOf(a.msg, step)
 	case <-ctx.Done():
 		return nil, s.c.classify(ctx, ctx.Err(), step)
-	}
-}
-
-func validSessionID(id string) bool {
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// ---- text/event-stream ----
-
-type event struct {
-	event, data, id string
-}
-
-// eventReader parses a text/event-stream; no line or event may exceed max bytes.
-type eventReader struct {
-	br     *bufio.Reader
-	max    int64
-	lastID string
-	retry  time.Duration
-}
-
-func newEventReader(r io.Reader, max int64) *eventReader {
-	return &eventReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
-}
-
-// continueOn reads a resumed stream, keeping the last event id and retry delay.
-func (s *eventReader) continueOn(r io.Reader) *eventReader {
-	next := newEventReader(r, s.max)
-	next.lastID, next.retry = s.lastID, s.retry
-	return next
-}
-
-func (s *eventReader) readLine() (string, error) {
-	var line []byte
-	for {
-		chunk, err := s.br.ReadSlice('\n')
-		if int64(len(line)+len(chunk)) > s.max+16 {
-			return "", errTooLarge
-		}
-		line = append(line, chunk...)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if err == io.EOF && len(line) > 0 {
-				return "", io.ErrUnexpectedEOF
-			}
-			return "", err
-		}
-		break
-	}
-	line = line[:len(line)-1]
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return string(line), nil
-}
-
-// next returns the next event that has data. io.EOF: the stream ended cleanly between
-// events; io.ErrUnexpectedEOF: inside one.
-func (s *eventReader) next() (event, error) {
-	var ev event
-	var data strings.Builder
-	hasData, started := false, false
-	for {
-		line, err := s.readLine()
-		if err != nil {
-			if err == io.EOF && started {
-				err = io.ErrUnexpectedEOF
-			}
-			return event{}, err
-		}
-		if line == "" {
-			if hasData {
-				ev.data = data.String()
-				return ev, nil
-			}
-			ev, started = event{}, false
-			continue
-		}
-		started = true
-		if line[0] == ':' {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			ev.event = value
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				ev.id, s.lastID = value, value
-			}
-		case "retry":
-			if ms, err := strconv.ParseUint(value, 10, 32); err == nil {
-				s.retry = time.Duration(ms) * time.Millisecond
-			}
-		case "data":
-			if hasData {
-				data.WriteByte('\n')
-			}
-			data.WriteString(value)
-			hasData = true
-			if int64(data.Len()) > s.max {
-				return event{}, errTooLarge
-			}
-		}
 	}
 }

@@ -1,0 +1,62 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestEncode(t *testing.T) {
+	t.Parallel()
+	data, err := EncodeRequest(3, "tools/list", map[string]any{"cursor": "c"})
+	if err != nil || string(data) != `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}` {
+		t.Errorf("EncodeRequest = %s, %v", data, err)
+	}
+	if data, _ := EncodeRequest(4, "ping", nil); string(data) != `{"jsonrpc":"2.0","id":4,"method":"ping"}` {
+		t.Errorf("EncodeRequest without params = %s", data)
+	}
+	if _, err := EncodeRequest(5, "x", func() {}); err == nil {
+		t.Error("EncodeRequest of unencodable params: no error")
+	}
+	if got := string(Notification("notifications/initialized")); got != `{"jsonrpc":"2.0","method":"notifications/initialized"}` {
+		t.Errorf("Notification = %s", got)
+	}
+	params, _ := json.Marshal(InitializeParams("cantus", "1"))
+	if string(params) != `{"capabilities":{},"clientInfo":{"name":"cantus","version":"1"},"protocolVersion":"`+ProtocolVersion+`"}` {
+		t.Errorf("InitializeParams = %s", params)
+	}
+}
+
+func TestParseMessages(t *testing.T) {
+	t.Parallel()
+	msgs, err := ParseMessages([]byte(` {"jsonrpc":"2.0","id":1,"result":{"ok":true}} `))
+	if err != nil || len(msgs) != 1 || string(msgs[0].ID) != "1" || string(msgs[0].Result) != `{"ok":true}` {
+		t.Errorf("one message: %+v, %v", msgs, err)
+	}
+	msgs, err = ParseMessages([]byte(`[{"jsonrpc":"2.0","method":"ping","id":"p","params":{}},{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no","data":[1]}}]`))
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("a batch: %+v, %v", msgs, err)
+	}
+	if msgs[0].Method != "ping" || string(msgs[0].Params) != "{}" {
+		t.Errorf("the server's request: %+v", msgs[0])
+	}
+	if e := msgs[1].Error; e == nil || e.Code != -32601 || e.Message != "no" || string(e.Data) != "[1]" {
+		t.Errorf("the error answer: %+v", msgs[1].Error)
+	}
+	for _, bad := range []string{``, `not json`, `[1]`, `"string"`} {
+		if _, err := ParseMessages([]byte(bad)); err == nil {
+			t.Errorf("ParseMessages(%q): no error", bad)
+		}
+	}
+}
+
+func TestSupportedProtocolVersions(t *testing.T) {
+	t.Parallel()
+	v := SupportedProtocolVersions()
+	if v[0] != ProtocolVersion || len(v) != 4 {
+		t.Errorf("SupportedProtocolVersions = %v", v)
+	}
+	v[0] = "changed"
+	if SupportedProtocolVersions()[0] != ProtocolVersion {
+		t.Error("SupportedProtocolVersions shares its slice")
+	}
+}
