@@ -23,13 +23,13 @@ type callGate struct {
 	mu       sync.Mutex
 	refusing bool
 	active   int
-	idle     chan struct{} // closed while active == 0
+	// idle is made by a waiter while active > 0, and closed (and dropped) when active
+	// falls to 0; so a call that finds the gate idle makes no channel.
+	idle chan struct{}
 }
 
 func newCallGate() *callGate {
-	idle := make(chan struct{})
-	close(idle)
-	return &callGate{idle: idle}
+	return &callGate{}
 }
 
 // admission is one unit of in-flight work holding the gate open. It is shared by a
@@ -64,47 +64,55 @@ func (a *admission) release() {
 
 // admit counts a new request unless the gate is refusing.
 func (g *callGate) admit() (*admission, bool) {
+	a := new(admission)
+	return a, g.admitInto(a)
+}
+
+// admitInto counts a new request as a unless the gate is refusing.
+func (g *callGate) admitInto(a *admission) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.refusing {
-		return nil, false
+		return false
 	}
-	return g.enterLocked(), true
+	g.enterLocked(a)
+	return true
 }
 
 // track counts work that was already admitted, such as a call that arrived on an open
 // sse stream, and so must be waited for even while refusing.
 func (g *callGate) track() *admission {
+	a := new(admission)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.enterLocked()
+	g.enterLocked(a)
+	return a
 }
 
-func (g *callGate) enterLocked() *admission {
-	if g.active == 0 {
-		g.idle = make(chan struct{})
-	}
+func (g *callGate) enterLocked(a *admission) {
 	g.active++
-	return &admission{gate: g, refs: 1}
+	a.gate, a.refs = g, 1
 }
 
 func (g *callGate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.active--
-	if g.active == 0 {
+	if g.active == 0 && g.idle != nil {
 		close(g.idle)
+		g.idle = nil
 	}
 }
 
 type admissionKey struct{}
 
-// holdCall keeps shutdown waiting until the tool call finishes; release must be called.
-func (s *Server) holdCall(ctx context.Context) (release func()) {
+// holdCall keeps shutdown waiting until the tool call finishes; its release must be
+// called. (An *admission rather than a func: a method value would allocate per call.)
+func (s *Server) holdCall(ctx context.Context) *admission {
 	if a, ok := ctx.Value(admissionKey{}).(*admission); ok && a.retain() {
-		return a.release
+		return a
 	}
-	return s.gate.track().release
+	return s.gate.track()
 }
 
 func (g *callGate) refuseNew() {
@@ -133,6 +141,9 @@ func (g *callGate) waitIdle(ctx context.Context) error {
 			g.mu.Unlock()
 			return nil
 		}
+		if g.idle == nil {
+			g.idle = make(chan struct{})
+		}
 		idle := g.idle
 		g.mu.Unlock()
 		select {
@@ -152,34 +163,47 @@ type jsonRPCHead struct {
 // gateMCP admits requests to the MCP endpoints: calls are counted so shutdown can wait
 // for them, long-lived streams are tied to streamsCtx so shutdown can end them, and
 // everything new is refused once shutdown stops admitting.
+//
+// A POST body is read here (bounded) and handed on, but parsed only when it matters:
+// when it may be a subscriptions/listen, or to answer a refusal with its id.
 func (s *Server) gateMCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
+		var body []byte
+		var gb *gatedBody // a POST's
+		switch r.Method {
+		case http.MethodDelete:
 			// Ending a session frees state; there is no reason to refuse it.
 			next.ServeHTTP(w, r)
 			return
-		}
-		var head jsonRPCHead
-		if r.Method == http.MethodPost {
+		case http.MethodGet:
+			s.serveStream(w, r, next, nil)
+			return
+		case http.MethodPost:
 			var err error
-			if head, err = peekJSONRPC(w, r); err != nil {
+			if gb, body, err = readBody(w, r); err != nil {
 				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 				return
 			}
-		}
-		if opensStream(r, head) {
-			if s.gate.isRefusing() {
-				writeRefusal(w, head.ID)
+			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
+				s.serveStream(w, r, next, body)
 				return
 			}
-			s.metrics.openStreams.Inc()
-			defer s.metrics.openStreams.Dec()
-			next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
+		}
+		if gb != nil {
+			// The admission rides on the body to the call (see callContext), sparing
+			// a copy of the request.
+			if !s.gate.admitInto(&gb.admission) {
+				writeRefusal(w, parseHead(body).ID)
+				return
+			}
+			gb.admitted = true
+			defer gb.admission.release()
+			next.ServeHTTP(w, r)
 			return
 		}
 		a, admitted := s.gate.admit()
 		if !admitted {
-			writeRefusal(w, head.ID)
+			writeRefusal(w, parseHead(body).ID)
 			return
 		}
 		defer a.release()
@@ -187,10 +211,44 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 	})
 }
 
-// opensStream reports requests that stay open for as long as the client listens; they
-// are not calls, and waiting for them would always exhaust the shutdown grace.
-func opensStream(r *http.Request, head jsonRPCHead) bool {
-	return r.Method == http.MethodGet || head.Method == string(mcp.MethodSubscriptionsListen)
+// callContext is mcp-go's context hook: it gives the call of an admitted POST its
+// request's admission, which holdCall joins.
+func callContext(ctx context.Context, r *http.Request) context.Context {
+	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
+		return context.WithValue(ctx, admissionKey{}, &gb.admission)
+	}
+	return ctx
+}
+
+// serveStream serves a request that stays open for as long as the client listens (GET,
+// subscriptions/listen). Such requests are not calls, and waiting for them would always
+// exhaust the shutdown grace: they are not counted, and shutdown ends them.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.Handler, body []byte) {
+	if s.gate.isRefusing() {
+		writeRefusal(w, parseHead(body).ID)
+		return
+	}
+	s.metrics.openStreams.Inc()
+	defer s.metrics.openStreams.Dec()
+	next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
+}
+
+// mayListen is false for a body that cannot be a subscriptions/listen message, so that
+// the gate need not parse it: the method is written with "listen" in it, or escaped
+// (a JSON string can spell a letter as \uXXXX).
+func mayListen(body []byte) bool {
+	return bytes.Contains(body, []byte("listen")) || bytes.Contains(body, []byte(`\u`))
+}
+
+// parseHead parses the method and id of a JSON-RPC message. A body that does not parse
+// (or none) gives the zero head; the MCP handler answers it, and it counts as a call
+// meanwhile.
+func parseHead(body []byte) jsonRPCHead {
+	var head jsonRPCHead
+	if len(body) > 0 {
+		_ = json.Unmarshal(body, &head)
+	}
+	return head
 }
 
 // streamContext ends with parent or when shutdown ends the streams.
@@ -201,20 +259,51 @@ func (s *Server) streamContext(parent context.Context) context.Context {
 	return ctx
 }
 
-// peekJSONRPC reads the body to learn the message's method and id, and puts the body
-// back for the MCP handler.
-func peekJSONRPC(w http.ResponseWriter, r *http.Request) (jsonRPCHead, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPRequestBytes))
-	if err != nil {
-		return jsonRPCHead{}, fmt.Errorf("read request body: %w", err)
+// readBody reads the body, bounded by maxMCPRequestBytes, and puts it back for the MCP
+// handler.
+func readBody(w http.ResponseWriter, r *http.Request) (*gatedBody, []byte, error) {
+	size := 512 // as io.ReadAll
+	if n := r.ContentLength; n >= 0 && n < maxMCPRequestBytes {
+		size = int(n) + 1 // room to see EOF without growing
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var head jsonRPCHead
-	// A body that does not parse is left for the MCP handler to answer; it counts as
-	// a call meanwhile.
-	_ = json.Unmarshal(body, &head)
-	return head, nil
+	body, err := readAll(http.MaxBytesReader(w, r.Body, maxMCPRequestBytes), size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read request body: %w", err)
+	}
+	gb := new(gatedBody)
+	gb.Reset(body)
+	r.Body = gb
+	return gb, body, nil
 }
+
+// readAll is io.ReadAll starting with a buffer of size bytes.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow it
+		}
+	}
+}
+
+// gatedBody is a POST body the gate read, handed on to the MCP handler, with the
+// admission of its request (when admitted): one allocation for the body (io.NopCloser
+// over a bytes.Reader takes two) and the admission, and none to copy the request.
+type gatedBody struct {
+	bytes.Reader
+	admission admission
+	admitted  bool
+}
+
+func (*gatedBody) Close() error { return nil }
 
 // writeRefusal answers 503 with a JSON-RPC error, and closes the connection so the
 // client's retry goes through the Service to a ready replica.

@@ -69,7 +69,7 @@ func (s *Server) memoryTool() server.ServerTool {
 	return server.ServerTool{
 		Tool: s.memory.Tool(),
 		Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			defer s.holdCall(ctx)()
+			defer s.holdCall(ctx).release()
 			start := time.Now()
 			result, err := s.memory.Handle(ctx, req)
 			if err != nil {

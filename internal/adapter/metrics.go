@@ -1,7 +1,10 @@
 package adapter
 
 import (
+	"maps"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +25,25 @@ type toolMetrics struct {
 	// openStreams counts the long-lived streams, which carry
 	// notifications/tools/list_changed to sessions.
 	openStreams prometheus.Gauge
+
+	// series caches each tracked tool's children of calls, errors and duration, so a
+	// call does not look them up by label; copy on write, under seriesMu.
+	series   atomic.Pointer[map[string]*toolSeries]
+	seriesMu sync.Mutex
+}
+
+// toolSeries are one tool's children of the per-tool metrics.
+type toolSeries struct {
+	calls, errors prometheus.Counter
+	duration      prometheus.Observer
+}
+
+func (m *toolMetrics) seriesOf(tool string) *toolSeries {
+	return &toolSeries{
+		calls:    m.calls.WithLabelValues(tool),
+		errors:   m.errors.WithLabelValues(tool),
+		duration: m.duration.WithLabelValues(tool),
+	}
 }
 
 func newToolMetrics(toolNames []string) *toolMetrics {
@@ -61,15 +83,33 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 // trackTools creates the series of tools, so a rate() over a quiet tool reads 0, not
 // absent.
 func (m *toolMetrics) trackTools(toolNames []string) {
-	for _, name := range toolNames {
-		m.calls.WithLabelValues(name)
-		m.errors.WithLabelValues(name)
-		m.duration.WithLabelValues(name)
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	next := map[string]*toolSeries{}
+	if cur := m.series.Load(); cur != nil {
+		next = maps.Clone(*cur)
 	}
+	for _, name := range toolNames {
+		next[name] = m.seriesOf(name)
+	}
+	m.series.Store(&next)
 }
 
 // forgetTools drops the series of tools no longer served.
 func (m *toolMetrics) forgetTools(toolNames []string) {
+	if len(toolNames) == 0 {
+		return
+	}
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	next := map[string]*toolSeries{}
+	if cur := m.series.Load(); cur != nil {
+		next = maps.Clone(*cur)
+	}
+	for _, name := range toolNames {
+		delete(next, name)
+	}
+	m.series.Store(&next)
 	for _, name := range toolNames {
 		m.calls.DeleteLabelValues(name)
 		m.errors.DeleteLabelValues(name)
@@ -84,11 +124,24 @@ func (m *toolMetrics) trackRemote(remote string) {
 }
 
 func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) {
-	m.calls.WithLabelValues(tool).Inc()
-	if failed {
-		m.errors.WithLabelValues(tool).Inc()
+	var ts *toolSeries
+	if cur := m.series.Load(); cur != nil {
+		ts = (*cur)[tool]
 	}
-	m.duration.WithLabelValues(tool).Observe(took.Seconds())
+	if ts == nil {
+		// Not tracked (a call that raced a reload removing its tool): by label.
+		m.calls.WithLabelValues(tool).Inc()
+		if failed {
+			m.errors.WithLabelValues(tool).Inc()
+		}
+		m.duration.WithLabelValues(tool).Observe(took.Seconds())
+		return
+	}
+	ts.calls.Inc()
+	if failed {
+		ts.errors.Inc()
+	}
+	ts.duration.Observe(took.Seconds())
 }
 
 func (m *toolMetrics) handler() http.Handler {

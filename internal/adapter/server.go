@@ -262,7 +262,7 @@ func mcpTool(t *compiledTool) mcp.Tool {
 // runs), metrics and a log line.
 func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		defer s.holdCall(ctx)()
+		defer s.holdCall(ctx).release()
 		start := time.Now()
 		var result *mcp.CallToolResult
 		if t := s.state.Load().byName[name]; t != nil {
@@ -273,10 +273,13 @@ func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 		}
 		took := time.Since(start)
 		s.metrics.observeCall(name, result.IsError, took)
+		// Guarded: the arguments would be built even for a disabled level.
 		if result.IsError {
-			s.log.V(1).Info("tool call failed", "tool", name, "duration", took.String(), "error", resultText(result))
-		} else {
-			s.log.V(2).Info("tool call succeeded", "tool", name, "duration", took.String())
+			if l := s.log.V(1); l.Enabled() {
+				l.Info("tool call failed", "tool", name, "duration", took.String(), "error", resultText(result))
+			}
+		} else if l := s.log.V(2); l.Enabled() {
+			l.Info("tool call succeeded", "tool", name, "duration", took.String())
 		}
 		return result, nil
 	}
@@ -308,6 +311,7 @@ func (s *Server) buildHandler(m *server.MCPServer, token string) http.Handler {
 		// "/message?sessionId=…", which clients resolve against the URL they reached
 		// /sse on, whatever host and port that was.
 		s.sse = server.NewSSEServer(m,
+			server.WithSSEContextFunc(callContext),
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
@@ -316,6 +320,7 @@ func (s *Server) buildHandler(m *server.MCPServer, token string) http.Handler {
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
 		s.streamable = server.NewStreamableHTTPServer(m,
+			server.WithHTTPContextFunc(callContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),

@@ -74,12 +74,13 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 	if err != nil {
 		return mcp.NewToolResultError(markerInvalidArgs + err.Error())
 	}
-	if msg := argumentProblems(t.schema, args); msg != "" {
+	instance, msg := checkArguments(t, req, args)
+	if msg != "" {
 		return mcp.NewToolResultError(markerInvalidArgs + msg)
 	}
 	switch {
 	case t.Template != nil:
-		return renderTemplate(t.template, args)
+		return renderTemplate(t.template, instance)
 	case t.HTTP != nil:
 		return s.postToBackend(ctx, t.HTTP, args)
 	case t.Remote != nil:
@@ -88,6 +89,68 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 		// compileConfig guarantees a backend; reaching here is a programming error.
 		return mcp.NewToolResultError(fmt.Sprintf("tool %q has no backend", t.Name))
 	}
+}
+
+// checkArguments validates the arguments (args is argumentsJSON(req)) against t's
+// schema and returns them decoded with numbers as json.Number, for the template; or
+// what is wrong with them. Arguments are decoded at most once per call, and not at all
+// when mcp-go's decoding is the same value.
+func checkArguments(t *compiledTool, req mcp.CallToolRequest, args []byte) (any, string) {
+	// The template must see numbers as json.Number, which mcp-go's decoding does not
+	// give; other backends use args and need the value only for validation.
+	if v, ok := wireArguments(req); ok && (t.Template == nil || !holdsNumber(v)) && t.fast.proves(v) {
+		return v, ""
+	}
+	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return nil, fmt.Sprintf("arguments are not valid JSON: %v", err)
+	}
+	if t.fast.proves(instance) {
+		return instance, ""
+	}
+	return instance, schemaProblems(t.schema, instance)
+}
+
+// wireArguments returns the arguments as mcp-go decoded them, when that is the JSON
+// value of argumentsJSON(req): a request read from the wire carries its arguments both
+// as RawArguments and decoded from those bytes as Arguments; absent or null arguments
+// are the empty object.
+func wireArguments(req mcp.CallToolRequest) (any, bool) {
+	raw := bytes.TrimSpace(req.Params.RawArguments)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		if req.Params.Arguments == nil {
+			return map[string]any{}, true
+		}
+		return nil, false // built in code: argumentsJSON marshals it
+	}
+	if raw[0] == '{' {
+		if _, ok := req.Params.Arguments.(map[string]any); !ok {
+			return nil, false
+		}
+	}
+	return req.Params.Arguments, req.Params.Arguments != nil
+}
+
+// holdsNumber reports a number anywhere in v.
+func holdsNumber(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if holdsNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if holdsNumber(e) {
+				return true
+			}
+		}
+	case string, bool, nil:
+	default:
+		return true
+	}
+	return false
 }
 
 // argumentsJSON returns the call's arguments as JSON, preferring the bytes as they
@@ -108,14 +171,10 @@ func argumentsJSON(req mcp.CallToolRequest) ([]byte, error) {
 
 var schemaMessages = message.NewPrinter(language.English)
 
-// argumentProblems validates args against the tool's schema and describes what is
-// wrong, naming each offending argument by its JSON pointer; "" means valid.
-func argumentProblems(schema *jsonschema.Schema, args []byte) string {
-	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
-	if err != nil {
-		return fmt.Sprintf("arguments are not valid JSON: %v", err)
-	}
-	err = schema.Validate(instance)
+// schemaProblems validates a decoded instance against the tool's schema and describes
+// what is wrong, naming each offending argument by its JSON pointer; "" means valid.
+func schemaProblems(schema *jsonschema.Schema, instance any) string {
+	err := schema.Validate(instance)
 	if err == nil {
 		return ""
 	}
@@ -170,28 +229,14 @@ func jsonPointer(tokens []string) string {
 	return sb.String()
 }
 
-func renderTemplate(tmpl *template.Template, args []byte) *mcp.CallToolResult {
-	data, err := decodeTemplateData(args)
-	if err != nil {
-		return mcp.NewToolResultError(markerTemplateFailed + err.Error())
-	}
-	var out bytes.Buffer
+// renderTemplate executes tmpl over the arguments, decoded with numbers as
+// json.Number so that {{.n}} prints 1000000 as written rather than float64's 1e+06.
+func renderTemplate(tmpl *template.Template, data any) *mcp.CallToolResult {
+	var out strings.Builder
 	if err := tmpl.Execute(&out, data); err != nil {
 		return mcp.NewToolResultError(markerTemplateFailed + err.Error())
 	}
 	return mcp.NewToolResultText(out.String())
-}
-
-// decodeTemplateData keeps numbers as json.Number so that {{.n}} prints 1000000 as
-// written rather than float64's 1e+06.
-func decodeTemplateData(args []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var data any
-	if err := dec.Decode(&data); err != nil {
-		return nil, fmt.Errorf("decode arguments: %w", err)
-	}
-	return data, nil
 }
 
 // newBackendClient is shared by all http tools of a server: keep-alives and a deep idle

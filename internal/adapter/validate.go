@@ -24,7 +24,9 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // that a call never re-parses its template or schema.
 type compiledTool struct {
 	Tool
-	schema   *jsonschema.Schema
+	schema *jsonschema.Schema
+	// fast proves most valid arguments valid without the library's validator.
+	fast     *fastSchema
 	template *template.Template
 	// remote serves a Remote backend; linked by the remote pool, not by compileConfig.
 	remote *remote
@@ -91,6 +93,7 @@ func compileTool(index int, t *Tool) (*compiledTool, []error) {
 		fail("%v", err)
 	} else {
 		compiled.schema = schema
+		compiled.fast = newFastSchema(schema)
 		if err := mcp.ValidateParamHeaderAnnotations(&mcp.Tool{Name: t.Name, RawInputSchema: t.InputSchema}); err != nil {
 			// mcp-go panics when registering such a tool, so it must be refused here.
 			fail("inputSchema: %v", err)
