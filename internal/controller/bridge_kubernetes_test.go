@@ -22,16 +22,7 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	p := &cantusv1alpha1.ToolSourcePolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "stdio-"},
-		Spec: cantusv1alpha1.ToolSourcePolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Images:            []string{"ghcr.io/acme/"},
-			Commands:          []string{"mcp-server"},
-		},
-	}
-	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(ctx, p) })
+	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 
 	imp := &cantusv1alpha1.RemoteToolImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},

@@ -81,6 +81,24 @@ func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {
 	return p
 }
 
+// allowStdio is a policy that lets this namespace run stdio imports of the given image
+// prefixes and commands.
+func allowStdio(t *testing.T, ns string, images, commands []string) {
+	t.Helper()
+	p := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "stdio-"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Images:            images,
+			Commands:          commands,
+		},
+	}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatalf("create policy: %v", err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
+}
+
 func newImport(ns, name, url string) *cantusv1alpha1.RemoteToolImport {
 	return &cantusv1alpha1.RemoteToolImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

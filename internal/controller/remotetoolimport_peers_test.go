@@ -61,16 +61,7 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	p := &cantusv1alpha1.ToolSourcePolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "stdio-"},
-		Spec: cantusv1alpha1.ToolSourcePolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Images:            []string{"ghcr.io/modelcontextprotocol/"},
-			Commands:          []string{"node"},
-		},
-	}
-	g.Expect(k8sClient.Create(ctx, p)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(ctx, p) })
+	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
 	bridges := bridge.NewLocal(peers.AdapterBinary(t), logr.Discard())
 	bridgeCtx, stop := context.WithCancel(ctx)

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -180,14 +179,4 @@ func describeToolChange(added, removed []string) string {
 		parts = append(parts, "removed "+strings.Join(removed, ", "))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// schemaJSON is used by tests to compare schemas as parsed JSON.
-func schemaJSON(raw *runtime.RawExtension) any {
-	if raw == nil {
-		return nil
-	}
-	var v any
-	_ = json.Unmarshal(raw.Raw, &v)
-	return v
 }
