@@ -236,3 +236,11 @@ type RemoteToolImportList struct {
 func init() {
 	SchemeBuilder.Register(&RemoteToolImport{}, &RemoteToolImportList{})
 }
+
+// KeyOrDefault is the ConfigMap key to read: Key, or "ca.crt" when it is empty.
+func (r ConfigMapKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return "ca.crt"
+	}
+	return r.Key
+}

@@ -418,3 +418,12 @@ func init() {
 
 // String returns the transport's name.
 func (t Transport) String() string { return string(t) }
+
+// KeyOrDefault is the Secret key to read: Key, or "token" when it is empty (objects built
+// in Go skip the API server's defaulting).
+func (r SecretKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return "token"
+	}
+	return r.Key
+}

@@ -17,10 +17,10 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // The bridge pod.
@@ -266,25 +266,8 @@ func serviceFor(imp *cantusv1alpha1.RemoteToolImport) *corev1ac.ServiceApplyConf
 				WithProtocol(corev1.ProtocolTCP)))
 }
 
-// deploymentAvailable reads a Deployment's status the way `kubectl rollout status` does
-// (the rule of the SkillServer runtime): the controller must have seen the latest spec,
-// every replica must run it, and the Deployment must be Available with a ready pod.
+// deploymentAvailable applies the SkillServer runtime's rollout rule to a bridge.
 func deploymentAvailable(dep *appsv1.Deployment) bool {
-	want := ptr.Deref(dep.Spec.Replicas, 1)
-	switch {
-	case want == 0:
-		return false
-	case dep.Status.ObservedGeneration < dep.Generation:
-		return false
-	case dep.Status.UpdatedReplicas < want:
-		return false
-	case dep.Status.ReadyReplicas < 1:
-		return false
-	}
-	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	ok, _, _ := workload.DeploymentAvailability(dep)
+	return ok
 }

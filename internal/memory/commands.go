@@ -197,11 +197,8 @@ func (s *Store) listDir(p vpath, size int64) (string, error) {
 // ---- create ----
 
 func (s *Store) create(a args) (string, error) {
-	p, err := parsePath("path", a.Path)
+	p, err := parseTarget("path", CmdCreate, a.Path)
 	if err != nil {
-		return "", err
-	}
-	if err := checkTarget("path", CmdCreate, p); err != nil {
 		return "", err
 	}
 	if a.FileText == nil {
@@ -273,11 +270,8 @@ func (s *Store) create(a args) (string, error) {
 // ---- str_replace ----
 
 func (s *Store) strReplace(a args) (string, error) {
-	p, err := parsePath("path", a.Path)
+	p, err := parseTarget("path", CmdStrReplace, a.Path)
 	if err != nil {
-		return "", err
-	}
-	if err := checkTarget("path", CmdStrReplace, p); err != nil {
 		return "", err
 	}
 	if a.OldStr == nil || *a.OldStr == "" {
@@ -364,11 +358,8 @@ func (s *Store) replaceFile(p vpath, command string, old, updated []byte) (*Jour
 // ---- insert ----
 
 func (s *Store) insert(a args) (string, error) {
-	p, err := parsePath("path", a.Path)
+	p, err := parseTarget("path", CmdInsert, a.Path)
 	if err != nil {
-		return "", err
-	}
-	if err := checkTarget("path", CmdInsert, p); err != nil {
 		return "", err
 	}
 	if a.InsertLine == nil {
@@ -418,11 +409,8 @@ func (s *Store) insert(a args) (string, error) {
 // ---- delete ----
 
 func (s *Store) delete(a args) (string, error) {
-	p, err := parsePath("path", a.Path)
+	p, err := parseTarget("path", CmdDelete, a.Path)
 	if err != nil {
-		return "", err
-	}
-	if err := checkTarget("path", CmdDelete, p); err != nil {
 		return "", err
 	}
 	var result string

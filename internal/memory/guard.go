@@ -112,6 +112,16 @@ func parsePath(field, p string) (vpath, error) {
 
 // checkTarget applies the rules for a path a command would change: never the
 // /memories root, never a very short name.
+// parseTarget parses the path a mutating command acts on and refuses the targets no
+// command may act on (the root, very short names).
+func parseTarget(field, command, raw string) (vpath, error) {
+	p, err := parsePath(field, raw)
+	if err != nil {
+		return vpath{}, err
+	}
+	return p, checkTarget(field, command, p)
+}
+
 func checkTarget(field, command string, p vpath) error {
 	if p.isRoot() {
 		return refusef("%s is /memories itself, which %s never targets; name a file or directory under it, e.g. /memories/notes.md", field, command)

@@ -168,7 +168,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend,
 	dir := path.Join(ImportFilesDir, imp.Name)
 	var files []File
 	for i, h := range imp.Spec.Headers {
-		f := File{Path: path.Join(dir, fmt.Sprintf("header-%d", i)), Secret: h.ValueFrom.Name, Key: keyOr(h.ValueFrom.Key, "token")}
+		f := File{Path: path.Join(dir, fmt.Sprintf("header-%d", i)), Secret: h.ValueFrom.Name, Key: h.ValueFrom.KeyOrDefault()}
 		if b.HeaderFiles == nil {
 			b.HeaderFiles = map[string]string{}
 		}
@@ -178,21 +178,14 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend,
 	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil {
 		f := File{Path: path.Join(dir, "ca.crt")}
 		if ref := imp.Spec.TLS.CABundle.SecretRef; ref != nil {
-			f.Secret, f.Key = ref.Name, keyOr(ref.Key, "token")
+			f.Secret, f.Key = ref.Name, ref.KeyOrDefault()
 		} else if ref := imp.Spec.TLS.CABundle.ConfigMapRef; ref != nil {
-			f.ConfigMap, f.Key = ref.Name, keyOr(ref.Key, "ca.crt")
+			f.ConfigMap, f.Key = ref.Name, ref.KeyOrDefault()
 		}
 		b.CAFile = f.Path
 		files = append(files, f)
 	}
 	return b, files
-}
-
-func keyOr(key, fallback string) string {
-	if key == "" {
-		return fallback
-	}
-	return key
 }
 
 func selected(spec cantusv1alpha1.SkillImport, name string) bool {

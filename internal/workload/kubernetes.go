@@ -127,13 +127,14 @@ func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer
 	}
 	obs.Replicas = dep.Status.Replicas
 	obs.ReadyReplicas = dep.Status.ReadyReplicas
-	obs.Available, obs.Reason, obs.Message = deploymentAvailability(dep)
+	obs.Available, obs.Reason, obs.Message = DeploymentAvailability(dep)
 	return obs, nil
 }
 
-// deploymentAvailability reads a Deployment's status the way `kubectl rollout status`
+// DeploymentAvailability reads a Deployment's status the way `kubectl rollout status`
 // does: the controller must have seen the latest spec before its counts mean anything.
-func deploymentAvailability(dep *appsv1.Deployment) (bool, string, string) {
+// The stdio bridges use the same rule.
+func DeploymentAvailability(dep *appsv1.Deployment) (bool, string, string) {
 	want := ptr.Deref(dep.Spec.Replicas, 1)
 	switch {
 	case want == 0:
@@ -294,7 +295,7 @@ func volumesFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac
 		volumes = append(volumes, corev1ac.Volume().WithName("auth").WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(ref.Name).
 			WithDefaultMode(0o440).
-			WithItems(corev1ac.KeyToPath().WithKey(secretKey(ref)).WithPath("token"))))
+			WithItems(corev1ac.KeyToPath().WithKey(ref.KeyOrDefault()).WithPath("token"))))
 	}
 	return volumes
 }
@@ -362,13 +363,6 @@ func strategyFor(ss *cantusv1alpha1.SkillServer) *appsv1ac.DeploymentStrategyApp
 		return appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)
 	}
 	return appsv1ac.DeploymentStrategy().WithType(appsv1.RollingUpdateDeploymentStrategyType)
-}
-
-func secretKey(ref cantusv1alpha1.SecretKeyRef) string {
-	if ref.Key == "" {
-		return "token"
-	}
-	return ref.Key
 }
 
 // Discovery labels and annotations on the Service, so that agent stacks find the server

@@ -280,9 +280,9 @@ func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer)
 	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ref.Name}, secret); err != nil {
 		return "", fmt.Errorf("read auth Secret %s: %w", ref.Name, err)
 	}
-	value, ok := secret.Data[secretKey(ref)]
+	value, ok := secret.Data[ref.KeyOrDefault()]
 	if !ok {
-		return "", fmt.Errorf("auth Secret %s has no key %q", ref.Name, secretKey(ref))
+		return "", fmt.Errorf("auth Secret %s has no key %q", ref.Name, ref.KeyOrDefault())
 	}
 	return string(value), nil
 }

@@ -56,9 +56,17 @@ func RunConformance(t testing.TB, ctx context.Context, url, scenario string) []C
 	cli := moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js")
 	out := t.TempDir()
 	r := run(ctx, out, nil, Node22(t), cli, "server", "--url", url, "--scenario", scenario, "-o", out)
-	files, _ := filepath.Glob(filepath.Join(out, "*", "checks.json"))
+	checks, _ := readChecks(t, out, fmt.Sprintf("conformance scenario %s against %s", scenario, url), r)
+	return checks
+}
+
+// readChecks reads every checks.json a conformance run left under dir and returns the
+// checks and the files they came from; a run that left none fails the test.
+func readChecks(t testing.TB, dir, what string, r result) ([]Check, []string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
 	if len(files) == 0 {
-		t.Fatalf("peers: conformance scenario %s against %s left no checks.json in %s:\n%s", scenario, url, out, r.describe())
+		t.Fatalf("peers: %s left no checks.json in %s:\n%s", what, dir, r.describe())
 	}
 	sort.Strings(files)
 	var checks []Check
@@ -73,7 +81,7 @@ func RunConformance(t testing.TB, ctx context.Context, url, scenario string) []C
 		}
 		checks = append(checks, cs...)
 	}
-	return checks
+	return checks, files
 }
 
 // CheckProblems returns a line for every check that is not SUCCESS, except those whose

@@ -2,10 +2,9 @@ package peers
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -28,23 +27,9 @@ func RunConformanceClient(t testing.TB, ctx context.Context, command []string, s
 	cli := moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js")
 	out := t.TempDir()
 	r := run(ctx, out, nil, Node22(t), cli, "client", "--command", strings.Join(command, " "), "--scenario", scenario, "-o", out)
-	files, _ := filepath.Glob(filepath.Join(out, "*", "checks.json"))
-	if len(files) == 0 {
-		t.Fatalf("peers: conformance client scenario %s of %q left no checks.json in %s:\n%s", scenario, command, out, r.describe())
-	}
-	sort.Strings(files)
-	var checks []Check
+	checks, files := readChecks(t, out, fmt.Sprintf("conformance client scenario %s of %q", scenario, command), r)
+	// What the client printed, for the test log (the suite saves it beside the checks).
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatalf("peers: %v", err)
-		}
-		var cs []Check
-		if err := json.Unmarshal(data, &cs); err != nil {
-			t.Fatalf("peers: %s is not a JSON array of checks: %v", f, err)
-		}
-		checks = append(checks, cs...)
-		// What the client printed, for the test log (the suite saves it beside the checks).
 		for _, name := range []string{"stdout.txt", "stderr.txt"} {
 			if b, err := os.ReadFile(filepath.Join(filepath.Dir(f), name)); err == nil && len(b) > 0 {
 				t.Logf("conformance client %s %s:\n%s", scenario, name, clip(string(b)))
