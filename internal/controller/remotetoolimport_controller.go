@@ -255,10 +255,7 @@ func (r *RemoteToolImportReconciler) caBundle(ctx context.Context, imp *cantusv1
 	if err := r.Get(ctx, types.NamespacedName{Namespace: imp.Namespace, Name: ref.ConfigMapRef.Name}, cm); err != nil {
 		return nil, fmt.Errorf("CA bundle ConfigMap %s: %w", ref.ConfigMapRef.Name, err)
 	}
-	key := ref.ConfigMapRef.Key
-	if key == "" {
-		key = "ca.crt"
-	}
+	key := ref.ConfigMapRef.KeyOrDefault()
 	v, ok := cm.Data[key]
 	if !ok {
 		return nil, fmt.Errorf("CA bundle ConfigMap %s has no key %q", ref.ConfigMapRef.Name, key)
@@ -272,10 +269,7 @@ func (r *RemoteToolImportReconciler) secretValue(ctx context.Context, namespace 
 	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
 		return "", fmt.Errorf("Secret %s: %w", ref.Name, err)
 	}
-	key := ref.Key
-	if key == "" {
-		key = "token"
-	}
+	key := ref.KeyOrDefault()
 	v, ok := s.Data[key]
 	if !ok {
 		return "", fmt.Errorf("Secret %s has no key %q", ref.Name, key)
@@ -334,7 +328,11 @@ func (r *RemoteToolImportReconciler) patchStatus(ctx context.Context, before, af
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+	// The patch carries the resourceVersion the status was computed from: a merge patch
+	// computed against a stale cached object would otherwise keep fields of a newer
+	// status it did not change, and mix two reconciles into one status. A conflict is
+	// retried with the fresh object.
+	if err := r.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -135,7 +135,11 @@ func (r *SkillServerReconciler) patchStatus(ctx context.Context, before, after *
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+	// The patch carries the resourceVersion the status was computed from: a merge patch
+	// computed against a stale cached object would otherwise keep fields of a newer
+	// status it did not change, and mix two reconciles into one status. A conflict is
+	// retried with the fresh object.
+	if err := r.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
