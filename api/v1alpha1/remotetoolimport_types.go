@@ -52,15 +52,18 @@ type RemoteToolImportSpec struct {
 	// +optional
 	Tools *ToolFilter `json:"tools,omitempty"`
 
-	// RefreshInterval is how often the tool list is fetched again.
+	// RefreshInterval is how often the tool list is fetched again, from 10s to 24h.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="refreshInterval must be between 10s and 24h: every import re-runs its handshake this often"
 	// +optional
-	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
+	RefreshInterval *Duration `json:"refreshInterval,omitempty"`
 
-	// Timeout bounds one whole handshake (connect, initialize, every tools/list page).
+	// Timeout bounds one whole handshake (connect, initialize, every tools/list page), from
+	// 1s to 5m.
 	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="timeout must be between 1s and 5m"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 // StdioSource is a command run as a list, never through a shell.

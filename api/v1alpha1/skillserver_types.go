@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -147,7 +146,7 @@ type MemorySpec struct {
 	// Size of the PersistentVolumeClaim.
 	// +kubebuilder:default="1Gi"
 	// +optional
-	Size *resource.Quantity `json:"size,omitempty"`
+	Size *Quantity `json:"size,omitempty"`
 
 	// StorageClassName of the claim; the cluster default when empty.
 	// +optional
@@ -186,10 +185,12 @@ type MemorySpec struct {
 	// +optional
 	MaxTotalBytes *int64 `json:"maxTotalBytes,omitempty"`
 
-	// TrashRetention is how long deleted and overwritten content is kept for restore.
+	// TrashRetention is how long deleted and overwritten content is kept for restore, from
+	// 1m to 8760h (a year).
 	// +kubebuilder:default="168h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('8760h'))",message="trashRetention must be between 1m and 8760h"
 	// +optional
-	TrashRetention *metav1.Duration `json:"trashRetention,omitempty"`
+	TrashRetention *Duration `json:"trashRetention,omitempty"`
 }
 
 // ServerInfo is the MCP implementation info of a server.
@@ -282,10 +283,11 @@ type HTTPBackend struct {
 	// +required
 	URL string `json:"url"`
 
-	// Timeout bounds one call, including reading the answer.
+	// Timeout bounds one call, including reading the answer; at most 10m.
 	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1ms') && duration(self) <= duration('10m'))",message="timeout must be between 1ms and 10m"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// MaxResponseBytes bounds the answer's body; a larger answer is a tool error.
 	// +kubebuilder:default=1048576

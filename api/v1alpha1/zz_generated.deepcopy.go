@@ -98,7 +98,7 @@ func (in *HTTPBackend) DeepCopyInto(out *HTTPBackend) {
 	*out = *in
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.MaxResponseBytes != nil {
@@ -159,8 +159,8 @@ func (in *MemorySpec) DeepCopyInto(out *MemorySpec) {
 	*out = *in
 	if in.Size != nil {
 		in, out := &in.Size, &out.Size
-		x := (*in).DeepCopy()
-		*out = &x
+		*out = new(Quantity)
+		**out = **in
 	}
 	if in.StorageClassName != nil {
 		in, out := &in.StorageClassName, &out.StorageClassName
@@ -189,7 +189,7 @@ func (in *MemorySpec) DeepCopyInto(out *MemorySpec) {
 	}
 	if in.TrashRetention != nil {
 		in, out := &in.TrashRetention, &out.TrashRetention
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 }
@@ -328,12 +328,12 @@ func (in *RemoteToolImportSpec) DeepCopyInto(out *RemoteToolImportSpec) {
 	}
 	if in.RefreshInterval != nil {
 		in, out := &in.RefreshInterval, &out.RefreshInterval
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 }

@@ -29,7 +29,7 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 		Spec: cantusv1alpha1.RemoteToolImportSpec{
 			Transport: cantusv1alpha1.ImportTransportStdio,
 			Stdio:     &cantusv1alpha1.StdioSource{Image: "ghcr.io/acme/tools:1.0", Command: []string{"mcp-server"}, Args: []string{"--stdio"}},
-			Timeout:   &metav1.Duration{Duration: time.Second},
+			Timeout:   cantusv1alpha1.DurationFrom(time.Second),
 		},
 	}
 	r := importReconciler()

@@ -97,7 +97,8 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 	remote.Close()
 	fresh := &cantusv1alpha1.RemoteToolImport{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), fresh)).To(Succeed())
-	fresh.Spec.RefreshInterval = &metav1.Duration{Duration: time.Second}
+	// Any spec change re-runs the handshake at once.
+	fresh.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
 	g.Expect(k8sClient.Update(ctx, fresh)).To(Succeed())
 	g.Eventually(func() string {
 		got, _ = getSkillServer(ctx, ns, "gateway")()

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -24,7 +23,7 @@ func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	size := resource.MustParse("2Gi")
+	size := cantusv1alpha1.Quantity("2Gi")
 	ss := newSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{Size: &size, StorageClassName: ptr.To("fast")}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())

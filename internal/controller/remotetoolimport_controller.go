@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,12 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 }
 
 func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (ctrl.Result, error) {
+	if problems := imp.Spec.Problems(); len(problems) > 0 {
+		// Terminal until the spec changes: no retry loop, and nothing is dialled.
+		setImportStalled(imp, strings.Join(problems, "; "))
+		return ctrl.Result{}, nil
+	}
+	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStalled)
 	checker, err := r.checkerFor(ctx, imp.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -302,17 +309,11 @@ func matchesAny(globs []string, name string) bool {
 }
 
 func refreshInterval(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	if imp.Spec.RefreshInterval != nil && imp.Spec.RefreshInterval.Duration > 0 {
-		return imp.Spec.RefreshInterval.Duration
-	}
-	return defaultRefreshInterval
+	return cantusv1alpha1.DurationOf(imp.Spec.RefreshInterval, defaultRefreshInterval)
 }
 
 func probeTimeout(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	if imp.Spec.Timeout != nil && imp.Spec.Timeout.Duration > 0 {
-		return imp.Spec.Timeout.Duration
-	}
-	return defaultProbeTimeout
+	return cantusv1alpha1.DurationOf(imp.Spec.Timeout, defaultProbeTimeout)
 }
 
 // retryDelay backs off exponentially with jitter after consecutive failures, capped by

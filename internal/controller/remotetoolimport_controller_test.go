@@ -105,7 +105,7 @@ func newImport(ns, name, url string) *cantusv1alpha1.RemoteToolImport {
 		Spec: cantusv1alpha1.RemoteToolImportSpec{
 			Transport: cantusv1alpha1.ImportTransportStreamableHTTP,
 			URL:       url,
-			Timeout:   &metav1.Duration{Duration: 2 * time.Second},
+			Timeout:   cantusv1alpha1.DurationFrom(2 * time.Second),
 		},
 	}
 }
@@ -466,7 +466,7 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 			url = "http://" + hang.Addr().String() + "/mcp"
 		}
 		imp := newImport(ns, fmt.Sprintf("imp-%03d", i), url)
-		imp.Spec.Timeout = &metav1.Duration{Duration: hangTimeout}
+		imp.Spec.Timeout = cantusv1alpha1.DurationFrom(hangTimeout)
 		g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	}
 	countReady := func() (ready, timedOut int) {
@@ -516,7 +516,7 @@ func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	srv := newCountingServer(t, remote)
 
 	imp := newImport(ns, "changing", srv.URL+"/mcp")
-	imp.Spec.RefreshInterval = &metav1.Duration{Duration: time.Second}
+	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	g.Eventually(func() int32 {
 		got := &cantusv1alpha1.RemoteToolImport{}
@@ -534,7 +534,7 @@ func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 			notes = append(notes, e.Reason+": "+e.Note)
 		}
 		return notes
-	}, 20*time.Second).Should(ContainElements(
+	}, 3*cantusv1alpha1.MinRefreshInterval).Should(ContainElements(
 		HavePrefix("HandshakeSucceeded: initialized with remote-books 1.2.3"),
 		Equal("ToolsChanged: added new_tool; removed old_tool"),
 	))

@@ -35,7 +35,7 @@ func TestImportOfServerEverything(t *testing.T) {
 			base := peers.StartServerEverything(t, ctx, string(tc.transport))
 			imp := newImport(ns, "everything-"+string(tc.transport), base+tc.path)
 			imp.Spec.Transport = tc.transport
-			imp.Spec.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+			imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 			got := reconcileImport(t, importReconciler(), imp)
 			ready := importCondition(got, cantusv1alpha1.ConditionReady)
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
@@ -74,7 +74,7 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 		Spec: cantusv1alpha1.RemoteToolImportSpec{
 			Transport: cantusv1alpha1.ImportTransportStdio,
 			Stdio:     &cantusv1alpha1.StdioSource{Image: "ghcr.io/modelcontextprotocol/server-everything:2026.8.31", Command: []string{"node", everything}, Args: []string{"stdio"}},
-			Timeout:   &metav1.Duration{Duration: 20 * time.Second},
+			Timeout:   cantusv1alpha1.DurationFrom(20 * time.Second),
 		},
 	}
 	r := importReconciler()

@@ -51,6 +51,15 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, d.Reason, d.Message)
 }
 
+// setImportStalled records a spec that can never work; Ready carries the same message so
+// that `kubectl get` and `kubectl wait` show why.
+func setImportStalled(imp *cantusv1alpha1.RemoteToolImport, problems string) {
+	imp.Status.ObservedGeneration = imp.Generation
+	msg := "the spec cannot work, fix it and re-apply: " + problems
+	setImportCondition(imp, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
+	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec, msg)
+}
+
 // setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
 // stdio bridge); the tools of an earlier success are kept but marked stale.
 func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {

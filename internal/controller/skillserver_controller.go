@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -64,6 +65,11 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
+	if problems := ss.Spec.Problems(); len(problems) > 0 {
+		setStalled(ss, errors.New(strings.Join(problems, "; ")))
+		ss.Status.ObservedGeneration = ss.Generation
+		return ctrl.Result{}, nil
+	}
 	cfg := render.AdapterConfig(ss)
 	setSchemaPortable(ss, render.NonPortableKeys(ss.Spec.Skills))
 	imports, err := r.importsOf(ctx, ss)

@@ -63,7 +63,7 @@ func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapter.MemoryConfig {
 		ReadOnly:        in.ReadOnly,
 		MaxFileBytes:    DefaultMemoryMaxFileBytes,
 		MaxTotalBytes:   DefaultMemoryMaxTotalBytes,
-		TrashRetention:  adapter.Duration{Duration: DefaultMemoryTrashRetention},
+		TrashRetention:  adapter.Duration{Duration: cantusv1alpha1.DurationOf(in.TrashRetention, DefaultMemoryTrashRetention)},
 	}
 	if out.ToolName == "" {
 		out.ToolName = DefaultMemoryToolName
@@ -73,9 +73,6 @@ func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapter.MemoryConfig {
 	}
 	if in.MaxTotalBytes != nil {
 		out.MaxTotalBytes = *in.MaxTotalBytes
-	}
-	if in.TrashRetention != nil {
-		out.TrashRetention.Duration = in.TrashRetention.Duration
 	}
 	return out
 }
@@ -163,11 +160,8 @@ func tool(skill *cantusv1alpha1.Skill) adapter.Tool {
 func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapter.HTTPBackend {
 	out := &adapter.HTTPBackend{
 		URL:              in.URL,
-		Timeout:          adapter.Duration{Duration: DefaultHTTPTimeout},
+		Timeout:          adapter.Duration{Duration: cantusv1alpha1.DurationOf(in.Timeout, DefaultHTTPTimeout)},
 		MaxResponseBytes: DefaultMaxResponseBytes,
-	}
-	if in.Timeout != nil {
-		out.Timeout.Duration = in.Timeout.Duration
 	}
 	if in.MaxResponseBytes != nil {
 		out.MaxResponseBytes = *in.MaxResponseBytes

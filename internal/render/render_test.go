@@ -29,7 +29,7 @@ func TestAdapterConfigRendersDefaultsAndBackends(t *testing.T) {
 			Skills: []cantusv1alpha1.Skill{
 				{Name: "a", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}},
 				{Name: "b", InputSchema: schema(`{"type":"object","title":"B"}`), HTTP: &cantusv1alpha1.HTTPBackend{
-					URL: "http://b.svc/x", Timeout: &metav1.Duration{Duration: 3 * time.Second}, MaxResponseBytes: ptr.To(int64(10)),
+					URL: "http://b.svc/x", Timeout: cantusv1alpha1.DurationFrom(3 * time.Second), MaxResponseBytes: ptr.To(int64(10)),
 				}},
 			},
 		},

@@ -338,7 +338,10 @@ func memoryClaimFor(ss *cantusv1alpha1.SkillServer) *corev1ac.PersistentVolumeCl
 	m := ss.Spec.Memory
 	size := resource.MustParse("1Gi")
 	if m.Size != nil {
-		size = *m.Size
+		// The reconciler refuses a spec whose size does not parse before it gets here.
+		if parsed, err := m.Size.Parse(); err == nil {
+			size = parsed
+		}
 	}
 	mode := m.AccessMode
 	if mode == "" {
