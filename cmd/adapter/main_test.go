@@ -383,7 +383,15 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 	if !readyzFailed {
 		t.Error("/readyz did not turn 503 within 1s of SIGTERM")
 	}
-	status, body := postToolsCall(t, p.baseURL)
+	// Readiness fails first and new calls are refused a moment later (after the drain
+	// delay, zero here), so a call in that gap may still be served; poll for the refusal.
+	var status int
+	var body string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if status, body = postToolsCall(t, p.baseURL); status == http.StatusServiceUnavailable {
+			break
+		}
+	}
 	if status != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Errorf("call started after SIGTERM = %d %s, want 503 refused", status, body)
 	}
