@@ -25,6 +25,13 @@ manifests: ## Generate CRDs and RBAC from the code markers.
 verify-gen: generate manifests ## Fail when generated files differ from what is committed.
 	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files drifted: run 'make generate manifests' and commit"; exit 1; }
 
+.PHONY: verify-tidy
+verify-tidy: ## Fail when go.mod or go.sum are not tidy.
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
+
+.PHONY: verify
+verify: verify-gen verify-tidy ## Every check that generated and module files are as committed.
+
 .PHONY: fmt
 fmt: ## go fmt.
 	go fmt ./...
@@ -47,7 +54,7 @@ npm-peers: ## Install the pinned MCP peers from npm (TypeScript SDK, inspector, 
 	@hack/npm-peers.sh
 
 .PHONY: test
-test: verify-gen vet build npm-peers ## Run every test: unit, envtest integration, real MCP peers.
+test: verify vet build npm-peers ## Run every test: unit, envtest integration, real MCP peers.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
 
