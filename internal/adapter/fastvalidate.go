@@ -3,6 +3,7 @@ package adapter
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -227,16 +228,19 @@ const maxFastHops = 32
 
 // proves reports whether v, a value decoded from JSON (numbers as json.Number or
 // float64), is valid against f. false means "not proven", not "invalid".
-func (f *fastSchema) proves(v any) bool { return f != nil && f.check(v, 0) }
+func (f *fastSchema) proves(v any) bool { return f != nil && f.check(v, nil) }
 
-func (f *fastSchema) check(v any, hops int) bool {
+// check proves v against f. inPlace holds the schemas already applied to v on the way
+// here: meeting one again is a cycle, which ends as not proven, so the work at one value
+// is bounded by the schema's size, not exponential in its branches.
+func (f *fastSchema) check(v any, inPlace []*fastSchema) bool {
 	if f.unprovable {
 		return false
 	}
 	if f.always {
 		return true
 	}
-	if hops > maxFastHops {
+	if len(inPlace) > maxFastHops || slices.Contains(inPlace, f) {
 		return false
 	}
 	if f.types != 0 && !f.typeMatches(v) {
@@ -268,17 +272,18 @@ func (f *fastSchema) check(v any, hops int) bool {
 	default:
 		return false // not a JSON value
 	}
-	if f.ref != nil && !f.ref.check(v, hops+1) {
+	inPlace = append(inPlace, f)
+	if f.ref != nil && !f.ref.check(v, inPlace) {
 		return false
 	}
 	for _, sub := range f.allOf {
-		if !sub.check(v, hops+1) {
+		if !sub.check(v, inPlace) {
 			return false
 		}
 	}
 	if len(f.anyOf) > 0 {
 		for _, sub := range f.anyOf {
-			if sub.check(v, hops+1) {
+			if sub.check(v, inPlace) {
 				return true
 			}
 		}
@@ -337,7 +342,7 @@ func (f *fastSchema) checkObject(obj map[string]any) bool {
 	}
 	for name, value := range obj {
 		if p, ok := f.properties[name]; ok {
-			if !p.check(value, 0) {
+			if !p.check(value, nil) {
 				return false
 			}
 			continue
@@ -345,7 +350,7 @@ func (f *fastSchema) checkObject(obj map[string]any) bool {
 		if f.noAdditional {
 			return false
 		}
-		if f.additional != nil && !f.additional.check(value, 0) {
+		if f.additional != nil && !f.additional.check(value, nil) {
 			return false
 		}
 	}
@@ -358,7 +363,7 @@ func (f *fastSchema) checkArray(arr []any) bool {
 	}
 	if f.items != nil {
 		for _, item := range arr {
-			if !f.items.check(item, 0) {
+			if !f.items.check(item, nil) {
 				return false
 			}
 		}

@@ -98,18 +98,28 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 func checkArguments(t *compiledTool, req mcp.CallToolRequest, args []byte) (any, string) {
 	// The template must see numbers as json.Number, which mcp-go's decoding does not
 	// give; other backends use args and need the value only for validation.
-	if v, ok := wireArguments(req); ok && (t.Template == nil || !holdsNumber(v)) && t.fast.proves(v) {
+	v, wire := wireArguments(req)
+	if wire && nestsDeeperThan(v, MaxArgumentDepth) {
+		return nil, tooDeep
+	}
+	if wire && (t.Template == nil || !holdsNumber(v)) && t.fast.proves(v) {
 		return v, ""
 	}
 	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
 		return nil, fmt.Sprintf("arguments are not valid JSON: %v", err)
 	}
+	if nestsDeeperThan(instance, MaxArgumentDepth) {
+		return nil, tooDeep
+	}
 	if t.fast.proves(instance) {
 		return instance, ""
 	}
 	return instance, schemaProblems(t.schema, instance)
 }
+
+// tooDeep refuses arguments whose validation work the schema cost check does not bound.
+var tooDeep = fmt.Sprintf("arguments nest more than %d levels deep", MaxArgumentDepth)
 
 // wireArguments returns the arguments as mcp-go decoded them, when that is the JSON
 // value of argumentsJSON(req): a request read from the wire carries its arguments both

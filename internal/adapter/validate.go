@@ -89,6 +89,9 @@ func compileTool(index int, t *Tool) (*compiledTool, []error) {
 	}
 
 	schema, err := compileInputSchema(t.InputSchema)
+	if err == nil {
+		err = checkSchemaCost(schema)
+	}
 	if err != nil {
 		fail("%v", err)
 	} else {
