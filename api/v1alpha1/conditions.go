@@ -62,6 +62,11 @@ const (
 	// ConditionToolNamesUnique is False when two tools would be served under one name;
 	// the imported ones are left out and named.
 	ConditionToolNamesUnique = "ToolNamesUnique"
+	// ConditionImportedToolsServable is False when some imported tools cannot be served
+	// as their remote defined them (a name outside the MCP grammar, a schema that is not
+	// an object schema or too costly to validate); they are left out and named, and the
+	// rest are served.
+	ConditionImportedToolsServable = "ImportedToolsServable"
 )
 
 const (
@@ -69,4 +74,6 @@ const (
 	ReasonImportsNotReady = "ImportsNotReady"
 	ReasonNoCollisions    = "NoCollisions"
 	ReasonNameCollision   = "NameCollision"
+	ReasonAllServable     = "AllServable"
+	ReasonToolsSkipped    = "ToolsSkipped"
 )

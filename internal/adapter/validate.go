@@ -78,9 +78,28 @@ func compileConfig(cfg *Config) ([]*compiledTool, error) {
 
 // compileTool checks one tool and returns it prepared, with every problem it found.
 func compileTool(index int, t *Tool) (*compiledTool, []error) {
-	var errs []error
+	compiled, problems := prepareTool(t)
+	errs := make([]error, 0, len(problems))
+	for _, p := range problems {
+		errs = append(errs, fmt.Errorf("tool %q (tools[%d]): %s", ClipName(t.Name), index, p))
+	}
+	return compiled, errs
+}
+
+// ClipName keeps a name short enough to quote in a message: names can come from a remote.
+func ClipName(name string) string {
+	const max = 64
+	if len(name) <= max {
+		return name
+	}
+	return strings.ToValidUTF8(name[:max], "") + "…"
+}
+
+// prepareTool compiles what a call needs and lists what is wrong with t.
+func prepareTool(t *Tool) (*compiledTool, []string) {
+	var problems []string
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("tool %q (tools[%d]): %s", t.Name, index, fmt.Sprintf(format, args...)))
+		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	compiled := &compiledTool{Tool: *t}
 
@@ -127,7 +146,16 @@ func compileTool(index int, t *Tool) (*compiledTool, []error) {
 			fail("%s", msg)
 		}
 	}
-	return compiled, errs
+	return compiled, problems
+}
+
+// CheckTool reports why the adapter would refuse to serve t, or nil. The operator uses it
+// to leave out one imported tool instead of refusing the whole server.
+func CheckTool(t *Tool) error {
+	if _, problems := prepareTool(t); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 func countBackends(t *Tool) int {

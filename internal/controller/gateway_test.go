@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -143,4 +146,77 @@ func TestGatewayReportsNameCollisions(t *testing.T) {
 	}
 	g.Expect(strings.Join(names, ",")).To(Equal("search_book<-skill"), "nothing is silently shadowed: the colliding imported tools are left out")
 	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNameCollision))
+}
+
+// hostileRemote publishes tools the adapter cannot serve beside one it can, under a
+// 40 KB server name and descriptions far past any sensible size.
+func hostileRemote(t *testing.T) *httptest.Server {
+	t.Helper()
+	s := server.NewMCPServer(strings.Repeat("n", 40<<10), strings.Repeat("9", 10<<10))
+	answer := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("good answer"), nil
+	}
+	s.AddTool(mcp.NewToolWithRawSchema("good", strings.Repeat("d", 64<<10), json.RawMessage(`{"type":"object"}`)), answer)
+	s.AddTool(mcp.NewToolWithRawSchema("bad name!", "", json.RawMessage(`{"type":"object"}`)), answer)
+	s.AddTool(mcp.NewToolWithRawSchema("not_an_object", "", json.RawMessage(`{"type":"string"}`)), answer)
+	s.AddTool(mcp.NewToolWithRawSchema("costly", "", json.RawMessage(`{"type":"object","properties":{"a":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`)), answer)
+	remote := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
+	t.Cleanup(remote.Close)
+	return remote
+}
+
+// A remote that publishes tools the adapter cannot serve does not stall the gateway: the
+// others (its own skills, the remote's good tool) are served, and the bad ones are named.
+func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startGatewayManager(t)
+	remote := hostileRemote(t)
+
+	g.Expect(k8sClient.Create(ctx, newImport(ns, "hostile", remote.URL+"/mcp"))).To(Succeed())
+	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local found: {{ .title }}"))
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "hostile", Prefix: "h_"}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+
+	g.Eventually(getSkillServer(ctx, ns, "gateway"), 30*time.Second).Should(
+		haveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped))
+	// The import stores what the remote sent, clipped to fit a status.
+	imp := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "hostile"}, imp)).To(Succeed())
+	g.Expect(imp.Status.ServerInfo.Name).To(And(HaveLen(256), HaveSuffix("…")))
+	g.Expect(imp.Status.ServerInfo.Version).To(HaveLen(64))
+	g.Expect(imp.Status.Tools).To(ContainElement(And(HaveField("Name", "good"), HaveField("Description", HaveLen(4<<10)))))
+	g.Expect(imp.Status.ToolCount).To(Equal(int32(4)))
+
+	got, _ := getSkillServer(ctx, ns, "gateway")()
+	skipped := findCondition(got, cantusv1alpha1.ConditionImportedToolsServable).Message
+	g.Expect(skipped).To(HavePrefix("3 imported tools left out"))
+	g.Expect(skipped).To(And(ContainSubstring(`"h_bad name!"`), ContainSubstring(`"h_not_an_object"`), ContainSubstring(`"h_costly"`)))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionStalled)).To(BeNil())
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady)).To(HaveField("Reason", cantusv1alpha1.ReasonToolsSkipped))
+	g.Expect(got.Status.Tools).To(ConsistOf(
+		cantusv1alpha1.ServedTool{Name: "search_book", Source: "skill"},
+		cantusv1alpha1.ServedTool{Name: "h_good", Source: "import:hostile", RemoteName: "good"},
+	))
+
+	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resultText(res)).To(Equal("local found: Dune"))
+	res, err = callTool(ctx, got.Status.URL, "streamable-http", "h_good", map[string]any{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resultText(res)).To(Equal("good answer"))
+
+	g.Eventually(func() []string {
+		list := &eventsv1.EventList{}
+		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == "gateway" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}, 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonToolsSkipped))
 }

@@ -8,17 +8,11 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
-
-// maxStatusToolsBytes bounds the tools kept in status; past it, input schemas are left
-// out (names and descriptions stay) and toolsTruncated says so. etcd objects are limited
-// to about 1.5 MiB, and a status is read by every `kubectl get -o yaml`.
-const maxStatusToolsBytes = 256 << 10
 
 func setImportCondition(imp *cantusv1alpha1.RemoteToolImport, condType string, status metav1.ConditionStatus, reason, message string) {
 	apimeta.SetStatusCondition(&imp.Status.Conditions, metav1.Condition{
@@ -108,9 +102,7 @@ func handshakeFailure(err error) (reason, message string) {
 // removed since the last one.
 func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Result, tools []mcpclient.Tool, now time.Time) (added, removed []string) {
 	added, removed = diffToolNames(imp.Status.Tools, tools)
-	imp.Status.ServerInfo = &cantusv1alpha1.RemoteServerInfo{
-		Name: res.ServerName, Version: res.ServerVersion, ProtocolVersion: res.ProtocolVersion, Capabilities: res.Capabilities,
-	}
+	imp.Status.ServerInfo = remoteServerInfo(res)
 	imp.Status.Tools, imp.Status.ToolsTruncated = statusTools(tools)
 	imp.Status.ToolCount = int32(len(tools))
 	imp.Status.CatalogDigest = mcpclient.Digest(tools)
@@ -120,11 +112,12 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	imp.Status.LastSuccessTime = &metav1.Time{Time: now}
 	imp.Status.ObservedGeneration = imp.Generation
 
-	who := fmt.Sprintf("%s %s (protocol %s)", res.ServerName, res.ServerVersion, res.ProtocolVersion)
+	info := imp.Status.ServerInfo
+	who := fmt.Sprintf("%s %s (protocol %s)", info.Name, info.Version, info.ProtocolVersion)
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded, "initialized with "+who)
 	toolsMsg := fmt.Sprintf("%d tools", len(tools))
 	if imp.Status.ToolsTruncated {
-		toolsMsg += "; input schemas left out of the status because it would exceed 256 KiB"
+		toolsMsg += fmt.Sprintf("; the status holds %d of them, some clipped or without input schemas, to stay within its size limit", len(imp.Status.Tools))
 	}
 	if len(tools) == 0 {
 		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
@@ -135,25 +128,6 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
 		fmt.Sprintf("%s from %s", toolsMsg, who))
 	return added, removed
-}
-
-// statusTools keeps schemas unless the list would grow too large.
-func statusTools(tools []mcpclient.Tool) ([]cantusv1alpha1.DiscoveredTool, bool) {
-	out := make([]cantusv1alpha1.DiscoveredTool, 0, len(tools))
-	size := 0
-	for _, t := range tools {
-		out = append(out, cantusv1alpha1.DiscoveredTool{
-			Name: t.Name, Description: t.Description, InputSchema: &runtime.RawExtension{Raw: t.InputSchema},
-		})
-		size += len(t.Name) + len(t.Description) + len(t.InputSchema)
-	}
-	if size <= maxStatusToolsBytes {
-		return out, false
-	}
-	for i := range out {
-		out[i].InputSchema = nil
-	}
-	return out, true
 }
 
 func diffToolNames(before []cantusv1alpha1.DiscoveredTool, after []mcpclient.Tool) (added, removed []string) {
@@ -182,10 +156,23 @@ func diffToolNames(before []cantusv1alpha1.DiscoveredTool, after []mcpclient.Too
 func describeToolChange(added, removed []string) string {
 	var parts []string
 	if len(added) > 0 {
-		parts = append(parts, "added "+strings.Join(added, ", "))
+		parts = append(parts, "added "+clippedNames(added))
 	}
 	if len(removed) > 0 {
-		parts = append(parts, "removed "+strings.Join(removed, ", "))
+		parts = append(parts, "removed "+clippedNames(removed))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// clippedNames lists at most ten remote tool names, each clipped, for an event note.
+func clippedNames(names []string) string {
+	const most = 10
+	shown := make([]string, 0, min(len(names), most))
+	for _, n := range names[:min(len(names), most)] {
+		shown = append(shown, clip(n, 64))
+	}
+	if len(names) > most {
+		return fmt.Sprintf("%s and %d more", strings.Join(shown, ", "), len(names)-most)
+	}
+	return strings.Join(shown, ", ")
 }

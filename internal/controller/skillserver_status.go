@@ -63,7 +63,16 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 	if len(ss.Spec.Imports) == 0 {
 		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionImportsResolved)
 		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionToolNamesUnique)
+		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionImportedToolsServable)
 		return
+	}
+	if len(imports.Skipped) == 0 {
+		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable,
+			"every imported tool is served as its remote defined it")
+	} else {
+		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped,
+			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s",
+				len(imports.Skipped), listAtMost(imports.Skipped, 10)))
 	}
 	if len(imports.Unresolved) == 0 {
 		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved,
@@ -97,7 +106,7 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, obs.Reason, obs.Message)
 	// A gateway that leaves out some of what it was asked to serve is not Ready, even
 	// though it serves the rest: `kubectl wait` should not pass on half a spec.
-	for _, condType := range []string{cantusv1alpha1.ConditionImportsResolved, cantusv1alpha1.ConditionToolNamesUnique} {
+	for _, condType := range []string{cantusv1alpha1.ConditionImportsResolved, cantusv1alpha1.ConditionToolNamesUnique, cantusv1alpha1.ConditionImportedToolsServable} {
 		if c := apimeta.FindStatusCondition(ss.Status.Conditions, condType); c != nil && c.Status == metav1.ConditionFalse {
 			setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
 			return
@@ -105,6 +114,15 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 	}
 	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, obs.URL))
+}
+
+// listAtMost joins the first n items and says how many more there are, so that a remote
+// with thousands of bad tools cannot make a condition message huge.
+func listAtMost(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
 }
 
 func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {

@@ -40,6 +40,10 @@ type Imports struct {
 	Unresolved []string
 	// Collisions names the imported tools left out because their name was taken.
 	Collisions []string
+	// Skipped names the imported tools left out because the adapter cannot serve them as
+	// the remote defined them (a name outside the MCP grammar, a schema that is not an
+	// object schema or is too costly to validate); the rest are served.
+	Skipped []string
 }
 
 // RenderImports re-exports the tools of the imports in spec.imports. imports holds the
@@ -80,7 +84,12 @@ func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1a
 			continue
 		}
 		c := cands[0]
-		out.Tools = append(out.Tools, c.adapterTool(name))
+		tool := c.adapterTool(name)
+		if err := adapter.CheckTool(&tool); err != nil {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("%q from import %s: %v", adapter.ClipName(name), c.spec.Name, err))
+			continue
+		}
+		out.Tools = append(out.Tools, tool)
 		served := cantusv1alpha1.ServedTool{Name: name, Source: "import:" + c.spec.Name}
 		if name != c.tool.Name {
 			served.RemoteName = c.tool.Name
