@@ -97,6 +97,7 @@ type HeaderFromSecret struct {
 	// Name of the header, e.g. Authorization.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'upgrade', 'te', 'trailer', 'keep-alive', 'proxy-connection', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'])",message="this header is set by the MCP client or the HTTP transport and cannot be overridden; use a header such as Authorization or X-Api-Key"
 	// +required
 	Name string `json:"name"`
 	// ValueFrom is the Secret key holding the value.

@@ -21,6 +21,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || self.memory.accessMode == 'ReadWriteMany' || !has(self.replicas) || self.replicas <= 1",message="a memory server keeps its files on a ReadWriteOnce volume, which one pod at a time can mount: set replicas: 1, or memory.accessMode: ReadWriteMany with a storage class that supports it"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.skills) || !self.skills.exists(s, s.name == self.memory.toolName)",message="memory.toolName collides with a skill of the same name: rename one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.stateless) || self.stateless || self.transport != 'streamable-http' || !has(self.replicas) || self.replicas <= 1",message="a stateful streamable-http server keeps sessions in memory and cannot run more than one replica without session affinity: set stateless: true or replicas: 1"
+// +kubebuilder:validation:XValidation:rule="self.transport != 'sse' || !has(self.replicas) || self.replicas <= 1",message="an sse server keeps each session's stream in one pod, and a client's follow-up POST may reach another replica: use transport: streamable-http with stateless: true to scale out, or replicas: 1"
+// +kubebuilder:validation:XValidation:rule="(has(self.skills) && size(self.skills) > 0) || has(self.memory) || (has(self.imports) && size(self.imports) > 0)",message="a SkillServer must serve something: add skills, memory or imports"
 type SkillServerSpec struct {
 	// ServerInfo is what the server reports about itself in the MCP initialize answer.
 	// +optional
@@ -75,8 +77,12 @@ type SkillServerSpec struct {
 	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// AllowFrom limits which pods may connect. When set, a NetworkPolicy admits only these
-	// peers to the server's port; when empty, no NetworkPolicy is created.
+	// peers to the server's port; when empty, no NetworkPolicy is created. It is enforced
+	// only where the cluster's network plugin enforces NetworkPolicy.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(p, has(p.podSelector) || has(p.namespaceSelector) || has(p.ipBlock))",message="each allowFrom peer needs a podSelector, a namespaceSelector or an ipBlock; an empty peer {} would say nothing about who may connect"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.ipBlock) || (!has(p.podSelector) && !has(p.namespaceSelector)))",message="an allowFrom peer with an ipBlock may not also set podSelector or namespaceSelector: use separate peers"
 	// +optional
 	AllowFrom []networkingv1.NetworkPolicyPeer `json:"allowFrom,omitempty"`
 

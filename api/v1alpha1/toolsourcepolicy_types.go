@@ -34,6 +34,7 @@ type ToolSourcePolicySpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self) || self.matches('^(\\\\*\\\\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\\\\.?$')",message="each hosts entry must be a host name (mcp.example.com), a wildcard of whole labels at the front (*.example.com) or an IP address: no scheme, port, path, or wildcard elsewhere; ports go in spec.ports"
 	// +optional
 	Hosts []string `json:"hosts,omitempty"`
 
@@ -54,10 +55,14 @@ type ToolSourcePolicySpec struct {
 	// +optional
 	CIDRs []string `json:"cidrs,omitempty"`
 
-	// Images allowed for stdio imports, by prefix ("ghcr.io/acme/").
+	// Images allowed for stdio imports: a registry ("ghcr.io"), a repository prefix
+	// matched at a path boundary ("ghcr.io/acme" allows "ghcr.io/acme/srv" but not
+	// "ghcr.io/acme-evil/srv"), or an exact reference with a tag or digest. References are
+	// normalised first ("nginx" is "docker.io/library/nginx").
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains('://') && !self.matches('[\\\\s*?]')",message="each images entry is a registry, a repository or a reference such as ghcr.io/acme/srv:1: no scheme (https://), no spaces, no wildcards"
 	// +optional
 	Images []string `json:"images,omitempty"`
 
@@ -65,6 +70,8 @@ type ToolSourcePolicySpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\s|><&;$`]')",message="each commands entry is one argv[0] such as npx or /usr/local/bin/server: no spaces or shell metacharacters (arguments are not matched)"
 	// +optional
 	Commands []string `json:"commands,omitempty"`
 }

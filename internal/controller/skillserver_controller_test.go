@@ -146,6 +146,30 @@ func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 		To(BeTrue(), "nothing is deployed for a spec that cannot work")
 }
 
+// The NetworkPolicy is applied before anything that serves: when the API server refuses
+// it, no Deployment or Service exists, so the server never runs open to the cluster.
+func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ss := newSkillServer(ns, "guarded", templateSkill("echo", "{{ .title }}"))
+	// The CRD cannot check CIDRs cheaply; the NetworkPolicy API does.
+	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
+	g.Expect(err).To(HaveOccurred())
+
+	got, _ := getSkillServer(ctx, ns, "guarded")()
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("NetworkPolicy"))
+	for _, obj := range []crclient.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+		g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "guarded"}, obj))).
+			To(BeTrue(), "%T exists although its NetworkPolicy was refused", obj)
+	}
+}
+
 func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -81,6 +81,21 @@ func TestAPIServerRefusesBadSkillServers(t *testing.T) {
   stateless: false
   replicas: 3
   skills:` + validSkill, "set stateless: true or replicas: 1"},
+		{"sse server with several replicas", `
+  transport: sse
+  replicas: 2
+  skills:` + validSkill, "an sse server keeps each session's stream in one pod"},
+		{"server that serves nothing", `
+  port: 8080`, "a SkillServer must serve something: add skills, memory or imports"},
+		{"empty allowFrom peer", `
+  allowFrom: [{}]
+  skills:` + validSkill, "each allowFrom peer needs a podSelector, a namespaceSelector or an ipBlock"},
+		{"allowFrom ipBlock with a podSelector", `
+  allowFrom: [{ipBlock: {cidr: 10.0.0.0/8}, podSelector: {}}]
+  skills:` + validSkill, "may not also set podSelector or namespaceSelector"},
+		{"too many allowFrom peers", `
+  allowFrom: [` + strings.Repeat("{podSelector: {}},", 16) + `{podSelector: {}}]
+  skills:` + validSkill, "must have at most 16 items"},
 		{"empty template", `
   skills:
     - name: search_book

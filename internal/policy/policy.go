@@ -97,11 +97,11 @@ func (c *Checker) CheckHostPort(ctx context.Context, host string, port int) Deci
 		// that Audit mode does not lift.
 		return *denied
 	}
-	return c.auditOr(Decision{
+	return c.auditOr(ctx, host, Decision{
 		Reason: ReasonNotAllowlisted,
 		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s:%d (%s); to allow it, add %q to spec.hosts (and %d to spec.ports if the policy lists ports) of a ToolSourcePolicy that selects this namespace",
 			c.Namespace, host, port, strings.Join(refusals, "; "), host, port),
-	}, host)
+	})
 }
 
 func (c *Checker) checkHostPortAgainst(ctx context.Context, p *cantusv1alpha1.ToolSourcePolicy, host string, port int) Decision {
@@ -161,12 +161,27 @@ func (c *Checker) CheckStdio(image string, command []string) Decision {
 }
 
 // auditOr turns a refusal into an audited pass when an Audit policy covers the namespace.
-func (c *Checker) auditOr(refusal Decision, _ string) Decision {
+// Audit still resolves the host and keeps the address floors (metadata, loopback,
+// link-local, unspecified, multicast): the pass carries the checked addresses, so the
+// connection goes exactly where the message says, and a floor refusal stays a refusal.
+func (c *Checker) auditOr(ctx context.Context, host string, refusal Decision) Decision {
 	for i := range c.Policies {
-		if isAudit(&c.Policies[i]) {
-			return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: c.Policies[i].Name,
-				Message: "allowed only because policy " + c.Policies[i].Name + " is in Audit mode; Enforce would refuse it: " + refusal.Message}
+		p := &c.Policies[i]
+		if !isAudit(p) {
+			continue
 		}
+		addrs, err := c.resolve(ctx, host)
+		if err != nil {
+			return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
+		}
+		for _, a := range addrs {
+			if kind := specialKind(a); kind != "" && !inAnyCIDR(p.Spec.CIDRs, a) {
+				return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf(
+					"policy %s (Audit): %s resolves to %s, a %s address, which is refused in Audit mode too unless spec.cidrs names it", p.Name, host, a, kind)}
+			}
+		}
+		return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: p.Name, Addresses: addrs,
+			Message: "allowed only because policy " + p.Name + " is in Audit mode; Enforce would refuse it: " + refusal.Message}
 	}
 	return refusal
 }
@@ -230,15 +245,6 @@ func argv0(command []string) string {
 		return ""
 	}
 	return command[0]
-}
-
-func imageListed(prefixes []string, image string) bool {
-	for _, p := range prefixes {
-		if p != "" && strings.HasPrefix(image, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // hostListed matches exact names, IP literals, and "*.example.com", which matches one or

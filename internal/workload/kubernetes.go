@@ -71,6 +71,11 @@ func (k *Kubernetes) Forget(context.Context, types.NamespacedName) error { retur
 // Apply implements Runtime.
 func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) {
 	ss := d.SkillServer
+	// The NetworkPolicy goes first: if the API server refuses it, nothing is served open
+	// to the whole cluster in the meantime.
+	if err := k.reconcileNetworkPolicy(ctx, ss); err != nil {
+		return Observation{}, err
+	}
 	configMap, err := configMapFor(ss, d.Config)
 	if err != nil {
 		return Observation{}, err
@@ -87,9 +92,6 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 		return Observation{}, err
 	}
 	if err := k.apply(ctx, &corev1.Service{}, serviceFor(ss)); err != nil {
-		return Observation{}, err
-	}
-	if err := k.reconcileNetworkPolicy(ctx, ss); err != nil {
 		return Observation{}, err
 	}
 	return k.observe(ctx, ss)
