@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -191,9 +193,12 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 		if err != nil {
 			return opts, reason, err
 		}
-		// The bridge runs on the operator's side of the trust boundary; the policy judged
-		// the image and command instead of an address.
-		opts.URL, opts.Transport, opts.Dial, opts.CheckRedirect = url, string(cantusv1alpha1.ImportTransportStreamableHTTP), nil, nil
+		// The policy judged the image and command instead of an address. The bridge's
+		// Service is in the tenant's namespace, so whatever answers there is not trusted
+		// to send the manager elsewhere: it dials the bridge's own host and port only and
+		// follows no redirect.
+		opts.URL, opts.Transport = url, string(cantusv1alpha1.ImportTransportStreamableHTTP)
+		opts.Dial, opts.CheckRedirect = dialOnly(url), refuseRedirects
 	}
 	headers, err := r.headers(ctx, imp)
 	if err != nil {
@@ -222,6 +227,28 @@ func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv
 		return "", "", nil
 	}
 	return url, "", nil
+}
+
+// dialOnly returns a dialer that connects to the host and port of rawURL and nothing else.
+func dialOnly(rawURL string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	want := ""
+	if u, err := url.Parse(rawURL); err == nil {
+		want = u.Host
+		if u.Port() == "" {
+			want = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != want {
+			return nil, fmt.Errorf("the stdio bridge path dials only its own endpoint %s, not %s", want, addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+func refuseRedirects(target *url.URL) error {
+	return fmt.Errorf("the stdio bridge answered with a redirect to %s, which is not followed", target.Redacted())
 }
 
 func (r *RemoteToolImportReconciler) forgetBridge(ctx context.Context, key types.NamespacedName) error {
