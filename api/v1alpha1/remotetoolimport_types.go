@@ -203,6 +203,13 @@ type RemoteToolImportStatus struct {
 	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Addresses are the IP addresses the ToolSourcePolicy check resolved the URL's host to
+	// and accepted at the last successful handshake. Gateways connect only to these, so a
+	// DNS answer that changes after the check is not followed until it is checked again.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Addresses []string `json:"addresses,omitempty"`
 	// BridgeURL is where the stdio bridge serves the command (stdio imports only).
 	// +optional
 	BridgeURL string `json:"bridgeURL,omitempty"`

@@ -97,6 +97,10 @@ type RemoteBackend struct {
 	CAFile string `json:"caFile,omitempty"`
 	// Timeout bounds one call, reconnecting included.
 	Timeout Duration `json:"timeout"`
+	// Addresses, when set, are the only IP addresses the adapter connects to for the
+	// URL's host: those the operator's ToolSourcePolicy check resolved and accepted. A
+	// DNS answer that changed since that check is not followed.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // ToolAnnotations are the MCP tool hints.

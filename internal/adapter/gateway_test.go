@@ -495,3 +495,31 @@ func TestValidate_RemoteBackendProblems(t *testing.T) {
 		t.Fatalf("Validate of a tool with template and remote = %v, want 2 backends", err)
 	}
 }
+
+// A gateway connects only to the addresses the operator's policy check accepted: a name
+// that resolves nowhere (or somewhere else now) is reached at the checked address, and a
+// URL's own address is not used when it was not checked.
+func TestGateway_DialsOnlyTheCheckedAddresses(t *testing.T) {
+	srv, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The remote sits behind a name; mcp-go refuses a non-local Host on a local listener.
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Host = "localhost"
+		srv.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(remote.Close)
+	_, port, _ := net.SplitHostPort(remote.Listener.Addr().String())
+
+	viaName := remoteTool("pinned.hello", helloSchema, "http://remote.cantus-test.invalid:"+port+PathMCP, TransportStreamableHTTP, "greet")
+	viaName.Remote.Addresses = []string{"127.0.0.1"}
+	// The URL names the remote's real address, but the check accepted another one.
+	elsewhere := remoteTool("elsewhere.hello", helloSchema, remote.URL+PathMCP, TransportStreamableHTTP, "greet")
+	elsewhere.Remote.Addresses = []string{"127.0.0.2"}
+	gw := serve(t, configWith(TransportStreamableHTTP, true, viaName, elsewhere))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+
+	wantSuccess(t, callTool(t, c, "pinned.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")
+	wantToolError(t, callTool(t, c, "elsewhere.hello", map[string]any{"name": "Ada"}), markerCallFailed, "127.0.0.2")
+}

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +43,7 @@ const rereadEvery = 10 * time.Second
 // remoteKey identifies a pooled remote: tools with the same URL, transport, header
 // files and CA file share one client session.
 type remoteKey struct {
-	url, transport, headerFiles, caFile string
+	url, transport, headerFiles, caFile, addresses string
 }
 
 func remoteKeyOf(r *RemoteBackend) remoteKey {
@@ -48,7 +51,8 @@ func remoteKeyOf(r *RemoteBackend) remoteKey {
 	for _, name := range sortedKeys(r.HeaderFiles) {
 		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
 	}
-	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile}
+	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile,
+		addresses: strings.Join(r.Addresses, ",")}
 }
 
 // remotePool holds the remotes the served tools use.
@@ -186,11 +190,46 @@ func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpremote.Cli
 		Headers:        headers,
 		CABundle:       ca,
 		ConnectTimeout: remoteConnectTimeout,
+		Dial:           pinnedDialer(r.key.addresses),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remote client: %w", err)
 	}
 	return client, nil
+}
+
+// pinnedDialer connects only to the listed addresses (comma-separated), at the port
+// asked for; nil (the default dialer) when none are listed.
+func pinnedDialer(addresses string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if addresses == "" {
+		return nil
+	}
+	var pinned []netip.Addr
+	for _, a := range strings.Split(addresses, ",") {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			pinned = append(pinned, ip)
+		}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, portText, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("split %q: %w", addr, err)
+		}
+		port, err := strconv.ParseUint(portText, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("port of %q: %w", addr, err)
+		}
+		var d net.Dialer
+		var errs []error
+		for _, ip := range pinned {
+			conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip, uint16(port)).String())
+			if err == nil {
+				return conn, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, fmt.Errorf("no checked address of %s answered: %w", addr, errors.Join(errs...))
+	}
 }
 
 // ---- header and CA files ----

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -205,6 +206,11 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 	}
 	if r.Timeout.Duration <= 0 {
 		problems = append(problems, fmt.Sprintf("remote.timeout %q must be greater than 0, e.g. \"30s\"", r.Timeout.Duration))
+	}
+	for _, a := range r.Addresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			problems = append(problems, fmt.Sprintf("remote.addresses: %q is not an IP address", a))
+		}
 	}
 	return problems
 }

@@ -189,6 +189,8 @@ func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	g.Expect(imp.Status.ServerInfo.Version).To(HaveLen(64))
 	g.Expect(imp.Status.Tools).To(ContainElement(And(HaveField("Name", "good"), HaveField("Description", HaveLen(4<<10)))))
 	g.Expect(imp.Status.ToolCount).To(Equal(int32(4)))
+	// The gateway will connect only where the policy check connected.
+	g.Expect(imp.Status.Addresses).To(Equal([]string{"127.0.0.1"}))
 
 	got, _ := getSkillServer(ctx, ns, "gateway")()
 	skipped := findCondition(got, cantusv1alpha1.ConditionImportedToolsServable).Message

@@ -131,6 +131,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	hadCatalog := imp.Status.CatalogDigest != ""
 	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), r.now())
+	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))
 	}
@@ -227,6 +228,19 @@ func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv
 		return "", "", nil
 	}
 	return url, "", nil
+}
+
+// checkedAddresses are the addresses a gateway may connect to: those the policy check
+// resolved and accepted (none for a stdio import, whose bridge is reached by name).
+func checkedAddresses(d policy.Decision) []string {
+	out := make([]string, 0, min(len(d.Addresses), 16))
+	for _, a := range d.Addresses[:min(len(d.Addresses), 16)] {
+		out = append(out, a.String())
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // dialOnly returns a dialer that connects to the host and port of rawURL and nothing else.

@@ -38,6 +38,7 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 	imp.Status.Stale = false
 	imp.Status.CatalogDigest = ""
 	imp.Status.ServerInfo = nil
+	imp.Status.Addresses = nil
 	msg := "no connection attempted: the source is not allowed"
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, msg)
 	setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAttempted, msg)

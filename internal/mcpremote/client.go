@@ -67,6 +67,9 @@ type Options struct {
 	// ConnectTimeout bounds Connect (the initialize handshake). Default
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// Dial, when set, makes every connection (the gateway passes a dialer that connects
+	// only to the addresses the operator's policy check resolved).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxMessageBytes bounds every answer body and every event of an event stream.
 	// Default DefaultMaxMessageBytes.
 	MaxMessageBytes int64
@@ -125,6 +128,7 @@ func New(opts Options) (*Client, error) {
 	// the import names.
 	c.transport, err = mcpwire.NewTransport(mcpwire.TransportConfig{
 		CABundle:            opts.CABundle,
+		Dial:                opts.Dial,
 		DialTimeout:         opts.ConnectTimeout,
 		MaxIdleConns:        4 * opts.MaxIdleConnsPerHost,
 		MaxIdleConnsPerHost: opts.MaxIdleConnsPerHost,

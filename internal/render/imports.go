@@ -173,6 +173,9 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend,
 	}
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
+	} else {
+		// Calls connect only where the operator's policy check connected.
+		b.Addresses = imp.Status.Addresses
 	}
 	dir := path.Join(ImportFilesDir, imp.Name)
 	var files []File
