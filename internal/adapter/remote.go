@@ -548,27 +548,43 @@ func (r *remote) callFailed(ctx context.Context, t *compiledTool, err error) *mc
 	return mcp.NewToolResultError(fmt.Sprintf("%s%s (import %s)", markerCallFailed, detail, t.Remote.Import))
 }
 
-// remoteResult passes a remote result through; a failed one becomes a tool error whose
-// text begins with markerRemoteError, header values scrubbed from it.
+// remoteResult passes a remote result through as sent: every content item (with its
+// annotations and _meta), structuredContent, _meta and isError. A failed result keeps
+// all of that too; its first text item begins with markerRemoteError (an item holding
+// only the marker leads when there is no text), and header values are scrubbed from
+// every text item, since a remote may echo the credentials it refused.
 func remoteResult(raw json.RawMessage, client *mcpclient.Client) *mcp.CallToolResult {
 	res, err := mcp.ParseCallToolResult(&raw)
 	if err != nil {
 		return mcp.NewToolResultError(markerRemoteError + "the remote's answer to tools/call is not a tool result: " + err.Error())
 	}
 	res.ResultType = ""
-	if !res.IsError {
-		return res
+	if res.IsError {
+		res.Content = markRemoteError(res.Content, client.Redact)
 	}
-	text := strings.TrimSpace(client.Redact(resultText(res)))
-	if text == "" {
-		text = "the remote tool failed and gave no text"
-	}
-	content := []mcp.Content{mcp.NewTextContent(markerRemoteError + text)}
-	for _, c := range res.Content {
-		if _, isText := mcp.AsTextContent(c); !isText {
-			content = append(content, c)
-		}
-	}
-	res.Content = content
 	return res
+}
+
+// markRemoteError scrubs every text item with redact and puts markerRemoteError at the
+// start of the first one.
+func markRemoteError(content []mcp.Content, redact func(string) string) []mcp.Content {
+	out := make([]mcp.Content, 0, len(content)+1)
+	marked := false
+	for _, c := range content {
+		text, isText := mcp.AsTextContent(c)
+		if !isText {
+			out = append(out, c)
+			continue
+		}
+		item := *text
+		item.Text = redact(item.Text)
+		if !marked {
+			item.Text, marked = markerRemoteError+item.Text, true
+		}
+		out = append(out, item)
+	}
+	if !marked {
+		out = append([]mcp.Content{mcp.NewTextContent(markerRemoteError + "the remote tool failed and gave no text")}, out...)
+	}
+	return out
 }
