@@ -70,6 +70,9 @@ func newTestManager(t *testing.T) ctrl.Manager {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The manager's own cache and client settings, so every test runs under them.
+		Cache:  CacheOptions(),
+		Client: ClientOptions(),
 	})
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
