@@ -8,6 +8,7 @@
 #   hack/cluster.sh up     start the node (a clean one: `down` runs first); writes .demo/kubeconfig
 #   hack/cluster.sh images rebuild and import the operator image into the running node
 #   hack/cluster.sh demo   `up`, `make deploy`, the samples, and MCP calls through the Services
+#   hack/cluster.sh test   `up`, `make deploy`, go test -tags cluster ./test/cluster/, then `down`
 #   hack/cluster.sh down   stop everything and remove every container, mount, netdev,
 #                          iptables rule and file of ours
 set -euo pipefail
@@ -446,14 +447,32 @@ service_url() {
   echo "${url/${host}/${ip}}"
 }
 
-demo() {
-  local started=${SECONDS}
-  up
+deploy_operator() {
   say "make deploy IMG=${OPERATOR_IMAGE} (config/default: the operator as a pod, its own ServiceAccount and RBAC)"
   make -C "${ROOT}" --no-print-directory deploy IMG="${OPERATOR_IMAGE}" KUBECTL=kubectl
   kubectl -n cantus-system rollout status deployment/cantus-operator --timeout=180s
   kubectl wait --for=condition=Established crd/skillservers.cantus.dev --timeout=60s >/dev/null
+}
 
+# cluster_test: a fresh node, the operator as a pod, the test/cluster tests, and the node
+# removed again whatever the outcome.
+cluster_test() {
+  local started=${SECONDS} rc=0
+  trap 'down' EXIT
+  up
+  deploy_operator
+  say "go test -tags cluster ./test/cluster/"
+  (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
+  (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true
+  say "cluster tests: exit ${rc} in $(( SECONDS - started ))s"
+  return "${rc}"
+}
+
+demo() {
+  local started=${SECONDS}
+  up
+  deploy_operator
+  
   say "kubectl apply -k config/samples"
   kubectl apply -k "${ROOT}/config/samples"
   say "kubectl wait --for=condition=Ready skillserver/library skillserver/notebook"
@@ -489,6 +508,7 @@ case "${1:-}" in
   up) up ;;
   images) build_images; import_images "${DEMO}/images/operator.tar" ;;
   demo) demo ;;
+  test) cluster_test ;;
   down)
     if [[ -d "${STATE}" || -d "${RUN}" ]]; then
       [[ "$(id -u)" == 0 ]] || die "the node's files, mounts and iptables rules can only be removed as root"
