@@ -364,7 +364,7 @@ down() {
   remove_network
   remove_mounts
   remove_cgroups
-  [[ -f "${STATE}/ip_forward.orig" ]] && cat "${STATE}/ip_forward.orig" >/proc/sys/net/ipv4/ip_forward
+  if [[ -f "${STATE}/ip_forward.orig" ]]; then cat "${STATE}/ip_forward.orig" >/proc/sys/net/ipv4/ip_forward; fi
   rm -rf "${STATE}" "${RUN}" "${KUBECONFIG_PATH}"
 }
 
@@ -386,7 +386,7 @@ remove_containers() {
 remove_network() {
   local ns
   for ns in $(ls /var/run/netns 2>/dev/null); do
-    grep -qx "${ns}" "${STATE}/netns.orig" 2>/dev/null && continue
+    if grep -qx "${ns}" "${STATE}/netns.orig" 2>/dev/null; then continue; fi
     [[ "${ns}" == cni-* ]] || continue
     umount "/var/run/netns/${ns}" 2>/dev/null || true
     rm -f "/var/run/netns/${ns}"
@@ -404,9 +404,10 @@ remove_network() {
 remove_chains() {
   local tool="$1" table="$2" rule chain
   # Jumps from the built-in chains first (a chain still referenced cannot be deleted).
-  "${tool}-save" -t "${table}" 2>/dev/null | grep -E '^-A [A-Z]+ .*(-j (KUBE-|CNI-)|cantus)' | while read -r rule; do
-    eval "${tool} -t ${table} -D ${rule#-A }" 2>/dev/null || true
-  done
+  { "${tool}-save" -t "${table}" 2>/dev/null || true; } | { grep -E '^-A [A-Z]+ .*(-j (KUBE-|CNI-)|cantus)' || true; } |
+    while read -r rule; do
+      eval "${tool} -t ${table} -D ${rule#-A }" 2>/dev/null || true
+    done
   for chain in $("${tool}-save" -t "${table}" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\) .*/\1/p'); do
     "${tool}" -t "${table}" -F "${chain}" 2>/dev/null || true
   done
