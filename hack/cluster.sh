@@ -143,6 +143,10 @@ state = "${RUN}/containerd"
 [plugins."io.containerd.grpc.v1.cri"]
   # Built locally by hack/pause and imported: the node never pulls registry.k8s.io/pause.
   sandbox_image = "${PAUSE_IMAGE}"
+  # This machine refuses a negative oom_score_adj (measured: "permission denied"), and the
+  # kubelet asks -998 for every sandbox, so runc failed with "can't get final child's PID";
+  # this clamps each container's value to containerd's own instead.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
