@@ -3,6 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 IMG ?= ghcr.io/cantus-dev/cantus-operator:dev
+FUZZTIME ?= 10s
 CONTROLLER_GEN := go tool controller-gen
 KUBECTL ?= kubectl
 
@@ -57,6 +58,10 @@ npm-peers: ## Install the pinned MCP peers from npm (TypeScript SDK, inspector, 
 test: verify vet build npm-peers ## Run every test: unit, envtest integration, real MCP peers.
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test runs their seeds.
+	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
 .PHONY: bench
 bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server, and the memory tool's ops/s.
