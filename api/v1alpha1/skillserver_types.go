@@ -185,7 +185,8 @@ type MemorySpec struct {
 	// +optional
 	MaxFileBytes *int64 `json:"maxFileBytes,omitempty"`
 
-	// MaxTotalBytes caps all files together (the trash is not counted).
+	// MaxTotalBytes caps everything the memory keeps: the files, the trash until it
+	// expires, the journal, and 512 bytes for each file, directory and trash entry.
 	// +kubebuilder:default=67108864
 	// +kubebuilder:validation:Minimum=1
 	// +optional

@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -41,6 +43,7 @@ type options struct {
 	catalogAddr    string
 	adapterBinary  string
 	catalogCertDir string
+	catalogAPIQPS  float64
 }
 
 func main() {
@@ -56,6 +59,7 @@ func main() {
 	flag.StringVar(&opts.adapterBinary, "adapter-binary", siblingAdapter(), "local runtime: the adapter binary that bridges stdio imports")
 	flag.StringVar(&opts.catalogAddr, "catalog-bind-address", ":8444", "HTTPS address of the discovery catalog; 0 disables it")
 	flag.StringVar(&opts.catalogCertDir, "catalog-cert-dir", "", "folder with tls.crt and tls.key for the catalog; a self-signed certificate when empty")
+	flag.Float64Var(&opts.catalogAPIQPS, "catalog-api-qps", 20, "API requests per second the catalog's access reviews may make, apart from the controllers' budget")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -114,7 +118,15 @@ func run(opts options) error {
 	}
 
 	if opts.catalogAddr != "0" {
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: mgr.GetClient()}, ctrl.Log.WithName("catalog"))
+		// The access reviews have their own client and rate, so that catalog traffic
+		// cannot use up the controllers' API budget.
+		reviewConfig := rest.CopyConfig(mgr.GetConfig())
+		reviewConfig.QPS, reviewConfig.Burst = float32(opts.catalogAPIQPS), int(2*opts.catalogAPIQPS)
+		reviewClient, err := client.New(reviewConfig, client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return fmt.Errorf("catalog review client: %w", err)
+		}
+		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: reviewClient}, ctrl.Log.WithName("catalog"))
 		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
 			return fmt.Errorf("add catalog: %w", err)
 		}

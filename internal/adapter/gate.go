@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -180,8 +182,12 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			return
 		case http.MethodPost:
 			var err error
-			if gb, body, err = readBody(w, r); err != nil {
-				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			if gb, body, err = readBody(w, r, s.bodyReadTimeout()); err != nil {
+				status := http.StatusRequestTimeout
+				if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+					status = http.StatusRequestEntityTooLarge
+				}
+				http.Error(w, err.Error(), status)
 				return
 			}
 			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
@@ -261,12 +267,16 @@ func (s *Server) streamContext(parent context.Context) context.Context {
 
 // readBody reads the body, bounded by maxMCPRequestBytes, and puts it back for the MCP
 // handler.
-func readBody(w http.ResponseWriter, r *http.Request) (*gatedBody, []byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (*gatedBody, []byte, error) {
 	size := 512 // as io.ReadAll
 	if n := r.ContentLength; n >= 0 && n < maxMCPRequestBytes {
 		size = int(n) + 1 // room to see EOF without growing
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, maxMCPRequestBytes), size)
+	var body []byte
+	err := withBodyDeadline(w, timeout, func() (err error) {
+		body, err = readAll(http.MaxBytesReader(w, r.Body, maxMCPRequestBytes), size)
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read request body: %w", err)
 	}
@@ -274,6 +284,13 @@ func readBody(w http.ResponseWriter, r *http.Request) (*gatedBody, []byte, error
 	gb.Reset(body)
 	r.Body = gb
 	return gb, body, nil
+}
+
+func (s *Server) bodyReadTimeout() time.Duration {
+	if s.opts.bodyReadTimeout > 0 {
+		return s.opts.bodyReadTimeout
+	}
+	return defaultBodyReadTimeout
 }
 
 // readAll is io.ReadAll starting with a buffer of size bytes.

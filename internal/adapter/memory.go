@@ -29,6 +29,10 @@ func (s *Server) memoryTool() server.ServerTool {
 		Tool: s.memory.Tool(),
 		Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			defer s.holdCall(ctx).release()
+			if refused := s.calls.acquire(ctx); refused != nil {
+				return refused, nil
+			}
+			defer s.calls.release()
 			start := time.Now()
 			result, err := s.memory.Handle(ctx, req)
 			if err != nil {

@@ -32,6 +32,10 @@ type options struct {
 	drainDelay    time.Duration
 	logger        logr.Logger
 	bearerToken   *string
+	// bodyReadTimeout bounds reading one POST body; tests shorten it.
+	bodyReadTimeout time.Duration
+	// calls overrides the call limits; tests make them small.
+	calls *callLimiter
 }
 
 // WithShutdownGrace bounds how long shutdown may take from the moment it begins: the
@@ -76,6 +80,7 @@ type Server struct {
 	metrics *toolMetrics
 	backend *http.Client
 	gate    *callGate
+	calls   *callLimiter
 	handler http.Handler
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
@@ -129,6 +134,10 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
+		calls:   newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait),
+	}
+	if o.calls != nil {
+		s.calls = o.calls
 	}
 	s.remotes = newRemotePool(s.log, s.metrics)
 	linked, err := s.remotes.prepare(tools)
@@ -263,6 +272,10 @@ func mcpTool(t *compiledTool) mcp.Tool {
 func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		defer s.holdCall(ctx).release()
+		if refused := s.calls.acquire(ctx); refused != nil {
+			return refused, nil
+		}
+		defer s.calls.release()
 		start := time.Now()
 		var result *mcp.CallToolResult
 		if t := s.state.Load().byName[name]; t != nil {

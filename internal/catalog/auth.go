@@ -85,34 +85,22 @@ func viewerFrom(ctx context.Context) *viewer {
 }
 
 // authenticate is the middleware in front of every catalog route: no token or a bad one
-// is a 401, and the namespaces the caller may see are decided once per request.
+// is a 401, too many new tokens a 429, and the namespaces the caller may see are decided
+// once per token for a short time (see access).
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := r.Context()
-		user, err := h.auth.Authenticate(ctx, bearerToken(r))
+		v, err := h.access.viewerFor(r.Context(), bearerToken(r))
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="cantus-catalog"`)
-			status := http.StatusUnauthorized
-			if !errors.Is(err, errUnauthenticated) {
-				status = http.StatusServiceUnavailable
+			status := statusOf(err)
+			switch status {
+			case http.StatusUnauthorized:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cantus-catalog"`)
+			case http.StatusTooManyRequests:
+				w.Header().Set("Retry-After", "1")
 			}
 			http.Error(w, err.Error(), status)
 			return
 		}
-		v := &viewer{user: user, namespaces: map[string]bool{}}
-		namespaces, err := h.catalog.Namespaces(ctx)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		for _, ns := range namespaces {
-			ok, err := h.auth.MayList(ctx, user, ns)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			v.namespaces[ns] = ok
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, viewerKey{}, v)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
 	})
 }

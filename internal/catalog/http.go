@@ -11,7 +11,7 @@ import (
 
 type handler struct {
 	catalog *Catalog
-	auth    *Authorizer
+	access  *access
 	log     logr.Logger
 }
 
@@ -24,7 +24,11 @@ type handler struct {
 //
 // Every route needs a Kubernetes bearer token.
 func NewHandler(c *Catalog, a *Authorizer, log logr.Logger) http.Handler {
-	h := &handler{catalog: c, auth: a, log: log}
+	return newHandler(c, a, log)
+}
+
+func newHandler(c *Catalog, a authorizer, log logr.Logger) http.Handler {
+	h := &handler{catalog: c, access: newAccess(a, c), log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/servers", h.listServers)
 	mux.HandleFunc("GET /v1/tools", h.searchTools)

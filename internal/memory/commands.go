@@ -62,11 +62,19 @@ func (s *Store) checkFileSize(p vpath, size int) error {
 	return nil
 }
 
-// checkTotal runs with the locks held.
-func (s *Store) checkTotal(delta int64) error {
-	if delta > 0 && s.total+delta > s.cfg.Guard.MaxTotalBytes {
-		return refusef("the memory would grow to %d bytes, over the total limit of %s (%d bytes in use); nothing was changed: delete files that are no longer needed (with confirm: true) or write less",
-			s.total+delta, formatLimit(s.cfg.Guard.MaxTotalBytes), s.total)
+// writeCost is what writing content of size bytes adds to the footprint at most: the
+// content, the previous version kept in the trash (a hard link costs no bytes, a copy
+// does), a new file or trash entry, and the journal line.
+func writeCost(size, previous int) int64 {
+	return int64(size+previous) + 4*entryOverhead
+}
+
+// checkTotal refuses a change that would make the store keep more than MaxTotalBytes;
+// it runs with the locks held.
+func (s *Store) checkTotal(cost int64) error {
+	if used := s.footprint(); used+cost > s.cfg.Guard.MaxTotalBytes {
+		return refusef("the memory would keep %d bytes, over its limit of %s (in use: %d bytes of files, %d bytes of trash kept for restore for %s, %d bytes of journal); nothing was changed: delete files that are no longer needed (with confirm: true) or write less; trashed content counts until it expires",
+			used+cost, formatLimit(s.cfg.Guard.MaxTotalBytes), s.total, s.trashBytes, formatDuration(s.cfg.Guard.TrashRetention), s.journalSize)
 	}
 	return nil
 }
@@ -233,7 +241,7 @@ func (s *Store) create(a args) (string, error) {
 			}
 		}
 		delta := int64(len(data) - len(old))
-		if err := s.checkTotal(delta); err != nil {
+		if err := s.checkTotal(writeCost(len(data), len(old))); err != nil {
 			return nil, 0, err
 		}
 		if exists && s.overwriteNeedsConfirm() && !a.Confirm {
@@ -304,7 +312,7 @@ func (s *Store) strReplace(a args) (string, error) {
 			return nil, 0, err
 		}
 		delta := int64(len(updated) - len(content))
-		if err := s.checkTotal(delta); err != nil {
+		if err := s.checkTotal(writeCost(len(updated), len(content))); err != nil {
 			return nil, 0, err
 		}
 		if s.confirm[CmdStrReplace] && !a.Confirm {
@@ -390,7 +398,7 @@ func (s *Store) insert(a args) (string, error) {
 			return nil, 0, err
 		}
 		delta := int64(len(updated) - len(data))
-		if err := s.checkTotal(delta); err != nil {
+		if err := s.checkTotal(writeCost(len(updated), len(data))); err != nil {
 			return nil, 0, err
 		}
 		if s.confirm[CmdInsert] && !a.Confirm {

@@ -170,12 +170,21 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 		}
 		return err
 	}
-	s.total += delta
-	return s.commitIntent(entry)
+	_ = delta // the footprint is measured again below, trash and directories included
+	if err := s.commitIntent(entry); err != nil {
+		return err
+	}
+	return s.refreshTotal(true)
 }
 
-// refreshTotal recomputes the bytes under memories/ when forced or when the
-// journal changed size since this store last wrote it (another process mutated).
+// entryOverhead is what each file, directory or trash entry costs against the quota
+// besides its bytes: an inode and a directory entry, which empty files and deep trees
+// would otherwise get for free.
+const entryOverhead = 512
+
+// refreshTotal recomputes what the store keeps (files and directories under memories/,
+// the trash) when forced or when the journal changed size since this store last wrote
+// it (another process mutated).
 func (s *Store) refreshTotal(force bool) error {
 	fi, err := s.base.Stat(journalName)
 	size := int64(0)
@@ -188,29 +197,59 @@ func (s *Store) refreshTotal(force bool) error {
 	if !force && size == s.journalSize {
 		return nil
 	}
+	total, err := footprintOf(s.mem.FS(), true)
+	if err != nil {
+		return err
+	}
+	trash, err := footprintOf(s.trashFS(), false)
+	if err != nil {
+		return err
+	}
+	s.total, s.trashBytes, s.journalSize = total, trash, size
+	return nil
+}
+
+// footprintOf adds up the bytes of the regular files under fsys and entryOverhead for
+// each file and, when dirs, each directory below the top.
+func footprintOf(fsys fs.FS, dirs bool) (int64, error) {
 	var total int64
-	err = fs.WalkDir(s.mem.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
 			return err
-		}
-		if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), tmpPrefix) {
-			info, err := d.Info()
-			if err == nil {
-				total += info.Size()
+		case p == ".":
+			return nil
+		case d.IsDir():
+			if dirs {
+				total += entryOverhead
+			}
+		case d.Type().IsRegular() && !strings.HasPrefix(d.Name(), tmpPrefix):
+			if info, err := d.Info(); err == nil {
+				total += entryOverhead + info.Size()
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	s.total = total
-	s.journalSize = size
-	return nil
+	return total, err
 }
+
+// trashFS is the trash folder as a file system, for footprintOf.
+func (s *Store) trashFS() fs.FS {
+	sub, err := fs.Sub(s.base.FS(), trashDir)
+	if err != nil {
+		return emptyFS{}
+	}
+	return sub
+}
+
+type emptyFS struct{}
+
+func (emptyFS) Open(string) (fs.File, error) { return nil, fs.ErrNotExist }
+
+// footprint is everything the store keeps against MaxTotalBytes.
+func (s *Store) footprint() int64 { return s.total + s.trashBytes + s.journalSize }
 
 // ---- trash ----
 
@@ -361,7 +400,10 @@ func (s *Store) purgeTrash() error {
 		removed = true
 	}
 	if removed {
-		return s.syncDir(s.base, trashDir)
+		if err := s.syncDir(s.base, trashDir); err != nil {
+			return err
+		}
+		return s.refreshTotal(true)
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ var percentEncoded = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
 const (
 	maxPathBytes    = 1024
 	maxSegmentBytes = 255
+	// maxPathDepth bounds nesting under /memories: deep trees cost walks and inodes and
+	// help no agent.
+	maxPathDepth = 16
 )
 
 // parsePath checks the syntax of a path argument. field names the argument in messages.
@@ -97,7 +100,11 @@ func parsePath(field, p string) (vpath, error) {
 	if rel == "" {
 		return vpath{virt: VirtualRoot}, nil
 	}
-	for _, seg := range strings.Split(rel, "/") {
+	segments := strings.Split(rel, "/")
+	if len(segments) > maxPathDepth {
+		return vpath{}, refusef("%s %q is %d levels deep under /memories; the limit is %d, use a flatter layout", field, p, len(segments), maxPathDepth)
+	}
+	for _, seg := range segments {
 		switch {
 		case seg == "":
 			return vpath{}, refusef("%s %q has an empty segment (//); write each directory name once, e.g. /memories/project/notes.md", field, p)

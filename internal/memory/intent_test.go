@@ -139,8 +139,8 @@ func TestIntentSettledAtOpen(t *testing.T) {
 			if n := intentSize(t, root); n != 0 {
 				t.Errorf("%s still holds %d bytes", intentName, n)
 			}
-			if s2.total != int64(len(b)) {
-				t.Errorf("total %d, want %d", s2.total, len(b))
+			if want := int64(len(b)) + entryOverhead; s2.total != want {
+				t.Errorf("total %d, want %d", s2.total, want)
 			}
 		})
 	}
@@ -199,7 +199,7 @@ func TestIntentSettledByOtherProcess(t *testing.T) {
 	if len(entries) != 3 || entries[1].Path != "/memories/notes.md" || entries[1].SHA256After != sum([]byte(big)) || entries[2].Path != "/memories/other.md" {
 		t.Fatalf("journal: %+v", entries)
 	}
-	if want := int64(len(big) + 2); a.total != want {
+	if want := int64(len(big)+2) + 2*entryOverhead; a.total != want {
 		t.Errorf("total %d, want %d", a.total, want)
 	}
 	if n := intentSize(t, root); n != 0 {

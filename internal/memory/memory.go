@@ -101,7 +101,10 @@ type Guard struct {
 	ReadOnly bool
 	// MaxFileBytes caps the size of one file (default 1 MiB).
 	MaxFileBytes int64
-	// MaxTotalBytes caps the bytes of all files under memories/ (default 64 MiB; the trash is not counted).
+	// MaxTotalBytes caps everything the store keeps for the agent (default 64 MiB): the
+	// files, the trash (until it expires), the journal, and entryOverhead for each file,
+	// directory and trash entry, so that neither overwrite loops nor empty files or
+	// directories can fill the volume.
 	MaxTotalBytes int64
 	// TrashRetention is how long trashed content is kept (default 7 days). Older entries are
 	// purged lazily: when the store opens and, at most once a minute, before a mutation.
@@ -134,7 +137,8 @@ type Store struct {
 
 	mu          sync.Mutex
 	intent      []byte // the line this store recorded in .intent.json, nil when none
-	total       int64  // bytes of regular files under memories/
+	total       int64  // bytes of regular files under memories/, plus entryOverhead per file and directory
+	trashBytes  int64  // bytes kept in .trash/, plus entryOverhead per entry
 	journalSize int64  // journal size after the last mutation this store saw
 	lastPurge   time.Time
 

@@ -54,8 +54,9 @@ func TestRestore(t *testing.T) {
 		if text := mustCall(t, h, map[string]any{"command": "view", "path": "/memories/proj/notes.md"}); !strings.Contains(text, "precious") {
 			t.Errorf("view after restore: %s", text)
 		}
-		if h.s.total != 9 {
-			t.Errorf("total = %d after restore, want 9", h.s.total)
+		// The file and its directory /memories/proj.
+		if want := int64(9 + 2*entryOverhead); h.s.total != want {
+			t.Errorf("total = %d after restore, want %d", h.s.total, want)
 		}
 	})
 	t.Run("restore refuses to overwrite an existing file", func(t *testing.T) {

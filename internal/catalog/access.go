@@ -1,0 +1,151 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+	authnv1 "k8s.io/api/authentication/v1"
+)
+
+// Every catalog request would otherwise cost one TokenReview and one SubjectAccessReview
+// per namespace, made with the manager's own API budget: any token, even a bad one,
+// could keep that budget busy. Decisions are therefore cached per token for a short
+// time, reviews of a new token are rate limited (429 past the limit), and the reviews of
+// one token run with bounded parallelism.
+const (
+	// decisionTTL is how long an access decision (allowed, refused or unknown token) is
+	// reused: a revoked RoleBinding shows within this time.
+	decisionTTL = 10 * time.Second
+	// maxCachedDecisions bounds the cache; past it, expired entries go, then all.
+	maxCachedDecisions = 4096
+	// reviewRate and reviewBurst bound how many tokens per second get reviewed.
+	reviewRate  = 10
+	reviewBurst = 20
+	// maxParallelReviews bounds the SubjectAccessReviews of one request in flight.
+	maxParallelReviews = 8
+)
+
+// errTooManyReviews is answered with 429.
+var errTooManyReviews = errors.New("too many catalog requests with new tokens: retry in a second")
+
+// access decides what a token may see, caching the decision.
+type access struct {
+	auth    authorizer
+	catalog *Catalog
+	limit   *rate.Limiter
+	now     func() time.Time
+
+	mu        sync.Mutex
+	decisions map[[sha256.Size]byte]decision
+}
+
+// authorizer is what the Authorizer does, so that tests can count the reviews.
+type authorizer interface {
+	Authenticate(ctx context.Context, token string) (authnv1.UserInfo, error)
+	MayList(ctx context.Context, user authnv1.UserInfo, namespace string) (bool, error)
+}
+
+type decision struct {
+	viewer  *viewer
+	err     error // errUnauthenticated, cached like a viewer
+	expires time.Time
+}
+
+func newAccess(auth authorizer, c *Catalog) *access {
+	return &access{auth: auth, catalog: c, limit: rate.NewLimiter(reviewRate, reviewBurst), now: time.Now,
+		decisions: map[[sha256.Size]byte]decision{}}
+}
+
+// viewerFor returns who token is and which namespaces they may see.
+func (a *access) viewerFor(ctx context.Context, token string) (*viewer, error) {
+	if token == "" {
+		return nil, errUnauthenticated
+	}
+	// Keyed by a digest: the cache never holds a token.
+	key := sha256.Sum256([]byte(token))
+	if d, ok := a.cached(key); ok {
+		return d.viewer, d.err
+	}
+	if !a.limit.Allow() {
+		return nil, errTooManyReviews
+	}
+	v, err := a.review(ctx, token)
+	if err == nil || errors.Is(err, errUnauthenticated) {
+		a.store(key, decision{viewer: v, err: err, expires: a.now().Add(decisionTTL)})
+	}
+	return v, err
+}
+
+func (a *access) review(ctx context.Context, token string) (*viewer, error) {
+	user, err := a.auth.Authenticate(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := a.catalog.Namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	allowed := make([]bool, len(namespaces))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelReviews)
+	for i, ns := range namespaces {
+		g.Go(func() error {
+			ok, err := a.auth.MayList(gctx, user, ns)
+			allowed[i] = ok
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("access review: %w", err)
+	}
+	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces))}
+	for i, ns := range namespaces {
+		v.namespaces[ns] = allowed[i]
+	}
+	return v, nil
+}
+
+func (a *access) cached(key [sha256.Size]byte) (decision, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.decisions[key]
+	if !ok || a.now().After(d.expires) {
+		return decision{}, false
+	}
+	return d, true
+}
+
+func (a *access) store(key [sha256.Size]byte, d decision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.decisions) >= maxCachedDecisions {
+		now := a.now()
+		for k, old := range a.decisions {
+			if now.After(old.expires) {
+				delete(a.decisions, k)
+			}
+		}
+		if len(a.decisions) >= maxCachedDecisions {
+			clear(a.decisions)
+		}
+	}
+	a.decisions[key] = d
+}
+
+// statusOf maps an access error to its HTTP status.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, errTooManyReviews):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusServiceUnavailable
+}
