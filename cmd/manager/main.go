@@ -87,6 +87,8 @@ func run(opts options) error {
 		HealthProbeBindAddress: opts.probeAddr,
 		LeaderElection:         opts.leaderElection,
 		LeaderElectionID:       "cantus-operator.cantus.dev",
+		Cache:                  controller.CacheOptions(),
+		Client:                 controller.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

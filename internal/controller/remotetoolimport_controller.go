@@ -420,7 +420,9 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.importsInNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
+		// By metadata only: a changed resourceVersion is all it takes to re-run the
+		// handshakes that read the Secret, and the cache then holds no Secret values.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentHandshakes}).
 		Named("remotetoolimport").
 		Complete(r)

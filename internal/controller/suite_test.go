@@ -33,6 +33,9 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	// Reconciles take longer than gomega's default second on a busy 2-core machine;
+	// a test that waits on the API server waits long enough not to flake.
+	SetDefaultEventuallyTimeout(15 * time.Second)
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -70,6 +73,9 @@ func newTestManager(t *testing.T) ctrl.Manager {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The manager's own cache and client settings, so every test runs under them.
+		Cache:  CacheOptions(),
+		Client: ClientOptions(),
 	})
 	if err != nil {
 		t.Fatalf("create manager: %v", err)

@@ -1,0 +1,37 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// CacheOptions keep the manager's cache to what the operator owns: the children it
+// applies carry app.kubernetes.io/managed-by=cantus-operator, and only those are
+// watched and held in memory. On a big cluster that is a small fraction of its
+// ConfigMaps, Services and Deployments, and a compromised manager process holds no copy
+// of anyone else's.
+func CacheOptions() cache.Options {
+	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{workload.LabelManagedBy: workload.FieldOwner})}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}:             owned,
+		&corev1.Service{}:               owned,
+		&corev1.PersistentVolumeClaim{}: owned,
+		&appsv1.Deployment{}:            owned,
+		&networkingv1.NetworkPolicy{}:   owned,
+	}}
+}
+
+// ClientOptions make the manager's client read Secrets and ConfigMaps from the API
+// server, not from a cache: the operator reads a few of them (an import's header values
+// and CA bundle) when it needs them, and must not keep every Secret of the cluster in
+// memory to do so. Changes to Secrets are watched by metadata only (see the
+// RemoteToolImport controller), which holds no values.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
+}
