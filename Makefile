@@ -3,6 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 IMG ?= ghcr.io/cantus-dev/cantus-operator:dev
+FUZZTIME ?= 10s
 CONTROLLER_GEN := go tool controller-gen
 KUBECTL ?= kubectl
 
@@ -58,6 +59,10 @@ test: verify vet build npm-peers ## Run every test: unit, envtest integration, r
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
 
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test runs their seeds.
+	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
+
 .PHONY: bench
 bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server, and the memory tool's ops/s.
 	go run ./hack/bench
@@ -70,8 +75,17 @@ demo: build npm-peers ## Embedded control plane + operator (local runtime) + sam
 	@hack/demo.sh up
 
 .PHONY: demo-down
-demo-down: ## Stop what `make demo` started.
+demo-down: ## Stop what `make demo` or `make demo-cluster` started; the cluster's node leaves nothing behind.
 	@hack/demo.sh down
+	@hack/cluster.sh down
+
+.PHONY: demo-cluster
+demo-cluster: npm-peers ## A real one-node cluster (root): the operator as a pod, the samples, MCP calls through Services.
+	@hack/cluster.sh demo
+
+.PHONY: test-cluster
+test-cluster: npm-peers ## End-to-end tests on a real one-node cluster (root); starts and removes the node.
+	@hack/cluster.sh test
 
 .PHONY: run
 run: build ## Run the operator against the current kubeconfig (kubernetes runtime).
@@ -86,13 +100,12 @@ uninstall: ## Remove the CRDs (and every SkillServer) from the current cluster.
 	$(KUBECTL) delete -k config/crd
 
 .PHONY: deploy
-deploy: ## Deploy the operator to the current cluster with IMG.
-	cd config/manager && $(KUBECTL) kustomize . >/dev/null
-	$(KUBECTL) apply --server-side -k config/default
+deploy: ## Deploy the operator to the current cluster with IMG (the manager and the adapter pods it creates).
+	@hack/deploy.sh "$(IMG)" | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator from the current cluster.
-	$(KUBECTL) delete -k config/default
+	@hack/deploy.sh "$(IMG)" | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine, which CI here lacks).

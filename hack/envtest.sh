@@ -3,6 +3,8 @@
 # because the usual envtest download site cannot be reached here. Binaries are cached
 # under bin/k8s/<version>; a warm run only checks they are there.
 # The last line printed is the folder to export as KUBEBUILDER_ASSETS.
+# `hack/envtest.sh node` also builds kubelet, kube-controller-manager, kube-scheduler and
+# kube-proxy the same way, for hack/cluster.sh.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
@@ -13,10 +15,12 @@ STAGING_VERSION="v0.${K8S_VERSION#*.}"
 
 log() { echo "envtest: $*" >&2; }
 
-build_apiserver() {
+# build_k8s builds the given k8s.io/kubernetes commands (kube-apiserver, kubelet, ...) from one
+# throwaway main module, so the node binaries share the API server's build cache.
+build_k8s() {
   local work; work="$(mktemp -d)"
   trap 'rm -rf "${work}"' RETURN
-  log "building kube-apiserver v${K8S_VERSION} (about 11 minutes cold on 2 cores)"
+  log "building $* v${K8S_VERSION} (kube-apiserver alone is about 11 minutes cold on 2 cores)"
   local gomod
   gomod="$(cd "${work}" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
   {
@@ -26,17 +30,22 @@ build_apiserver() {
     # k8s.io/kubernetes points its staging modules at ./staging; swap in their published versions.
     grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "${gomod}" | awk -v v="${STAGING_VERSION}" '{print "replace " $1 " => " $1 " " v}'
   } > "${work}/go.mod"
-  cat > "${work}/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
+  local pkgs=() cmd
+  {
+    printf '//go:build tools\n\npackage tools\n\n'
+    for cmd in "$@"; do
+      printf 'import _ "k8s.io/kubernetes/cmd/%s"\n' "${cmd}"
+      pkgs+=("k8s.io/kubernetes/cmd/${cmd}")
+    done
+  } > "${work}/tools.go"
   (cd "${work}" && go mod tidy -e >/dev/null 2>&1 || true)
+  # Build into a scratch folder and move in at the end, so an interrupted build never
+  # leaves a half-written binary that the next run would take as cached.
+  mkdir -p "${work}/out"
   (cd "${work}" && GOFLAGS=-mod=mod go build -trimpath \
     -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#*.}" \
-    -o "${DEST}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+    -o "${work}/out/" "${pkgs[@]}")
+  mv "${work}"/out/* "${DEST}/"
 }
 
 build_etcd() {
@@ -62,7 +71,15 @@ link_kubectl() {
 }
 
 mkdir -p "${DEST}"
-[[ -x "${DEST}/kube-apiserver" ]] || build_apiserver
+[[ -x "${DEST}/kube-apiserver" ]] || build_k8s kube-apiserver
 [[ -x "${DEST}/etcd" ]] || build_etcd
 [[ -e "${DEST}/kubectl" ]] || link_kubectl
+# `envtest.sh node` also builds what a real one-node cluster needs (hack/cluster.sh).
+if [[ "${1:-}" == node ]]; then
+  missing=()
+  for cmd in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    [[ -x "${DEST}/${cmd}" ]] || missing+=("${cmd}")
+  done
+  (( ${#missing[@]} == 0 )) || build_k8s "${missing[@]}"
+fi
 echo "${DEST}"

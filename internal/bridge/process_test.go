@@ -77,6 +77,7 @@ func TestRestartBackoff(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "starts")
 	const failures = 4
 	initial := 60 * time.Millisecond
+	const resetAfter = 2 * time.Second
 	var mu sync.Mutex
 	type exit struct {
 		at    time.Time
@@ -84,7 +85,10 @@ func TestRestartBackoff(t *testing.T) {
 	}
 	var exits []exit
 	tb := startBridge(t, fakeServerArgv("flaky", fmt.Sprint(failures), counter),
-		Options{RestartBackoffInitial: initial, RestartBackoffMax: 10 * time.Second, RestartResetAfter: 400 * time.Millisecond},
+		// RestartResetAfter is long enough that a child which exits at once is never
+		// mistaken for a long run on a loaded machine (a slow start once reset the
+		// backoff mid-test).
+		Options{RestartBackoffInitial: initial, RestartBackoffMax: 10 * time.Second, RestartResetAfter: resetAfter},
 		func(b *Bridge) {
 			b.sup.onExit = func(_ string, d time.Duration) {
 				mu.Lock()
@@ -121,7 +125,7 @@ func TestRestartBackoff(t *testing.T) {
 	t.Logf("backoff delays %v; recovered after %s", delays, time.Since(start).Round(time.Millisecond))
 
 	// Uptime over RestartResetAfter resets the backoff.
-	time.Sleep(450 * time.Millisecond)
+	time.Sleep(resetAfter + 100*time.Millisecond)
 	post(t, tb.url, request("crash", "crash", map[string]any{"code": 1}))
 	waitFor(t, 5*time.Second, "the exit after the crash", func() bool { mu.Lock(); defer mu.Unlock(); return len(exits) == failures+1 })
 	if d := exits[failures].delay; d > initial*12/10 {

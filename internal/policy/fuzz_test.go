@@ -1,0 +1,90 @@
+package policy
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+)
+
+// An IPv6 address that carries a special IPv4 address is itself special, whatever the
+// form; and no address makes the floors panic.
+func FuzzSpecialAddressesSeenThroughIPv6(f *testing.F) {
+	for _, seed := range []string{"169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2001:0:4136:e378:8000:63bf:5601:5601", "::10.0.0.1", "fe80::1", "2606:4700::1", "0.0.0.0", "::"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		a, err := netip.ParseAddr(text)
+		if err != nil {
+			return
+		}
+		kind := specialKind(a)
+		if v4, form := embeddedIPv4(a); form != "" && plainSpecialKind(v4) != "" && kind == "" {
+			t.Fatalf("%s carries %s (%s), a %s address, but is not refused", a, v4, form, plainSpecialKind(v4))
+		}
+	})
+}
+
+// An image entry allows only images whose normalised repository is the entry or lies
+// under it at a path boundary (or, for an entry with a tag or digest, that exact image).
+func FuzzImageEntriesMatchAtAPathBoundary(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"ghcr.io/acme", "ghcr.io/acme/srv:1"}, {"ghcr.io/acme", "ghcr.io/acme-evil/x"}, {"ghcr.io", "ghcr.io.evil/x"},
+		{"nginx", "nginx:1"}, {"nginx", "nginx-evil"}, {"ghcr.io/acme/srv:1", "ghcr.io/acme/srv:1"}, {"localhost:5000/a", "localhost:5000/ab"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, entry, image string) {
+		if !imageListed([]string{entry}, image) {
+			return
+		}
+		named, err := reference.ParseNormalizedNamed(image)
+		if err != nil {
+			t.Fatalf("allowed %q, which is not a reference", image)
+		}
+		repo := named.Name()
+		e := lowerRegistry(strings.TrimSuffix(strings.TrimSpace(entry), "/"))
+		if isRegistryOnly(e) {
+			if !strings.HasPrefix(repo, e+"/") {
+				t.Fatalf("registry entry %q allowed %q", entry, image)
+			}
+			return
+		}
+		ref, err := reference.ParseNormalizedNamed(e)
+		if err != nil {
+			t.Fatalf("entry %q does not parse but allowed %q", entry, image)
+		}
+		if repo != ref.Name() && !strings.HasPrefix(repo, ref.Name()+"/") {
+			t.Fatalf("entry %q allowed %q outside its path (%s)", entry, image, repo)
+		}
+	})
+}
+
+// hostListed never matches a host that is not the entry or below a wildcard entry.
+func FuzzHostListed(f *testing.F) {
+	for _, seed := range [][2]string{{"*.example.com", "a.example.com"}, {"*.example.com", "example.com"}, {"example.com", "example.com.evil"}, {"127.0.0.1", "::ffff:127.0.0.1"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, host string) {
+		host = strings.ToLower(strings.TrimSuffix(host, "."))
+		if !hostListed([]string{pattern}, host) {
+			return
+		}
+		p := strings.ToLower(strings.TrimSuffix(pattern, "."))
+		if suffix, ok := strings.CutPrefix(p, "*."); ok {
+			if !strings.HasSuffix(host, "."+suffix) {
+				t.Fatalf("%q allowed %q", pattern, host)
+			}
+			return
+		}
+		if p == host {
+			return
+		}
+		a, errA := netip.ParseAddr(p)
+		b, errB := netip.ParseAddr(host)
+		if errA != nil || errB != nil || a.Unmap() != b.Unmap() {
+			t.Fatalf("%q allowed %q", pattern, host)
+		}
+	})
+}

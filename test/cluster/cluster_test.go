@@ -1,0 +1,226 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
+)
+
+// Item 2: `kubectl scale skillserver/x --replicas=3` gives three pods, and calls through
+// the Service succeed.
+func TestScaleToThreeReplicas(t *testing.T) {
+	ctx := testContext(t)
+	ns := restrictedNamespace(t, ctx)
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: cantusv1alpha1.SkillServerSpec{
+			Skills: []cantusv1alpha1.Skill{templateSkill("echo", "echo: {{ .text }}")},
+		},
+	}
+	ss.Spec.Skills[0].InputSchema = &cantusv1alpha1.ToolInputSchema{Type: "object",
+		Raw: []byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
+	if err := k8s.Create(ctx, ss); err != nil {
+		t.Fatalf("creating the SkillServer: %v", err)
+	}
+	key := client.ObjectKeyFromObject(ss)
+	waitReady(t, ctx, key)
+
+	// What `kubectl scale` does: a write to the scale subresource.
+	scale := &autoscalingScale{Replicas: 3}
+	if err := k8s.SubResource("scale").Patch(ctx, ss, client.RawPatch(types.MergePatchType, scale.patch())); err != nil {
+		t.Fatalf("scaling to 3: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		var cur cantusv1alpha1.SkillServer
+		if err := k8s.Get(ctx, key, &cur); err != nil {
+			return false, nil
+		}
+		return cur.Status.ReadyReplicas == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("three ready adapter pods never reported: %v", err)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": "scaled"}); err != nil {
+		t.Fatal(err)
+	}
+	if running := runningPods(pods.Items); running != 3 {
+		t.Errorf("%d running pods, want 3", running)
+	}
+
+	cur := waitReady(t, ctx, key)
+	url := serviceURL(t, ctx, cur)
+	for i := range 12 {
+		// A new client each time, so the Service spreads the calls over the pods.
+		c := mcpClient(t, ctx, url)
+		want := fmt.Sprintf("echo: call %d", i)
+		got, err := callTool(ctx, c, "echo", map[string]any{"text": fmt.Sprintf("call %d", i)})
+		if err != nil || got != want {
+			t.Errorf("call %d through the Service: %q, %v; want %q", i, got, err, want)
+		}
+		_ = c.Close()
+	}
+}
+
+// Item 4: a file created through the memory tool survives `kubectl delete pod`, and the
+// new pod serves it.
+func TestMemorySurvivesPodDelete(t *testing.T) {
+	ctx := testContext(t)
+	ns := restrictedNamespace(t, ctx)
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "notes", Namespace: ns},
+		Spec:       cantusv1alpha1.SkillServerSpec{Memory: &cantusv1alpha1.MemorySpec{}},
+	}
+	if err := k8s.Create(ctx, ss); err != nil {
+		t.Fatalf("creating the SkillServer: %v", err)
+	}
+	key := client.ObjectKeyFromObject(ss)
+	url := serviceURL(t, ctx, waitReady(t, ctx, key))
+
+	c := mcpClient(t, ctx, url)
+	if _, err := callTool(ctx, c, "memory", map[string]any{
+		"command": "create", "path": "/memories/kept.md", "file_text": "kept across pods\n",
+	}); err != nil {
+		t.Fatalf("creating the file (the pod writes as uid 65532 through the fsGroup): %v", err)
+	}
+	_ = c.Close()
+
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": "notes"}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("want one pod, got %d (%v)", len(pods.Items), err)
+	}
+	old := pods.Items[0]
+	if err := k8s.Delete(ctx, &old); err != nil {
+		t.Fatalf("deleting the pod: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		var now corev1.PodList
+		if err := k8s.List(ctx, &now, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": "notes"}); err != nil {
+			return false, nil
+		}
+		for _, p := range now.Items {
+			if p.UID != old.UID && podReady(&p) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no new ready pod after the delete: %v", err)
+	}
+	// The old pod may still be draining; wait until the Service only has the new one.
+	waitReady(t, ctx, key)
+	got, err := callTool(ctx, mcpClient(t, ctx, url), "memory", map[string]any{"command": "view", "path": "/memories/kept.md"})
+	if err != nil || !strings.Contains(got, "kept across pods") {
+		t.Errorf("the new pod's view of the file: %q, %v", got, err)
+	}
+}
+
+// Item 8: every pod we create is admitted under `restricted`: the namespaces enforce it,
+// so a refused pod would leave its ReplicaSet short with a FailedCreate.
+func TestZPodsAdmittedUnderRestricted(t *testing.T) {
+	ctx := testContext(t)
+	for _, ns := range append([]string{"cantus-system"}, usedNamespaces...) {
+		var rss appsv1.ReplicaSetList
+		if err := k8s.List(ctx, &rss, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range rss.Items {
+			for _, c := range rs.Status.Conditions {
+				if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
+					t.Errorf("replicaset %s/%s could not create pods: %s", ns, rs.Name, c.Message)
+				}
+			}
+		}
+		var events corev1.EventList
+		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == "FailedCreate" && strings.Contains(e.Message, "PodSecurity") {
+				t.Errorf("%s/%s: %s", ns, e.InvolvedObject.Name, e.Message)
+			}
+		}
+	}
+}
+
+// Item 7: the manager never received a Forbidden during the run. The API server's audit
+// log (hack/cluster.sh records the manager's requests) has every answer it got.
+func TestZManagerNeverForbidden(t *testing.T) {
+	root, _ := testenv.RepoRoot()
+	path := filepath.Join(root, ".demo", "cluster", "audit.log")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the audit log hack/cluster.sh writes: %v", err)
+	}
+	defer f.Close()
+	requests := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct {
+			Verb       string `json:"verb"`
+			RequestURI string `json:"requestURI"`
+			User       struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ResponseStatus struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != managerUser {
+			continue
+		}
+		requests++
+		if ev.ResponseStatus.Code == 403 {
+			t.Errorf("Forbidden: %s %s", ev.Verb, ev.RequestURI)
+		}
+	}
+	if requests == 0 {
+		t.Errorf("no request of %s in %s: the check saw nothing", managerUser, path)
+	}
+	t.Logf("%d manager requests audited", requests)
+}
+
+type autoscalingScale struct{ Replicas int32 }
+
+func (s autoscalingScale) patch() []byte {
+	return fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, s.Replicas)
+}
+
+func runningPods(pods []corev1.Pod) int {
+	n := 0
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil && podReady(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
