@@ -20,7 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/cantus-dev/cantus-operator/internal/mcpremote"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // Markers of re-exported tools' failures (the seed's names).
@@ -134,7 +134,7 @@ type remote struct {
 	stamps     []fileStamp
 	readAt     time.Time
 	digest     [sha256.Size]byte
-	client     *mcpremote.Client
+	client     *mcpclient.Client
 	current    *remoteConn
 	connecting *connectFlight
 	closed     bool
@@ -143,8 +143,8 @@ type remote struct {
 // remoteConn is a session and the calls using it. A retired conn takes no new calls
 // and is closed when the last one returns.
 type remoteConn struct {
-	sess    *mcpremote.Session
-	client  *mcpremote.Client
+	sess    *mcpclient.Session
+	client  *mcpclient.Client
 	refs    int
 	retired bool
 }
@@ -152,13 +152,13 @@ type remoteConn struct {
 // connectFlight is one connect that every call waiting for a session shares.
 type connectFlight struct {
 	done   chan struct{}
-	client *mcpremote.Client // the client connecting
+	client *mcpclient.Client // the client connecting
 	err    error
 }
 
 // connectError is a failed connect and the client (header values) it used.
 type connectError struct {
-	client *mcpremote.Client
+	client *mcpclient.Client
 	err    error
 }
 
@@ -184,8 +184,8 @@ func newRemote(key remoteKey, log logr.Logger, metrics *toolMetrics) (*remote, e
 	return r, nil
 }
 
-func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpremote.Client, error) {
-	client, err := mcpremote.New(mcpremote.Options{
+func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpclient.Client, error) {
+	client, err := mcpclient.New(mcpclient.ClientOptions{
 		URL:            r.key.url,
 		Transport:      r.key.transport,
 		Headers:        headers,
@@ -317,7 +317,7 @@ func digestOf(headers map[string]string, ca []byte) [sha256.Size]byte {
 // retired, the next call connects with the new headers. It returns the client in use
 // afterwards. A file that cannot be read keeps the last values in use, with a log
 // line.
-func (r *remote) refresh(force bool) *mcpremote.Client {
+func (r *remote) refresh(force bool) *mcpclient.Client {
 	if !force {
 		stamps := r.stat()
 		r.mu.Lock()
@@ -431,7 +431,7 @@ func (r *remote) release(c *remoteConn) {
 }
 
 // drop retires c after a failure that lost it (or may have).
-func (r *remote) drop(c *remoteConn, why *mcpremote.Error) {
+func (r *remote) drop(c *remoteConn, why *mcpclient.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.current == c {
@@ -491,9 +491,9 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 		conn, err := r.acquire(ctx)
 		if err != nil {
 			var ce *connectError
-			var e *mcpremote.Error
+			var e *mcpclient.Error
 			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
-				e.Reason == mcpremote.ReasonUnauthorized && r.otherCredentials(ce.client) {
+				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
 				r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
 				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", "tool", t.Name, "detail", e.Detail)
 				continue
@@ -505,19 +505,19 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 		if err == nil {
 			return remoteResult(raw, conn.client)
 		}
-		var rpcErr *mcpremote.RPCError
+		var rpcErr *mcpclient.RPCError
 		if errors.As(err, &rpcErr) {
 			return mcp.NewToolResultError(markerRemoteError + rpcErr.Error())
 		}
-		var e *mcpremote.Error
+		var e *mcpclient.Error
 		if !errors.As(err, &e) {
 			return r.callFailed(ctx, t, err)
 		}
-		if e.SessionLost || (e.NotProcessed && e.Reason != mcpremote.ReasonUnauthorized) {
+		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
 			r.drop(conn, e)
 		}
 		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpremote.ReasonUnauthorized {
+		if retry && e.Reason == mcpclient.ReasonUnauthorized {
 			// Worth another try only with other credentials.
 			retry = r.otherCredentials(conn.client)
 		}
@@ -534,7 +534,7 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 // whether the client in use now differs from used. Asking "differs from used" rather
 // than "did this re-read change anything" lets every call refused with the old values
 // retry, not only the first of them to re-read.
-func (r *remote) otherCredentials(used *mcpremote.Client) bool {
+func (r *remote) otherCredentials(used *mcpclient.Client) bool {
 	r.mu.Lock()
 	moved := r.client != used
 	r.mu.Unlock()
@@ -549,27 +549,43 @@ func (r *remote) callFailed(ctx context.Context, t *compiledTool, err error) *mc
 	return mcp.NewToolResultError(fmt.Sprintf("%s%s (import %s)", markerCallFailed, detail, t.Remote.Import))
 }
 
-// remoteResult passes a remote result through; a failed one becomes a tool error whose
-// text begins with markerRemoteError, header values scrubbed from it.
-func remoteResult(raw json.RawMessage, client *mcpremote.Client) *mcp.CallToolResult {
+// remoteResult passes a remote result through as sent: every content item (with its
+// annotations and _meta), structuredContent, _meta and isError. A failed result keeps
+// all of that too; its first text item begins with markerRemoteError (an item holding
+// only the marker leads when there is no text), and header values are scrubbed from
+// every text item, since a remote may echo the credentials it refused.
+func remoteResult(raw json.RawMessage, client *mcpclient.Client) *mcp.CallToolResult {
 	res, err := mcp.ParseCallToolResult(&raw)
 	if err != nil {
 		return mcp.NewToolResultError(markerRemoteError + "the remote's answer to tools/call is not a tool result: " + err.Error())
 	}
 	res.ResultType = ""
-	if !res.IsError {
-		return res
+	if res.IsError {
+		res.Content = markRemoteError(res.Content, client.Redact)
 	}
-	text := strings.TrimSpace(client.Redact(resultText(res)))
-	if text == "" {
-		text = "the remote tool failed and gave no text"
-	}
-	content := []mcp.Content{mcp.NewTextContent(markerRemoteError + text)}
-	for _, c := range res.Content {
-		if _, isText := mcp.AsTextContent(c); !isText {
-			content = append(content, c)
-		}
-	}
-	res.Content = content
 	return res
+}
+
+// markRemoteError scrubs every text item with redact and puts markerRemoteError at the
+// start of the first one.
+func markRemoteError(content []mcp.Content, redact func(string) string) []mcp.Content {
+	out := make([]mcp.Content, 0, len(content)+1)
+	marked := false
+	for _, c := range content {
+		text, isText := mcp.AsTextContent(c)
+		if !isText {
+			out = append(out, c)
+			continue
+		}
+		item := *text
+		item.Text = redact(item.Text)
+		if !marked {
+			item.Text, marked = markerRemoteError+item.Text, true
+		}
+		out = append(out, item)
+	}
+	if !marked {
+		out = append([]mcp.Content{mcp.NewTextContent(markerRemoteError + "the remote tool failed and gave no text")}, out...)
+	}
+	return out
 }

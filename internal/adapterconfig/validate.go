@@ -16,7 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/cantus-dev/cantus-operator/internal/mcpremote"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // toolNamePattern is the MCP tool name grammar (spec 2025-11-25, "Tool names").
@@ -196,7 +196,7 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 		problems = append(problems, fmt.Sprintf("remote.remoteName %q is not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - .", r.RemoteName))
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
-		if !mcpremote.ValidHeaderName(name) {
+		if !mcpclient.ValidHeaderName(name) {
 			problems = append(problems, fmt.Sprintf("remote.headerFiles: %q is not a valid HTTP header name", name))
 		}
 		if strings.TrimSpace(r.HeaderFiles[name]) == "" {

@@ -1,8 +1,12 @@
-package mcpclient
+package mcpclient_test
 
 import (
 	"encoding/json"
 	"testing"
+
+	// The tests use only the exported API: they live outside the package because
+	// they start a real cantus adapter, which itself imports this package.
+	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 func TestDigest(t *testing.T) {

@@ -1,4 +1,4 @@
-package mcpclient
+package mcpclient_test
 
 import (
 	"context"
@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
+
+	// The tests use only the exported API: they live outside the package because
+	// they start a real cantus adapter, which itself imports this package.
+	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // One test per fault: each asserts the Reason and the mcp_handshake_failed: prefix.
@@ -338,7 +341,7 @@ func TestFaultConnectionDropped(t *testing.T) {
 
 func TestFaultInitializeFailed(t *testing.T) {
 	t.Parallel()
-	url := startFake(t, &fakeMCP{initializeError: &mcpwire.ErrorObject{Code: -32602, Message: "Unsupported protocol version"}}, nil)
+	url := startFake(t, &fakeMCP{initializeError: &ErrorObject{Code: -32602, Message: "Unsupported protocol version"}}, nil)
 	_, err := Probe(testContext(t), Options{URL: url})
 	e := requireReason(t, err, ReasonInitializeFailed)
 	if !strings.Contains(e.Detail, "-32602 Unsupported protocol version") {
@@ -348,7 +351,7 @@ func TestFaultInitializeFailed(t *testing.T) {
 
 func TestFaultToolsListFailed(t *testing.T) {
 	t.Parallel()
-	url := startFake(t, &fakeMCP{toolsListError: &mcpwire.ErrorObject{Code: -32603, Message: "database down"}}, nil)
+	url := startFake(t, &fakeMCP{toolsListError: &ErrorObject{Code: -32603, Message: "database down"}}, nil)
 	_, err := Probe(testContext(t), Options{URL: url})
 	e := requireReason(t, err, ReasonToolsListFailed)
 	if !strings.Contains(e.Detail, "database down") {

@@ -1,4 +1,4 @@
-package mcpclient
+package mcpclient_test
 
 import (
 	"context"
@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
+
+	// The tests use only the exported API: they live outside the package because
+	// they start a real cantus adapter, which itself imports this package.
+	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // testBudget bounds every probe of the tests (the faults set their own, shorter,
@@ -164,8 +167,8 @@ type fakeMCP struct {
 	sse       bool
 	sessionID string
 	// initializeError / toolsListError, when set, are JSON-RPC error answers.
-	initializeError *mcpwire.ErrorObject
-	toolsListError  *mcpwire.ErrorObject
+	initializeError *ErrorObject
+	toolsListError  *ErrorObject
 	// pollTools (with sse) closes the tools/list stream after a priming event and
 	// sends the answer on the GET that resumes it with Last-Event-ID (SEP-1699).
 	pollTools bool
@@ -249,7 +252,7 @@ func (f *fakeMCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		answer["result"] = result
 	default:
-		answer["error"] = mcpwire.ErrorObject{Code: -32601, Message: "method not found"}
+		answer["error"] = ErrorObject{Code: -32601, Message: "method not found"}
 	}
 	data, _ := json.Marshal(answer)
 	if f.sse && f.pollTools && req.Method == "tools/list" {

@@ -1,15 +1,3 @@
-// Package mcpclient is the MCP handshake the operator runs against a remote MCP server:
-// initialize, notifications/initialized, then tools/list through every page, over
-// streamable HTTP or the older HTTP+SSE transport. Every step is bounded (one timeout
-// for the whole handshake, a size limit per message, a tool-count limit), every
-// connection goes through the caller's dialer, every redirect through the caller's
-// policy, and every failure is an *Error with a precise Reason.
-//
-// The package speaks the few JSON-RPC messages itself over net/http instead of driving
-// mcp-go's client: owning the HTTP layer is what makes the limits, the pinned dialer,
-// the redirect policy and the failure classification exact (see Probe). The wire
-// pieces it shares with internal/mcpremote (the event-stream reader, the transport,
-// redaction, the JSON-RPC types) are in internal/mcpwire.
 package mcpclient
 
 import (
@@ -25,37 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
-)
-
-// Transports, as the RemoteToolImport API names them.
-const (
-	TransportStreamableHTTP = "streamable-http"
-	TransportSSE            = "sse"
-)
-
-// Defaults of the zero Options fields.
-const (
-	DefaultTimeout               = 10 * time.Second
-	DefaultMaxMessageBytes int64 = 4 << 20
-	DefaultMaxTools              = 1000
-)
-
-// ProtocolVersion is the MCP revision the probe asks for in initialize: the newest one
-// that still has the initialize handshake. Servers may answer with an older revision
-// (see SupportedProtocolVersions); newer servers negotiate down to it.
-const ProtocolVersion = mcpwire.ProtocolVersion
-
-// SupportedProtocolVersions are the revisions the probe accepts in the initialize
-// answer besides newer, date-shaped ones (tools/list has not changed shape since
-// 2024-11-05).
-var SupportedProtocolVersions = mcpwire.SupportedProtocolVersions()
-
-// Client identity sent in initialize.
-const (
-	ClientName    = "cantus-operator"
-	ClientVersion = "0.1.0"
 )
 
 // Options configures one Probe.
@@ -169,19 +126,19 @@ type session interface {
 
 // rpcAnswerError is a JSON-RPC error answer (possibly with a non-2xx HTTP status).
 type rpcAnswerError struct {
-	rpc    mcpwire.ErrorObject
+	rpc    ErrorObject
 	status string // "HTTP 400 Bad Request" when the answer came with a non-2xx status
 }
 
 func (e *rpcAnswerError) Error() string {
-	s := fmt.Sprintf("%d %s", e.rpc.Code, mcpwire.ClipText(e.rpc.Message, 200))
+	s := fmt.Sprintf("%d %s", e.rpc.Code, ClipText(e.rpc.Message, 200))
 	if e.status != "" {
 		s = e.status + ": " + s
 	}
 	return s
 }
 
-type initializeResult struct {
+type probeInitializeResult struct {
 	ProtocolVersion string                     `json:"protocolVersion"`
 	Capabilities    map[string]json.RawMessage `json:"capabilities"`
 	ServerInfo      struct {
@@ -197,14 +154,14 @@ type listToolsResult struct {
 }
 
 func (p *prober) handshake(ctx context.Context, s session) (*Result, error) {
-	raw, err := s.call(ctx, "initialize", mcpwire.InitializeParams(ClientName, ClientVersion))
+	raw, err := s.call(ctx, "initialize", InitializeParams(ClientName, ClientVersion))
 	if err != nil {
 		if rpcErr, ok := err.(*rpcAnswerError); ok {
 			return nil, p.fail(ReasonInitializeFailed, "server refused initialize: "+rpcErr.Error(), err)
 		}
 		return nil, err
 	}
-	var init initializeResult
+	var init probeInitializeResult
 	if err := json.Unmarshal(raw, &init); err != nil || init.ProtocolVersion == "" {
 		detail := "the answer to initialize is not an MCP InitializeResult (no protocolVersion)"
 		if err != nil {
@@ -215,7 +172,7 @@ func (p *prober) handshake(ctx context.Context, s session) (*Result, error) {
 	if !acceptableVersion(init.ProtocolVersion) {
 		return nil, p.fail(ReasonProtocolError, fmt.Sprintf(
 			"server chose protocol version %q, which this client does not speak (it speaks %s and newer)",
-			mcpwire.ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions, ", ")), nil)
+			ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions(), ", ")), nil)
 	}
 	p.protocolVersion.Store(&init.ProtocolVersion)
 
@@ -283,7 +240,7 @@ func (p *prober) listTools(ctx context.Context, s session) ([]Tool, error) {
 				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("tool %d of tools/list page %d: %v", i, page, err), err)
 			}
 			if seenNames[t.Name] {
-				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("server lists the tool %q twice", mcpwire.ClipText(t.Name, 80)), nil)
+				return nil, p.fail(ReasonProtocolError, fmt.Sprintf("server lists the tool %q twice", ClipText(t.Name, 80)), nil)
 			}
 			seenNames[t.Name] = true
 			tools = append(tools, t)
@@ -328,10 +285,10 @@ var dateVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 
 // acceptableVersion: a revision this client knows, or a newer date-shaped one.
 func acceptableVersion(v string) bool {
-	if slices.Contains(SupportedProtocolVersions, v) {
+	if slices.Contains(SupportedProtocolVersions(), v) {
 		return true
 	}
-	return dateVersion.MatchString(v) && v > SupportedProtocolVersions[0]
+	return dateVersion.MatchString(v) && v > ProtocolVersion
 }
 
 // prober holds what one Probe shares between its requests.
@@ -340,7 +297,7 @@ type prober struct {
 	url             *url.URL
 	transport       *http.Transport
 	client          *http.Client
-	redactor        mcpwire.Redactor
+	redactor        Redactor
 	budget          time.Duration // what the handshake had: Timeout, or less if ctx ended first
 	nextID          atomic.Int64
 	protocolVersion atomic.Pointer[string]

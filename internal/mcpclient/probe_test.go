@@ -1,4 +1,4 @@
-package mcpclient
+package mcpclient_test
 
 import (
 	"bytes"
@@ -16,6 +16,10 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+
+	// The tests use only the exported API: they live outside the package because
+	// they start a real cantus adapter, which itself imports this package.
+	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // jsonEqual compares two JSON texts as values.

@@ -1,4 +1,4 @@
-package mcpremote
+package mcpclient
 
 import (
 	"context"
@@ -88,7 +88,7 @@ const secret = "Bearer sekret-value-123"
 
 func connectTo(t *testing.T, url, transport string) *Session {
 	t.Helper()
-	c, err := New(Options{URL: url, Transport: transport, Headers: map[string]string{"Authorization": secret}, MaxMessageBytes: 1024})
+	c, err := New(ClientOptions{URL: url, Transport: transport, Headers: map[string]string{"Authorization": secret}, MaxMessageBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestConnect_UnreachableIsNotProcessed(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	c, err := New(Options{URL: "http://" + addr + "/mcp"})
+	c, err := New(ClientOptions{URL: "http://" + addr + "/mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestRedirects_FollowedOnlyWithinTheOrigin(t *testing.T) {
 		http.Redirect(w, r, srv.URL+"/mcp2", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(other.Close)
-	c, _ := New(Options{URL: other.URL + "/mcp", Headers: map[string]string{"Authorization": secret}})
+	c, _ := New(ClientOptions{URL: other.URL + "/mcp", Headers: map[string]string{"Authorization": secret}})
 	_, err := c.Connect(testContext(t))
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonHTTPError || !strings.Contains(e.Detail, "only within") {

@@ -1,4 +1,4 @@
-package mcpwire
+package mcpclient
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package mcpremote
+package mcpclient
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 // Session is one initialized MCP session. It is safe for concurrent use: calls over
@@ -46,13 +44,13 @@ type Session struct {
 }
 
 type answer struct {
-	msg mcpwire.Message
+	msg Message
 	err *Error
 }
 
 // Connect opens a session: initialize (protocol ProtocolVersion), then
 // notifications/initialized; over SSE the stream is opened first. It takes at most
-// Options.ConnectTimeout. The error is an *Error.
+// ClientOptions.ConnectTimeout. The error is an *Error.
 func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
@@ -75,7 +73,7 @@ func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	return s, nil
 }
 
-type initializeResult struct {
+type sessionInitializeResult struct {
 	ProtocolVersion string `json:"protocolVersion"`
 	ServerInfo      struct {
 		Name    string `json:"name"`
@@ -84,7 +82,7 @@ type initializeResult struct {
 }
 
 func (s *Session) initialize(ctx context.Context) error {
-	raw, err := s.request(ctx, "initialize", mcpwire.InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion))
+	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion))
 	if err != nil {
 		var rpcErr *RPCError
 		if errors.As(err, &rpcErr) {
@@ -92,13 +90,13 @@ func (s *Session) initialize(ctx context.Context) error {
 		}
 		return s.timeoutOnConnect(ctx, err)
 	}
-	var init initializeResult
+	var init sessionInitializeResult
 	if err := json.Unmarshal(raw, &init); err != nil || init.ProtocolVersion == "" {
 		return s.c.fail(ReasonProtocolError, "the answer to initialize is not an MCP InitializeResult (no protocolVersion)", err)
 	}
-	if !slices.Contains(supportedVersions, init.ProtocolVersion) {
+	if !slices.Contains(SupportedProtocolVersions(), init.ProtocolVersion) {
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s)",
-			mcpwire.ClipText(init.ProtocolVersion, 40), strings.Join(supportedVersions, ", ")), nil)
+			ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions(), ", ")), nil)
 	}
 	s.protocol.Store(&init.ProtocolVersion)
 	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
@@ -153,7 +151,7 @@ func (s *Session) Close() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			resp, err := s.c.send(ctx, http.MethodDelete, s.endpoint, nil, "", s.id, s.ProtocolVersion(), "")
 			if err == nil {
-				mcpwire.DrainAndClose(resp.Body)
+				DrainAndClose(resp.Body)
 			}
 			cancel()
 		}
@@ -226,11 +224,11 @@ func (s *Session) notify(ctx context.Context, method string) error {
 	if s.sseEndpoint != nil {
 		endpoint, session = s.sseEndpoint, ""
 	}
-	resp, err := s.c.send(ctx, http.MethodPost, endpoint, mcpwire.Notification(method), mcpwire.AcceptAnswer, session, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, endpoint, Notification(method), AcceptAnswer, session, s.ProtocolVersion(), "")
 	if err != nil {
 		return err
 	}
-	defer mcpwire.DrainAndClose(resp.Body)
+	defer DrainAndClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return s.c.statusError(resp, method, session)
 	}
@@ -240,35 +238,35 @@ func (s *Session) notify(ctx context.Context, method string) error {
 // ---- streamable HTTP ----
 
 func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte) (json.RawMessage, error) {
-	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, mcpwire.AcceptAnswer, s.id, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, AcceptAnswer, s.id, s.ProtocolVersion(), "")
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		return nil, s.c.statusError(resp, method, s.id)
 	}
 	defer resp.Body.Close()
 	if method == "initialize" {
 		// Later requests go straight to where the redirects led, with the session.
 		s.endpoint = resp.Request.URL
-		if sid := resp.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-			if !mcpwire.ValidSessionID(sid) {
-				return nil, s.c.fail(ReasonProtocolError, "the "+mcpwire.HeaderSessionID+" header of the answer to initialize holds characters other than visible ASCII", nil)
+		if sid := resp.Header.Get(HeaderSessionID); sid != "" {
+			if !ValidSessionID(sid) {
+				return nil, s.c.fail(ReasonProtocolError, "the "+HeaderSessionID+" header of the answer to initialize holds characters other than visible ASCII", nil)
 			}
 			s.id = sid
 		}
 	}
-	step := "the answer to " + method + " from POST " + mcpwire.Path(s.endpoint)
-	switch mt := mcpwire.MediaType(resp); mt {
-	case mcpwire.ContentTypeJSON:
-		data, err := io.ReadAll(&mcpwire.LimitedReader{R: resp.Body, Max: s.c.opts.MaxMessageBytes})
+	step := "the answer to " + method + " from POST " + Path(s.endpoint)
+	switch mt := MediaType(resp); mt {
+	case ContentTypeJSON:
+		data, err := io.ReadAll(&LimitedReader{R: resp.Body, Max: s.c.opts.MaxMessageBytes})
 		if err != nil {
 			return nil, s.c.classify(ctx, err, step)
 		}
-		msgs, err := mcpwire.ParseMessages(data)
+		msgs, err := ParseMessages(data)
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, mcpwire.ClipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, ClipText(err.Error(), 120)), err)
 		}
 		for _, m := range msgs {
 			if got, ok := idOf(m.ID); ok && m.Method == "" && got == id {
@@ -276,30 +274,30 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 			}
 		}
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s holds no answer to request %d", step, id), nil)
-	case mcpwire.ContentTypeSSE:
+	case ContentTypeSSE:
 		return s.readStreamAnswer(ctx, resp.Body, id, method, step)
 	case "":
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
 	default:
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
-			step, mcpwire.ClipText(mt, 60), mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
+			step, ClipText(mt, 60), ContentTypeJSON, ContentTypeSSE), nil)
 	}
 }
 
 // readStreamAnswer reads the answer to request id from the event stream of its POST.
 // A stream that ends cleanly after an event with an id is resumed (GET with
 // Last-Event-ID, 2025-11-25), as servers that poll their clients do
-// (mcpwire.AnswerStream).
+// (AnswerStream).
 func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string) (json.RawMessage, error) {
-	events := mcpwire.NewAnswerStream(first, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
-		resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, mcpwire.ContentTypeSSE, s.id, s.ProtocolVersion(), lastID)
+	events := NewAnswerStream(first, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+		resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, ContentTypeSSE, s.id, s.ProtocolVersion(), lastID)
 		if err != nil {
 			return nil, err
 		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 || mcpwire.MediaType(resp) != mcpwire.ContentTypeSSE {
-			mcpwire.DrainAndClose(resp.Body)
+		if resp.StatusCode < 200 || resp.StatusCode > 299 || MediaType(resp) != ContentTypeSSE {
+			DrainAndClose(resp.Body)
 			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended before the answer to %s and resuming it failed (HTTP %s)",
-				mcpwire.Path(s.endpoint), method, resp.Status), nil)
+				Path(s.endpoint), method, resp.Status), nil)
 		}
 		return resp.Body, nil
 	})
@@ -307,7 +305,7 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 	for {
 		ev, err := events.Next(ctx)
 		if err == io.EOF {
-			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", mcpwire.Path(s.endpoint), method), err)
+			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", Path(s.endpoint), method), err)
 		}
 		if err != nil {
 			// Failures to resume are *Error already, which classify keeps.
@@ -316,9 +314,9 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 		if !ev.IsMessage() {
 			continue
 		}
-		msgs, err := mcpwire.ParseMessages([]byte(ev.Data))
+		msgs, err := ParseMessages([]byte(ev.Data))
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, mcpwire.ClipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, ClipText(err.Error(), 120)), err)
 		}
 		for _, m := range msgs {
 			if m.Method != "" {
@@ -334,7 +332,7 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 
 // answerServer answers a request the server sent (ping; anything else is refused, this
 // client offers no capabilities). Notifications are dropped.
-func (s *Session) answerServer(m mcpwire.Message) {
+func (s *Session) answerServer(m Message) {
 	if len(m.ID) == 0 || string(m.ID) == "null" {
 		return
 	}
@@ -342,7 +340,7 @@ func (s *Session) answerServer(m mcpwire.Message) {
 	if m.Method == "ping" {
 		reply["result"] = struct{}{}
 	} else {
-		reply["error"] = mcpwire.ErrorObject{Code: -32601, Message: "method not supported by this client: " + mcpwire.ClipText(m.Method, 60)}
+		reply["error"] = ErrorObject{Code: -32601, Message: "method not supported by this client: " + ClipText(m.Method, 60)}
 	}
 	data, _ := json.Marshal(reply)
 	endpoint, session, protocol := s.endpoint, s.id, s.ProtocolVersion()
@@ -352,9 +350,9 @@ func (s *Session) answerServer(m mcpwire.Message) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, mcpwire.AcceptAnswer, session, protocol, "")
+		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, AcceptAnswer, session, protocol, "")
 		if err == nil {
-			mcpwire.DrainAndClose(resp.Body)
+			DrainAndClose(resp.Body)
 		}
 	}()
 }
@@ -367,18 +365,18 @@ func (s *Session) openStream(ctx context.Context) error {
 	life, end := context.WithCancel(context.Background())
 	s.endStream = end
 	s.detach = context.AfterFunc(ctx, end)
-	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, mcpwire.ContentTypeSSE, "", "", "")
+	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, ContentTypeSSE, "", "", "")
 	if err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		return s.c.statusError(resp, "the SSE stream", "")
 	}
-	if mt := mcpwire.MediaType(resp); mt != mcpwire.ContentTypeSSE {
-		mcpwire.DrainAndClose(resp.Body)
+	if mt := MediaType(resp); mt != ContentTypeSSE {
+		DrainAndClose(resp.Body)
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with Content-Type %q, not an SSE stream: is this an MCP SSE endpoint?",
-			mcpwire.Path(resp.Request.URL), mcpwire.ClipText(mt, 60)), nil)
+			Path(resp.Request.URL), ClipText(mt, 60)), nil)
 	}
 	endpoint := make(chan *url.URL, 1)
 	go s.readStream(life, resp.Body, resp.Request.URL, endpoint)
@@ -389,7 +387,7 @@ func (s *Session) openStream(ctx context.Context) error {
 	case <-s.lost:
 		if ctx.Err() != nil {
 			return s.c.fail(ReasonTimeout, fmt.Sprintf("timed out waiting for the endpoint event of the SSE stream GET %s (connect timeout %s)",
-				mcpwire.Path(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
+				Path(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
 		}
 		return s.lostErr
 	}
@@ -399,8 +397,8 @@ func (s *Session) openStream(ctx context.Context) error {
 // answers, each handed to the call waiting for its id.
 func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL *url.URL, endpoint chan<- *url.URL) {
 	defer body.Close()
-	events := mcpwire.NewEventReader(body, s.c.opts.MaxMessageBytes)
-	where := "the SSE stream GET " + mcpwire.Path(streamURL)
+	events := NewEventReader(body, s.c.opts.MaxMessageBytes)
+	where := "the SSE stream GET " + Path(streamURL)
 	haveEndpoint := false
 	for {
 		ev, err := events.Next()
@@ -420,7 +418,7 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 				continue
 			}
 			u, err := streamURL.Parse(strings.TrimSpace(ev.Data))
-			if err != nil || mcpwire.Origin(u) != mcpwire.Origin(streamURL) {
+			if err != nil || Origin(u) != Origin(streamURL) {
 				s.markLost(s.c.fail(ReasonProtocolError, where+" named a message endpoint that is not a URL on its own origin; refused", err))
 				return
 			}
@@ -431,7 +429,7 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 		if !ev.IsMessage() {
 			continue
 		}
-		msgs, err := mcpwire.ParseMessages([]byte(ev.Data))
+		msgs, err := ParseMessages([]byte(ev.Data))
 		if err != nil {
 			continue // not JSON-RPC: nothing to route
 		}
@@ -469,18 +467,18 @@ func (s *Session) requestSSE(ctx context.Context, id int64, method string, body 
 		delete(s.pending, id)
 		s.mu.Unlock()
 	}()
-	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, mcpwire.AcceptAnswer, "", s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, AcceptAnswer, "", s.ProtocolVersion(), "")
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		// The session is in the endpoint's URL: a 404, or a 400 naming the session,
 		// means the server forgot it.
 		return nil, s.c.statusError(resp, method, "sse")
 	}
-	mcpwire.DrainAndClose(resp.Body)
-	step := "the answer to " + method + " on the SSE stream GET " + mcpwire.Path(s.c.url)
+	DrainAndClose(resp.Body)
+	step := "the answer to " + method + " on the SSE stream GET " + Path(s.c.url)
 	select {
 	case a := <-ch:
 		if a.err != nil {

@@ -1,22 +1,11 @@
-// Package mcpwire holds the protocol-level pieces that the two hand-written MCP
-// clients share: internal/mcpclient (the operator's handshake probe) and
-// internal/mcpremote (the gateway's pooled sessions). It speaks no session logic of its
-// own: it has the protocol constants, the JSON-RPC message types, a bounded
-// text/event-stream reader (with Last-Event-ID resumption), the HTTP transport and
-// request construction, header validation and redaction, and small helpers for
-// describing transport failures.
-//
-// It imports neither of those packages nor internal/adapter, so both may import it
-// (mcpremote cannot import mcpclient: mcpclient's tests import internal/adapter, which
-// imports mcpremote).
-package mcpwire
+package mcpclient
 
 import (
 	"errors"
 	"time"
 )
 
-// ProtocolVersion is the MCP revision both clients ask for in initialize: the newest
+// ProtocolVersion is the MCP revision the client asks for in initialize: the newest
 // one that still has the initialize handshake.
 const ProtocolVersion = "2025-11-25"
 

@@ -8,14 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 // ---- the HTTP+SSE transport (protocol 2024-11-05) ----
 
 type sseItem struct {
-	ev  mcpwire.Event
+	ev  Event
 	err error
 }
 
@@ -46,23 +44,23 @@ func (c *countingReader) Read(b []byte) (int, error) {
 
 // openSSE GETs the stream and waits for its endpoint event.
 func (p *prober) openSSE(ctx context.Context) (*sseSession, error) {
-	r := &request{method: http.MethodGet, url: p.url, accept: mcpwire.ContentTypeSSE, what: "the SSE stream"}
+	r := &request{method: http.MethodGet, url: p.url, accept: ContentTypeSSE, what: "the SSE stream"}
 	resp, final, err := p.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		return nil, p.statusError(r, resp, final)
 	}
-	if mediaType := mcpwire.MediaType(resp); mediaType != mcpwire.ContentTypeSSE {
-		mcpwire.DrainAndClose(resp.Body)
+	if mediaType := MediaType(resp); mediaType != ContentTypeSSE {
+		DrainAndClose(resp.Body)
 		what := "no Content-Type"
 		if mediaType != "" {
-			what = "Content-Type " + mcpwire.ClipText(mediaType, 60)
+			what = "Content-Type " + ClipText(mediaType, 60)
 		}
 		return nil, p.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with %s, not an SSE stream (%s): is this an MCP SSE endpoint?",
-			mcpwire.Path(final), what, mcpwire.ContentTypeSSE), nil)
+			Path(final), what, ContentTypeSSE), nil)
 	}
 	s := &sseSession{
 		p:         p,
@@ -74,7 +72,7 @@ func (p *prober) openSSE(ctx context.Context) (*sseSession, error) {
 	}
 	go s.read()
 
-	step := "the endpoint event of the SSE stream GET " + mcpwire.Path(final)
+	step := "the endpoint event of the SSE stream GET " + Path(final)
 	for {
 		ev, err := s.nextEvent(ctx, step)
 		if err != nil {
@@ -89,10 +87,10 @@ func (p *prober) openSSE(ctx context.Context) (*sseSession, error) {
 			s.close(ctx)
 			return nil, p.fail(ReasonProtocolError, "the endpoint event of the SSE stream holds no URL", err)
 		}
-		if mcpwire.Origin(endpoint) != mcpwire.Origin(final) {
+		if Origin(endpoint) != Origin(final) {
 			s.close(ctx)
 			return nil, p.fail(ReasonProtocolError, fmt.Sprintf("the SSE stream named a message endpoint on another origin (%s, not %s); refused",
-				mcpwire.Origin(endpoint), mcpwire.Origin(final)), nil)
+				Origin(endpoint), Origin(final)), nil)
 		}
 		s.endpoint = endpoint
 		return s, nil
@@ -102,7 +100,7 @@ func (p *prober) openSSE(ctx context.Context) (*sseSession, error) {
 // read feeds the events of the stream to s.events until it fails or s is closed.
 func (s *sseSession) read() {
 	defer close(s.events)
-	events := mcpwire.NewEventReader(s.counted, s.p.opts.MaxMessageBytes)
+	events := NewEventReader(s.counted, s.p.opts.MaxMessageBytes)
 	for {
 		ev, err := events.Next()
 		select {
@@ -117,32 +115,32 @@ func (s *sseSession) read() {
 }
 
 // nextEvent waits for the next event of the stream; step names what was awaited.
-func (s *sseSession) nextEvent(ctx context.Context, step string) (mcpwire.Event, error) {
+func (s *sseSession) nextEvent(ctx context.Context, step string) (Event, error) {
 	select {
 	case item, ok := <-s.events:
 		if !ok || item.err == io.EOF {
-			return mcpwire.Event{}, s.p.fail(ReasonConnectionDropped, fmt.Sprintf("the SSE stream GET %s ended before %s", mcpwire.Path(s.streamURL), step), io.EOF)
+			return Event{}, s.p.fail(ReasonConnectionDropped, fmt.Sprintf("the SSE stream GET %s ended before %s", Path(s.streamURL), step), io.EOF)
 		}
-		if item.err == mcpwire.ErrTooLarge {
-			return mcpwire.Event{}, s.p.fail(ReasonResponseTooLarge, fmt.Sprintf("an event of the SSE stream GET %s is larger than %d bytes (MaxMessageBytes)",
-				mcpwire.Path(s.streamURL), s.p.opts.MaxMessageBytes), mcpwire.ErrTooLarge)
+		if item.err == ErrTooLarge {
+			return Event{}, s.p.fail(ReasonResponseTooLarge, fmt.Sprintf("an event of the SSE stream GET %s is larger than %d bytes (MaxMessageBytes)",
+				Path(s.streamURL), s.p.opts.MaxMessageBytes), ErrTooLarge)
 		}
 		if item.err != nil {
-			return mcpwire.Event{}, s.p.classify(ctx, item.err, step)
+			return Event{}, s.p.classify(ctx, item.err, step)
 		}
 		return item.ev, nil
 	case <-ctx.Done():
-		return mcpwire.Event{}, s.p.classify(ctx, ctx.Err(), step)
+		return Event{}, s.p.classify(ctx, ctx.Err(), step)
 	}
 }
 
 func (s *sseSession) post(ctx context.Context, what string, body []byte) error {
-	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: mcpwire.AcceptAnswer, what: what}
+	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer, what: what}
 	resp, final, err := s.p.do(ctx, r)
 	if err != nil {
 		return err
 	}
-	defer mcpwire.DrainAndClose(resp.Body)
+	defer DrainAndClose(resp.Body)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return s.p.statusError(r, resp, final)
 	}
@@ -154,7 +152,7 @@ func (s *sseSession) call(ctx context.Context, method string, params any) (json.
 	if err := s.post(ctx, method, body); err != nil {
 		return nil, err
 	}
-	step := "the answer to " + method + " on the SSE stream GET " + mcpwire.Path(s.streamURL)
+	step := "the answer to " + method + " on the SSE stream GET " + Path(s.streamURL)
 	for {
 		ev, err := s.nextEvent(ctx, step)
 		if err != nil {
@@ -163,7 +161,7 @@ func (s *sseSession) call(ctx context.Context, method string, params any) (json.
 		if !ev.IsMessage() {
 			continue
 		}
-		result, found, err := s.p.matchAnswer([]byte(ev.Data), id, "an event of the SSE stream GET "+mcpwire.Path(s.streamURL))
+		result, found, err := s.p.matchAnswer([]byte(ev.Data), id, "an event of the SSE stream GET "+Path(s.streamURL))
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +172,7 @@ func (s *sseSession) call(ctx context.Context, method string, params any) (json.
 }
 
 func (s *sseSession) notify(ctx context.Context, method string) error {
-	return s.post(ctx, method, mcpwire.Notification(method))
+	return s.post(ctx, method, Notification(method))
 }
 
 // close ends the stream (the HTTP+SSE transport has no session DELETE).

@@ -11,12 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cantus-dev/cantus-operator/internal/mcpwire"
 )
 
 func newProber(opts Options) (*prober, error) {
-	p := &prober{opts: opts, redactor: mcpwire.NewRedactor(opts.Headers)}
+	p := &prober{opts: opts, redactor: NewRedactor(opts.Headers)}
 	p.url = &url.URL{Scheme: "http", Host: "invalid"} // for details of config errors
 	o := &p.opts
 	if o.Transport == "" {
@@ -32,19 +30,19 @@ func newProber(opts Options) (*prober, error) {
 		o.MaxTools = DefaultMaxTools
 	}
 	if o.Transport != TransportStreamableHTTP && o.Transport != TransportSSE {
-		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("transport %q: use %q or %q", mcpwire.ClipText(o.Transport, 40), TransportStreamableHTTP, TransportSSE), nil)
+		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("transport %q: use %q or %q", ClipText(o.Transport, 40), TransportStreamableHTTP, TransportSSE), nil)
 	}
-	u, err := mcpwire.ParseEndpoint(o.URL)
+	u, err := ParseEndpoint(o.URL)
 	if err != nil {
 		return nil, p.fail(ReasonInvalidConfig, err.Error(), nil)
 	}
 	p.url = u
-	if err := mcpwire.CheckHeaders(o.Headers); err != nil {
+	if err := CheckHeaders(o.Headers); err != nil {
 		return nil, p.fail(ReasonInvalidConfig, err.Error(), nil)
 	}
-	// No proxy from the environment (mcpwire.NewTransport): a proxy would connect to
+	// No proxy from the environment (NewTransport): a proxy would connect to
 	// addresses the caller's dialer never checked.
-	p.transport, err = mcpwire.NewTransport(mcpwire.TransportConfig{CABundle: o.CABundle, Dial: o.Dial, IdleConnTimeout: o.Timeout})
+	p.transport, err = NewTransport(TransportConfig{CABundle: o.CABundle, Dial: o.Dial, IdleConnTimeout: o.Timeout})
 	if err != nil {
 		return nil, p.fail(ReasonTLSError, err.Error(), nil)
 	}
@@ -71,7 +69,7 @@ type request struct {
 }
 
 // op is "POST /mcp": the method and the path, never the query (it may hold a key).
-func (r *request) op() string { return r.method + " " + mcpwire.Path(r.url) }
+func (r *request) op() string { return r.method + " " + Path(r.url) }
 
 // trusted reports whether the headers (which may be secrets) may go to target: the
 // configured host, and no downgrade from https to http.
@@ -82,7 +80,7 @@ func (p *prober) trusted(target *url.URL) bool {
 	return !(p.url.Scheme == "https" && target.Scheme == "http")
 }
 
-// do sends r, following up to mcpwire.MaxRedirects redirects itself: each target is checked
+// do sends r, following up to MaxRedirects redirects itself: each target is checked
 // with CheckRedirect before any connection to it, and the method and body are kept
 // (307/308 semantics, also for 301/302; a 303 is refused since MCP needs a POST). It
 // returns the response and the URL that answered. Errors are *Error.
@@ -91,12 +89,12 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 	for hop := 0; ; hop++ {
 		// The configured headers and the session go only where they are trusted.
 		var headers map[string]string
-		h := mcpwire.Headers{Accept: r.accept, ProtocolVersion: p.negotiatedVersion(), LastEventID: r.lastEventID,
+		h := Headers{Accept: r.accept, ProtocolVersion: p.negotiatedVersion(), LastEventID: r.lastEventID,
 			UserAgent: ClientName + "/" + ClientVersion}
 		if p.trusted(u) {
 			headers, h.SessionID = p.opts.Headers, r.session
 		}
-		req, err := mcpwire.NewRequest(ctx, r.method, u, r.body, headers, h)
+		req, err := NewRequest(ctx, r.method, u, r.body, headers, h)
 		if err != nil {
 			return nil, u, p.fail(ReasonInvalidConfig, fmt.Sprintf("cannot build the request %s: %v", r.op(), err), err)
 		}
@@ -121,8 +119,8 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 		}
 		status := resp.Status
 		loc := resp.Header.Get("Location")
-		mcpwire.DrainAndClose(resp.Body)
-		from := r.method + " " + mcpwire.Path(u)
+		DrainAndClose(resp.Body)
+		from := r.method + " " + Path(u)
 		if loc == "" {
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s without a Location", status, from), nil)
 		}
@@ -131,9 +129,9 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s with a Location that does not parse", status, from), err)
 		}
 		next.Fragment, next.RawFragment = "", ""
-		target := mcpwire.Origin(next) + mcpwire.Path(next)
+		target := Origin(next) + Path(next)
 		if next.Scheme != "http" && next.Scheme != "https" {
-			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", from, mcpwire.ClipText(next.Scheme, 20)), nil)
+			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", from, ClipText(next.Scheme, 20)), nil)
 		}
 		if next.User != nil {
 			return nil, u, p.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a URL with credentials refused", from), nil)
@@ -141,8 +139,8 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 		if resp.StatusCode == http.StatusSeeOther && r.method != http.MethodGet {
 			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("HTTP %s from %s to %s: a 303 turns the %s into a GET, which MCP cannot use", status, from, target, r.method), nil)
 		}
-		if hop >= mcpwire.MaxRedirects {
-			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("more than %d redirects, the last from %s to %s", mcpwire.MaxRedirects, from, target), nil)
+		if hop >= MaxRedirects {
+			return nil, u, p.fail(ReasonHTTPError, fmt.Sprintf("more than %d redirects, the last from %s to %s", MaxRedirects, from, target), nil)
 		}
 		if p.opts.CheckRedirect != nil {
 			if err := p.opts.CheckRedirect(next); err != nil {
@@ -159,7 +157,7 @@ func (p *prober) do(ctx context.Context, r *request) (*http.Response, *url.URL, 
 func (p *prober) statusError(r *request, resp *http.Response, endpoint *url.URL) error {
 	snippet, rpcErr := p.errorBody(resp)
 	status := "HTTP " + resp.Status
-	from := r.method + " " + mcpwire.Path(endpoint)
+	from := r.method + " " + Path(endpoint)
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		detail := fmt.Sprintf("%s from %s: the server refused the credentials (check the headers)", status, from)
 		if !p.trusted(endpoint) {
@@ -179,27 +177,27 @@ func (p *prober) statusError(r *request, resp *http.Response, endpoint *url.URL)
 
 // errorBody reads a little of an error response: a one-line text snippet, or the
 // JSON-RPC error it holds.
-func (p *prober) errorBody(resp *http.Response) (string, *mcpwire.ErrorObject) {
-	data := mcpwire.ReadErrorBody(resp.Body)
-	mediaType := mcpwire.MediaType(resp)
-	if mediaType == mcpwire.ContentTypeJSON {
-		var m mcpwire.Message
+func (p *prober) errorBody(resp *http.Response) (string, *ErrorObject) {
+	data := ReadErrorBody(resp.Body)
+	mediaType := MediaType(resp)
+	if mediaType == ContentTypeJSON {
+		var m Message
 		if json.Unmarshal(data, &m) == nil && m.Error != nil {
 			return "", m.Error
 		}
 	}
-	if mediaType == "text/plain" || mediaType == mcpwire.ContentTypeJSON {
-		return mcpwire.ClipText(string(bytes.ToValidUTF8(data, nil)), 120), nil
+	if mediaType == "text/plain" || mediaType == ContentTypeJSON {
+		return ClipText(string(bytes.ToValidUTF8(data, nil)), 120), nil
 	}
 	return "", nil
 }
 
 // limitedBody reads at most Max bytes of a body, counting them; reading more fails
-// with mcpwire.ErrTooLarge, and every failure is a *readError holding the count.
-type limitedBody struct{ mcpwire.LimitedReader }
+// with ErrTooLarge, and every failure is a *readError holding the count.
+type limitedBody struct{ LimitedReader }
 
 func newLimitedBody(r io.Reader, max int64) *limitedBody {
-	return &limitedBody{mcpwire.LimitedReader{R: r, Max: max}}
+	return &limitedBody{LimitedReader{R: r, Max: max}}
 }
 
 func (l *limitedBody) Read(b []byte) (int, error) {
@@ -214,7 +212,7 @@ func (l *limitedBody) Read(b []byte) (int, error) {
 
 func (p *prober) newRequest(method string, params any) (int64, []byte) {
 	id := p.nextID.Add(1)
-	data, _ := mcpwire.EncodeRequest(id, method, params)
+	data, _ := EncodeRequest(id, method, params)
 	return id, data
 }
 
@@ -229,7 +227,7 @@ func (p *prober) matchAnswer(data []byte, id int64, step string) (result json.Ra
 		jerr := json.Unmarshal(data, &v)
 		return nil, false, p.fail(ReasonProtocolError, fmt.Sprintf("%s is not JSON: %s", step, jsonErrorText(jerr)), jerr)
 	}
-	msgs, err := mcpwire.ParseMessages(data)
+	msgs, err := ParseMessages(data)
 	if err != nil {
 		what := "a JSON-RPC 2.0 message"
 		if data[0] == '[' {
@@ -270,7 +268,7 @@ type streamableSession struct {
 }
 
 func (s *streamableSession) post(ctx context.Context, what string, body []byte) (*http.Response, *request, error) {
-	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: mcpwire.AcceptAnswer,
+	r := &request{method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
 		what: what, session: s.sessionID}
 	resp, final, err := s.p.do(ctx, r)
 	if err != nil {
@@ -279,7 +277,7 @@ func (s *streamableSession) post(ctx context.Context, what string, body []byte) 
 	// Later requests go straight to where the redirects led.
 	s.endpoint = final
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		return nil, r, s.p.statusError(r, resp, final)
 	}
 	return resp, r, nil
@@ -293,17 +291,17 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 	}
 	defer resp.Body.Close()
 	if method == "initialize" {
-		if sid := resp.Header.Get(mcpwire.HeaderSessionID); sid != "" {
-			if !mcpwire.ValidSessionID(sid) {
-				return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("the %s header of the answer to initialize holds characters other than visible ASCII", mcpwire.HeaderSessionID), nil)
+		if sid := resp.Header.Get(HeaderSessionID); sid != "" {
+			if !ValidSessionID(sid) {
+				return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("the %s header of the answer to initialize holds characters other than visible ASCII", HeaderSessionID), nil)
 			}
 			s.sessionID = sid
 		}
 	}
-	step := "the answer to " + method + " from " + r.method + " " + mcpwire.Path(s.endpoint)
+	step := "the answer to " + method + " from " + r.method + " " + Path(s.endpoint)
 	body2 := newLimitedBody(resp.Body, s.p.opts.MaxMessageBytes)
-	switch mediaType := mcpwire.MediaType(resp); mediaType {
-	case mcpwire.ContentTypeJSON:
+	switch mediaType := MediaType(resp); mediaType {
+	case ContentTypeJSON:
 		data, err := io.ReadAll(body2)
 		if err != nil {
 			return nil, s.p.classify(ctx, err, step)
@@ -319,23 +317,23 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 			return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s holds no JSON-RPC answer to request %d", step, id), nil)
 		}
 		return result, nil
-	case mcpwire.ContentTypeSSE:
+	case ContentTypeSSE:
 		return s.readStream(ctx, resp.Body, body2, id, method, step)
 	case "":
-		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type: want %s or %s", step, resp.Status, mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
+		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type: want %s or %s", step, resp.Status, ContentTypeJSON, ContentTypeSSE), nil)
 	default:
 		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
-			step, mcpwire.ClipText(mediaType, 60), mcpwire.ContentTypeJSON, mcpwire.ContentTypeSSE), nil)
+			step, ClipText(mediaType, 60), ContentTypeJSON, ContentTypeSSE), nil)
 	}
 }
 
 // readStream reads the answer to request id from an event stream. A stream that ends
 // cleanly before the answer, after an event with an id, is resumed as the 2025-11-25
 // transport describes (SEP-1699): after the server's retry delay, GET the endpoint
-// with Last-Event-ID and read on there (mcpwire.AnswerStream).
+// with Last-Event-ID and read on there (AnswerStream).
 func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser, body io.Reader, id int64, method, step string) (json.RawMessage, error) {
 	max := s.p.opts.MaxMessageBytes
-	events := mcpwire.NewAnswerStream(body, max, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+	events := NewAnswerStream(body, max, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
 		next, err := s.resume(ctx, method, lastID)
 		if err != nil {
 			return nil, err
@@ -353,7 +351,7 @@ func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser,
 	for {
 		ev, err := events.Next(ctx)
 		if err == io.EOF {
-			detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", mcpwire.Path(s.endpoint), method)
+			detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", Path(s.endpoint), method)
 			if events.Resumes() > 0 {
 				detail += fmt.Sprintf(" (resumed %d times)", events.Resumes())
 			}
@@ -378,33 +376,33 @@ func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser,
 
 // resume GETs the endpoint with Last-Event-ID and returns the event stream's body.
 func (s *streamableSession) resume(ctx context.Context, method, lastID string) (io.ReadCloser, error) {
-	r := &request{method: http.MethodGet, url: s.endpoint, accept: mcpwire.ContentTypeSSE,
+	r := &request{method: http.MethodGet, url: s.endpoint, accept: ContentTypeSSE,
 		what: "the resumed event stream for " + method, session: s.sessionID, lastEventID: lastID}
 	resp, final, err := s.p.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer mcpwire.DrainAndClose(resp.Body)
+		defer DrainAndClose(resp.Body)
 		err := s.p.statusError(r, resp, final)
 		if e, ok := err.(*Error); ok && e.Reason == ReasonHTTPError {
 			e.Detail = fmt.Sprintf("the event stream for %s ended before the answer and resuming it failed: %s", method, e.Detail)
 		}
 		return nil, err
 	}
-	if mcpwire.MediaType(resp) != mcpwire.ContentTypeSSE {
-		mcpwire.DrainAndClose(resp.Body)
-		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("resuming the event stream for %s: GET %s did not answer with an event stream", method, mcpwire.Path(final)), nil)
+	if MediaType(resp) != ContentTypeSSE {
+		DrainAndClose(resp.Body)
+		return nil, s.p.fail(ReasonProtocolError, fmt.Sprintf("resuming the event stream for %s: GET %s did not answer with an event stream", method, Path(final)), nil)
 	}
 	return resp.Body, nil
 }
 
 func (s *streamableSession) notify(ctx context.Context, method string) error {
-	resp, _, err := s.post(ctx, method, mcpwire.Notification(method))
+	resp, _, err := s.post(ctx, method, Notification(method))
 	if err != nil {
 		return err
 	}
-	mcpwire.DrainAndClose(resp.Body)
+	DrainAndClose(resp.Body)
 	return nil
 }
 
@@ -418,6 +416,6 @@ func (s *streamableSession) close(ctx context.Context) {
 	defer cancel()
 	resp, _, err := s.p.do(ctx, &request{method: http.MethodDelete, url: s.endpoint, what: "the session close", session: s.sessionID})
 	if err == nil {
-		mcpwire.DrainAndClose(resp.Body)
+		DrainAndClose(resp.Body)
 	}
 }
