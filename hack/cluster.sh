@@ -283,7 +283,7 @@ up() {
     --client-ca-file "${pki}/ca.crt" --tls-cert-file "${pki}/apiserver.crt" --tls-private-key-file "${pki}/apiserver.key" \
     --kubelet-client-certificate "${pki}/apiserver-kubelet-client.crt" --kubelet-client-key "${pki}/apiserver-kubelet-client.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local --service-account-key-file "${pki}/sa.pub" \
-    --service-account-signing-key-file "${pki}/sa.key" --enable-admission-plugins NodeRestriction \
+    --service-account-signing-key-file "${pki}/sa.key" --enable-admission-plugins NodeRestriction --kubelet-preferred-address-types InternalIP \
     --audit-policy-file "${STATE}/audit.yaml" --audit-log-path "${LOGS}/audit.log" --audit-log-format json
   cp "${STATE}/admin.kubeconfig" "${KUBECONFIG_PATH}"
   export KUBECONFIG="${KUBECONFIG_PATH}"

@@ -34,6 +34,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v0.1.0".
@@ -150,7 +151,7 @@ func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
 	// The digest is taken before the config is read: a change in between is then
 	// seen, and applied, by the first poll.
 	loaded, _ := configDigest(flags.config)
-	cfg, err := adapter.LoadConfig(flags.config)
+	cfg, err := adapterconfig.Load(flags.config)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 const testTimeout = 15 * time.Second
@@ -74,7 +75,7 @@ func writeConfig(t *testing.T, cfg *adapter.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), adapter.ConfigFileName)
+	path := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

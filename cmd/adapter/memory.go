@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -17,7 +17,7 @@ import (
 //	adapter memory journal --config PATH            print the mutation journal (JSON lines)
 //	adapter memory restore --config PATH TRASH_ID   bring a trashed file back
 //
-// In a pod: kubectl exec deploy/NAME -- /adapter memory trash --config /etc/cantus/adapter.json
+// In a pod: kubectl exec deploy/NAME -- /adapter memory trash --config /etc/cantus/adapterconfig.json
 func memoryCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "adapter memory: name a subcommand: trash, journal or restore")
@@ -72,14 +72,14 @@ func openMemoryFor(configPath, root string) (*memory.Store, error) {
 	}
 	cfg := memory.Config{Root: root}
 	if configPath != "" {
-		adapterCfg, err := adapter.LoadConfig(configPath)
+		adapterCfg, err := adapterconfig.Load(configPath)
 		if err != nil {
 			return nil, err
 		}
 		if adapterCfg.Memory == nil {
 			return nil, fmt.Errorf("%s has no memory tool", configPath)
 		}
-		cfg = adapter.MemoryStoreConfig(adapterCfg.Memory)
+		cfg = adapterconfig.MemoryStoreConfig(adapterCfg.Memory)
 		if root != "" {
 			cfg.Root = root
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -28,7 +29,7 @@ func TestMemoryCommandRestoresATrashedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := memory.Open(adapter.MemoryStoreConfig(cfg.Memory))
+	store, err := memory.Open(adapterconfig.MemoryStoreConfig(cfg.Memory))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // referenceCheck is how a call's arguments were checked before the fast path: decode,
@@ -119,12 +121,13 @@ func TestCheckArguments_SameAsReference(t *testing.T) {
 			if template {
 				tool.Template = &TemplateBackend{Text: "x"}
 			} else {
-				tool.HTTP = &HTTPBackend{URL: "http://backend.example/x", Timeout: Duration{1}, MaxResponseBytes: 1}
+				tool.HTTP = &HTTPBackend{URL: "http://backend.example/x", Timeout: Duration{Duration: 1}, MaxResponseBytes: 1}
 			}
-			ct, errs := compileTool(0, &tool)
-			if len(errs) > 0 {
-				t.Fatalf("schema %d: %v", si, errs)
+			tools, err := compileConfig(&Config{Transport: TransportStreamableHTTP, Tools: []Tool{tool}})
+			if err != nil {
+				t.Fatalf("schema %d: %v", si, err)
 			}
+			ct := tools[0]
 			for _, args := range fastArguments {
 				var requests []mcp.CallToolRequest
 				// As mcp-go reads it from the wire ...
@@ -166,7 +169,7 @@ func TestCheckArguments_SameAsReference(t *testing.T) {
 func TestFastSchema_ProvesOnlyValid(t *testing.T) {
 	proved := 0
 	for _, schema := range fastSchemas {
-		compiled, err := compileInputSchema(json.RawMessage(schema))
+		compiled, err := adapterconfig.CompileInputSchema(json.RawMessage(schema))
 		if err != nil {
 			t.Fatalf("%s: %v", schema, err)
 		}
@@ -196,7 +199,7 @@ func TestFastSchema_ProvesOnlyValid(t *testing.T) {
 }
 
 func TestFastSchema_ProvesTheBenchmarkSkill(t *testing.T) {
-	compiled, err := compileInputSchema(json.RawMessage(benchSchema))
+	compiled, err := adapterconfig.CompileInputSchema(json.RawMessage(benchSchema))
 	if err != nil {
 		t.Fatal(err)
 	}

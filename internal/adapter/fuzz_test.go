@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The fast path may only say "valid" where the library validator agrees: it proves
@@ -26,12 +28,15 @@ func FuzzFastValidatorAgreesWithTheLibrary(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, schemaText, argsText string) {
-		schema, err := compileInputSchema(json.RawMessage(schemaText))
-		if err != nil || checkSchemaCost(schema) != nil {
+		if adapterconfig.CheckInputSchema([]byte(schemaText)) != nil {
 			return
 		}
+		schema, err := adapterconfig.CompileInputSchema(json.RawMessage(schemaText))
+		if err != nil {
+			t.Fatalf("CheckInputSchema accepted %s but it does not compile: %v", schemaText, err)
+		}
 		args, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(argsText)))
-		if err != nil || nestsDeeperThan(args, MaxArgumentDepth) {
+		if err != nil || nestsDeeperThan(args, adapterconfig.MaxArgumentDepth) {
 			return
 		}
 		if newFastSchema(schema).proves(args) {
@@ -50,6 +55,6 @@ func FuzzCheckInputSchema(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, schemaText string) {
-		_ = CheckInputSchema([]byte(schemaText))
+		_ = adapterconfig.CheckInputSchema([]byte(schemaText))
 	})
 }

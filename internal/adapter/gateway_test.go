@@ -18,6 +18,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // ---- a remote: the project's own adapter, in process, behind a recording handler ----
@@ -167,7 +169,7 @@ func remoteTool(name, schema, endpoint, transportName, remoteName string) Tool {
 			URL:        endpoint,
 			Transport:  transportName,
 			RemoteName: remoteName,
-			Timeout:    Duration{5 * time.Second},
+			Timeout:    Duration{Duration: 5 * time.Second},
 		},
 	}
 }
@@ -388,7 +390,7 @@ func TestNewServer_RemoteFilesMustBeReadable(t *testing.T) {
 	tool := remoteTool("x.tool", objectSchema, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "tool")
 	tool.Remote.HeaderFiles = map[string]string{"X-Api-Key": filepath.Join(t.TempDir(), "missing")}
 	cfg := configWith(TransportStreamableHTTP, true, tool)
-	if err := Validate(cfg); err != nil {
+	if err := adapterconfig.Validate(cfg); err != nil {
 		t.Fatalf("Validate read the header file: %v", err)
 	}
 	_, err := NewServer(cfg)
@@ -483,7 +485,7 @@ func TestValidate_RemoteBackendProblems(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tool := remoteTool("x.tool", objectSchema, "http://h/mcp", TransportStreamableHTTP, "tool")
 			tc.mutate(tool.Remote)
-			err := Validate(configWith(TransportStreamableHTTP, true, tool))
+			err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, tool))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want it to contain %q", err, tc.want)
 			}
@@ -491,7 +493,7 @@ func TestValidate_RemoteBackendProblems(t *testing.T) {
 	}
 	tool := remoteTool("x.tool", objectSchema, "http://h/mcp", TransportStreamableHTTP, "tool")
 	tool.Template = &TemplateBackend{Text: "x"}
-	if err := Validate(configWith(TransportStreamableHTTP, true, tool)); err == nil || !strings.Contains(err.Error(), "2 backends") {
+	if err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, tool)); err == nil || !strings.Contains(err.Error(), "2 backends") {
 		t.Fatalf("Validate of a tool with template and remote = %v, want 2 backends", err)
 	}
 }

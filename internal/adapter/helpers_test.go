@@ -261,7 +261,7 @@ func httpTool(name, schema, url string, timeout time.Duration, maxBytes int64) T
 	return Tool{
 		Name:        name,
 		InputSchema: json.RawMessage(schema),
-		HTTP:        &HTTPBackend{URL: url, Timeout: Duration{timeout}, MaxResponseBytes: maxBytes},
+		HTTP:        &HTTPBackend{URL: url, Timeout: Duration{Duration: timeout}, MaxResponseBytes: maxBytes},
 	}
 }
 

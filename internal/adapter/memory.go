@@ -2,64 +2,23 @@ package adapter
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
-// validateMemory checks the memory tool's config; tools are the other tool names.
-func validateMemory(m *MemoryConfig, tools []string) []error {
-	if m == nil {
-		return nil
-	}
-	var errs []error
-	if m.Root == "" {
-		errs = append(errs, errors.New("memory.root is empty: name the directory that holds the memory files"))
-	}
-	if !toolNamePattern.MatchString(m.ToolName) {
-		errs = append(errs, fmt.Errorf("memory.toolName %q is not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - .", m.ToolName))
-	}
-	if slices.Contains(tools, m.ToolName) {
-		errs = append(errs, fmt.Errorf("memory.toolName %q is also the name of a tool: rename one of them", m.ToolName))
-	}
-	for _, c := range append(slices.Clone(m.AllowedCommands), m.ConfirmCommands...) {
-		if !slices.Contains(memory.AllCommands, c) {
-			errs = append(errs, fmt.Errorf("memory command %q is unknown: use one of %v", c, memory.AllCommands))
-		}
-	}
-	return errs
-}
-
 // openMemory opens the store the memory tool serves.
 func openMemory(m *MemoryConfig) (*memory.Store, error) {
-	store, err := memory.Open(MemoryStoreConfig(m))
+	store, err := memory.Open(adapterconfig.MemoryStoreConfig(m))
 	if err != nil {
 		return nil, fmt.Errorf("open memory at %s: %w", m.Root, err)
 	}
 	return store, nil
-}
-
-// MemoryStoreConfig turns the adapter's memory config into the store's; `adapter memory`
-// uses it to open the same store the server does.
-func MemoryStoreConfig(m *MemoryConfig) memory.Config {
-	return memory.Config{
-		Root:     m.Root,
-		ToolName: m.ToolName,
-		Guard: memory.Guard{
-			AllowedCommands: m.AllowedCommands,
-			ConfirmCommands: m.ConfirmCommands,
-			ReadOnly:        m.ReadOnly,
-			MaxFileBytes:    m.MaxFileBytes,
-			MaxTotalBytes:   m.MaxTotalBytes,
-			TrashRetention:  m.TrashRetention.Duration,
-		},
-	}
 }
 
 // memoryTool is the memory tool as served: the store's handler behind the same in-flight

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -48,7 +49,7 @@ type remoteKey struct {
 
 func remoteKeyOf(r *RemoteBackend) remoteKey {
 	pairs := make([]string, 0, len(r.HeaderFiles))
-	for _, name := range sortedKeys(r.HeaderFiles) {
+	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
 		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
 	}
 	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile,
@@ -302,7 +303,7 @@ func (r *remote) load() (map[string]string, []byte, []fileStamp, error) {
 
 func digestOf(headers map[string]string, ca []byte) [sha256.Size]byte {
 	h := sha256.New()
-	for _, name := range sortedKeys(headers) {
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
 		fmt.Fprintf(h, "%s\x00%s\x00", name, headers[name])
 	}
 	h.Write(ca)

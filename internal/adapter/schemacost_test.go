@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Self-reference at one value: the validator reports the cycle; the call answers and the
@@ -34,11 +36,11 @@ func TestBranchingRecursiveSchemasAreRefusedAtLoad(t *testing.T) {
 		chainedBranches(20),
 	}
 	for _, schema := range costly {
-		err := CheckInputSchema([]byte(schema))
+		err := adapterconfig.CheckInputSchema([]byte(schema))
 		if err == nil || !strings.Contains(err.Error(), "too costly to validate") {
-			t.Errorf("CheckInputSchema(%.60s…) = %v, want too costly", schema, err)
+			t.Errorf("adapterconfig.CheckInputSchema(%.60s…) = %v, want too costly", schema, err)
 		}
-		if err := Validate(configWith(TransportStreamableHTTP, true, templateTool("t", schema, "x"))); err == nil {
+		if err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, templateTool("t", schema, "x"))); err == nil {
 			t.Errorf("Validate accepted a tool with schema %.60s…", schema)
 		}
 	}
@@ -48,12 +50,12 @@ func TestBranchingRecursiveSchemasAreRefusedAtLoad(t *testing.T) {
 // served.
 func TestLinearRecursiveSchemasAreServed(t *testing.T) {
 	const binaryTree = `{"type":"object","properties":{"left":{"$ref":"#"},"right":{"$ref":"#"}}}`
-	if err := CheckInputSchema([]byte(binaryTree)); err != nil {
-		t.Fatalf("CheckInputSchema(binary tree) = %v", err)
+	if err := adapterconfig.CheckInputSchema([]byte(binaryTree)); err != nil {
+		t.Fatalf("adapterconfig.CheckInputSchema(binary tree) = %v", err)
 	}
 	const tree = `{"type":"object","$defs":{"node":{"type":"object","properties":{"name":{"type":"string"},"child":{"$ref":"#/$defs/node"}},"required":["name"]}},"properties":{"root":{"$ref":"#/$defs/node"}}}`
-	if err := CheckInputSchema([]byte(tree)); err != nil {
-		t.Fatalf("CheckInputSchema(tree) = %v", err)
+	if err := adapterconfig.CheckInputSchema([]byte(tree)); err != nil {
+		t.Fatalf("adapterconfig.CheckInputSchema(tree) = %v", err)
 	}
 	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("tree", tree, "ok")))
 	c := connect(t, r.baseURL, "", nil)
@@ -61,12 +63,12 @@ func TestLinearRecursiveSchemasAreServed(t *testing.T) {
 	wantToolError(t, callTool(t, c, "tree", map[string]any{"root": map[string]any{"child": map[string]any{}}}), "invalid arguments: ", "name")
 }
 
-// Arguments deeper than MaxArgumentDepth are refused before any validation.
+// Arguments deeper than adapterconfig.MaxArgumentDepth are refused before any validation.
 func TestArgumentsNestedTooDeeplyAreRefused(t *testing.T) {
 	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("any", objectSchema, "ok")))
 	c := connect(t, r.baseURL, "", nil)
-	wantSuccess(t, callTool(t, c, "any", map[string]any{"root": nested(MaxArgumentDepth - 2)}), "ok")
-	wantToolError(t, callTool(t, c, "any", map[string]any{"root": nested(MaxArgumentDepth + 1)}), "invalid arguments: ", "nest more than 32 levels")
+	wantSuccess(t, callTool(t, c, "any", map[string]any{"root": nested(adapterconfig.MaxArgumentDepth - 2)}), "ok")
+	wantToolError(t, callTool(t, c, "any", map[string]any{"root": nested(adapterconfig.MaxArgumentDepth + 1)}), "invalid arguments: ", "nest more than 32 levels")
 }
 
 func nested(depth int) map[string]any {

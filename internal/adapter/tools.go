@@ -9,15 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"reflect"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Markers that begin tool error results, so agents and logs can tell the failing part.
@@ -29,43 +28,6 @@ const (
 
 // nonSuccessBodyExcerpt bounds how much of a failing backend's body reaches the client.
 const nonSuccessBodyExcerpt = 512
-
-// maxReportedSchemaErrors keeps an anyOf with many branches from producing a wall of text.
-const maxReportedSchemaErrors = 5
-
-var templateFuncs = template.FuncMap{
-	"json":    templateJSON,
-	"upper":   func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
-	"lower":   func(v any) string { return strings.ToLower(fmt.Sprint(v)) },
-	"default": templateDefault,
-}
-
-func templateJSON(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("json: %w", err)
-	}
-	return string(b), nil
-}
-
-// templateDefault returns def when v is empty, so `{{ index . "x" | default "none" }}`
-// covers an optional argument (index, unlike .x, does not fail on a missing key).
-func templateDefault(def, v any) any {
-	if v == nil {
-		return def
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.String, reflect.Map, reflect.Slice, reflect.Array:
-		if rv.Len() == 0 {
-			return def
-		}
-	}
-	if rv.IsZero() {
-		return def
-	}
-	return v
-}
 
 // callTool runs one validated call of t. Failures are tool error results, never Go
 // errors: the client reads them, and the server carries on.
@@ -99,7 +61,7 @@ func checkArguments(t *compiledTool, req mcp.CallToolRequest, args []byte) (any,
 	// The template must see numbers as json.Number, which mcp-go's decoding does not
 	// give; other backends use args and need the value only for validation.
 	v, wire := wireArguments(req)
-	if wire && nestsDeeperThan(v, MaxArgumentDepth) {
+	if wire && nestsDeeperThan(v, adapterconfig.MaxArgumentDepth) {
 		return nil, tooDeep
 	}
 	if wire && (t.Template == nil || !holdsNumber(v)) && t.fast.proves(v) {
@@ -109,7 +71,7 @@ func checkArguments(t *compiledTool, req mcp.CallToolRequest, args []byte) (any,
 	if err != nil {
 		return nil, fmt.Sprintf("arguments are not valid JSON: %v", err)
 	}
-	if nestsDeeperThan(instance, MaxArgumentDepth) {
+	if nestsDeeperThan(instance, adapterconfig.MaxArgumentDepth) {
 		return nil, tooDeep
 	}
 	if t.fast.proves(instance) {
@@ -119,7 +81,7 @@ func checkArguments(t *compiledTool, req mcp.CallToolRequest, args []byte) (any,
 }
 
 // tooDeep refuses arguments whose validation work the schema cost check does not bound.
-var tooDeep = fmt.Sprintf("arguments nest more than %d levels deep", MaxArgumentDepth)
+var tooDeep = fmt.Sprintf("arguments nest more than %d levels deep", adapterconfig.MaxArgumentDepth)
 
 // wireArguments returns the arguments as mcp-go decoded them, when that is the JSON
 // value of argumentsJSON(req): a request read from the wire carries its arguments both
@@ -179,8 +141,6 @@ func argumentsJSON(req mcp.CallToolRequest) ([]byte, error) {
 	return b, nil
 }
 
-var schemaMessages = message.NewPrinter(language.English)
-
 // schemaProblems validates a decoded instance against the tool's schema and describes
 // what is wrong, naming each offending argument by its JSON pointer; "" means valid.
 func schemaProblems(schema *jsonschema.Schema, instance any) string {
@@ -192,51 +152,7 @@ func schemaProblems(schema *jsonschema.Schema, instance any) string {
 	if !errors.As(err, &verr) {
 		return err.Error()
 	}
-	return describeValidationError(verr)
-}
-
-// describeValidationError lists what is wrong, each problem prefixed with the JSON
-// pointer of the offending value (none for the top level).
-func describeValidationError(verr *jsonschema.ValidationError) string {
-	var problems []string
-	for _, leaf := range validationLeaves(verr) {
-		if len(problems) == maxReportedSchemaErrors {
-			problems = append(problems, "…")
-			break
-		}
-		problems = append(problems, describeLeaf(leaf))
-	}
-	return strings.Join(problems, "; ")
-}
-
-// validationLeaves returns the errors that say what is wrong; inner nodes only say
-// which subschema failed.
-func validationLeaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(e.Causes) == 0 {
-		return []*jsonschema.ValidationError{e}
-	}
-	var leaves []*jsonschema.ValidationError
-	for _, c := range e.Causes {
-		leaves = append(leaves, validationLeaves(c)...)
-	}
-	return leaves
-}
-
-func describeLeaf(e *jsonschema.ValidationError) string {
-	what := e.ErrorKind.LocalizedString(schemaMessages)
-	if len(e.InstanceLocation) == 0 {
-		return what
-	}
-	return jsonPointer(e.InstanceLocation) + ": " + what
-}
-
-func jsonPointer(tokens []string) string {
-	var sb strings.Builder
-	for _, tok := range tokens {
-		sb.WriteByte('/')
-		sb.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
-	}
-	return sb.String()
+	return adapterconfig.DescribeValidationError(verr)
 }
 
 // renderTemplate executes tmpl over the arguments, decoded with numbers as
@@ -319,4 +235,26 @@ func excerpt(body []byte, n int) string {
 func drainAndClose(body io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, body, 4<<10)
 	_ = body.Close()
+}
+
+// nestsDeeperThan reports whether v, a decoded JSON value, nests deeper than limit.
+func nestsDeeperThan(v any, limit int) bool {
+	if limit < 0 {
+		return true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for _, m := range v {
+			if nestsDeeperThan(m, limit-1) {
+				return true
+			}
+		}
+	case []any:
+		for _, m := range v {
+			if nestsDeeperThan(m, limit-1) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 func validConfig() *Config {
@@ -49,7 +51,7 @@ func TestValidate_AcceptsValidConfigs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := validConfig()
 			tt.mutate(cfg)
-			if err := Validate(cfg); err != nil {
+			if err := adapterconfig.Validate(cfg); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
 		})
@@ -117,7 +119,7 @@ func TestValidate_ReportsEachProblem(t *testing.T) {
 			[]string{`http.url "http://:8080/x" must be`}},
 		{"zero timeout", func(c *Config) { c.Tools[1].HTTP.Timeout = Duration{} },
 			[]string{`tool "lookup" (tools[1]): http.timeout "0s" must be greater than 0`}},
-		{"negative timeout", func(c *Config) { c.Tools[1].HTTP.Timeout = Duration{-time.Second} },
+		{"negative timeout", func(c *Config) { c.Tools[1].HTTP.Timeout = Duration{Duration: -time.Second} },
 			[]string{`http.timeout "-1s" must be greater than 0`}},
 		{"zero maxResponseBytes", func(c *Config) { c.Tools[1].HTTP.MaxResponseBytes = 0 },
 			[]string{`tool "lookup" (tools[1]): http.maxResponseBytes 0 must be greater than 0`}},
@@ -129,7 +131,7 @@ func TestValidate_ReportsEachProblem(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := validConfig()
 			tt.mutate(cfg)
-			err := Validate(cfg)
+			err := adapterconfig.Validate(cfg)
 			if err == nil {
 				t.Fatal("Validate accepted the config")
 			}
@@ -149,7 +151,7 @@ func TestValidate_ReportsAllProblemsAtOnce(t *testing.T) {
 	cfg.Tools[1].HTTP.Timeout = Duration{}
 	cfg.Tools[1].HTTP.MaxResponseBytes = -1
 
-	err := Validate(cfg)
+	err := adapterconfig.Validate(cfg)
 	if err == nil {
 		t.Fatal("Validate accepted the config")
 	}
@@ -160,8 +162,8 @@ func TestValidate_ReportsAllProblemsAtOnce(t *testing.T) {
 }
 
 func TestValidate_RejectsNilConfig(t *testing.T) {
-	if err := Validate(nil); err == nil {
-		t.Fatal("Validate(nil) accepted")
+	if err := adapterconfig.Validate(nil); err == nil {
+		t.Fatal("adapterconfig.Validate(nil) accepted")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -46,11 +47,11 @@ func remoteLibrary(t *testing.T) *httptest.Server {
 		http.Error(w, "catalog database is down", http.StatusInternalServerError)
 	}))
 	t.Cleanup(failing.Close)
-	cfg := &adapter.Config{Server: adapter.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapter.TransportStreamableHTTP, Stateless: true,
-		Tools: []adapter.Tool{
-			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapter.TemplateBackend{Text: "remote found: {{ .title }}"}},
+	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true,
+		Tools: []adapterconfig.Tool{
+			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapterconfig.TemplateBackend{Text: "remote found: {{ .title }}"}},
 			{Name: "checkout", Description: "Check a book out.", InputSchema: json.RawMessage(bookSchema),
-				HTTP: &adapter.HTTPBackend{URL: failing.URL, Timeout: adapter.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
+				HTTP: &adapterconfig.HTTPBackend{URL: failing.URL, Timeout: adapterconfig.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
 		}}
 	srv, err := adapter.NewServer(cfg)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
 // Defaults when the API server's defaulting did not run (objects built in Go).
@@ -326,27 +326,18 @@ func (r *RemoteToolImportReconciler) secretValue(ctx context.Context, namespace 
 }
 
 // filterTools keeps the tools whose names match an include glob (all when none) and no
-// exclude glob. Globs are path.Match patterns; tool names hold no '/'.
+// exclude glob.
 func filterTools(tools []mcpclient.Tool, f *cantusv1alpha1.ToolFilter) []mcpclient.Tool {
 	if f == nil {
 		return tools
 	}
 	out := make([]mcpclient.Tool, 0, len(tools))
 	for _, t := range tools {
-		if (len(f.Include) == 0 || matchesAny(f.Include, t.Name)) && !matchesAny(f.Exclude, t.Name) {
+		if render.GlobSelected(f.Include, f.Exclude, t.Name) {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-func matchesAny(globs []string, name string) bool {
-	for _, g := range globs {
-		if ok, err := path.Match(g, name); err == nil && ok {
-			return true
-		}
-	}
-	return false
 }
 
 func refreshInterval(imp *cantusv1alpha1.RemoteToolImport) time.Duration {

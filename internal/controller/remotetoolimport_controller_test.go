@@ -23,6 +23,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
@@ -32,10 +33,10 @@ const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":
 // adapterHandler serves a real cantus adapter with the given tools.
 func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handler {
 	t.Helper()
-	cfg := &adapter.Config{Server: adapter.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapter.TransportStreamableHTTP, Stateless: true}
+	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true}
 	for _, name := range toolNames {
-		cfg.Tools = append(cfg.Tools, adapter.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
-			Template: &adapter.TemplateBackend{Text: "ok {{ .title }}"}})
+		cfg.Tools = append(cfg.Tools, adapterconfig.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
+			Template: &adapterconfig.TemplateBackend{Text: "ok {{ .title }}"}})
 	}
 	var opts []adapter.Option
 	if token != "" {

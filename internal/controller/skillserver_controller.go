@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -79,7 +79,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	reexported := render.RenderImports(ss, imports, servedNames(cfg))
 	cfg.Tools = append(cfg.Tools, reexported.Tools...)
 	setImportsResolved(ss, reexported)
-	if err := adapter.Validate(cfg); err != nil {
+	if err := adapterconfig.Validate(cfg); err != nil {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
 		setStalled(ss, err)
@@ -124,7 +124,7 @@ func (r *SkillServerReconciler) importsOf(ctx context.Context, ss *cantusv1alpha
 }
 
 // servedNames are the names the server's own tools take; imports may not shadow them.
-func servedNames(cfg *adapter.Config) []string {
+func servedNames(cfg *adapterconfig.Config) []string {
 	names := make([]string, 0, len(cfg.Tools)+1)
 	for _, t := range cfg.Tools {
 		names = append(names, t.Name)

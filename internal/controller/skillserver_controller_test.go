@@ -17,7 +17,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -57,9 +57,9 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 	g.Expect(c.Resources.Requests).NotTo(BeEmpty())
 	g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
-	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(adapter.PathReadyz))
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(adapterconfig.PathReadyz))
 	g.Expect(c.Args).To(ContainElements("--config", workload.ConfigPath))
-	g.Expect(cm.Data).To(HaveKey(adapter.ConfigFileName))
+	g.Expect(cm.Data).To(HaveKey(adapterconfig.ConfigFileName))
 	// Discovery: kagent finds the Service by label and annotations, agentgateway by the
 	// port's appProtocol.
 	g.Expect(svc.Labels).To(HaveKeyWithValue("kagent.dev/mcp-service", "true"))
@@ -97,7 +97,7 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 		return dep.Spec.Template.Annotations[workload.AnnotationConfigHash], err
 	}).ShouldNot(Equal(oldHash))
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(cm), cm)).To(Succeed())
-	g.Expect(cm.Data[adapter.ConfigFileName]).To(ContainSubstring("catalog hit"))
+	g.Expect(cm.Data[adapterconfig.ConfigFileName]).To(ContainSubstring("catalog hit"))
 	// allowFrom removed: the NetworkPolicy goes.
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(np), &networkingv1.NetworkPolicy{}))
@@ -193,8 +193,8 @@ func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
 
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "pydantic-adapter"}, cm)).To(Succeed())
-	var cfg adapter.Config
-	g.Expect(json.Unmarshal([]byte(cm.Data[adapter.ConfigFileName]), &cfg)).To(Succeed())
+	var cfg adapterconfig.Config
+	g.Expect(json.Unmarshal([]byte(cm.Data[adapterconfig.ConfigFileName]), &cfg)).To(Succeed())
 	g.Expect(cfg.Tools[0].InputSchema).To(MatchJSON(schema), "the schema reaches the adapter unchanged")
 }
 

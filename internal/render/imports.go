@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // ImportFilesDir is where the adapter reads the header values and CA bundles of the
@@ -31,7 +34,7 @@ type File struct {
 // Imports is what re-exporting the imports adds to a SkillServer.
 type Imports struct {
 	// Tools are served besides the skills, in spec.imports order.
-	Tools []adapter.Tool
+	Tools []adapterconfig.Tool
 	// Served says where each imported tool comes from.
 	Served []cantusv1alpha1.ServedTool
 	// Files are the header values and CA bundles the tools need.
@@ -85,8 +88,8 @@ func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1a
 		}
 		c := cands[0]
 		tool := c.adapterTool(name)
-		if err := adapter.CheckTool(&tool); err != nil {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("%q from import %s: %v", adapter.ClipName(name), c.spec.Name, err))
+		if err := adapterconfig.CheckTool(&tool); err != nil {
+			out.Skipped = append(out.Skipped, fmt.Sprintf("%q from import %s: %v", adapterconfig.ClipName(name), c.spec.Name, err))
 			continue
 		}
 		out.Tools = append(out.Tools, tool)
@@ -102,13 +105,13 @@ func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1a
 type candidate struct {
 	spec    cantusv1alpha1.SkillImport
 	tool    cantusv1alpha1.DiscoveredTool
-	backend adapter.RemoteBackend
+	backend adapterconfig.RemoteBackend
 }
 
-func (c candidate) adapterTool(served string) adapter.Tool {
+func (c candidate) adapterTool(served string) adapterconfig.Tool {
 	backend := c.backend
 	backend.RemoteName = c.tool.Name
-	t := adapter.Tool{Name: served, Description: c.tool.Description, InputSchema: emptyObjectSchema, Remote: &backend}
+	t := adapterconfig.Tool{Name: served, Description: c.tool.Description, InputSchema: emptyObjectSchema, Remote: &backend}
 	if c.tool.InputSchema != nil && len(c.tool.InputSchema.Raw) > 0 {
 		t.InputSchema = c.tool.InputSchema.Raw
 	}
@@ -145,31 +148,25 @@ func readyImport(imports map[string]*cantusv1alpha1.RemoteToolImport, name strin
 }
 
 func conditionTrue(imp *cantusv1alpha1.RemoteToolImport, t string) bool {
-	for _, c := range imp.Status.Conditions {
-		if c.Type == t {
-			return c.Status == "True" && c.ObservedGeneration == imp.Generation
-		}
-	}
-	return false
+	c := meta.FindStatusCondition(imp.Status.Conditions, t)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == imp.Generation
 }
 
 func conditionReason(imp *cantusv1alpha1.RemoteToolImport, t string) string {
-	for _, c := range imp.Status.Conditions {
-		if c.Type == t {
-			return c.Reason
-		}
+	if c := meta.FindStatusCondition(imp.Status.Conditions, t); c != nil {
+		return c.Reason
 	}
 	return "no status yet"
 }
 
 // remoteBackend is how the adapter reaches the import: the same URL (or stdio bridge),
 // headers and CA bundle the operator's handshake used.
-func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend, []File) {
-	b := adapter.RemoteBackend{
+func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBackend, []File) {
+	b := adapterconfig.RemoteBackend{
 		Import:    imp.Namespace + "/" + imp.Name,
 		URL:       imp.Spec.URL,
 		Transport: string(imp.Spec.Transport),
-		Timeout:   adapter.Duration{Duration: DefaultRemoteCallTimeout},
+		Timeout:   adapterconfig.Duration{Duration: DefaultRemoteCallTimeout},
 	}
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
@@ -201,7 +198,13 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapter.RemoteBackend,
 }
 
 func selected(spec cantusv1alpha1.SkillImport, name string) bool {
-	return (len(spec.Include) == 0 || matchesAny(spec.Include, name)) && !matchesAny(spec.Exclude, name)
+	return GlobSelected(spec.Include, spec.Exclude, name)
+}
+
+// GlobSelected reports whether name matches an include glob (any name when there are
+// none) and no exclude glob. Globs are path.Match patterns; tool names hold no '/'.
+func GlobSelected(include, exclude []string, name string) bool {
+	return (len(include) == 0 || matchesAny(include, name)) && !matchesAny(exclude, name)
 }
 
 func matchesAny(globs []string, name string) bool {
@@ -224,7 +227,7 @@ func servedName(spec cantusv1alpha1.SkillImport, remote string) string {
 // imported tool lists are left out: the adapter reloads them from its config file and
 // tells connected sessions with notifications/tools/list_changed, so a change of a
 // remote's tools does not roll the pods.
-func RolloutHash(cfg *adapter.Config) (string, error) {
+func RolloutHash(cfg *adapterconfig.Config) (string, error) {
 	stable := *cfg
 	stable.Tools = nil
 	endpoints := map[string]bool{}
@@ -241,7 +244,7 @@ func RolloutHash(cfg *adapter.Config) (string, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		stable.Tools = append(stable.Tools, adapter.Tool{Name: "remote-endpoint", Description: k})
+		stable.Tools = append(stable.Tools, adapterconfig.Tool{Name: "remote-endpoint", Description: k})
 	}
 	return Hash(&stable)
 }

@@ -3,7 +3,8 @@ package render
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -57,7 +58,7 @@ func nonPortableIn(node any, ptr string) []string {
 	}
 	for _, kw := range schemaMapKeywords {
 		children, _ := obj[kw].(map[string]any)
-		for _, name := range sortedKeys(children) {
+		for _, name := range slices.Sorted(maps.Keys(children)) {
 			found = append(found, nonPortableIn(children[name], ptr+"/"+kw+"/"+escapePointer(name))...)
 		}
 	}
@@ -73,15 +74,6 @@ func nonPortableIn(node any, ptr string) []string {
 		}
 	}
 	return found
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // escapePointer escapes a JSON Pointer token (RFC 6901).

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Defaults applied when the API server's defaulting did not run (objects built in Go).
@@ -34,13 +34,13 @@ const (
 var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
 
 // AdapterConfig renders the adapter config of a SkillServer.
-func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapter.Config {
-	cfg := &adapter.Config{
+func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
+	cfg := &adapterconfig.Config{
 		Server:    serverInfo(ss),
 		Transport: string(transportOf(ss)),
 		Port:      PortOf(ss),
 		Stateless: ss.Spec.Stateless == nil || *ss.Spec.Stateless,
-		Tools:     make([]adapter.Tool, 0, len(ss.Spec.Skills)),
+		Tools:     make([]adapterconfig.Tool, 0, len(ss.Spec.Skills)),
 	}
 	if ss.Spec.Auth != nil {
 		cfg.BearerTokenFile = BearerTokenMountPath
@@ -54,8 +54,8 @@ func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapter.Config {
 	return cfg
 }
 
-func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapter.MemoryConfig {
-	out := &adapter.MemoryConfig{
+func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapterconfig.MemoryConfig {
+	out := &adapterconfig.MemoryConfig{
 		Root:            MemoryMountPath,
 		ToolName:        in.ToolName,
 		AllowedCommands: commands(in.AllowedCommands),
@@ -63,7 +63,7 @@ func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapter.MemoryConfig {
 		ReadOnly:        in.ReadOnly,
 		MaxFileBytes:    DefaultMemoryMaxFileBytes,
 		MaxTotalBytes:   DefaultMemoryMaxTotalBytes,
-		TrashRetention:  adapter.Duration{Duration: cantusv1alpha1.DurationOf(in.TrashRetention, DefaultMemoryTrashRetention)},
+		TrashRetention:  adapterconfig.Duration{Duration: cantusv1alpha1.DurationOf(in.TrashRetention, DefaultMemoryTrashRetention)},
 	}
 	if out.ToolName == "" {
 		out.ToolName = DefaultMemoryToolName
@@ -91,7 +91,7 @@ func commands(in []cantusv1alpha1.MemoryCommand) []string {
 }
 
 // Hash identifies a rendered config; a change of hash rolls the adapter pods.
-func Hash(cfg *adapter.Config) (string, error) {
+func Hash(cfg *adapterconfig.Config) (string, error) {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("encode adapter config: %w", err)
@@ -111,9 +111,9 @@ func PortOf(ss *cantusv1alpha1.SkillServer) int32 {
 // EndpointPath is the path MCP clients connect to for the server's transport.
 func EndpointPath(ss *cantusv1alpha1.SkillServer) string {
 	if transportOf(ss) == cantusv1alpha1.TransportSSE {
-		return adapter.PathSSE
+		return adapterconfig.PathSSE
 	}
-	return adapter.PathMCP
+	return adapterconfig.PathMCP
 }
 
 func transportOf(ss *cantusv1alpha1.SkillServer) cantusv1alpha1.Transport {
@@ -123,8 +123,8 @@ func transportOf(ss *cantusv1alpha1.SkillServer) cantusv1alpha1.Transport {
 	return ss.Spec.Transport
 }
 
-func serverInfo(ss *cantusv1alpha1.SkillServer) adapter.ServerInfo {
-	info := adapter.ServerInfo{
+func serverInfo(ss *cantusv1alpha1.SkillServer) adapterconfig.ServerInfo {
+	info := adapterconfig.ServerInfo{
 		Name:         ss.Spec.ServerInfo.Name,
 		Version:      ss.Spec.ServerInfo.Version,
 		Instructions: ss.Spec.ServerInfo.Instructions,
@@ -138,8 +138,8 @@ func serverInfo(ss *cantusv1alpha1.SkillServer) adapter.ServerInfo {
 	return info
 }
 
-func tool(skill *cantusv1alpha1.Skill) adapter.Tool {
-	t := adapter.Tool{
+func tool(skill *cantusv1alpha1.Skill) adapterconfig.Tool {
+	t := adapterconfig.Tool{
 		Name:        skill.Name,
 		Description: skill.Description,
 		InputSchema: emptyObjectSchema,
@@ -150,17 +150,17 @@ func tool(skill *cantusv1alpha1.Skill) adapter.Tool {
 	}
 	switch {
 	case skill.Template != nil:
-		t.Template = &adapter.TemplateBackend{Text: skill.Template.Text}
+		t.Template = &adapterconfig.TemplateBackend{Text: skill.Template.Text}
 	case skill.HTTP != nil:
 		t.HTTP = httpBackend(skill.HTTP)
 	}
 	return t
 }
 
-func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapter.HTTPBackend {
-	out := &adapter.HTTPBackend{
+func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapterconfig.HTTPBackend {
+	out := &adapterconfig.HTTPBackend{
 		URL:              in.URL,
-		Timeout:          adapter.Duration{Duration: cantusv1alpha1.DurationOf(in.Timeout, DefaultHTTPTimeout)},
+		Timeout:          adapterconfig.Duration{Duration: cantusv1alpha1.DurationOf(in.Timeout, DefaultHTTPTimeout)},
 		MaxResponseBytes: DefaultMaxResponseBytes,
 	}
 	if in.MaxResponseBytes != nil {
@@ -169,11 +169,11 @@ func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapter.HTTPBackend {
 	return out
 }
 
-func annotations(in *cantusv1alpha1.ToolAnnotations) *adapter.ToolAnnotations {
+func annotations(in *cantusv1alpha1.ToolAnnotations) *adapterconfig.ToolAnnotations {
 	if in == nil {
 		return nil
 	}
-	return &adapter.ToolAnnotations{
+	return &adapterconfig.ToolAnnotations{
 		Title:           in.Title,
 		ReadOnlyHint:    in.ReadOnlyHint,
 		DestructiveHint: in.DestructiveHint,

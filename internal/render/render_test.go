@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 func schema(raw string) *cantusv1alpha1.ToolInputSchema {
@@ -35,16 +35,16 @@ func TestAdapterConfigRendersDefaultsAndBackends(t *testing.T) {
 		},
 	}
 	got := AdapterConfig(ss)
-	want := &adapter.Config{
-		Server:          adapter.ServerInfo{Name: "library", Version: "0.0.0"},
+	want := &adapterconfig.Config{
+		Server:          adapterconfig.ServerInfo{Name: "library", Version: "0.0.0"},
 		Transport:       "streamable-http",
 		Port:            8765,
 		Stateless:       true,
 		BearerTokenFile: BearerTokenMountPath,
-		Tools: []adapter.Tool{
-			{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Template: &adapter.TemplateBackend{Text: "x"}},
-			{Name: "b", InputSchema: json.RawMessage(`{"type":"object","title":"B"}`), HTTP: &adapter.HTTPBackend{
-				URL: "http://b.svc/x", Timeout: adapter.Duration{Duration: 3 * time.Second}, MaxResponseBytes: 10,
+		Tools: []adapterconfig.Tool{
+			{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Template: &adapterconfig.TemplateBackend{Text: "x"}},
+			{Name: "b", InputSchema: json.RawMessage(`{"type":"object","title":"B"}`), HTTP: &adapterconfig.HTTPBackend{
+				URL: "http://b.svc/x", Timeout: adapterconfig.Duration{Duration: 3 * time.Second}, MaxResponseBytes: 10,
 			}},
 		},
 	}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
@@ -40,7 +40,7 @@ const (
 )
 
 // ConfigPath is where the adapter container reads its config.
-const ConfigPath = configMountDir + "/" + adapter.ConfigFileName
+const ConfigPath = configMountDir + "/" + adapterconfig.ConfigFileName
 
 // Kubernetes runs each SkillServer as a ConfigMap, a Deployment, a Service and, when the
 // spec limits who may connect, a NetworkPolicy, all owned by the SkillServer and applied
@@ -109,7 +109,7 @@ func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alp
 	if err != nil {
 		return fmt.Errorf("get NetworkPolicy %s: %w", ss.Name, err)
 	}
-	if !metav1IsControlledBy(np.OwnerReferences, ss.UID) {
+	if !metav1.IsControlledBy(np, ss) {
 		return nil
 	}
 	if err := k.Client.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
@@ -161,15 +161,6 @@ func deploymentConditionTrue(dep *appsv1.Deployment, t appsv1.DeploymentConditio
 	return false
 }
 
-func metav1IsControlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.UID == uid && r.Controller != nil && *r.Controller {
-			return true
-		}
-	}
-	return false
-}
-
 func ownerReference(ss *cantusv1alpha1.SkillServer) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
 		WithAPIVersion(cantusv1alpha1.GroupVersion.String()).
@@ -180,7 +171,7 @@ func ownerReference(ss *cantusv1alpha1.SkillServer) *metav1ac.OwnerReferenceAppl
 		WithBlockOwnerDeletion(true)
 }
 
-func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapter.Config) (*corev1ac.ConfigMapApplyConfiguration, error) {
+func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) (*corev1ac.ConfigMapApplyConfiguration, error) {
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode adapter config: %w", err)
@@ -188,7 +179,7 @@ func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapter.Config) (*corev1a
 	return corev1ac.ConfigMap(ConfigMapName(ss), ss.Namespace).
 		WithLabels(Labels(ss)).
 		WithOwnerReferences(ownerReference(ss)).
-		WithData(map[string]string{adapter.ConfigFileName: string(data)}), nil
+		WithData(map[string]string{adapterconfig.ConfigFileName: string(data)}), nil
 }
 
 // ConfigMapName is the name of the ConfigMap that holds a SkillServer's adapter config.
@@ -234,8 +225,8 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render
 		WithCommand(AdapterCommand).
 		WithArgs(AdapterArgs(ss)...).
 		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(render.PortOf(ss)).WithProtocol(corev1.ProtocolTCP)).
-		WithReadinessProbe(httpProbe(adapter.PathReadyz, 2)).
-		WithLivenessProbe(httpProbe(adapter.PathHealthz, 10)).
+		WithReadinessProbe(httpProbe(adapterconfig.PathReadyz, 2)).
+		WithLivenessProbe(httpProbe(adapterconfig.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
 		WithVolumeMounts(volumeMountsFor(ss, files)...).
 		WithSecurityContext(corev1ac.SecurityContext().

@@ -22,6 +22,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
@@ -123,7 +124,7 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 
 // localConfig points the memory tool at a folder of this host instead of the claim, and
 // the re-exported imports at files of this host instead of projected volumes.
-func (l *Local) localConfig(key types.NamespacedName, cfg *adapter.Config, files map[string][]byte) (*adapter.Config, error) {
+func (l *Local) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) (*adapterconfig.Config, error) {
 	local := *cfg
 	if cfg.Memory != nil {
 		memory := *cfg.Memory
@@ -148,7 +149,7 @@ func (l *Local) localConfig(key types.NamespacedName, cfg *adapter.Config, files
 		}
 		moved[path] = onHost
 	}
-	local.Tools = make([]adapter.Tool, len(cfg.Tools))
+	local.Tools = make([]adapterconfig.Tool, len(cfg.Tools))
 	for i, t := range cfg.Tools {
 		if t.Remote != nil {
 			remote := *t.Remote

@@ -10,14 +10,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
 // Desired is what a runtime is asked to run for one SkillServer.
 type Desired struct {
 	SkillServer *cantusv1alpha1.SkillServer
-	Config      *adapter.Config
+	Config      *adapterconfig.Config
 	// ConfigHash identifies the whole config; RolloutHash only what the adapter cannot
 	// reload in place (pods roll when it changes).
 	ConfigHash  string

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
+	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	corev1 "k8s.io/api/core/v1"
@@ -137,13 +137,13 @@ func serviceURL(t *testing.T, ctx context.Context, ss *cantusv1alpha1.SkillServe
 	return strings.Replace(ss.Status.URL, host, svc.Spec.ClusterIP, 1)
 }
 
-func mcpClient(t *testing.T, ctx context.Context, url string) *client.Client {
+func mcpClient(t *testing.T, ctx context.Context, url string) *mcpclient.Client {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(tr)
+	c := mcpclient.NewClient(tr)
 	if err := c.Start(ctx); err != nil {
 		t.Fatalf("starting a client of %s: %v", url, err)
 	}
@@ -158,7 +158,7 @@ func mcpClient(t *testing.T, ctx context.Context, url string) *client.Client {
 }
 
 // callTool returns the text of a tool call, failing the test on a transport error.
-func callTool(ctx context.Context, c *client.Client, name string, args map[string]any) (string, error) {
+func callTool(ctx context.Context, c *mcpclient.Client, name string, args map[string]any) (string, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = name, args
 	res, err := c.CallTool(ctx, req)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -182,10 +183,10 @@ func writeConfig(t *testing.T, o configOptions) string {
 	if err := dec.Decode(&typed); err != nil {
 		t.Fatalf("the test's adapter config no longer matches internal/adapter.Config: %v", err)
 	}
-	if err := adapter.Validate(&typed); err != nil {
+	if err := adapterconfig.Validate(&typed); err != nil {
 		t.Fatalf("the test's adapter config is invalid: %v", err)
 	}
-	return peers.WriteJSON(t, adapter.ConfigFileName, json.RawMessage(data))
+	return peers.WriteJSON(t, adapterconfig.ConfigFileName, json.RawMessage(data))
 }
 
 // startAdapter starts the real adapter binary on 127.0.0.1 and returns its MCP endpoint

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -65,7 +66,7 @@ func writeGatewayConfig(t *testing.T, path, transportName string, stateless bool
 	if err := dec.Decode(&typed); err != nil {
 		t.Fatalf("the gateway config no longer matches internal/adapter.Config: %v", err)
 	}
-	if err := adapter.Validate(&typed); err != nil {
+	if err := adapterconfig.Validate(&typed); err != nil {
 		t.Fatalf("the gateway config is invalid: %v", err)
 	}
 	writeAtomically(t, path, data)
@@ -202,7 +203,7 @@ func TestGateway(t *testing.T) {
 		{Name: "gone.tool", Description: "A remote that is down.", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Remote: remote("http://"+closedPort(t)+"/mcp", "tool")},
 	}
-	configPath := filepath.Join(dir, adapter.ConfigFileName)
+	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, true, tools)
 	gateway := peers.StartAdapter(t, ctx, configPath) + adapter.PathMCP
 
@@ -272,7 +273,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 	imported := gatewayTool{Name: "team.greet", Description: "Greets (re-exported).", InputSchema: json.RawMessage(greetSchema),
 		Remote: &remoteSpec{Import: "e2e/upstream", URL: remoteURL, Transport: peers.TransportStreamableHTTP, RemoteName: "greet",
 			HeaderFiles: map[string]string{"Authorization": authFile}, Timeout: "10s"}}
-	configPath := filepath.Join(dir, adapter.ConfigFileName)
+	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local})
 	proc := peers.StartAdapterServer(t, ctx, configPath, "--reload-interval", "200ms")
 
@@ -388,7 +389,7 @@ func TestGatewayReconnectsToARestartedServerEverything(t *testing.T) {
 	addr := closedPort(t)
 	everything := startEverythingOn(t, ctx, addr)
 	dir := t.TempDir()
-	configPath := filepath.Join(dir, adapter.ConfigFileName)
+	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, true, []gatewayTool{{
 		Name: "say", Description: "server-everything's echo, renamed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),

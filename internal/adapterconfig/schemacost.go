@@ -1,4 +1,4 @@
-package adapter
+package adapterconfig
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ const (
 // object schema that compiles and whose validation work is bounded. The operator uses it
 // to skip a remote's tool instead of failing the whole server.
 func CheckInputSchema(raw []byte) error {
-	schema, err := compileInputSchema(raw)
+	schema, err := CompileInputSchema(raw)
 	if err != nil {
 		return err
 	}
@@ -183,26 +183,4 @@ func sameValueSchemas(s *jsonschema.Schema) []*jsonschema.Schema {
 func schemaOf(v any) *jsonschema.Schema {
 	s, _ := v.(*jsonschema.Schema)
 	return s
-}
-
-// nestsDeeperThan reports whether v, a decoded JSON value, nests deeper than limit.
-func nestsDeeperThan(v any, limit int) bool {
-	if limit < 0 {
-		return true
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		for _, m := range v {
-			if nestsDeeperThan(m, limit-1) {
-				return true
-			}
-		}
-	case []any:
-		for _, m := range v {
-			if nestsDeeperThan(m, limit-1) {
-				return true
-			}
-		}
-	}
-	return false
 }
