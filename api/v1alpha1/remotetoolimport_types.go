@@ -197,8 +197,12 @@ type RemoteToolImportStatus struct {
 	// CatalogDigest is the sha256 of the canonical tool definitions.
 	// +optional
 	CatalogDigest string `json:"catalogDigest,omitempty"`
+	// LastProbeTime is when a probe last changed this status; a probe that finds
+	// everything unchanged writes nothing. How recently each import was probed is the
+	// metric cantus_remotetoolimport_last_probe_timestamp_seconds.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// LastSuccessTime is when a successful probe last changed this status.
 	// +optional
 	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
 	// +optional

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +86,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	before := imp.DeepCopy()
 	defer func() {
+		keepProbeTimesIfNothingElseChanged(before, imp)
 		if err := r.patchStatus(ctx, before, imp); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -125,6 +125,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	probeCtx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Second)
 	defer cancel()
 	res, err := r.Prober(probeCtx, opts)
+	recordProbe(imp, probeOutcome(err), r.now())
 	if err != nil {
 		setHandshakeFailed(imp, err, r.now())
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
@@ -228,6 +229,13 @@ func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv
 		return "", "", nil
 	}
 	return url, "", nil
+}
+
+func probeOutcome(err error) string {
+	if err != nil {
+		return "failed"
+	}
+	return "succeeded"
 }
 
 // checkedAddresses are the addresses a gateway may connect to: those the policy check
@@ -358,7 +366,7 @@ func retryDelay(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
 }
 
 func (r *RemoteToolImportReconciler) patchStatus(ctx context.Context, before, after *cantusv1alpha1.RemoteToolImport) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+	if sameJSON(before.Status, after.Status) {
 		return nil
 	}
 	// The patch carries the resourceVersion the status was computed from: a merge patch
