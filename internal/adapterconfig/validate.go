@@ -88,13 +88,7 @@ func compileTool(index int, t *Tool) (CompiledTool, []error) {
 }
 
 // ClipName keeps a name short enough to quote in a message: names can come from a remote.
-func ClipName(name string) string {
-	const max = 64
-	if len(name) <= max {
-		return name
-	}
-	return strings.ToValidUTF8(name[:max], "") + "…"
-}
+func ClipName(name string) string { return mcpclient.ClipText(name, 64) }
 
 // prepareTool compiles what a call needs and lists what is wrong with t.
 func prepareTool(t *Tool) (CompiledTool, []string) {

@@ -125,13 +125,14 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	probeCtx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Second)
 	defer cancel()
 	res, err := r.Prober(probeCtx, opts)
-	recordProbe(imp, probeOutcome(err), r.now())
+	probedAt := r.now()
+	recordProbe(imp, probeOutcome(err), probedAt)
 	if err != nil {
-		setHandshakeFailed(imp, err, r.now())
+		setHandshakeFailed(imp, err, probedAt)
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
 	hadCatalog := imp.Status.CatalogDigest != ""
-	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), r.now())
+	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), probedAt)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))

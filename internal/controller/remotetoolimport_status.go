@@ -167,13 +167,9 @@ func describeToolChange(added, removed []string) string {
 
 // clippedNames lists at most ten remote tool names, each clipped, for an event note.
 func clippedNames(names []string) string {
-	const most = 10
-	shown := make([]string, 0, min(len(names), most))
-	for _, n := range names[:min(len(names), most)] {
-		shown = append(shown, clip(n, 64))
+	clipped := make([]string, 0, len(names))
+	for _, n := range names {
+		clipped = append(clipped, clip(n, 64))
 	}
-	if len(names) > most {
-		return fmt.Sprintf("%s and %d more", strings.Join(shown, ", "), len(names)-most)
-	}
-	return strings.Join(shown, ", ")
+	return listAtMost(clipped, 10, ", ")
 }

@@ -72,7 +72,7 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 	} else {
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped,
 			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s",
-				len(imports.Skipped), listAtMost(imports.Skipped, 10)))
+				len(imports.Skipped), listAtMost(imports.Skipped, 10, "; ")))
 	}
 	if len(imports.Unresolved) == 0 {
 		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved,
@@ -116,13 +116,13 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, obs.URL))
 }
 
-// listAtMost joins the first n items and says how many more there are, so that a remote
-// with thousands of bad tools cannot make a condition message huge.
-func listAtMost(items []string, n int) string {
+// listAtMost joins the first n items with sep and says how many more there are, so
+// that a remote with thousands of bad tools cannot make a message huge.
+func listAtMost(items []string, n int, sep string) string {
 	if len(items) <= n {
-		return strings.Join(items, "; ")
+		return strings.Join(items, sep)
 	}
-	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
+	return fmt.Sprintf("%s%sand %d more", strings.Join(items[:n], sep), sep, len(items)-n)
 }
 
 func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {

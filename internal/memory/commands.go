@@ -217,9 +217,9 @@ func (s *Store) create(a args) (string, error) {
 		return "", err
 	}
 	var result string
-	err = s.mutate(func() (*JournalEntry, int64, error) {
+	err = s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		var old []byte
 		exists := false
@@ -227,50 +227,49 @@ func (s *Store) create(a args) (string, error) {
 		switch {
 		case notExist(err):
 		case err != nil:
-			return nil, 0, err
+			return nil, err
 		case fi.IsDir():
-			return nil, 0, failf("%s is a directory; create writes files, choose a file name inside it such as %s/notes.md", p.virt, p.virt)
+			return nil, failf("%s is a directory; create writes files, choose a file name inside it such as %s/notes.md", p.virt, p.virt)
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return nil, 0, failf("%s is a symbolic link; create the file at the path it points to instead", p.virt)
+			return nil, failf("%s is a symbolic link; create the file at the path it points to instead", p.virt)
 		case !fi.Mode().IsRegular():
-			return nil, 0, failf("%s is not a regular file", p.virt)
+			return nil, failf("%s is not a regular file", p.virt)
 		default:
 			exists = true
 			if old, err = s.mem.ReadFile(p.osRel()); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
-		delta := int64(len(data) - len(old))
 		if err := s.checkTotal(writeCost(len(data), len(old))); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if exists && s.overwriteNeedsConfirm() && !a.Confirm {
-			return nil, 0, s.confirmation(fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt))
+			return nil, s.confirmation(fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt))
 		}
 		if err := s.mkdirAll(p.parent()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		j := &JournalEntry{Command: CmdCreate, Path: p.virt, BytesAfter: int64(len(data)), SHA256After: sum(data)}
 		if exists {
 			j.TrashID, j.BytesBefore, j.SHA256Before = s.newTrashID(), int64(len(old)), sum(old)
 		}
 		if err := s.beginIntent(j); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if exists {
 			if err := s.trashKeep(j.TrashID, p, CmdCreate, "", kindFile, old, false); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		if err := s.writeAtomic(s.mem, p.osRel(), data); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if exists {
 			result = fmt.Sprintf("File %s overwritten (%d bytes); the previous version is kept in the trash as %s.", p.virt, len(data), j.TrashID)
 		} else {
 			result = "File created successfully at: " + p.virt
 		}
-		return j, delta, nil
+		return j, nil
 	})
 	return result, err
 }
@@ -290,43 +289,42 @@ func (s *Store) strReplace(a args) (string, error) {
 		newStr = *a.NewStr
 	}
 	var result string
-	err = s.mutate(func() (*JournalEntry, int64, error) {
+	err = s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		data, err := s.readForEdit(p)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		content := string(data)
 		switch n := strings.Count(content, oldStr); {
 		case n == 0:
-			return nil, 0, failf("no match: old_str did not appear verbatim in %s; no replacement was performed. View the file and copy the exact text, including whitespace and line breaks", p.virt)
+			return nil, failf("no match: old_str did not appear verbatim in %s; no replacement was performed. View the file and copy the exact text, including whitespace and line breaks", p.virt)
 		case n > 1:
-			return nil, 0, failf("old_str occurs %d times in %s (lines %s); make old_str unique by including more of the surrounding text. No replacement was performed",
+			return nil, failf("old_str occurs %d times in %s (lines %s); make old_str unique by including more of the surrounding text. No replacement was performed",
 				n, p.virt, occurrenceLines(content, oldStr))
 		}
 		idx := strings.Index(content, oldStr)
 		updated := content[:idx] + newStr + content[idx+len(oldStr):]
 		if err := s.checkFileSize(p, len(updated)); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		delta := int64(len(updated) - len(content))
 		if err := s.checkTotal(writeCost(len(updated), len(content))); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if s.confirm[CmdStrReplace] && !a.Confirm {
-			return nil, 0, s.confirmation("str_replace in " + p.virt)
+			return nil, s.confirmation("str_replace in " + p.virt)
 		}
 		j, err := s.replaceFile(p, CmdStrReplace, data, []byte(updated))
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		lines := splitLines(updated)
 		changed := strings.Count(content[:idx], "\n")
 		from, to := max(0, changed-2), min(len(lines), changed+strings.Count(newStr, "\n")+3)
 		result = fmt.Sprintf("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n%s", numbered(lines[from:to], from+1))
-		return j, delta, nil
+		return j, nil
 	})
 	return result, err
 }
@@ -378,38 +376,37 @@ func (s *Store) insert(a args) (string, error) {
 	}
 	at, text := *a.InsertLine, *a.InsertText
 	var result string
-	err = s.mutate(func() (*JournalEntry, int64, error) {
+	err = s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		data, err := s.readForEdit(p)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		lines := splitLines(string(data))
 		if at < 0 || at > len(lines) {
-			return nil, 0, failf("invalid insert_line %d: it must be between 0 and %d (%s has %d lines); 0 inserts at the top", at, len(lines), p.virt, len(lines))
+			return nil, failf("invalid insert_line %d: it must be between 0 and %d (%s has %d lines); 0 inserts at the top", at, len(lines), p.virt, len(lines))
 		}
 		ins := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 		out := make([]string, 0, len(lines)+len(ins))
 		out = append(append(append(out, lines[:at]...), ins...), lines[at:]...)
 		updated := strings.Join(out, "\n") + "\n"
 		if err := s.checkFileSize(p, len(updated)); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		delta := int64(len(updated) - len(data))
 		if err := s.checkTotal(writeCost(len(updated), len(data))); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if s.confirm[CmdInsert] && !a.Confirm {
-			return nil, 0, s.confirmation("insert into " + p.virt)
+			return nil, s.confirmation("insert into " + p.virt)
 		}
 		j, err := s.replaceFile(p, CmdInsert, data, []byte(updated))
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		result = fmt.Sprintf("The file %s has been edited: %d line(s) inserted after line %d.", p.virt, len(ins), at)
-		return j, delta, nil
+		return j, nil
 	})
 	return result, err
 }
@@ -422,16 +419,16 @@ func (s *Store) delete(a args) (string, error) {
 		return "", err
 	}
 	var result string
-	err = s.mutate(func() (*JournalEntry, int64, error) {
+	err = s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		fi, err := s.mem.Lstat(p.osRel())
 		if notExist(err) {
-			return nil, 0, failf("the path %s does not exist; nothing was deleted (view /memories lists the files)", p.virt)
+			return nil, failf("the path %s does not exist; nothing was deleted (view /memories lists the files)", p.virt)
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		var data []byte
 		kind := kindFile
@@ -440,40 +437,40 @@ func (s *Store) delete(a args) (string, error) {
 			kind = kindDir
 			f, err := s.mem.Open(p.osRel())
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			names, err := f.Readdirnames(-1)
 			f.Close()
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			if len(names) > 0 {
-				return nil, 0, refusef("%s is a directory with %d entries; delete refuses non-empty directories to prevent mass deletion: delete the files in it one by one (each with confirm: true), then the directory", p.virt, len(names))
+				return nil, refusef("%s is a directory with %d entries; delete refuses non-empty directories to prevent mass deletion: delete the files in it one by one (each with confirm: true), then the directory", p.virt, len(names))
 			}
 		case fi.Mode()&fs.ModeSymlink != 0:
 			kind = "link"
 		case fi.Mode().IsRegular():
 			if data, err = s.mem.ReadFile(p.osRel()); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		default:
-			return nil, 0, failf("%s is not a regular file or directory", p.virt)
+			return nil, failf("%s is not a regular file or directory", p.virt)
 		}
 		if s.confirm[CmdDelete] && !a.Confirm {
-			return nil, 0, s.confirmation("delete of " + p.virt)
+			return nil, s.confirmation("delete of " + p.virt)
 		}
 		j := &JournalEntry{Command: CmdDelete, Path: p.virt, TrashID: s.newTrashID()}
 		if kind == kindFile {
 			j.BytesBefore, j.SHA256Before = int64(len(data)), sum(data)
 		}
 		if err := s.beginIntent(j); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.trashKeep(j.TrashID, p, CmdDelete, "", kind, data, true); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, j.TrashID, formatDuration(s.cfg.Guard.TrashRetention))
-		return j, -int64(len(data)), nil
+		return j, nil
 	})
 	return result, err
 }
@@ -502,62 +499,62 @@ func (s *Store) rename(a args) (string, error) {
 		return "", failf("cannot move %s into itself (%s)", from.virt, to.virt)
 	}
 	var result string
-	err = s.mutate(func() (*JournalEntry, int64, error) {
+	err = s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("old_path", from); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.contained("new_path", to); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		fi, err := s.mem.Lstat(from.osRel())
 		if notExist(err) {
-			return nil, 0, failf("the path %s does not exist; nothing was renamed (view /memories lists the files)", from.virt)
+			return nil, failf("the path %s does not exist; nothing was renamed (view /memories lists the files)", from.virt)
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if _, err := s.mem.Lstat(to.osRel()); err == nil {
-			return nil, 0, refusef("the destination %s already exists; rename never overwrites: choose another new_path, or delete the destination first (with confirm: true)", to.virt)
+			return nil, refusef("the destination %s already exists; rename never overwrites: choose another new_path, or delete the destination first (with confirm: true)", to.virt)
 		} else if !notExist(err) {
-			return nil, 0, err
+			return nil, err
 		}
 		if s.confirm[CmdRename] && !a.Confirm {
-			return nil, 0, s.confirmation(fmt.Sprintf("rename of %s to %s", from.virt, to.virt))
+			return nil, s.confirmation(fmt.Sprintf("rename of %s to %s", from.virt, to.virt))
 		}
 		j := &JournalEntry{Command: CmdRename, Path: from.virt, NewPath: to.virt}
 		var data []byte
 		if fi.Mode().IsRegular() {
 			if data, err = s.mem.ReadFile(from.osRel()); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			j.TrashID = s.newTrashID()
 			j.BytesBefore, j.BytesAfter = int64(len(data)), int64(len(data))
 			j.SHA256Before, j.SHA256After = sum(data), sum(data)
 		}
 		if err := s.mkdirAll(to.parent()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.beginIntent(j); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if j.TrashID != "" {
 			if err := s.trashKeep(j.TrashID, from, CmdRename, to.virt, kindFile, data, false); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		if err := s.mem.Rename(from.osRel(), to.osRel()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.syncDir(s.mem, to.parent().osRel()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if from.parent().rel != to.parent().rel {
 			if err := s.syncDir(s.mem, from.parent().osRel()); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		result = fmt.Sprintf("Successfully renamed %s to %s", from.virt, to.virt)
-		return j, 0, nil
+		return j, nil
 	})
 	return result, err
 }

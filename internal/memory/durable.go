@@ -138,9 +138,9 @@ func (s *Store) lockExclusive() (func(), error) {
 // failed mutation left undone (settleIntent), refreshing the total size (when
 // another process changed the memories) and purging expired trash. fn records
 // the journal entry of what it is about to do with beginIntent before its first
-// change, and returns that entry (nil when nothing changed) and the change in
-// total bytes; mutate then appends the entry to the journal.
-func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
+// change, and returns that entry (nil when nothing changed); mutate then appends the
+// entry to the journal and measures the store's footprint again.
+func (s *Store) mutate(fn func() (*JournalEntry, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	unlock, err := s.lockExclusive()
@@ -159,7 +159,7 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 			return err
 		}
 	}
-	entry, delta, err := fn()
+	entry, err := fn()
 	if err != nil {
 		if s.intent != nil {
 			// fn failed after it began (a failed write or fsync): what it changed
@@ -170,7 +170,8 @@ func (s *Store) mutate(fn func() (*JournalEntry, int64, error)) error {
 		}
 		return err
 	}
-	_ = delta // the footprint is measured again below, trash and directories included
+	// The footprint is measured again, trash and directories included, rather than
+	// adjusted by what fn thinks it changed.
 	if err := s.commitIntent(entry); err != nil {
 		return err
 	}
@@ -417,37 +418,37 @@ func (s *Store) Restore(trashID string) (string, error) {
 		return "", fmt.Errorf("memory: restore: %q is not a trash id (see the trash list, ids look like 20250102T150405.000000000Z-0a1b2c3d)", trashID)
 	}
 	var restored string
-	err := s.mutate(func() (*JournalEntry, int64, error) {
+	err := s.mutate(func() (*JournalEntry, error) {
 		e, err := s.readTrashMeta(trashID)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, fmt.Errorf("trash entry %s not found (purged after %s, or already restored)", trashID, formatDuration(s.cfg.Guard.TrashRetention))
+			return nil, fmt.Errorf("trash entry %s not found (purged after %s, or already restored)", trashID, formatDuration(s.cfg.Guard.TrashRetention))
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		p, err := parsePath("path", e.Path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("trash entry %s has an invalid path: %w", trashID, err)
+			return nil, fmt.Errorf("trash entry %s has an invalid path: %w", trashID, err)
 		}
 		if p.isRoot() {
-			return nil, 0, fmt.Errorf("trash entry %s names /memories itself", trashID)
+			return nil, fmt.Errorf("trash entry %s names /memories itself", trashID)
 		}
 		if err := s.contained("path", p); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if _, err := s.mem.Lstat(p.osRel()); err == nil {
-			return nil, 0, fmt.Errorf("%s already exists; rename or delete it first, then restore %s again: %w", p.virt, trashID, fs.ErrExist)
+			return nil, fmt.Errorf("%s already exists; rename or delete it first, then restore %s again: %w", p.virt, trashID, fs.ErrExist)
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, err
+			return nil, err
 		}
 		content := filepath.Join(trashDir, trashID, contentName)
 		var data []byte
 		if e.Kind == kindFile {
 			if data, err = s.base.ReadFile(content); err != nil {
-				return nil, 0, fmt.Errorf("trash entry %s: %w", trashID, err)
+				return nil, fmt.Errorf("trash entry %s: %w", trashID, err)
 			}
 		} else if _, err := s.base.Lstat(content); err != nil {
-			return nil, 0, fmt.Errorf("trash entry %s: %w", trashID, err)
+			return nil, fmt.Errorf("trash entry %s: %w", trashID, err)
 		}
 		j := &JournalEntry{Command: CmdRestore, Path: p.virt, TrashID: trashID}
 		if e.Kind == kindFile {
@@ -455,25 +456,25 @@ func (s *Store) Restore(trashID string) (string, error) {
 			j.SHA256After = sum(data)
 		}
 		if err := s.mkdirAll(p.parent()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.beginIntent(j); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.base.Rename(content, p.baseRel()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.syncDir(s.mem, p.parent().osRel()); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.base.RemoveAll(filepath.Join(trashDir, trashID)); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if err := s.syncDir(s.base, trashDir); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		restored = p.virt
-		return j, int64(len(data)), nil
+		return j, nil
 	})
 	if err != nil {
 		var te *toolError
