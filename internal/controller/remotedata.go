@@ -28,11 +28,11 @@ const (
 )
 
 // clip cuts s to at most max bytes on a character boundary.
-func clip(s string, max int) string {
-	if len(s) <= max {
+func clip(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	return strings.ToValidUTF8(s[:max-len("…")], "") + "…"
+	return strings.ToValidUTF8(s[:limit-len("…")], "") + "…"
 }
 
 func remoteServerInfo(res *mcpclient.Result) *cantusv1alpha1.RemoteServerInfo {
