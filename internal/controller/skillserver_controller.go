@@ -110,7 +110,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
 	}
-	verified := alreadyVerified(ss, hash)
+	verified := alreadyVerified(ss, hash, obs.URL)
 	setObserved(ss, obs, hash, reexported.Served)
 	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
 	ss.Status.ObservedGeneration = ss.Generation

@@ -72,12 +72,12 @@ func verifyRetry(failingSince time.Time, now time.Time) time.Duration {
 	return min(max(now.Sub(failingSince)/2, minRetry), maxRetry)
 }
 
-// alreadyVerified says whether the pods were verified for this very config, so that
-// neither a resync nor an operator restart probes a server that nothing changed.
-func alreadyVerified(before *cantusv1alpha1.SkillServer, configHash string) bool {
+// alreadyVerified says whether the pods were verified for this very config at this URL,
+// so that neither a resync nor an operator restart probes a server nothing changed.
+func alreadyVerified(before *cantusv1alpha1.SkillServer, configHash, url string) bool {
 	c := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionVerified)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == before.Generation &&
-		before.Status.ConfigHash == configHash
+		before.Status.ConfigHash == configHash && before.Status.URL == url
 }
 
 // verifyTarget is how the operator reaches a SkillServer's pods, with its token when it

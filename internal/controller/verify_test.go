@@ -127,3 +127,34 @@ func TestPodsServingTheWrongToolsAreNotReady(t *testing.T) {
 		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
 		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
 }
+
+func TestAlreadyVerifiedOnlyForTheSameConfigAndURL(t *testing.T) {
+	verifiedAt := func(gen int64, hash, url string, status metav1.ConditionStatus) *cantusv1alpha1.SkillServer {
+		ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Generation: gen}}
+		ss.Status.ConfigHash, ss.Status.URL = hash, url
+		setCondition(ss, cantusv1alpha1.ConditionVerified, status, cantusv1alpha1.ReasonToolsServed, "")
+		return ss
+	}
+	tests := []struct {
+		name string
+		ss   *cantusv1alpha1.SkillServer
+		want bool
+	}{
+		{"same config, URL and generation", verifiedAt(2, "h1", "u", metav1.ConditionTrue), true},
+		{"config changed", verifiedAt(2, "h0", "u", metav1.ConditionTrue), false},
+		{"URL changed", verifiedAt(2, "h1", "v", metav1.ConditionTrue), false},
+		{"last check failed", verifiedAt(2, "h1", "u", metav1.ConditionFalse), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := alreadyVerified(tt.ss, "h1", "u"); got != tt.want {
+				t.Errorf("alreadyVerified = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	newer := verifiedAt(2, "h1", "u", metav1.ConditionTrue)
+	newer.Generation = 3
+	if alreadyVerified(newer, "h1", "u") {
+		t.Error("a verification of an older generation counts for a newer one")
+	}
+}
