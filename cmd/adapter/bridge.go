@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/bridge"
+	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
 )
 
 const bridgeUsage = `usage:
@@ -48,12 +48,12 @@ func parseBridgeFlags(args []string, stderr io.Writer) (*bridgeFlags, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, bridgeUsage) }
 	fs.StringVar(&f.host, "host", "0.0.0.0", "address to listen on")
-	fs.IntVar(&f.port, "port", bridge.Port, "port to listen on; 0 picks a free port")
-	fs.DurationVar(&f.backoffInitial, "restart-backoff-initial", bridge.DefaultRestartBackoffInitial, "delay before the first restart of COMMAND; it doubles with every exit")
-	fs.DurationVar(&f.backoffMax, "restart-backoff-max", bridge.DefaultRestartBackoffMax, "longest delay between restarts of COMMAND")
-	fs.DurationVar(&f.requestTimeout, "request-timeout", bridge.DefaultRequestTimeout, "how long a request waits for COMMAND's answer")
+	fs.IntVar(&f.port, "port", stdioproxy.DefaultPort, "port to listen on; 0 picks a free port")
+	fs.DurationVar(&f.backoffInitial, "restart-backoff-initial", stdioproxy.DefaultRestartBackoffInitial, "delay before the first restart of COMMAND; it doubles with every exit")
+	fs.DurationVar(&f.backoffMax, "restart-backoff-max", stdioproxy.DefaultRestartBackoffMax, "longest delay between restarts of COMMAND")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", stdioproxy.DefaultRequestTimeout, "how long a request waits for COMMAND's answer")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight requests may take before COMMAND is stopped")
-	fs.DurationVar(&f.stopGrace, "stop-grace", bridge.DefaultStopGrace, "how long COMMAND has after SIGTERM before SIGKILL")
+	fs.DurationVar(&f.stopGrace, "stop-grace", stdioproxy.DefaultStopGrace, "how long COMMAND has after SIGTERM before SIGKILL")
 	fs.IntVar(&f.verbosity, "v", 0, "log verbosity: 1 logs the messages the bridge drops")
 	fs.StringVar(&f.installTo, "install-to", "", "copy this executable to PATH and exit")
 	if err := fs.Parse(args); err != nil {
@@ -105,7 +105,7 @@ func bridgeCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	log := newLogger(stderr, flags.verbosity).WithName("bridge")
-	b, err := bridge.New(flags.argv, bridge.Options{
+	b, err := stdioproxy.New(flags.argv, stdioproxy.Options{
 		Logger:                log,
 		RequestTimeout:        flags.requestTimeout,
 		RestartBackoffInitial: flags.backoffInitial,

@@ -21,7 +21,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/bridge"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -96,7 +95,7 @@ func run(opts options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	rt, err := newRuntime(mgr, opts)
+	rt, bridges, err := newRuntimes(mgr, opts)
 	if err != nil {
 		return err
 	}
@@ -112,10 +111,6 @@ func run(opts options) error {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
 	}
 
-	bridges, err := newBridges(mgr, opts)
-	if err != nil {
-		return err
-	}
 	if err := (&controller.RemoteToolImportReconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorder("cantus-operator"),
@@ -150,37 +145,30 @@ func run(opts options) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-func newRuntime(mgr ctrl.Manager, opts options) (workload.Runtime, error) {
+// newRuntimes returns where adapters and stdio bridges run: as Deployments (bridges
+// running the user's image), or in and beside this manager (local runtime).
+func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.Bridges, error) {
 	switch opts.runtime {
 	case "kubernetes":
 		kube := workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain)
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			kube.Operator = workload.OperatorPeer(ns)
 		}
-		return kube, nil
+		return kube, kube.Bridges(), nil
 	case "local":
 		local := workload.NewLocal(mgr.GetAPIReader())
 		local.MemoryDir = opts.localMemoryDir
 		if err := mgr.Add(local); err != nil {
-			return nil, fmt.Errorf("add local runtime: %w", err)
+			return nil, nil, fmt.Errorf("add local runtime: %w", err)
 		}
-		return local, nil
+		bridges := workload.NewLocalBridges(opts.adapterBinary, ctrl.Log.WithName("bridge"))
+		if err := mgr.Add(bridges); err != nil {
+			return nil, nil, fmt.Errorf("add local stdio bridges: %w", err)
+		}
+		return local, bridges, nil
 	default:
-		return nil, errors.New("--runtime must be kubernetes or local")
+		return nil, nil, errors.New("--runtime must be kubernetes or local")
 	}
-}
-
-// newBridges runs stdio imports where the adapters run: as Deployments running the user's
-// image, or as child processes of this manager (local runtime).
-func newBridges(mgr ctrl.Manager, opts options) (controller.Bridges, error) {
-	if opts.runtime != "local" {
-		return &bridge.Kubernetes{Client: mgr.GetClient(), AdapterImage: opts.adapterImage, ClusterDomain: opts.clusterDomain}, nil
-	}
-	local := bridge.NewLocal(opts.adapterBinary, ctrl.Log.WithName("bridge"))
-	if err := mgr.Add(local); err != nil {
-		return nil, fmt.Errorf("add local stdio bridges: %w", err)
-	}
-	return local, nil
 }
 
 // siblingAdapter is the adapter binary next to this one, as `make build` lays them out.

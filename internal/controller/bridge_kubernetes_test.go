@@ -12,7 +12,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/bridge"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // A stdio import under the kubernetes runtime, against the real API server: the import
@@ -33,7 +33,7 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 		},
 	}
 	r := importReconciler()
-	r.Bridges = &bridge.Kubernetes{Client: k8sClient, AdapterImage: "ghcr.io/cantus-dev/cantus-operator:test", ClusterDomain: "cluster.local"}
+	r.Bridges = workload.NewKubernetes(k8sClient, "ghcr.io/cantus-dev/cantus-operator:test", "cluster.local").Bridges()
 	got := reconcileImport(t, r, imp)
 	ready := importCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(cantusv1alpha1.ReasonBridgeNotReady), ready.Message)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/bridge"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -63,7 +63,7 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 	ns := newNamespace(t)
 	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
-	bridges := bridge.NewLocal(peers.AdapterBinary(t), logr.Discard())
+	bridges := workload.NewLocalBridges(peers.AdapterBinary(t), logr.Discard())
 	bridgeCtx, stop := context.WithCancel(ctx)
 	go func() { _ = bridges.Start(bridgeCtx) }()
 	t.Cleanup(stop)

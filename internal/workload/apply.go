@@ -24,24 +24,24 @@ type applyConfiguration interface {
 // same resourceVersion of the live object, so that reconciling an unchanged SkillServer
 // sends no write to the API server. Anyone else's edit changes the resourceVersion and
 // the next reconcile applies again, taking the fields back.
-func (k *Kubernetes) apply(ctx context.Context, live client.Object, desired applyConfigurationObject) error {
+func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.Object, desired applyConfigurationObject) error {
 	key := types.NamespacedName{Namespace: *desired.GetNamespace(), Name: *desired.GetName()}
 	kind := *desired.GetKind()
 	requestID, err := requestHash(desired)
 	if err != nil {
 		return err
 	}
-	if err := k.Client.Get(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.Get(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
-	if live.GetResourceVersion() != "" && k.applied.has(kind, key, live.GetResourceVersion(), requestID) {
+	if live.GetResourceVersion() != "" && c.has(kind, key, live.GetResourceVersion(), requestID) {
 		return nil
 	}
-	if err := k.Client.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := cl.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply %s %s: %w", kind, key, err)
 	}
 	if rv := resourceVersionOf(desired); rv != "" {
-		k.applied.add(kind, key, rv, requestID)
+		c.add(kind, key, rv, requestID)
 	}
 	return nil
 }

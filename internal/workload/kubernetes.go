@@ -33,7 +33,6 @@ const (
 	configMountDir = "/etc/cantus"
 	authMountDir   = "/var/run/cantus/auth"
 	containerName  = "adapter"
-	portName       = "mcp"
 	// drainDelay keeps serving while endpoints controllers and proxies notice the pod
 	// went unready; shutdownGrace bounds in-flight calls after that.
 	drainDelay    = 5 * time.Second
@@ -67,6 +66,10 @@ func OperatorPeer(namespace string) *networkingv1.NetworkPolicyPeer {
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}},
 		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelName: OperatorName}},
 	}
+}
+
+func (k *Kubernetes) apply(ctx context.Context, live client.Object, desired applyConfigurationObject) error {
+	return k.applied.apply(ctx, k.Client, live, desired)
 }
 
 // NewKubernetes returns the kubernetes runtime.
@@ -134,7 +137,7 @@ func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alp
 
 func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer) (Observation, error) {
 	obs := Observation{
-		URL:      fmt.Sprintf("http://%s.%s.svc.%s:%d%s", ss.Name, ss.Namespace, k.ClusterDomain, render.PortOf(ss), render.EndpointPath(ss)),
+		URL:      serviceURL(ss.Name, ss.Namespace, k.ClusterDomain, render.PortOf(ss), render.EndpointPath(ss)),
 		Selector: Selector(ss),
 	}
 	dep := &appsv1.Deployment{}
@@ -184,14 +187,9 @@ func deploymentConditionTrue(dep *appsv1.Deployment, t appsv1.DeploymentConditio
 	return false
 }
 
-func ownerReference(ss *cantusv1alpha1.SkillServer) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(cantusv1alpha1.GroupVersion.String()).
-		WithKind("SkillServer").
-		WithName(ss.Name).
-		WithUID(ss.UID).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
+// ownerOf makes the SkillServer the controller of an adapter child.
+func ownerOf(ss *cantusv1alpha1.SkillServer) *metav1ac.OwnerReferenceApplyConfiguration {
+	return ownerReference("SkillServer", ss)
 }
 
 func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) (*corev1ac.ConfigMapApplyConfiguration, error) {
@@ -201,7 +199,7 @@ func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) (*c
 	}
 	return corev1ac.ConfigMap(ConfigMapName(ss), ss.Namespace).
 		WithLabels(Labels(ss)).
-		WithOwnerReferences(ownerReference(ss)).
+		WithOwnerReferences(ownerOf(ss)).
 		WithData(map[string]string{adapterconfig.ConfigFileName: string(data)}), nil
 }
 
@@ -209,24 +207,17 @@ func configMapFor(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) (*c
 func ConfigMapName(ss *cantusv1alpha1.SkillServer) string { return ss.Name + "-adapter" }
 
 func (k *Kubernetes) deploymentFor(ss *cantusv1alpha1.SkillServer, hash string, files []render.File) *appsv1ac.DeploymentApplyConfiguration {
-	pod := corev1ac.PodSpec().
-		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(int64((drainDelay + shutdownGrace + 5*time.Second).Seconds())).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(65532).
-			WithRunAsGroup(65532).
-			WithFSGroup(65532).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+	pod := restrictedPodSpec(drainDelay + shutdownGrace).
 		WithContainers(k.containerFor(ss, files)).
 		WithVolumes(volumesFor(ss, files)...)
+	// The memory claim's files belong to the adapter's group, so a fresh volume is writable.
+	pod.SecurityContext.WithFSGroup(nonRootID)
 	if ss.Spec.Pod != nil && ss.Spec.Pod.ServiceAccountName != "" {
 		pod.WithServiceAccountName(ss.Spec.Pod.ServiceAccountName)
 	}
 	return appsv1ac.Deployment(ss.Name, ss.Namespace).
 		WithLabels(Labels(ss)).
-		WithOwnerReferences(ownerReference(ss)).
+		WithOwnerReferences(ownerOf(ss)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(ptr.Deref(ss.Spec.Replicas, 1)).
 			WithStrategy(strategyFor(ss)).
@@ -247,16 +238,12 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render
 		WithImage(image).
 		WithCommand(AdapterCommand).
 		WithArgs(AdapterArgs(ss)...).
-		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(render.PortOf(ss)).WithProtocol(corev1.ProtocolTCP)).
+		WithPorts(mcpContainerPort(render.PortOf(ss))).
 		WithReadinessProbe(httpProbe(adapterconfig.PathReadyz, 2)).
 		WithLivenessProbe(httpProbe(adapterconfig.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
 		WithVolumeMounts(volumeMountsFor(ss, files)...).
-		WithSecurityContext(corev1ac.SecurityContext().
-			WithAllowPrivilegeEscalation(false).
-			WithReadOnlyRootFilesystem(true).
-			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+		WithSecurityContext(restrictedContainerSecurityContext())
 }
 
 // AdapterCommand is the adapter binary's path in the image.
@@ -273,15 +260,8 @@ func AdapterArgs(ss *cantusv1alpha1.SkillServer) []string {
 	}
 }
 
-func httpProbe(path string, periodSeconds int32) *corev1ac.ProbeApplyConfiguration {
-	return corev1ac.Probe().
-		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(portName))).
-		WithPeriodSeconds(periodSeconds)
-}
-
 func resourcesFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ResourceRequirementsApplyConfiguration {
-	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
-	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}
+	requests, limits := resourceList("50m", "64Mi"), resourceList("", "256Mi")
 	if ss.Spec.Pod != nil && ss.Spec.Pod.Resources != nil {
 		requests, limits = ss.Spec.Pod.Resources.Requests, ss.Spec.Pod.Resources.Limits
 	}
@@ -371,7 +351,7 @@ func memoryClaimFor(ss *cantusv1alpha1.SkillServer) *corev1ac.PersistentVolumeCl
 	}
 	return corev1ac.PersistentVolumeClaim(MemoryClaimName(ss), ss.Namespace).
 		WithLabels(Labels(ss)).
-		WithOwnerReferences(ownerReference(ss)).
+		WithOwnerReferences(ownerOf(ss)).
 		WithSpec(spec)
 }
 
@@ -435,16 +415,10 @@ func serviceFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ServiceApplyConfigurat
 	return corev1ac.Service(ss.Name, ss.Namespace).
 		WithLabels(discoveryLabels(ss)).
 		WithAnnotations(discoveryAnnotations(ss)).
-		WithOwnerReferences(ownerReference(ss)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(SelectorLabels(ss)).
-			WithPorts(corev1ac.ServicePort().
-				WithName(portName).
-				WithAppProtocol(AppProtocolAgentgatewayMCP).
-				WithPort(render.PortOf(ss)).
-				WithTargetPort(intstr.FromString(portName)).
-				WithProtocol(corev1.ProtocolTCP)))
+		WithOwnerReferences(ownerOf(ss)).
+		WithSpec(mcpServiceSpec(SelectorLabels(ss), corev1ac.ServicePort().
+			WithAppProtocol(AppProtocolAgentgatewayMCP).
+			WithPort(render.PortOf(ss))))
 }
 
 func networkPolicyFor(ss *cantusv1alpha1.SkillServer, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
@@ -457,7 +431,7 @@ func networkPolicyFor(ss *cantusv1alpha1.SkillServer, operator *networkingv1.Net
 	}
 	return networkingv1ac.NetworkPolicy(ss.Name, ss.Namespace).
 		WithLabels(Labels(ss)).
-		WithOwnerReferences(ownerReference(ss)).
+		WithOwnerReferences(ownerOf(ss)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(ss))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).

@@ -1,6 +1,8 @@
-// Package workload runs the adapter for a SkillServer. Two runtimes share one seam:
-// kubernetes (ConfigMap, Deployment, Service, NetworkPolicy owned by the SkillServer)
-// and local (the same rendered config served in the manager process on 127.0.0.1).
+// Package workload runs what the operator runs: the adapter of each SkillServer and the
+// stdio bridge of each stdio RemoteToolImport. Two runtimes share one seam each:
+// kubernetes (children owned by the SkillServer or import and applied server-side, with
+// one set of labels, pod security settings, owner references and write cache) and local
+// (adapters served in the manager process on 127.0.0.1, bridges as its child processes).
 package workload
 
 import (

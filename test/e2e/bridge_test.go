@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/bridge"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -64,7 +64,7 @@ func bufferLogger(t *testing.T) logr.Logger {
 func TestStdioBridgeServerEverything(t *testing.T) {
 	ctx := testContext(t, testTimeout)
 	started := time.Now()
-	local := bridge.NewLocal(peers.AdapterBinary(t), bufferLogger(t))
+	local := workload.NewLocalBridges(peers.AdapterBinary(t), bufferLogger(t))
 	t.Cleanup(func() { _ = local.Stop(context.Background()) })
 	imp := &cantusv1alpha1.RemoteToolImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "e2e", Name: "everything"},

@@ -1,4 +1,4 @@
-package bridge
+package workload
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/stdioproxy/proxytest"
 )
 
 func stdioImport(name string, command []string, args ...string) *cantusv1alpha1.RemoteToolImport {
@@ -29,15 +31,15 @@ func stdioImport(name string, command []string, args ...string) *cantusv1alpha1.
 func childPID(t *testing.T, url string) int {
 	t.Helper()
 	var r struct{ PID int }
-	a := post(t, url, request(1, "pid", nil))
+	a := proxytest.Post(t, url, proxytest.Request(1, "pid", nil))
 	if err := json.Unmarshal(a.Result, &r); err != nil || r.PID == 0 {
-		t.Fatalf("pid through %s: %s", url, a.raw)
+		t.Fatalf("pid through %s: %s", url, a.Raw)
 	}
 	return r.PID
 }
 
 func refused(url string) bool {
-	resp, err := http.Post(url, "application/json", strings.NewReader(request(1, "pid", nil)))
+	resp, err := http.Post(url, "application/json", strings.NewReader(proxytest.Request(1, "pid", nil)))
 	if err == nil {
 		resp.Body.Close()
 	}
@@ -47,17 +49,16 @@ func refused(url string) bool {
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // TestLocalEnsureForget drives the local runtime with a fake adapter (the test binary
-// serving the bridge package): Ensure starts a bridge process and returns its URL once
+// serving a stdioproxy bridge): Ensure starts a bridge process and returns its URL once
 // ready; the same spec keeps it; changed args restart it; a dead bridge is started again;
 // Forget and Stop stop bridges and their children.
 func TestLocalEnsureForget(t *testing.T) {
-	logs := &logSink{}
-	l := NewLocal(filepath.Join(helperDir, fakeAdapterName), logs.logger())
+	l := NewLocalBridges(proxytest.Path(fakeAdapterName), testr.New(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })
 
-	imp := stdioImport("fake", fakeServerArgv(), "serve")
+	imp := stdioImport("fake", proxytest.FakeServerArgv(), "serve")
 	url, ready, err := l.Ensure(ctx, imp)
 	if err != nil || !ready {
 		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
@@ -95,7 +96,7 @@ func TestLocalEnsureForget(t *testing.T) {
 	pid4 := childPID(t, url4)
 
 	// Another import, then Forget one and Stop the rest.
-	other := stdioImport("other", fakeServerArgv("serve"))
+	other := stdioImport("other", proxytest.FakeServerArgv("serve"))
 	otherURL, _, err := l.Ensure(ctx, other)
 	if err != nil {
 		t.Fatal(err)
@@ -133,22 +134,22 @@ func TestLocalEnsureForget(t *testing.T) {
 
 // TestLocalNotReady: a command that cannot run leaves the bridge up but not ready.
 func TestLocalNotReady(t *testing.T) {
-	l := NewLocal(filepath.Join(helperDir, fakeAdapterName), (&logSink{}).logger())
+	l := NewLocalBridges(proxytest.Path(fakeAdapterName), testr.New(t))
 	l.ReadyWait = 300 * time.Millisecond
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })
 	url, ready, err := l.Ensure(context.Background(), stdioImport("broken", []string{filepath.Join(t.TempDir(), "missing")}))
 	if err != nil || ready || url == "" {
 		t.Fatalf("Ensure = %q, %v, %v; want a URL, not ready, no error", url, ready, err)
 	}
-	a := post(t, url, request(1, "initialize", nil))
-	if a.status != http.StatusServiceUnavailable || a.Error == nil ||
+	a := proxytest.Post(t, url, proxytest.Request(1, "initialize", nil))
+	if a.Status != http.StatusServiceUnavailable || a.Error == nil ||
 		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: stdio server is not running (restarting in ") {
-		t.Errorf("HTTP %d %s", a.status, a.raw)
+		t.Errorf("HTTP %d %s", a.Status, a.Raw)
 	}
 }
 
 func TestLocalBadAdapter(t *testing.T) {
-	l := NewLocal(filepath.Join(t.TempDir(), "no-adapter"), (&logSink{}).logger())
+	l := NewLocalBridges(filepath.Join(t.TempDir(), "no-adapter"), testr.New(t))
 	if _, _, err := l.Ensure(context.Background(), stdioImport("x", []string{"true"})); err == nil {
 		t.Error("Ensure with a missing adapter binary succeeded")
 	}

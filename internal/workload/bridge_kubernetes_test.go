@@ -1,4 +1,4 @@
-package bridge
+package workload
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 const adapterImage = "ghcr.io/cantus-dev/cantus-operator:v0.1.0"
 
 // renderedDeployment renders the apply configuration and decodes it as a Deployment.
-func renderedDeployment(t *testing.T, k *Kubernetes, imp *cantusv1alpha1.RemoteToolImport) *appsv1.Deployment {
+func renderedDeployment(t *testing.T, k *KubernetesBridges, imp *cantusv1alpha1.RemoteToolImport) *appsv1.Deployment {
 	t.Helper()
 	ac, err := k.deploymentFor(imp)
 	if err != nil {
@@ -41,7 +41,7 @@ func renderedDeployment(t *testing.T, k *Kubernetes, imp *cantusv1alpha1.RemoteT
 }
 
 func TestBridgeDeployment(t *testing.T) {
-	k := &Kubernetes{AdapterImage: adapterImage, ClusterDomain: "cluster.local"}
+	k := NewKubernetes(nil, adapterImage, "cluster.local").Bridges()
 	imp := stdioImport("github", []string{"npx", "-y", "@modelcontextprotocol/server-github"}, "--toolsets", "repos")
 	dep := renderedDeployment(t, k, imp)
 
@@ -145,7 +145,7 @@ func TestBridgeDeployment(t *testing.T) {
 
 func TestBridgeService(t *testing.T) {
 	imp := stdioImport("github", []string{"server"})
-	svc := serviceFor(imp)
+	svc := bridgeServiceFor(imp)
 	data, _ := json.Marshal(svc)
 	got := &corev1.Service{}
 	if err := json.Unmarshal(data, got); err != nil {
@@ -157,10 +157,10 @@ func TestBridgeService(t *testing.T) {
 	if len(got.Spec.Ports) != 1 || got.Spec.Ports[0].Port != 8765 || got.Spec.Ports[0].TargetPort.StrVal != "mcp" {
 		t.Errorf("ports %+v", got.Spec.Ports)
 	}
-	if !reflect.DeepEqual(got.Spec.Selector, selectorLabels(imp)) {
+	if !reflect.DeepEqual(got.Spec.Selector, bridgeSelectorLabels(imp)) {
 		t.Errorf("selector %v", got.Spec.Selector)
 	}
-	k := &Kubernetes{ClusterDomain: "cluster.example"}
+	k := NewKubernetes(nil, adapterImage, "cluster.example").Bridges()
 	if u := k.URL(imp); u != "http://github-bridge.team-a.svc.cluster.example:8765/mcp" {
 		t.Errorf("URL %s", u)
 	}
@@ -171,19 +171,19 @@ func TestBridgeName(t *testing.T) {
 		"github", "a", strings.Repeat("x", 56), strings.Repeat("x", 57), strings.Repeat("long-name.", 25) + "end",
 		"0day", "dotted.name",
 	} {
-		got := Name(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		got := BridgeName(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		if errs := validation.IsDNS1035Label(got); len(errs) > 0 {
-			t.Errorf("Name(%q) = %q is no valid Service name: %v", name, got, errs)
+			t.Errorf("BridgeName(%q) = %q is no valid Service name: %v", name, got, errs)
 		}
 		if !strings.HasSuffix(got, "-bridge") {
-			t.Errorf("Name(%q) = %q", name, got)
+			t.Errorf("BridgeName(%q) = %q", name, got)
 		}
 		if len(name) <= 56 && name[0] >= 'a' && !strings.Contains(name, ".") && got != name+"-bridge" {
-			t.Errorf("Name(%q) = %q, want %q", name, got, name+"-bridge")
+			t.Errorf("BridgeName(%q) = %q, want %q", name, got, name+"-bridge")
 		}
 	}
-	a := Name(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("x", 60) + "a"}})
-	b := Name(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("x", 60) + "b"}})
+	a := BridgeName(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("x", 60) + "a"}})
+	b := BridgeName(&cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("x", 60) + "b"}})
 	if a == b {
 		t.Errorf("two long names map to the same bridge %q", a)
 	}
@@ -196,7 +196,7 @@ func TestKubernetesEnsure(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = cantusv1alpha1.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&appsv1.Deployment{}).Build()
-	k := &Kubernetes{Client: c, AdapterImage: adapterImage, ClusterDomain: "cluster.local"}
+	k := NewKubernetes(c, adapterImage, "cluster.local").Bridges()
 	imp := stdioImport("github", []string{"server"}, "--x")
 	ctx := context.Background()
 
@@ -247,7 +247,7 @@ func TestDeploymentAvailable(t *testing.T) {
 		{"scaled to zero", appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.DeploymentSpec{Replicas: ptrTo(int32(0))},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Conditions: available}}, false},
 	} {
-		if got := deploymentAvailable(&tc.dep); got != tc.want {
+		if got, _, _ := DeploymentAvailability(&tc.dep); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -263,7 +263,10 @@ type bridges interface {
 }
 
 var (
-	_ bridges          = (*Local)(nil)
-	_ bridges          = (*Kubernetes)(nil)
+	_ bridges          = (*LocalBridges)(nil)
+	_ bridges          = (*KubernetesBridges)(nil)
+	_ manager.Runnable = (*LocalBridges)(nil)
 	_ manager.Runnable = (*Local)(nil)
+	_ Runtime          = (*Local)(nil)
+	_ Runtime          = (*Kubernetes)(nil)
 )

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bridge
+package stdioproxy
 
 import (
 	"os"
@@ -13,7 +13,6 @@ const (
 	sigKill = syscall.SIGKILL
 )
 
-func childSysProcAttr() *syscall.SysProcAttr  { return nil }
-func bridgeSysProcAttr() *syscall.SysProcAttr { return nil }
+func childSysProcAttr() *syscall.SysProcAttr { return nil }
 
 func signalGroup(p *os.Process, _ syscall.Signal) { _ = p.Kill() }

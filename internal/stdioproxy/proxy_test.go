@@ -1,4 +1,4 @@
-package bridge
+package stdioproxy
 
 import (
 	"encoding/json"
@@ -65,11 +65,11 @@ func TestIDsPassThroughExactly(t *testing.T) {
 		if string(a.ID) != id {
 			t.Errorf("id %s came back as %s", id, a.ID)
 		}
-		if ct := a.header.Get("Content-Type"); ct != "application/json" {
+		if ct := a.Header.Get("Content-Type"); ct != "application/json" {
 			t.Errorf("Content-Type %q", ct)
 		}
-		if !strings.Contains(string(a.raw), `"params":{"k":"<&>"}`) {
-			t.Errorf("the answer was re-encoded: %s", a.raw)
+		if !strings.Contains(string(a.Raw), `"params":{"k":"<&>"}`) {
+			t.Errorf("the answer was re-encoded: %s", a.Raw)
 		}
 	}
 }
@@ -81,15 +81,15 @@ func TestNotifications(t *testing.T) {
 	tb.waitRunning(t)
 
 	a := post(t, tb.url, notification("notifications/initialized", nil))
-	if a.status != http.StatusAccepted || len(a.raw) != 0 {
-		t.Fatalf("notification: HTTP %d %q, want 202 and no body", a.status, a.raw)
+	if a.Status != http.StatusAccepted || len(a.Raw) != 0 {
+		t.Fatalf("notification: HTTP %d %q, want 202 and no body", a.Status, a.Raw)
 	}
 
 	slow := make(chan rpcAnswer, 1)
 	go func() { slow <- post(t, tb.url, request("mine", "slow", map[string]any{"ms": 20000})) }()
 	waitFor(t, 5*time.Second, "the slow request to be pending", func() bool { return tb.Stats().Pending == 1 })
-	if a := post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "mine", "reason": "changed my mind"})); a.status != http.StatusAccepted {
-		t.Fatalf("cancel: HTTP %d %s", a.status, a.raw)
+	if a := post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "mine", "reason": "changed my mind"})); a.Status != http.StatusAccepted {
+		t.Fatalf("cancel: HTTP %d %s", a.Status, a.Raw)
 	}
 	// A cancel naming no waiting request is dropped, not sent.
 	post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "nobody"}))
@@ -178,14 +178,14 @@ func TestRefusedMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := post(t, tb.url, tc.body, tc.headers...)
-			if a.status != tc.status {
-				t.Fatalf("HTTP %d %s, want %d", a.status, a.raw, tc.status)
+			if a.Status != tc.status {
+				t.Fatalf("HTTP %d %s, want %d", a.Status, a.Raw, tc.status)
 			}
 			if tc.code == 0 {
 				return
 			}
 			if a.Error == nil || a.Error.Code != tc.code || !strings.Contains(a.Error.Message, tc.message) {
-				t.Errorf("answer %s, want error %d containing %q", a.raw, tc.code, tc.message)
+				t.Errorf("answer %s, want error %d containing %q", a.Raw, tc.code, tc.message)
 			}
 		})
 	}
@@ -211,7 +211,7 @@ func TestOversizedAnswer(t *testing.T) {
 	if a.Error == nil || a.Error.Code != codeRemoteError || string(a.ID) != `"big"` ||
 		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: the stdio server's answer is ") ||
 		!strings.Contains(a.Error.Message, fmt.Sprintf("more than the bridge's limit of %d bytes", limit)) {
-		t.Fatalf("oversized answer: %s", a.raw)
+		t.Fatalf("oversized answer: %s", a.Raw)
 	}
 	a = post(t, tb.url, request("fits", "big", map[string]any{"bytes": limit - 100}))
 	var r struct{ Data string }
@@ -233,9 +233,9 @@ func TestRequestTimeout(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("the timeout took %s", took)
 	}
-	if a.status != http.StatusOK || a.Error == nil || a.Error.Code != codeRemoteError || string(a.ID) != "9" ||
+	if a.Status != http.StatusOK || a.Error == nil || a.Error.Code != codeRemoteError || string(a.ID) != "9" ||
 		a.Error.Message != "mcp_remote_error: stdio server did not answer within 300ms" {
-		t.Fatalf("timed out request: HTTP %d %s", a.status, a.raw)
+		t.Fatalf("timed out request: HTTP %d %s", a.Status, a.Raw)
 	}
 	var cancels int
 	for _, l := range seenLines(t, tb.url) {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bridge
+package stdioproxy
 
 import (
 	"os"
@@ -17,12 +17,6 @@ const (
 // the bridge itself dies without stopping it.
 func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-// bridgeSysProcAttr is for the bridge processes the local runtime starts: they get
-// SIGTERM when the operator dies, and stop their own child then.
-func bridgeSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
 
 // signalGroup signals the process group p leads (p itself when that fails).

@@ -1,4 +1,4 @@
-package bridge
+package workload
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
 )
 
-// Local is the local runtime of stdio bridges: each stdio RemoteToolImport gets a
+// LocalBridges is the local runtime of stdio bridges: each stdio RemoteToolImport gets a
 // bridge process on this host,
 //
 //	ADAPTER bridge --host 127.0.0.1 --port 0 -- COMMAND... ARGS...
@@ -36,9 +38,9 @@ import (
 // credentials. A changed command or args restarts the bridge (on a new port); a bridge
 // that died is started again by the next Ensure.
 //
-// Local is a controller-runtime manager.Runnable: Start blocks until the manager stops
+// LocalBridges is a controller-runtime manager.Runnable: Start blocks until the manager stops
 // and then stops every bridge.
-type Local struct {
+type LocalBridges struct {
 	adapterBinary string
 	log           logr.Logger
 
@@ -85,10 +87,10 @@ func (p *localProcess) exited() bool {
 	}
 }
 
-// NewLocal returns the local runtime; adapterBinary is the adapter executable (normally
+// NewLocalBridges returns the local runtime of stdio bridges; adapterBinary is the adapter executable (normally
 // the operator's sibling, e.g. bin/adapter).
-func NewLocal(adapterBinary string, logger logr.Logger) *Local {
-	return &Local{
+func NewLocalBridges(adapterBinary string, logger logr.Logger) *LocalBridges {
+	return &LocalBridges{
 		adapterBinary: adapterBinary,
 		log:           logger,
 		Host:          "127.0.0.1",
@@ -101,13 +103,13 @@ func NewLocal(adapterBinary string, logger logr.Logger) *Local {
 }
 
 // OwnedTypes: the local runtime creates no Kubernetes objects.
-func (l *Local) OwnedTypes() []client.Object { return nil }
+func (l *LocalBridges) OwnedTypes() []client.Object { return nil }
 
 // Ensure starts the import's bridge, or restarts it when its command or args changed or
 // it died, and returns its URL; ready is true once its /readyz answers 200 (the stdio
 // server runs).
-func (l *Local) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
-	argv, err := Argv(imp)
+func (l *LocalBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
+	argv, err := BridgeArgv(imp)
 	if err != nil {
 		return "", false, err
 	}
@@ -139,7 +141,7 @@ func (l *Local) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport
 			l.stopProcess(ctx, p)
 			e.proc = nil
 		default:
-			return p.baseURL + PathMCP, l.ready(ctx, p), nil
+			return p.baseURL + stdioproxy.PathMCP, l.ready(ctx, p), nil
 		}
 	}
 	p, err := l.start(ctx, key, argv, hash)
@@ -154,11 +156,11 @@ func (l *Local) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport
 		return "", false, fmt.Errorf("the bridge of %s was stopped while it started", key)
 	}
 	e.proc = p
-	return p.baseURL + PathMCP, l.waitReady(ctx, p), nil
+	return p.baseURL + stdioproxy.PathMCP, l.waitReady(ctx, p), nil
 }
 
 // Forget stops the import's bridge.
-func (l *Local) Forget(ctx context.Context, key types.NamespacedName) error {
+func (l *LocalBridges) Forget(ctx context.Context, key types.NamespacedName) error {
 	l.mu.Lock()
 	e := l.bridges[key]
 	delete(l.bridges, key)
@@ -176,7 +178,7 @@ func (l *Local) Forget(ctx context.Context, key types.NamespacedName) error {
 }
 
 // Start implements manager.Runnable: it blocks until ctx ends, then stops every bridge.
-func (l *Local) Start(ctx context.Context) error {
+func (l *LocalBridges) Start(ctx context.Context) error {
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), l.StopTimeout+5*time.Second)
 	defer cancel()
@@ -184,7 +186,7 @@ func (l *Local) Start(ctx context.Context) error {
 }
 
 // Stop stops every bridge (in parallel) and refuses new ones.
-func (l *Local) Stop(ctx context.Context) error {
+func (l *LocalBridges) Stop(ctx context.Context) error {
 	l.mu.Lock()
 	l.stopped = true
 	entries := l.bridges
@@ -226,7 +228,7 @@ func localEnv() []string {
 	return env
 }
 
-func (l *Local) start(ctx context.Context, key types.NamespacedName, argv []string, hash string) (*localProcess, error) {
+func (l *LocalBridges) start(ctx context.Context, key types.NamespacedName, argv []string, hash string) (*localProcess, error) {
 	args := append([]string{"bridge", "--host", l.Host, "--port", "0", "--"}, argv...)
 	cmd := exec.Command(l.adapterBinary, args...)
 	cmd.Env = localEnv()
@@ -249,7 +251,7 @@ func (l *Local) start(ctx context.Context, key types.NamespacedName, argv []stri
 	output.Add(2)
 	go func() {
 		defer output.Done()
-		copyLines(stderr, log, "bridge", DefaultStderrLineBytes, DefaultStderrLinesPerSecond, &lineCounters{}, p.stderr)
+		stdioproxy.LogLines(stderr, log, "bridge", p.stderr)
 	}()
 	go func() {
 		defer output.Done()
@@ -276,7 +278,7 @@ func (l *Local) start(ctx context.Context, key types.NamespacedName, argv []stri
 	select {
 	case u := <-urls:
 		p.baseURL = u
-		log.Info("stdio bridge listening", "url", u+PathMCP, "pid", cmd.Process.Pid, "command", argv[0])
+		log.Info("stdio bridge listening", "url", u+stdioproxy.PathMCP, "pid", cmd.Process.Pid, "command", argv[0])
 		return p, nil
 	case <-p.done:
 		return nil, fmt.Errorf("the stdio bridge exited before it was listening (%s): %s",
@@ -304,11 +306,11 @@ func parseListening(line string) string {
 }
 
 // ready asks the bridge's /readyz once.
-func (l *Local) ready(ctx context.Context, p *localProcess) bool {
+func (l *LocalBridges) ready(ctx context.Context, p *localProcess) bool {
 	if p.exited() {
 		return false
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.baseURL+PathReadyz, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.baseURL+stdioproxy.PathReadyz, nil)
 	if err != nil {
 		return false
 	}
@@ -322,7 +324,7 @@ func (l *Local) ready(ctx context.Context, p *localProcess) bool {
 }
 
 // waitReady polls /readyz for up to ReadyWait.
-func (l *Local) waitReady(ctx context.Context, p *localProcess) bool {
+func (l *LocalBridges) waitReady(ctx context.Context, p *localProcess) bool {
 	deadline := time.Now().Add(l.ReadyWait)
 	for {
 		if l.ready(ctx, p) {
@@ -342,11 +344,13 @@ func (l *Local) waitReady(ctx context.Context, p *localProcess) bool {
 // stopProcess sends SIGTERM (the bridge then stops its child) and waits; it kills the
 // bridge after StopTimeout or when ctx ends. The child has a death signal set, so it does
 // not outlive a killed bridge.
-func (l *Local) stopProcess(ctx context.Context, p *localProcess) {
+func (l *LocalBridges) stopProcess(ctx context.Context, p *localProcess) {
 	if p.exited() {
 		return
 	}
-	_ = p.cmd.Process.Signal(sigTerm)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil { // no SIGTERM on this system
+		_ = p.cmd.Process.Kill()
+	}
 	timer := time.NewTimer(l.StopTimeout)
 	defer timer.Stop()
 	select {
@@ -360,8 +364,8 @@ func (l *Local) stopProcess(ctx context.Context, p *localProcess) {
 	<-p.done
 }
 
-// Argv is the command line of an import's stdio server: command then args.
-func Argv(imp *cantusv1alpha1.RemoteToolImport) ([]string, error) {
+// BridgeArgv is the command line of an import's stdio server: command then args.
+func BridgeArgv(imp *cantusv1alpha1.RemoteToolImport) ([]string, error) {
 	if imp.Spec.Stdio == nil || len(imp.Spec.Stdio.Command) == 0 || imp.Spec.Stdio.Command[0] == "" {
 		return nil, fmt.Errorf("RemoteToolImport %s/%s has no stdio command", imp.Namespace, imp.Name)
 	}

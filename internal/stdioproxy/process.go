@@ -1,4 +1,4 @@
-package bridge
+package stdioproxy
 
 import (
 	"bufio"
@@ -370,6 +370,13 @@ func (s *supervisor) terminate(c *child) {
 // copyStderr logs the child's stderr line by line, bounded in line length and rate.
 func (s *supervisor) copyStderr(r io.Reader, log logr.Logger) {
 	copyLines(r, log, "stderr", s.opts.StderrLineBytes, s.opts.StderrLinesPerSecond, &s.lineCounters, nil)
+}
+
+// LogLines logs r line by line the way a bridge logs its child's stderr (lines cut at
+// DefaultStderrLineBytes, at most DefaultStderrLinesPerSecond logged a second); keep, when
+// set, also receives every line. The operator's local runtime logs its bridges with it.
+func LogLines(r io.Reader, log logr.Logger, msg string, keep io.Writer) {
+	copyLines(r, log, msg, DefaultStderrLineBytes, DefaultStderrLinesPerSecond, &lineCounters{}, keep)
 }
 
 // lineCounters count what copyLines did.

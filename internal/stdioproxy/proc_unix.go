@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package bridge
+package stdioproxy
 
 import (
 	"os"
@@ -15,8 +15,6 @@ const (
 // childSysProcAttr puts the child in a process group of its own, so that stopping it
 // reaches whatever it started.
 func childSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
-func bridgeSysProcAttr() *syscall.SysProcAttr { return nil }
 
 // signalGroup signals the process group p leads (p itself when that fails).
 func signalGroup(p *os.Process, sig syscall.Signal) {

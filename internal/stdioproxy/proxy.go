@@ -1,7 +1,8 @@
-// Package bridge serves an MCP server that speaks stdio (newline-delimited JSON-RPC on
-// its stdin and stdout) over streamable HTTP, and runs such bridges for RemoteToolImports
-// with transport stdio: as child processes of the operator (Local) or as a Deployment and
-// Service in the import's namespace (Kubernetes).
+// Package stdioproxy serves an MCP server that speaks stdio (newline-delimited JSON-RPC
+// on its stdin and stdout) over streamable HTTP. The adapter binary's bridge subcommand
+// runs it; the operator's runtimes (internal/workload) start such bridges for
+// RemoteToolImports with transport stdio. It depends on no Kubernetes client, so the
+// adapter binary stays free of one.
 //
 // # The proxy
 //
@@ -43,7 +44,7 @@
 // Like mcp-go's streamable HTTP server, the bridge refuses requests that arrive over a
 // loopback connection with a Host (or Origin) that is not a loopback name, with 403:
 // that is what DNS rebinding looks like.
-package bridge
+package stdioproxy
 
 import (
 	"bytes"
@@ -71,6 +72,10 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 )
+
+// DefaultPort is where a bridge serves unless told otherwise; the bridge pods of the
+// kubernetes runtime use it.
+const DefaultPort = 8765
 
 // Defaults of Options.
 const (

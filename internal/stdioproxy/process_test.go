@@ -1,4 +1,4 @@
-package bridge
+package stdioproxy
 
 import (
 	"encoding/json"
@@ -30,16 +30,16 @@ func TestChildCrashFailsPending(t *testing.T) {
 	crash := post(t, tb.url, request("crash", "crash", map[string]any{"code": 3}))
 	for _, a := range append([]rpcAnswer{crash}, <-answers, <-answers, <-answers) {
 		if a.Error == nil || a.Error.Message != "mcp_remote_error: stdio server exited: exit status 3" || a.Error.Code != codeRemoteError {
-			t.Errorf("pending request: HTTP %d %s, want the exit error", a.status, a.raw)
+			t.Errorf("pending request: HTTP %d %s, want the exit error", a.Status, a.Raw)
 		}
 	}
 
 	a := post(t, tb.url, request(5, "echo", nil))
-	if a.status != http.StatusServiceUnavailable || a.Error == nil || string(a.ID) != "5" ||
+	if a.Status != http.StatusServiceUnavailable || a.Error == nil || string(a.ID) != "5" ||
 		a.Error.Message != "mcp_remote_error: stdio server is not running (restarting in 1s)" {
-		t.Errorf("during the backoff: HTTP %d %s", a.status, a.raw)
+		t.Errorf("during the backoff: HTTP %d %s", a.Status, a.Raw)
 	}
-	if ra := a.header.Get("Retry-After"); ra != "1" {
+	if ra := a.Header.Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After %q, want 1", ra)
 	}
 	var data map[string]string
@@ -226,9 +226,9 @@ func TestStop(t *testing.T) {
 				t.Errorf("the child %d still runs", pid.PID)
 			}
 			a := post(t, tb.url, request(2, "echo", nil))
-			if a.status != http.StatusServiceUnavailable || a.Error == nil ||
+			if a.Status != http.StatusServiceUnavailable || a.Error == nil ||
 				a.Error.Message != "mcp_remote_error: stdio server is not running (the bridge is shutting down)" {
-				t.Errorf("after stopping: HTTP %d %s", a.status, a.raw)
+				t.Errorf("after stopping: HTTP %d %s", a.Status, a.Raw)
 			}
 		})
 	}
@@ -241,9 +241,9 @@ func TestCommandNotFound(t *testing.T) {
 	tb := startBridge(t, []string{missing, "--flag"}, Options{RestartBackoffInitial: 2 * time.Second})
 	waitFor(t, 5*time.Second, "the failed start", func() bool { return tb.Stats().LastExit != "" })
 	a := post(t, tb.url, request(1, "initialize", nil))
-	if a.status != http.StatusServiceUnavailable || a.Error == nil ||
+	if a.Status != http.StatusServiceUnavailable || a.Error == nil ||
 		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: stdio server is not running (restarting in ") {
-		t.Errorf("HTTP %d %s", a.status, a.raw)
+		t.Errorf("HTTP %d %s", a.Status, a.Raw)
 	}
 	resp, err := http.Get(tb.base + PathReadyz)
 	if err != nil {

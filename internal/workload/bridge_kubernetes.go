@@ -1,0 +1,220 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
+)
+
+// The bridge pod.
+const (
+	// BridgePort is where a bridge pod serves streamable HTTP.
+	BridgePort = stdioproxy.DefaultPort
+
+	bridgeContainer  = "bridge"
+	installContainer = "install-bridge"
+	binVolume        = "cantus-bin"
+	tmpVolume        = "tmp"
+	binDir           = "/cantus"
+	adapterInShared  = binDir + "/adapter"
+	tmpDir           = "/tmp"
+	// bridgeShutdownGrace is the bridge's default --shutdown-grace.
+	bridgeShutdownGrace = 10 * time.Second
+	componentBridge     = "stdio-bridge"
+	bridgeAppName       = "cantus-bridge"
+	bridgeNameSuffix    = "-bridge"
+	maxServiceNameLen   = 63
+)
+
+// LabelRemoteToolImport names the import a bridge object belongs to.
+const LabelRemoteToolImport = "cantus.dev/remotetoolimport"
+
+// KubernetesBridges is the kubernetes runtime of stdio bridges: for each stdio import, a
+// Deployment and a Service named <import>-bridge, owned by the import (so the garbage
+// collector removes them with it) and applied server-side through the adapter runtime's
+// client and write cache.
+//
+// The pod runs the user's image with the adapter copied in: an init container of the
+// adapter image runs `/adapter bridge --install-to /cantus/adapter`, which copies the
+// (static) adapter binary into an emptyDir; the main container runs the user's image
+// with the command
+//
+//	/cantus/adapter bridge --port 8765 -- COMMAND... ARGS...
+//
+// so the bridge starts the user's command inside the user's image, with list-form exec.
+// The pod's security settings are those of the adapter pods (restrictedPodSpec); /tmp is
+// a writable emptyDir and HOME points there, since most stdio servers (npx, uvx, …) want
+// a writable home.
+type KubernetesBridges struct {
+	runtime *Kubernetes
+}
+
+// Bridges returns the runtime of stdio bridges that shares this runtime's client, image
+// (it holds the adapter binary the bridge pods copy in), cluster domain and write cache.
+func (k *Kubernetes) Bridges() *KubernetesBridges { return &KubernetesBridges{runtime: k} }
+
+// OwnedTypes are the kinds Ensure creates; the controller should watch them (Owns) so
+// that a Deployment becoming available triggers a reconcile.
+func (b *KubernetesBridges) OwnedTypes() []client.Object {
+	return []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
+}
+
+// Ensure applies the bridge's Deployment and Service and returns the Service URL; ready
+// is true once the Deployment is available with its latest spec.
+func (b *KubernetesBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
+	dep, err := b.deploymentFor(imp)
+	if err != nil {
+		return "", false, err
+	}
+	k := b.runtime
+	live := &appsv1.Deployment{}
+	if err := k.apply(ctx, live, dep); err != nil {
+		return "", false, err
+	}
+	if err := k.apply(ctx, &corev1.Service{}, bridgeServiceFor(imp)); err != nil {
+		return "", false, err
+	}
+	// apply read the Deployment before writing; read it again for the status after.
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: imp.Namespace, Name: BridgeName(imp)}, live); err != nil {
+		return "", false, fmt.Errorf("get Deployment %s: %w", BridgeName(imp), err)
+	}
+	available, _, _ := DeploymentAvailability(live)
+	return b.URL(imp), available, nil
+}
+
+// Forget does nothing: the garbage collector removes the owned Deployment and Service.
+func (b *KubernetesBridges) Forget(context.Context, types.NamespacedName) error { return nil }
+
+// URL is the bridge Service's MCP endpoint.
+func (b *KubernetesBridges) URL(imp *cantusv1alpha1.RemoteToolImport) string {
+	return serviceURL(BridgeName(imp), imp.Namespace, b.runtime.ClusterDomain, BridgePort, stdioproxy.PathMCP)
+}
+
+// BridgeName is the name of an import's bridge Deployment and Service: <import>-bridge.
+// A Service name is a DNS label (at most 63 characters, starting with a letter), so a
+// longer import name is cut and made unique with a hash, and one starting with a digit
+// gets a letter in front.
+func BridgeName(imp *cantusv1alpha1.RemoteToolImport) string {
+	name := imp.Name + bridgeNameSuffix
+	if len(name) <= maxServiceNameLen && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, ".") {
+		return name
+	}
+	sum := sha256.Sum256([]byte(imp.Name))
+	hash := hex.EncodeToString(sum[:])[:8]
+	prefix := strings.ReplaceAll(imp.Name, ".", "-")
+	if prefix[0] < 'a' || prefix[0] > 'z' {
+		prefix = "b" + prefix
+	}
+	keep := maxServiceNameLen - len(bridgeNameSuffix) - len(hash) - 1
+	if len(prefix) > keep {
+		prefix = prefix[:keep]
+	}
+	return strings.TrimRight(prefix, "-") + "-" + hash + bridgeNameSuffix
+}
+
+func bridgeSelectorLabels(imp *cantusv1alpha1.RemoteToolImport) map[string]string {
+	return map[string]string{LabelName: bridgeAppName, LabelInstance: BridgeName(imp)}
+}
+
+func bridgeLabels(imp *cantusv1alpha1.RemoteToolImport) map[string]string {
+	l := bridgeSelectorLabels(imp)
+	l[LabelComponent] = componentBridge
+	l[LabelManagedBy] = FieldOwner
+	if len(imp.Name) <= 63 { // label values are at most 63 characters
+		l[LabelRemoteToolImport] = imp.Name
+	}
+	return l
+}
+
+// bridgeOwner makes the import the controller of its bridge objects.
+func bridgeOwner(imp *cantusv1alpha1.RemoteToolImport) *metav1ac.OwnerReferenceApplyConfiguration {
+	return ownerReference("RemoteToolImport", imp)
+}
+
+// BridgeCommand is the main container's command: the adapter copied into the shared
+// volume, bridging the import's command and args.
+func BridgeCommand(argv []string) []string {
+	return append([]string{adapterInShared, "bridge", "--port", strconv.Itoa(BridgePort), "--"}, argv...)
+}
+
+func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	argv, err := BridgeArgv(imp)
+	if err != nil {
+		return nil, err
+	}
+	if imp.Spec.Stdio.Image == "" {
+		return nil, fmt.Errorf("RemoteToolImport %s/%s has no stdio image", imp.Namespace, imp.Name)
+	}
+	adapterImage := b.runtime.Image
+	if adapterImage == "" {
+		return nil, fmt.Errorf("the kubernetes bridge runtime has no adapter image")
+	}
+	mountShared := func(readOnly bool) *corev1ac.VolumeMountApplyConfiguration {
+		return corev1ac.VolumeMount().WithName(binVolume).WithMountPath(binDir).WithReadOnly(readOnly)
+	}
+	install := corev1ac.Container().
+		WithName(installContainer).
+		WithImage(adapterImage).
+		// The adapter image is distroless (no cp): the adapter copies itself.
+		WithCommand(AdapterCommand, "bridge", "--install-to", adapterInShared).
+		WithResources(bridgeResources("10m", "16Mi", "64Mi")).
+		WithVolumeMounts(mountShared(false)).
+		WithSecurityContext(restrictedContainerSecurityContext())
+	main := corev1ac.Container().
+		WithName(bridgeContainer).
+		WithImage(imp.Spec.Stdio.Image).
+		WithCommand(BridgeCommand(argv)...).
+		WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue(tmpDir)).
+		WithPorts(mcpContainerPort(BridgePort)).
+		WithReadinessProbe(httpProbe(stdioproxy.PathReadyz, 2)).
+		WithLivenessProbe(httpProbe(stdioproxy.PathHealthz, 10)).
+		WithResources(bridgeResources("50m", "64Mi", "256Mi")).
+		WithVolumeMounts(mountShared(true), corev1ac.VolumeMount().WithName(tmpVolume).WithMountPath(tmpDir)).
+		WithSecurityContext(restrictedContainerSecurityContext())
+	// The bridge's HTTP shutdown, then the child's stop (stdin, SIGTERM, StopGrace, SIGKILL).
+	pod := restrictedPodSpec(bridgeShutdownGrace+stdioproxy.DefaultStopGrace).
+		WithInitContainers(install).
+		WithContainers(main).
+		WithVolumes(
+			corev1ac.Volume().WithName(binVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("128Mi"))),
+			corev1ac.Volume().WithName(tmpVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("256Mi"))),
+		)
+	return appsv1ac.Deployment(BridgeName(imp), imp.Namespace).
+		WithLabels(bridgeLabels(imp)).
+		WithOwnerReferences(bridgeOwner(imp)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(1).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(bridgeSelectorLabels(imp))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(bridgeLabels(imp)).
+				WithSpec(pod))), nil
+}
+
+func bridgeResources(cpu, memory, memoryLimit string) *corev1ac.ResourceRequirementsApplyConfiguration {
+	return corev1ac.ResourceRequirements().
+		WithRequests(resourceList(cpu, memory)).
+		WithLimits(resourceList("", memoryLimit))
+}
+
+func bridgeServiceFor(imp *cantusv1alpha1.RemoteToolImport) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(BridgeName(imp), imp.Namespace).
+		WithLabels(bridgeLabels(imp)).
+		WithOwnerReferences(bridgeOwner(imp)).
+		WithSpec(mcpServiceSpec(bridgeSelectorLabels(imp), corev1ac.ServicePort().WithPort(BridgePort)))
+}
