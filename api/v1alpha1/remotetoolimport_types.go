@@ -168,6 +168,32 @@ type DiscoveredTool struct {
 	// +kubebuilder:validation:Schemaless
 	// +optional
 	InputSchema *runtime.RawExtension `json:"inputSchema,omitempty"`
+	// Title is the remote's display name for the tool.
+	// +optional
+	Title string `json:"title,omitempty"`
+	// Annotations (readOnlyHint, destructiveHint, …) as the remote sent them.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	Annotations *runtime.RawExtension `json:"annotations,omitempty"`
+	// OutputSchema, the schema of the tool's structuredContent, as the remote sent it.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	OutputSchema *runtime.RawExtension `json:"outputSchema,omitempty"`
+	// OtherFields are the definition's remaining members (icons, _meta, execution, and
+	// any the operator does not know) as one JSON object, so that a gateway serves the
+	// tool exactly as the remote defined it.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	OtherFields *runtime.RawExtension `json:"otherFields,omitempty"`
+	// Clipped names the members of the definition that were cut short (title,
+	// description) or left out (annotations, outputSchema, otherFields) because they
+	// exceeded their size limit; a gateway serves the tool without what is missing.
+	// +listType=atomic
+	// +optional
+	Clipped []string `json:"clipped,omitempty"`
 }
 
 // RemoteToolImportStatus is what the operator observed of the remote.

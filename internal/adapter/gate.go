@@ -194,6 +194,11 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				s.serveStream(w, r, next, body)
 				return
 			}
+			if defs := s.state.Load().defs; len(defs) > 0 && mayList(body) && parseHead(body).Method == string(mcp.MethodToolsList) {
+				lw := newListAnswerWriter(w, defs)
+				defer lw.finish()
+				w = lw
+			}
 		}
 		if gb != nil {
 			// The admission rides on the body to the call (see callContext), sparing
@@ -236,6 +241,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	s.metrics.openStreams.Inc()
 	defer s.metrics.openStreams.Dec()
+	if s.sse != nil {
+		// The answers to the POSTs of an sse session, tools/list among them, arrive here.
+		w = streamEventWriter{ResponseWriter: w, defs: func() toolDefinitions { return s.state.Load().defs }}
+	}
 	next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
 }
 

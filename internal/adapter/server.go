@@ -161,10 +161,12 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 type toolSet struct {
 	tools  []*compiledTool // config order
 	byName map[string]*compiledTool
+	// defs are the imported tools' tools/list entries, as their remotes defined them.
+	defs toolDefinitions
 }
 
 func newToolSet(tools []*compiledTool) *toolSet {
-	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools))}
+	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: definitionsOf(tools)}
 	for _, t := range tools {
 		set.byName[t.Name] = t
 	}

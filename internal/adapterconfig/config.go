@@ -103,6 +103,11 @@ type RemoteBackend struct {
 	// URL's host: those the operator's ToolSourcePolicy check resolved and accepted. A
 	// DNS answer that changed since that check is not followed.
 	Addresses []string `json:"addresses,omitempty"`
+	// Definition is the remote's tools/list entry without its name (title,
+	// description, inputSchema, outputSchema, annotations, icons, _meta, …). When set,
+	// tools/list serves it as is with Tool.Name, so clients see the tool exactly as the
+	// remote defined it; Description and InputSchema still drive validation.
+	Definition json.RawMessage `json:"definition,omitempty"`
 }
 
 // ToolAnnotations are the MCP tool hints.

@@ -205,6 +205,12 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 			problems = append(problems, fmt.Sprintf("remote.addresses: %q is not an IP address", a))
 		}
 	}
+	if len(r.Definition) > 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(r.Definition, &members); err != nil || members == nil {
+			problems = append(problems, "remote.definition is not a JSON object (the remote's tool definition)")
+		}
+	}
 	return problems
 }
 

@@ -34,9 +34,16 @@ type Server struct {
 // Tool is one tool of a server, with where it comes from.
 type Tool struct {
 	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	Source      string          `json:"source"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// OutputSchema and Annotations are the remote's, for imported tools.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	// Clipped names the members of an imported tool's definition that its import's
+	// status cut short or left out for their size.
+	Clipped []string `json:"clipped,omitempty"`
 }
 
 // Ref names a server as namespace/name.
@@ -147,9 +154,15 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, served cantusv1alpha1.ServedTool,
 			remote = served.Name
 		}
 		if d, ok := imports[ss.Namespace+"/"+strings.TrimPrefix(served.Source, "import:")+"/"+remote]; ok {
-			t.Description = d.Description
+			t.Title, t.Description, t.Clipped = d.Title, d.Description, d.Clipped
 			if d.InputSchema != nil {
 				t.InputSchema = d.InputSchema.Raw
+			}
+			if d.OutputSchema != nil {
+				t.OutputSchema = d.OutputSchema.Raw
+			}
+			if d.Annotations != nil {
+				t.Annotations = d.Annotations.Raw
 			}
 		}
 	}
@@ -201,7 +214,7 @@ func RenderTool(servers []Server, serverRef, tool, format string) (any, error) {
 		}
 		for _, t := range s.Tools {
 			if t.Name == tool {
-				return formats.Render(formats.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, format)
+				return formats.Render(formats.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}, format)
 			}
 		}
 		return nil, fmt.Errorf("server %s has no tool %q", s.Ref(), tool)

@@ -120,6 +120,9 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	if imp.Status.ToolsTruncated {
 		toolsMsg += fmt.Sprintf("; the status holds %d of them, some clipped or without input schemas, to stay within its size limit", len(imp.Status.Tools))
 	}
+	if n := countClipped(imp.Status.Tools); n > 0 {
+		toolsMsg += fmt.Sprintf("; %d of them have members cut short or left out for their size (status.tools[].clipped names them)", n)
+	}
 	if len(tools) == 0 {
 		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
 	} else {
@@ -172,4 +175,14 @@ func clippedNames(names []string) string {
 		clipped = append(clipped, clip(n, 64))
 	}
 	return listAtMost(clipped, 10, ", ")
+}
+
+func countClipped(tools []cantusv1alpha1.DiscoveredTool) int {
+	n := 0
+	for _, t := range tools {
+		if len(t.Clipped) > 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -115,7 +117,39 @@ func (c candidate) adapterTool(served string) adapterconfig.Tool {
 	if c.tool.InputSchema != nil && len(c.tool.InputSchema.Raw) > 0 {
 		t.InputSchema = c.tool.InputSchema.Raw
 	}
+	backend.Definition = remoteDefinition(c.tool, t.InputSchema)
 	return t
+}
+
+// remoteDefinition rebuilds the remote's definition of d (without its name) from the
+// members the import's status records, for the gateway to serve as the remote defined
+// it. inputSchema is the one the gateway validates with.
+func remoteDefinition(d cantusv1alpha1.DiscoveredTool, inputSchema json.RawMessage) json.RawMessage {
+	members := map[string]json.RawMessage{}
+	if d.OtherFields != nil {
+		_ = json.Unmarshal(d.OtherFields.Raw, &members) // the status holds an object; anything else adds nothing
+		delete(members, "name")
+	}
+	setString := func(name, value string) {
+		if value != "" {
+			members[name], _ = json.Marshal(value)
+		}
+	}
+	setRaw := func(name string, value *runtime.RawExtension) {
+		if value != nil && len(value.Raw) > 0 {
+			members[name] = value.Raw
+		}
+	}
+	setString("title", d.Title)
+	setString("description", d.Description)
+	members["inputSchema"] = inputSchema
+	setRaw("outputSchema", d.OutputSchema)
+	setRaw("annotations", d.Annotations)
+	out, err := json.Marshal(members)
+	if err != nil {
+		return nil // a member that is not JSON: serve the tool without the remote's extras
+	}
+	return out
 }
 
 func describeCollision(name, owner string, cands []candidate) string {

@@ -60,6 +60,20 @@ type Tool struct {
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	// Raw is the whole entry as the client listed it, every member included.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the whole entry in Raw besides the fields.
+func (t *Tool) UnmarshalJSON(data []byte) error {
+	type fields Tool
+	var f fields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("tool entry: %w", err)
+	}
+	*t = Tool(f)
+	t.Raw = append(json.RawMessage(nil), data...)
+	return nil
 }
 
 // CallToolResult is a tools/call result.

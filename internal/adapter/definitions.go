@@ -1,0 +1,220 @@
+package adapter
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+// Imported tools are listed exactly as their remote defined them. mcp-go builds every
+// tools/list entry from its typed mcp.Tool, which drops members it does not know and
+// always writes "annotations" (even {} for a remote that sent none), so the answers to
+// tools/list are rewritten on their way out: each imported tool's entry is replaced by
+// the remote's definition under the served name.
+
+// toolDefinitions maps a served name to its tools/list entry, for the tools whose
+// config carries the remote's definition.
+type toolDefinitions map[string]json.RawMessage
+
+// definitionsOf builds the served entries once per config: the remote's definition
+// with the served name.
+func definitionsOf(tools []*compiledTool) toolDefinitions {
+	defs := toolDefinitions{}
+	for _, t := range tools {
+		if t.Remote == nil || len(t.Remote.Definition) == 0 {
+			continue
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(t.Remote.Definition, &members) != nil || members == nil {
+			continue // the config check refuses this; mcp-go's entry is served meanwhile
+		}
+		members["name"], _ = json.Marshal(t.Name)
+		entry, err := json.Marshal(members)
+		if err != nil {
+			continue
+		}
+		defs[t.Name] = entry
+	}
+	return defs
+}
+
+// rewriteMessage replaces the imported tools' entries in msg when it is the answer to
+// a tools/list (a result with a "tools" array); any other message, or one that needs
+// no change, is returned as is.
+func (defs toolDefinitions) rewriteMessage(msg []byte) []byte {
+	if len(defs) == 0 || !bytes.Contains(msg, []byte(`"tools"`)) {
+		return msg
+	}
+	var envelope map[string]json.RawMessage
+	if json.Unmarshal(msg, &envelope) != nil {
+		return msg
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(envelope["result"], &result) != nil || result == nil {
+		return msg
+	}
+	var entries []json.RawMessage
+	if _, isCall := result["content"]; isCall || json.Unmarshal(result["tools"], &entries) != nil || entries == nil {
+		return msg
+	}
+	changed := false
+	for i, entry := range entries {
+		var head struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(entry, &head) != nil {
+			continue
+		}
+		if def, ok := defs[head.Name]; ok {
+			entries[i], changed = def, true
+		}
+	}
+	if !changed {
+		return msg
+	}
+	result["tools"], _ = json.Marshal(entries)
+	envelope["result"], _ = json.Marshal(result)
+	out, err := json.Marshal(envelope)
+	if err != nil {
+		return msg
+	}
+	return out
+}
+
+// rewriteEvents applies rewriteMessage to the data of every event in an event-stream
+// chunk (mcp-go writes each event whole, data on one line).
+func (defs toolDefinitions) rewriteEvents(chunk []byte) []byte {
+	if len(defs) == 0 || !bytes.Contains(chunk, []byte(`"tools"`)) {
+		return chunk
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(chunk))
+	sc.Buffer(nil, len(chunk)+1)
+	sc.Split(scanLinesKeepingEnds)
+	for sc.Scan() {
+		line := sc.Bytes()
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			out.Write(line)
+			continue
+		}
+		body := bytes.TrimRight(data, "\r\n")
+		end := data[len(body):]
+		lead := len(body) - len(bytes.TrimLeft(body, " "))
+		out.WriteString("data:")
+		out.Write(body[:lead])
+		out.Write(defs.rewriteMessage(body[lead:]))
+		out.Write(end)
+	}
+	return out.Bytes()
+}
+
+// scanLinesKeepingEnds is bufio.ScanLines keeping each line's end, so a chunk is
+// rewritten without changing its framing.
+func scanLinesKeepingEnds(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// listAnswerWriter holds back the answer to one tools/list POST (streamable HTTP) to
+// rewrite it: a JSON body whole, an event stream event by event.
+type listAnswerWriter struct {
+	http.ResponseWriter
+	defs   toolDefinitions
+	status int
+	body   bytes.Buffer
+	stream bool // the answer is an event stream: written through, rewritten per write
+}
+
+func newListAnswerWriter(w http.ResponseWriter, defs toolDefinitions) *listAnswerWriter {
+	return &listAnswerWriter{ResponseWriter: w, defs: defs}
+}
+
+func (w *listAnswerWriter) WriteHeader(status int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = status
+	if mediaTypeOf(w.Header()) == "text/event-stream" {
+		w.stream = true
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *listAnswerWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.stream {
+		if _, err := w.ResponseWriter.Write(w.defs.rewriteEvents(p)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return w.body.Write(p)
+}
+
+func (w *listAnswerWriter) Flush() {
+	if w.stream {
+		if f, ok := w.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+func (w *listAnswerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes a held-back answer, rewritten.
+func (w *listAnswerWriter) finish() {
+	if w.stream || w.status == 0 {
+		return
+	}
+	body := w.body.Bytes()
+	if w.status >= 200 && w.status <= 299 {
+		body = w.defs.rewriteMessage(bytes.TrimRight(body, "\n"))
+	}
+	w.Header().Del("Content-Length")
+	w.ResponseWriter.WriteHeader(w.status)
+	_, _ = w.ResponseWriter.Write(body)
+}
+
+// streamEventWriter rewrites the events of a long-lived stream (the sse transport's
+// GET /sse, where the answers to its POSTs arrive).
+// The definitions are those of the tool set served when the event is written.
+type streamEventWriter struct {
+	http.ResponseWriter
+	defs func() toolDefinitions
+}
+
+func (w streamEventWriter) Write(p []byte) (int, error) {
+	if _, err := w.ResponseWriter.Write(w.defs().rewriteEvents(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w streamEventWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w streamEventWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// mediaTypeOf is the Content-Type without parameters, lower case.
+func mediaTypeOf(h http.Header) string {
+	mt, _, _ := bytes.Cut([]byte(h.Get("Content-Type")), []byte(";"))
+	return string(bytes.ToLower(bytes.TrimSpace(mt)))
+}
+
+// mayList is false for a body that cannot be a tools/list request, so that the gate
+// need not parse it (as mayListen).
+func mayList(body []byte) bool {
+	return bytes.Contains(body, []byte("tools/list")) || bytes.Contains(body, []byte(`\u`))
+}

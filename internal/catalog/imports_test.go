@@ -1,0 +1,50 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+)
+
+// An imported tool shows in the catalog with the title, annotations and outputSchema
+// its import's status recorded, and with what that status had to clip.
+func TestCatalogShowsImportedToolsTitleAnnotationsAndOutputSchema(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, "imports")
+	imp := &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather"},
+		Spec:       cantusv1alpha1.RemoteToolImportSpec{URL: "https://weather.example.com/mcp"},
+	}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	imp.Status.Tools = []cantusv1alpha1.DiscoveredTool{{
+		Name: "forecast", Title: "Forecast Tool", Description: "Tomorrow's weather.",
+		InputSchema:  &runtime.RawExtension{Raw: []byte(`{"type":"object"}`)},
+		OutputSchema: &runtime.RawExtension{Raw: []byte(`{"type":"object","properties":{"celsius":{"type":"number"}}}`)},
+		Annotations:  &runtime.RawExtension{Raw: []byte(`{"readOnlyHint":true}`)},
+		Clipped:      []string{"otherFields"},
+	}}
+	g.Expect(k8sClient.Status().Update(ctx, imp)).To(Succeed())
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gateway"},
+		Spec:       cantusv1alpha1.SkillServerSpec{Imports: []cantusv1alpha1.SkillImport{{Name: "weather", Prefix: "w_"}}},
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	ss.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "w_forecast", Source: "import:weather", RemoteName: "forecast"}}
+	g.Expect(k8sClient.Status().Update(ctx, ss)).To(Succeed())
+
+	servers, err := (&Catalog{Reader: k8sClient}).Servers(ctx, func(n string) bool { return n == ns })
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(servers).To(HaveLen(1))
+	tool := servers[0].Tools[0]
+	g.Expect(tool.Name).To(Equal("w_forecast"))
+	g.Expect(tool.Title).To(Equal("Forecast Tool"))
+	g.Expect(tool.OutputSchema).To(MatchJSON(`{"type":"object","properties":{"celsius":{"type":"number"}}}`))
+	g.Expect(tool.Annotations).To(MatchJSON(`{"readOnlyHint":true}`))
+	g.Expect(tool.Clipped).To(Equal([]string{"otherFields"}))
+}
