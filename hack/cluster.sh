@@ -7,6 +7,7 @@
 #
 #   hack/cluster.sh up     start the node (a clean one: `down` runs first); writes .demo/kubeconfig
 #   hack/cluster.sh images rebuild and import the operator image into the running node
+#   hack/cluster.sh test-images  build and import the images only the cluster tests run
 #   hack/cluster.sh demo   `up`, `make deploy`, the samples, and MCP calls through the Services
 #   hack/cluster.sh test   `up`, `make deploy`, go test -tags cluster ./test/cluster/, then `down`
 #   hack/cluster.sh down   stop everything and remove every container, mount, netdev,
@@ -32,6 +33,7 @@ ETCD_PORT="12379"
 BRIDGE="cantus0"
 OPERATOR_IMAGE="${IMG:-cantus.local/cantus-operator:dev}"
 PAUSE_IMAGE="cantus.local/pause:1"
+IMPOSTOR_IMAGE="cantus.local/impostor:1"
 CTR=(ctr --address "${RUN}/containerd.sock" --namespace k8s.io)
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -243,6 +245,16 @@ build_images() {
     /manager="${ROOT}/bin/image/manager" /adapter="${ROOT}/bin/image/adapter"
   "${ROOT}/bin/image/image" -tag "${PAUSE_IMAGE}" -o "${out}/pause.tar" -user 65535:65535 -entrypoint /pause \
     /pause="${ROOT}/bin/image/pause"
+}
+
+# build_test_images: what the cluster tests run besides the operator: an impostor that
+# passes the adapter's probes but serves other tools (test/cluster/impostor).
+build_test_images() {
+  local out="${DEMO}/images"
+  (cd "${ROOT}" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o bin/image/impostor ./test/cluster/impostor)
+  "${ROOT}/bin/image/image" -tag "${IMPOSTOR_IMAGE}" -o "${out}/impostor.tar" -entrypoint /adapter \
+    /adapter="${ROOT}/bin/image/impostor"
+  import_images "${out}/impostor.tar"
 }
 
 import_images() {
@@ -466,6 +478,7 @@ cluster_test() {
   trap 'down' EXIT
   up
   deploy_operator
+  build_test_images
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
   (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true
@@ -512,6 +525,7 @@ MSG
 case "${1:-}" in
   up) up ;;
   images) build_images; import_images "${DEMO}/images/operator.tar" ;;
+  test-images) build_test_images ;;
   demo) demo ;;
   test) cluster_test ;;
   down)
