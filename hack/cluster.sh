@@ -479,6 +479,7 @@ cluster_test() {
   up
   deploy_operator
   build_test_images
+  "${ROOT}/hack/test-images.sh"
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
   (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true
