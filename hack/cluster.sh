@@ -264,6 +264,8 @@ up() {
   ip="$(host_ip)"
   [[ -n "${ip}" ]] || die "no IPv4 address with a route on this machine"
   mkdir -p "${STATE}" "${RUN}" "${LOGS}"
+  # A new node starts new logs: the cluster tests read the audit log of this run only.
+  rm -f "${LOGS}"/*.log
   cat /proc/sys/net/ipv4/ip_forward >"${STATE}/ip_forward.orig"
   ls /var/run/netns 2>/dev/null >"${STATE}/netns.orig" || true
   build_images

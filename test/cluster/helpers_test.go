@@ -224,8 +224,27 @@ type auditEvent struct {
 		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
-		Code int `json:"code"`
+		Code    int `json:"code"`
+		Details struct {
+			Causes []struct {
+				Reason string `json:"reason"`
+			} `json:"causes"`
+		} `json:"details"`
 	} `json:"responseStatus"`
+}
+
+// forbiddenByRBAC says whether the request was refused for want of a permission, not
+// because its namespace was being deleted (which the API server also answers with 403).
+func (ev auditEvent) forbiddenByRBAC() bool {
+	if ev.ResponseStatus.Code != 403 {
+		return false
+	}
+	for _, c := range ev.ResponseStatus.Details.Causes {
+		if c.Reason == "NamespaceTerminating" {
+			return false
+		}
+	}
+	return true
 }
 
 // managerRequests reads every request of the operator's service account from the audit

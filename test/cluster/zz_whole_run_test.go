@@ -47,7 +47,7 @@ func TestZPodsAdmittedUnderRestricted(t *testing.T) {
 func TestZManagerNeverForbidden(t *testing.T) {
 	requests := managerRequests(t)
 	for _, ev := range requests {
-		if ev.ResponseStatus.Code == 403 {
+		if ev.forbiddenByRBAC() {
 			t.Errorf("Forbidden: %s %s", ev.Verb, ev.RequestURI)
 		}
 	}
