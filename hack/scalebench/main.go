@@ -244,7 +244,8 @@ func startRemote() (*remoteServer, error) {
 		}
 		mcpHandler.ServeHTTP(w, r)
 	})
-	go func() { _ = http.Serve(ln, handler) }()
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
 	return &remoteServer{url: "http://" + ln.Addr().String() + "/mcp", count: count}, nil
 }
 
