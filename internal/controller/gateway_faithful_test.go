@@ -117,3 +117,33 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	}
 	g.Expect(byName).To(HaveKey("get-structured-content"))
 }
+
+// The results of server-everything's tools reach the TypeScript SDK client through a
+// gateway equal as parsed JSON to what the same client gets directly: structured
+// content, an image, resource links, an embedded resource, annotated content.
+func TestGatewayPassesResultsThroughAsTheRemoteSentThem(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	direct, gateway := everythingGateway(t, ctx, cantusv1alpha1.TransportStreamableHTTP)
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"get-structured-content", map[string]any{"location": "New York"}},
+		{"get-tiny-image", nil},
+		{"get-resource-links", map[string]any{"count": 2}},
+		{"get-resource-reference", map[string]any{"resourceType": "Text", "resourceId": 1}},
+		{"get-annotated-message", map[string]any{"messageType": "success", "includeImage": true}},
+	} {
+		want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Call: call.tool, Args: call.args}).Result
+		got := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "se_" + call.tool, Args: call.args}).Result
+		g.Expect(want.IsError).To(BeFalse(), "%s directly: %s", call.tool, want.Raw)
+		g.Expect(got.Raw).To(MatchJSON(want.Raw), "result of %s", call.tool)
+		switch call.tool {
+		case "get-structured-content":
+			g.Expect(got.StructuredContent).NotTo(BeEmpty())
+		case "get-tiny-image":
+			g.Expect(got.Content).To(ContainElement(HaveField("Type", "image")))
+		}
+	}
+}

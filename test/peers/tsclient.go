@@ -81,6 +81,20 @@ type CallToolResult struct {
 	Content           []Content       `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
+	// Raw is the whole result as the client received it.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the whole result in Raw besides the fields.
+func (r *CallToolResult) UnmarshalJSON(data []byte) error {
+	type fields CallToolResult
+	var f fields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("tool result: %w", err)
+	}
+	*r = CallToolResult(f)
+	r.Raw = append(json.RawMessage(nil), data...)
+	return nil
 }
 
 // Content is one content block of a tool result.
