@@ -13,6 +13,11 @@ const (
 	// ConditionSchemaPortable is False when a tool's inputSchema uses keys that strict
 	// MCP clients reject. The schema is still served unchanged.
 	ConditionSchemaPortable = "SchemaPortable"
+	// ConditionVerified is True when the operator itself completed an MCP initialize and
+	// tools/list through the Service and the pods listed exactly the tools the status
+	// promises. Pods that are running but serve the wrong tools, or do not answer MCP,
+	// are not Ready.
+	ConditionVerified = "Verified"
 )
 
 // Condition reasons, CamelCase as Kubernetes expects.
@@ -26,6 +31,10 @@ const (
 	ReasonNonPortableKeys    = "NonPortableKeys"
 	ReasonReconciled         = "Reconciled"
 	ReasonDeploymentNotReady = "DeploymentNotReady"
+	ReasonToolsServed        = "ToolsServed"
+	ReasonToolsMismatch      = "ToolsMismatch"
+	ReasonNotAnswering       = "NotAnswering"
+	ReasonNotVerified        = "NotVerified"
 )
 
 // Condition types of RemoteToolImport.

@@ -43,6 +43,7 @@ type options struct {
 	adapterBinary  string
 	catalogCertDir string
 	catalogAPIQPS  float64
+	verifyServers  bool
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&opts.catalogCertDir, "catalog-cert-dir", "", "folder with tls.crt and tls.key for the catalog; a self-signed certificate when empty")
 	flag.Float64Var(&opts.catalogAPIQPS, "catalog-api-qps", 20, "API requests per second the catalog's access reviews may make, apart from the controllers' budget")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
+	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -97,11 +99,15 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&controller.SkillServerReconciler{
+	servers := &controller.SkillServerReconciler{
 		Client:   mgr.GetClient(),
 		Runtime:  rt,
 		Recorder: mgr.GetEventRecorder("cantus-operator"),
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if opts.verifyServers {
+		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
+	}
+	if err := servers.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
 	}
 
@@ -145,6 +151,9 @@ func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.B
 	switch opts.runtime {
 	case "kubernetes":
 		kube := workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain)
+		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+			kube.Operator = workload.OperatorPeer(ns)
+		}
 		return kube, kube.Bridges(), nil
 	case "local":
 		local := workload.NewLocal(mgr.GetAPIReader())

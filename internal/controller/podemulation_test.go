@@ -78,6 +78,19 @@ func TestPodEmulation(t *testing.T) {
 // container's command with its args inside it.
 func startAsPod(t *testing.T, ctx context.Context, dep *appsv1.Deployment) *peers.Server {
 	t.Helper()
+	return startAsPodOn(t, ctx, dep, "127.0.0.1")
+}
+
+// startAsPodBehindService starts the pod listening on every interface, as in its own
+// network namespace: clients then reach it by an address other than the one it listens
+// on (a Service's cluster IP), which a server bound to loopback refuses as DNS rebinding.
+func startAsPodBehindService(t *testing.T, ctx context.Context, dep *appsv1.Deployment) *peers.Server {
+	t.Helper()
+	return startAsPodOn(t, ctx, dep, "0.0.0.0")
+}
+
+func startAsPodOn(t *testing.T, ctx context.Context, dep *appsv1.Deployment, host string) *peers.Server {
+	t.Helper()
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("want one container, got %d", len(pod.Containers))
@@ -90,8 +103,8 @@ func startAsPod(t *testing.T, ctx context.Context, dep *appsv1.Deployment) *peer
 	}
 
 	// The pod listens on all interfaces of its own network namespace; here it shares the
-	// host's, so bind loopback and an ephemeral port instead (later flags win).
-	args := append(append([]string{}, c.Args...), "--host", "127.0.0.1", "--port", "0")
+	// host's, so bind the given host and an ephemeral port instead (later flags win).
+	args := append(append([]string{}, c.Args...), "--host", host, "--port", "0")
 	cmd := exec.Command(c.Command[0], args...)
 	cmd.Env = []string{}
 	for _, e := range c.Env {

@@ -287,7 +287,7 @@ func (r *RemoteToolImportReconciler) headers(ctx context.Context, imp *cantusv1a
 	}
 	out := make(map[string]string, len(imp.Spec.Headers))
 	for _, h := range imp.Spec.Headers {
-		value, err := r.secretValue(ctx, imp.Namespace, h.ValueFrom)
+		value, err := secretValue(ctx, r.Client, imp.Namespace, h.ValueFrom)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", h.Name, err)
 		}
@@ -302,7 +302,7 @@ func (r *RemoteToolImportReconciler) caBundle(ctx context.Context, imp *cantusv1
 	}
 	ref := imp.Spec.TLS.CABundle
 	if ref.SecretRef != nil {
-		v, err := r.secretValue(ctx, imp.Namespace, *ref.SecretRef)
+		v, err := secretValue(ctx, r.Client, imp.Namespace, *ref.SecretRef)
 		if err != nil {
 			return nil, fmt.Errorf("CA bundle: %w", err)
 		}
@@ -321,9 +321,9 @@ func (r *RemoteToolImportReconciler) caBundle(ctx context.Context, imp *cantusv1
 }
 
 // secretValue reads one Secret key. Errors name the Secret and key, never the value.
-func (r *RemoteToolImportReconciler) secretValue(ctx context.Context, namespace string, ref cantusv1alpha1.SecretKeyRef) (string, error) {
+func secretValue(ctx context.Context, c client.Reader, namespace string, ref cantusv1alpha1.SecretKeyRef) (string, error) {
 	s := &corev1.Secret{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
 		return "", fmt.Errorf("Secret %s: %w", ref.Name, err)
 	}
 	key := ref.KeyOrDefault()

@@ -33,6 +33,14 @@ type SkillServerReconciler struct {
 	client.Client
 	Runtime  workload.Runtime
 	Recorder events.EventRecorder
+	// Verifier checks that available pods answer MCP with the expected tools before the
+	// SkillServer is Ready; nil leaves Ready to the workload's availability.
+	Verifier ToolLister
+}
+
+// ToolLister lists the names of the tools an MCP server serves.
+type ToolLister interface {
+	ListTools(ctx context.Context, target VerifyTarget) ([]string, error)
 }
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=skillservers,verbs=get;list;watch
@@ -57,6 +65,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	before := ss.DeepCopy()
 	defer func() {
+		summarizeReady(ss)
 		if err := r.patchStatus(ctx, before, ss); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -101,9 +110,11 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
 	}
+	verified := alreadyVerified(ss, hash, obs.URL)
 	setObserved(ss, obs, hash, reexported.Served)
+	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
 	ss.Status.ObservedGeneration = ss.Generation
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: retry}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.

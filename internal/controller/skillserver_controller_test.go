@@ -22,10 +22,14 @@ import (
 )
 
 func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
+	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"))
+	routes := newServiceRoutes()
+	kube := workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local")
+	kube.Operator = workload.OperatorPeer("cantus-system")
+	startManagerVerifying(t, kube, &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
 	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
@@ -71,13 +75,21 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	g.Expect(svc.Spec.Ports[0].AppProtocol).To(Equal(ptr.To("agentgateway.dev/mcp")))
 	g.Expect(np.Spec.Ingress).To(HaveLen(1))
 	g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(HaveKeyWithValue("role", "agent"))
+	// The operator's own pods stay allowed: they verify the server through its Service.
+	g.Expect(np.Spec.Ingress[0].From).To(HaveLen(2))
+	g.Expect(np.Spec.Ingress[0].From[1].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "cantus-system"}))
+	g.Expect(np.Spec.Ingress[0].From[1].PodSelector.MatchLabels).To(Equal(map[string]string{"app.kubernetes.io/name": "cantus-operator"}))
 
 	// envtest runs no Deployment controller: until its status says the pods are ready,
 	// the SkillServer is not Ready.
 	g.Eventually(getSkillServer(ctx, ns, "books")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing))
 
+	// The pods run, and the operator lists their tools through the Service before Ready.
+	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
 	markDeploymentAvailable(g, ctx, dep)
-	g.Eventually(getSkillServer(ctx, ns, "books")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	g.Eventually(getSkillServer(ctx, ns, "books"), 20*time.Second).Should(And(
+		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
 	got, _ := getSkillServer(ctx, ns, "books")()
 	g.Expect(got.Status.URL).To(Equal("http://books." + ns + ".svc.cluster.local:8765/mcp"))
 	g.Expect(got.Status.ToolCount).To(Equal(int32(1)))

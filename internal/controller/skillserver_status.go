@@ -25,12 +25,11 @@ func setCondition(ss *cantusv1alpha1.SkillServer, condType string, status metav1
 	})
 }
 
-// setStalled records a spec that cannot work. Ready goes False with the same message so
-// that `kubectl get` and `kubectl wait` show why.
+// setStalled records a spec that cannot work; summarizeReady then gives Ready the same
+// message so that `kubectl get` and `kubectl wait` show why.
 func setStalled(ss *cantusv1alpha1.SkillServer, err error) {
 	msg := fmt.Sprintf("the spec cannot be served, fix it and re-apply: %v", err)
 	setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
-	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec, msg)
 }
 
 func clearStalled(ss *cantusv1alpha1.SkillServer) {
@@ -54,7 +53,6 @@ func setSchemaPortable(ss *cantusv1alpha1.SkillServer, nonPortable []string) {
 func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
 	msg := fmt.Sprintf("could not apply the adapter workload: %v", err)
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed, msg)
-	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed, msg)
 }
 
 // setImportsResolved says which imports are served; the tools of the others are not,
@@ -89,7 +87,7 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 	}
 }
 
-// setObserved copies what the runtime observed into the status and summarises it in Ready.
+// setObserved copies what the runtime observed into the status.
 func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, configHash string, imported []cantusv1alpha1.ServedTool) {
 	ss.Status.URL = obs.URL
 	ss.Status.Selector = obs.Selector
@@ -98,22 +96,48 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 	ss.Status.ConfigHash = configHash
 	ss.Status.Tools = append(servedTools(ss), imported...)
 	ss.Status.ToolCount = int32(len(ss.Status.Tools))
-	if !obs.Available {
-		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, obs.Reason, obs.Message)
-		setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, obs.Reason, obs.Message)
+	status := metav1.ConditionFalse
+	if obs.Available {
+		status = metav1.ConditionTrue
+	}
+	setCondition(ss, cantusv1alpha1.ConditionAvailable, status, obs.Reason, obs.Message)
+}
+
+// readyPrerequisites are the conditions that must not be False for a SkillServer to be
+// Ready, in the order their reason is reported. A gateway that leaves out some of what
+// it was asked to serve is not Ready, even though it serves the rest: `kubectl wait`
+// should not pass on half a spec.
+var readyPrerequisites = []string{
+	cantusv1alpha1.ConditionAvailable,
+	cantusv1alpha1.ConditionImportsResolved,
+	cantusv1alpha1.ConditionToolNamesUnique,
+	cantusv1alpha1.ConditionImportedToolsServable,
+	cantusv1alpha1.ConditionVerified,
+}
+
+// summarizeReady is the one rule for Ready: the first prerequisite that is not True
+// gives its reason and message; otherwise the server is Ready.
+func summarizeReady(ss *cantusv1alpha1.SkillServer) {
+	if c := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
 		return
 	}
-	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, obs.Reason, obs.Message)
-	// A gateway that leaves out some of what it was asked to serve is not Ready, even
-	// though it serves the rest: `kubectl wait` should not pass on half a spec.
-	for _, condType := range []string{cantusv1alpha1.ConditionImportsResolved, cantusv1alpha1.ConditionToolNamesUnique, cantusv1alpha1.ConditionImportedToolsServable} {
-		if c := apimeta.FindStatusCondition(ss.Status.Conditions, condType); c != nil && c.Status == metav1.ConditionFalse {
-			setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
+	for _, condType := range readyPrerequisites {
+		c := apimeta.FindStatusCondition(ss.Status.Conditions, condType)
+		if c == nil && condType != cantusv1alpha1.ConditionAvailable {
+			continue
+		}
+		if c == nil || c.Status != metav1.ConditionTrue {
+			reason, message := cantusv1alpha1.ReasonProgressing, "waiting for the workload"
+			if c != nil {
+				reason, message = c.Reason, c.Message
+			}
+			setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 			return
 		}
 	}
 	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled,
-		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, obs.URL))
+		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, ss.Status.URL))
 }
 
 // listAtMost joins the first n items with sep and says how many more there are, so

@@ -69,12 +69,32 @@ func TestStatusSetters(t *testing.T) {
 			wantReason: cantusv1alpha1.ReasonReconciled,
 			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionSchemaPortable: metav1.ConditionFalse},
 		},
+		{
+			name: "pods that serve the wrong tools are not Ready",
+			set: func(ss *cantusv1alpha1.SkillServer) {
+				setObserved(ss, available, "h", nil)
+				setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsMismatch, "missing: a")
+			},
+			wantReady:  metav1.ConditionFalse,
+			wantReason: cantusv1alpha1.ReasonToolsMismatch,
+			wantConds:  map[string]metav1.ConditionStatus{cantusv1alpha1.ConditionAvailable: metav1.ConditionTrue},
+		},
+		{
+			name: "available pods not verified yet are not Ready",
+			set: func(ss *cantusv1alpha1.SkillServer) {
+				setObserved(ss, available, "h", nil)
+				setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotVerified, "later")
+			},
+			wantReady:  metav1.ConditionFalse,
+			wantReason: cantusv1alpha1.ReasonNotVerified,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
 			ss.Spec.Skills = []cantusv1alpha1.Skill{{Name: "a"}}
 			tc.set(ss)
+			summarizeReady(ss)
 			ready := findCondition(ss, cantusv1alpha1.ConditionReady)
 			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)

@@ -100,6 +100,13 @@ func runManager(t *testing.T, mgr ctrl.Manager) {
 // startManager runs the SkillServer controller with the given runtime until the test ends.
 func startManager(t *testing.T, rt workload.Runtime) {
 	t.Helper()
+	startManagerVerifying(t, rt, &MCPVerifier{})
+}
+
+// startManagerVerifying runs the SkillServer controller with a given verifier of the pods
+// (nil: none).
+func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister) {
+	t.Helper()
 	mgr := newTestManager(t)
 	if local, ok := rt.(*workload.Local); ok {
 		local.Reader = mgr.GetAPIReader()
@@ -110,7 +117,7 @@ func startManager(t *testing.T, rt workload.Runtime) {
 	if kube, ok := rt.(*workload.Kubernetes); ok {
 		kube.Client = mgr.GetClient()
 	}
-	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator")}
+	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up controller: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -50,8 +51,21 @@ type Kubernetes struct {
 	Image string
 	// ClusterDomain forms the Service URL, normally "cluster.local".
 	ClusterDomain string
+	// Operator selects the operator's own pods; a NetworkPolicy that limits who may
+	// connect still lets them in, since they verify the pods through the Service. Nil
+	// when unknown (the operator runs outside the cluster).
+	Operator *networkingv1.NetworkPolicyPeer
 
 	applied *appliedCache
+}
+
+// OperatorPeer selects the operator's pods: those labelled
+// app.kubernetes.io/name=cantus-operator in its namespace.
+func OperatorPeer(namespace string) *networkingv1.NetworkPolicyPeer {
+	return &networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelName: OperatorName}},
+	}
 }
 
 func (k *Kubernetes) apply(ctx context.Context, live client.Object, desired applyConfigurationObject) error {
@@ -102,7 +116,7 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 
 func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {
 	if len(ss.Spec.AllowFrom) > 0 {
-		return k.apply(ctx, &networkingv1.NetworkPolicy{}, networkPolicyFor(ss))
+		return k.apply(ctx, &networkingv1.NetworkPolicy{}, networkPolicyFor(ss, k.Operator))
 	}
 	np := &networkingv1.NetworkPolicy{}
 	err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, np)
@@ -133,6 +147,15 @@ func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer
 	obs.Replicas = dep.Status.Replicas
 	obs.ReadyReplicas = dep.Status.ReadyReplicas
 	obs.Available, obs.Reason, obs.Message = DeploymentAvailability(dep)
+	svc := &corev1.Service{}
+	// The Service was just applied; the cache may not hold it yet, and the next event
+	// about it reconciles again.
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, svc); client.IgnoreNotFound(err) != nil {
+		return obs, fmt.Errorf("get Service %s: %w", ss.Name, err)
+	}
+	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+		obs.ProbeURL = fmt.Sprintf("http://%s%s", net.JoinHostPort(ip, fmt.Sprint(render.PortOf(ss))), render.EndpointPath(ss))
+	}
 	return obs, nil
 }
 
@@ -398,10 +421,13 @@ func serviceFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ServiceApplyConfigurat
 			WithPort(render.PortOf(ss))))
 }
 
-func networkPolicyFor(ss *cantusv1alpha1.SkillServer) *networkingv1ac.NetworkPolicyApplyConfiguration {
-	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(ss.Spec.AllowFrom))
+func networkPolicyFor(ss *cantusv1alpha1.SkillServer, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(ss.Spec.AllowFrom)+1)
 	for i := range ss.Spec.AllowFrom {
 		from = append(from, networkPolicyPeer(ss.Spec.AllowFrom[i]))
+	}
+	if operator != nil {
+		from = append(from, networkPolicyPeer(*operator))
 	}
 	return networkingv1ac.NetworkPolicy(ss.Name, ss.Namespace).
 		WithLabels(Labels(ss)).

@@ -18,8 +18,10 @@ const (
 	// AnnotationConfigHash on the pod template rolls the pods when the config changes.
 	AnnotationConfigHash = "cantus.dev/config-hash"
 
+	// OperatorName is the app.kubernetes.io/name of the operator's own pods (config/manager).
+	OperatorName = "cantus-operator"
 	// FieldOwner is the server-side apply field manager of everything the operator writes.
-	FieldOwner = "cantus-operator"
+	FieldOwner = OperatorName
 
 	adapterName = "cantus-adapter"
 )

@@ -222,6 +222,7 @@ func (l *Local) start(ctx context.Context, key types.NamespacedName, handler htt
 func (l *Local) observation(ss *cantusv1alpha1.SkillServer, s *localServer) Observation {
 	return Observation{
 		URL:           s.url,
+		ProbeURL:      s.url,
 		Selector:      Selector(ss),
 		Replicas:      1,
 		ReadyReplicas: 1,

@@ -30,7 +30,11 @@ type Desired struct {
 
 // Observation is what a runtime found after applying: enough for the status.
 type Observation struct {
-	URL           string
+	URL string
+	// ProbeURL is where the operator reaches the pods to verify that they answer MCP: the
+	// Service's cluster IP (which needs no cluster DNS), or the local listener. Empty
+	// while there is no address yet.
+	ProbeURL      string
 	Selector      string
 	Replicas      int32
 	ReadyReplicas int32

@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// MCPVerifier lists the tools a SkillServer's pods serve, as an agent would: an MCP
+// initialize and tools/list through the Service. A Deployment's availability only says
+// that the readiness probe passed; this says the pods answer MCP with the right tools.
+type MCPVerifier struct {
+	// Timeout bounds one verification; a server that does not answer within it is
+	// retried later and never holds a reconcile worker longer.
+	Timeout time.Duration
+	// Dial, when set, replaces the network dialer (tests stand in for kube-proxy).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// DefaultVerifyTimeout bounds one verification of a SkillServer.
+const DefaultVerifyTimeout = 5 * time.Second
+
+// VerifyTarget is where and how to reach one SkillServer's pods.
+type VerifyTarget struct {
+	URL       string
+	Transport string
+	// Headers carry the bearer token when the SkillServer requires one.
+	Headers map[string]string
+}
+
+// ListTools returns the names of the tools the server lists, sorted.
+func (v *MCPVerifier) ListTools(ctx context.Context, target VerifyTarget) ([]string, error) {
+	timeout := v.Timeout
+	if timeout <= 0 {
+		timeout = DefaultVerifyTimeout
+	}
+	res, err := mcpclient.Probe(ctx, mcpclient.Options{
+		URL:       target.URL,
+		Transport: target.Transport,
+		Headers:   target.Headers,
+		Timeout:   timeout,
+		Dial:      v.Dial,
+	})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
+// verifyRetry is how long to wait before verifying again a server that failed: half as
+// long as it has been failing, within bounds, so that a Service whose endpoints are a
+// second late is retried at once and a broken server costs a probe a minute. Changes to
+// the Deployment (pods becoming ready) trigger a verification without waiting.
+func verifyRetry(failingSince time.Time, now time.Time) time.Duration {
+	const minRetry, maxRetry = 2 * time.Second, time.Minute
+	return min(max(now.Sub(failingSince)/2, minRetry), maxRetry)
+}
+
+// alreadyVerified says whether the pods were verified for this very config at this URL,
+// so that neither a resync nor an operator restart probes a server nothing changed.
+func alreadyVerified(before *cantusv1alpha1.SkillServer, configHash, url string) bool {
+	c := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionVerified)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == before.Generation &&
+		before.Status.ConfigHash == configHash && before.Status.URL == url
+}
+
+// verifyTarget is how the operator reaches a SkillServer's pods, with its token when it
+// has one.
+func (r *SkillServerReconciler) verifyTarget(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation) (VerifyTarget, error) {
+	target := VerifyTarget{URL: obs.ProbeURL, Transport: string(ss.Spec.Transport)}
+	if ss.Spec.Auth == nil {
+		return target, nil
+	}
+	token, err := secretValue(ctx, r.Client, ss.Namespace, ss.Spec.Auth.BearerTokenSecretRef)
+	if err != nil {
+		return target, fmt.Errorf("read the bearer token to verify the server: %w", err)
+	}
+	target.Headers = map[string]string{"Authorization": "Bearer " + token}
+	return target, nil
+}
+
+// verifyIfNeeded checks the pods once they are available and the config changed since
+// they were last verified. It returns how long to wait before checking again, zero when
+// nothing needs a retry.
+func (r *SkillServerReconciler) verifyIfNeeded(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation, verified bool) time.Duration {
+	switch {
+	case r.Verifier == nil || verified:
+		return 0
+	case !obs.Available:
+		setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotVerified,
+			"the pods are verified through the Service once they are available")
+		return 0
+	}
+	return r.verify(ctx, ss, obs)
+}
+
+// verify checks the pods through the Service and records the answer in Verified. It
+// returns how long to wait before checking again, zero when the check passed.
+func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation) time.Duration {
+	if obs.ProbeURL == "" {
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, "the Service has no cluster IP yet")
+	}
+	target, err := r.verifyTarget(ctx, ss, obs)
+	if err != nil {
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotVerified, err.Error())
+	}
+	served, err := r.Verifier.ListTools(ctx, target)
+	ctrl.LoggerFrom(ctx).V(1).Info("verified the pods through the Service", "url", obs.ProbeURL, "tools", len(served), "error", err)
+	if err != nil {
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the pods through %s: %v", obs.ProbeURL, err))
+	}
+	want, got := sets.New(toolNames(ss.Status.Tools)...), sets.New(served...)
+	if !want.Equal(got) {
+		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
+		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
+	}
+	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
+		fmt.Sprintf("the pods answered MCP initialize and tools/list through %s with the %d expected tools", obs.ProbeURL, len(served)))
+	return 0
+}
+
+func (r *SkillServerReconciler) notVerified(ss *cantusv1alpha1.SkillServer, reason, message string) time.Duration {
+	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, reason, message)
+	c := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionVerified)
+	return verifyRetry(c.LastTransitionTime.Time, time.Now())
+}
+
+func toolsMismatchMessage(served int, missing, extra []string) string {
+	parts := []string{fmt.Sprintf("the pods answer MCP but list %d tools that are not the ones the spec asks for", served)}
+	if len(missing) > 0 {
+		parts = append(parts, "missing: "+listAtMost(missing, 10, ", "))
+	}
+	if len(extra) > 0 {
+		parts = append(parts, "not expected: "+listAtMost(extra, 10, ", "))
+	}
+	parts = append(parts, "pods that still run an older config pick up the new one within a minute or two")
+	return strings.Join(parts, "; ")
+}
+
+func toolNames(tools []cantusv1alpha1.ServedTool) []string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return names
+}
