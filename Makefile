@@ -5,6 +5,9 @@ SHELL := /usr/bin/env bash -o pipefail
 IMG ?= ghcr.io/cantus-dev/cantus-operator:dev
 FUZZTIME ?= 10s
 CONTROLLER_GEN := go tool controller-gen
+# golangci-lint is pinned in its own module (hack/tools) so that its dependencies never
+# move the operator's; it is built once into bin/.
+GOLANGCI_LINT := bin/golangci-lint
 KUBECTL ?= kubectl
 
 .PHONY: help
@@ -27,11 +30,23 @@ verify-gen: generate manifests ## Fail when generated files differ from what is 
 	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files drifted: run 'make generate manifests' and commit"; exit 1; }
 
 .PHONY: verify-tidy
-verify-tidy: ## Fail when go.mod or go.sum are not tidy.
+verify-tidy: ## Fail when go.mod or go.sum (the operator's or hack/tools') are not tidy.
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
+	@go -C hack/tools mod tidy -diff || { echo "hack/tools is not tidy: run 'go -C hack/tools mod tidy' and commit"; exit 1; }
 
 .PHONY: verify
-verify: verify-gen verify-tidy ## Every check that generated and module files are as committed.
+verify: verify-gen verify-tidy lint ## Every check that generated and module files are as committed, and the linters.
+
+$(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
+	go -C hack/tools build -o $(CURDIR)/$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): linters and gofmt/goimports.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: $(GOLANGCI_LINT) ## Run golangci-lint and apply the fixes it knows, formatting included.
+	$(GOLANGCI_LINT) run --fix ./...
 
 .PHONY: fmt
 fmt: ## go fmt.

@@ -78,6 +78,7 @@ const (
 	ConditionImportedToolsServable = "ImportedToolsServable"
 )
 
+// Reasons of ImportsResolved, ToolNamesUnique and ImportedToolsServable, in that order.
 const (
 	ReasonAllResolved     = "AllResolved"
 	ReasonImportsNotReady = "ImportsNotReady"

@@ -10,8 +10,10 @@ import (
 type ImportTransport string
 
 const (
+	// ImportTransportStreamableHTTP is MCP's streamable HTTP transport.
 	ImportTransportStreamableHTTP ImportTransport = "streamable-http"
-	ImportTransportSSE            ImportTransport = "sse"
+	// ImportTransportSSE is MCP's older HTTP+SSE transport.
+	ImportTransportSSE ImportTransport = "sse"
 	// ImportTransportStdio runs a command behind a bridge that serves it over streamable HTTP.
 	ImportTransportStdio ImportTransport = "stdio"
 )
@@ -275,7 +277,7 @@ type RemoteToolImportList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RemoteToolImport{}, &RemoteToolImportList{})
+	register(&RemoteToolImport{}, &RemoteToolImportList{})
 }
 
 // KeyOrDefault is the ConfigMap key to read: Key, or "ca.crt" when it is empty.

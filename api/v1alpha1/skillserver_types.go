@@ -422,7 +422,7 @@ type SkillServerList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SkillServer{}, &SkillServerList{})
+	register(&SkillServer{}, &SkillServerList{})
 }
 
 // String returns the transport's name.

@@ -99,5 +99,5 @@ type ToolSourcePolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ToolSourcePolicy{}, &ToolSourcePolicyList{})
+	register(&ToolSourcePolicy{}, &ToolSourcePolicyList{})
 }

@@ -96,9 +96,9 @@ func (q Quantity) Parse() (resource.Quantity, error) {
 
 // clip keeps an invalid value short enough to quote in a condition message.
 func clip(s string) string {
-	const max = 40
-	if len(s) <= max {
+	const limit = 40
+	if len(s) <= limit {
 		return s
 	}
-	return strings.ToValidUTF8(s[:max], "") + "…"
+	return strings.ToValidUTF8(s[:limit], "") + "…"
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -60,7 +61,7 @@ func adapterBinary(t *testing.T) string {
 		builtBin = filepath.Join(buildDir, "adapter")
 		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -239,7 +240,8 @@ func (p *process) waitExit(t *testing.T) int {
 		if p.waitErr == nil {
 			return 0
 		}
-		if exitErr, ok := p.waitErr.(*exec.ExitError); ok {
+		var exitErr *exec.ExitError
+		if errors.As(p.waitErr, &exitErr) {
 			return exitErr.ExitCode()
 		}
 		t.Fatalf("wait: %v", p.waitErr)
@@ -277,7 +279,9 @@ func httpGet(t *testing.T, url string) (int, string) {
 func TestBinary_PrintsOneListeningLineAndHonoursPort(t *testing.T) {
 	configPort := freePort(t)
 	cfg := templateConfig()
-	fmt.Sscan(configPort, &cfg.Port)
+	if _, err := fmt.Sscan(configPort, &cfg.Port); err != nil {
+		t.Fatal(err)
+	}
 	path := writeConfig(t, cfg)
 
 	tests := []struct {

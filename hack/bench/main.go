@@ -10,7 +10,7 @@
 // At every concurrency level both sides of a comparison get the same number of mcp-go
 // clients, one per worker, each initialized before anything is timed. After a warm-up
 // of each, the measured time of a side (-duration) is cut into slices that alternate
-// between the two sides, A B B A then B A A B and so on (-rounds such groups), so that
+// between the two sides, ABBA then BAAB and so on (-rounds such groups), so that
 // drift on a small shared machine (other processes, frequency, GC) falls on both
 // alike. A side's figures combine its slices: calls/s, p50 and p99 latency, process
 // CPU and heap allocations per call, then the ratios against the targets: adapter/bare
@@ -166,7 +166,7 @@ func parseFlags() (options, error) {
 	var conc string
 	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct) or all")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each side of a comparison at each concurrency level")
-	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (A B B A or B A A B); each side's -duration is cut into 2×rounds slices")
+	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (ABBA or BAAB); each side's -duration is cut into 2×rounds slices")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each side before each level")
 	flag.StringVar(&conc, "concurrency", "1,16,64", "comma-separated numbers of concurrent clients")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
@@ -1000,7 +1000,7 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "load average %s at start, %s at end\n", r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
 	fmt.Fprintf(out, "tools/call over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
 		protocolVersion, auth)
-	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating A B B A / B A A B\n",
+	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating ABBA / BAAB\n",
 		r.Warmup, r.DurationPerSide, 2*r.Rounds, r.Slice)
 	for _, c := range r.Comparisons {
 		c.print(out)

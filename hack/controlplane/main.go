@@ -43,7 +43,7 @@ func run(kubeconfigPath string) error {
 	if err != nil {
 		return fmt.Errorf("render kubeconfig: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(kubeconfigPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(kubeconfigPath), 0o750); err != nil {
 		return fmt.Errorf("create kubeconfig folder: %w", err)
 	}
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {

@@ -8,15 +8,24 @@ import "github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 // without linking this server; these names keep the server's code and its callers
 // reading as before.
 type (
-	Config          = adapterconfig.Config
-	MemoryConfig    = adapterconfig.MemoryConfig
-	ServerInfo      = adapterconfig.ServerInfo
-	Tool            = adapterconfig.Tool
-	RemoteBackend   = adapterconfig.RemoteBackend
+	// Config is adapterconfig.Config.
+	Config = adapterconfig.Config
+	// MemoryConfig is adapterconfig.MemoryConfig.
+	MemoryConfig = adapterconfig.MemoryConfig
+	// ServerInfo is adapterconfig.ServerInfo.
+	ServerInfo = adapterconfig.ServerInfo
+	// Tool is adapterconfig.Tool.
+	Tool = adapterconfig.Tool
+	// RemoteBackend is adapterconfig.RemoteBackend.
+	RemoteBackend = adapterconfig.RemoteBackend
+	// ToolAnnotations is adapterconfig.ToolAnnotations.
 	ToolAnnotations = adapterconfig.ToolAnnotations
+	// TemplateBackend is adapterconfig.TemplateBackend.
 	TemplateBackend = adapterconfig.TemplateBackend
-	HTTPBackend     = adapterconfig.HTTPBackend
-	Duration        = adapterconfig.Duration
+	// HTTPBackend is adapterconfig.HTTPBackend.
+	HTTPBackend = adapterconfig.HTTPBackend
+	// Duration is adapterconfig.Duration.
+	Duration = adapterconfig.Duration
 )
 
 // Transports and paths, as in the config contract.

@@ -11,7 +11,7 @@ import (
 // another, shows as a new inode even when size and (coarse) modification time match.
 func fileIdentity(fi os.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
+		return st.Ino
 	}
 	return 0
 }

@@ -59,7 +59,8 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 	if transportName == TransportSSE {
 		tr, err = transport.NewSSE(baseURL + PathSSE)
 	} else {
-		tr, err = transport.NewStreamableHTTP(baseURL+PathMCP, transport.WithContinuousListening())
+		// The standalone GET stream is what these tests watch for list_changed.
+		tr, err = transport.NewStreamableHTTP(baseURL+PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -383,7 +383,9 @@ func (r *remote) acquire(ctx context.Context) (*remoteConn, error) {
 		if f == nil {
 			f = &connectFlight{done: make(chan struct{}), client: r.client}
 			r.connecting = f
-			go r.connect(f)
+			// The connection is shared by every caller waiting on f, so no one caller's
+			// request context may cancel it.
+			go r.connect(f) //nolint:gosec // G118: see above
 		}
 		r.mu.Unlock()
 		select {

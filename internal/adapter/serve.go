@@ -74,7 +74,10 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 		s.log.Info("closing connections that did not finish within the shutdown grace", "reason", err.Error())
 		_ = srv.Close()
 	}
-	<-served
+	// After Shutdown or Close, Serve returns ErrServerClosed: anything else is news.
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error(err, "serving ended unexpectedly during shutdown")
+	}
 	s.backend.CloseIdleConnections()
 	s.remotes.closeAll()
 

@@ -18,7 +18,7 @@ func validateMemory(m *MemoryConfig, tools []string) []error {
 		errs = append(errs, errors.New("memory.root is empty: name the directory that holds the memory files"))
 	}
 	if !toolNamePattern.MatchString(m.ToolName) {
-		errs = append(errs, fmt.Errorf("memory.toolName %q is not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - .", m.ToolName))
+		errs = append(errs, fmt.Errorf("memory.toolName %q is not a valid MCP tool name: use 1-128 of the characters A-Z a-z 0-9 . _ -", m.ToolName))
 	}
 	if slices.Contains(tools, m.ToolName) {
 		errs = append(errs, fmt.Errorf("memory.toolName %q is also the name of a tool: rename one of them", m.ToolName))

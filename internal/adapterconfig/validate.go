@@ -187,7 +187,7 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 		problems = append(problems, fmt.Sprintf("remote.transport %q is not supported: use %q or %q", r.Transport, TransportStreamableHTTP, TransportSSE))
 	}
 	if !toolNamePattern.MatchString(r.RemoteName) {
-		problems = append(problems, fmt.Sprintf("remote.remoteName %q is not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - .", r.RemoteName))
+		problems = append(problems, fmt.Sprintf("remote.remoteName %q is not a valid MCP tool name: use 1-128 of the characters A-Z a-z 0-9 . _ -", r.RemoteName))
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
 		if !mcpclient.ValidHeaderName(name) {

@@ -44,7 +44,7 @@ func (r *Runnable) Start(ctx context.Context) error {
 		return fmt.Errorf("catalog: listen on %s: %w", r.Addr, err)
 	}
 	srv := &http.Server{Handler: r.Handler, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
+	go func() { //nolint:gosec // G118: shutdown begins when ctx has ended, so it needs a context of its own
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

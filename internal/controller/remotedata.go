@@ -34,11 +34,11 @@ const (
 )
 
 // clip cuts s to at most max bytes on a character boundary.
-func clip(s string, max int) string {
-	if len(s) <= max {
+func clip(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	return strings.ToValidUTF8(s[:max-len("…")], "") + "…"
+	return strings.ToValidUTF8(s[:limit-len("…")], "") + "…"
 }
 
 func remoteServerInfo(res *mcpclient.Result) *cantusv1alpha1.RemoteServerInfo {
@@ -127,12 +127,12 @@ func discoveredTool(t mcpclient.Tool) cantusv1alpha1.DiscoveredTool {
 }
 
 // keepRaw returns raw for the status, or nil (naming it in clipped) when it is larger
-// than max; an absent or null member is nil.
-func keepRaw(raw json.RawMessage, max int, name string, clipped *[]string) *runtime.RawExtension {
+// than limit; an absent or null member is nil.
+func keepRaw(raw json.RawMessage, limit int, name string, clipped *[]string) *runtime.RawExtension {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	if len(raw) > max {
+	if len(raw) > limit {
 		*clipped = append(*clipped, name)
 		return nil
 	}

@@ -41,7 +41,7 @@ const (
 	retryCap  = 5 * time.Minute
 	// secretRefIndex indexes imports by the Secrets they read, so a changed Secret
 	// re-runs exactly the handshakes that use it.
-	secretRefIndex = "cantus.dev/secret-refs"
+	secretRefIndex = "cantus.dev/secret-refs" //nolint:gosec // G101: an index name, not a credential
 )
 
 // Prober runs the MCP handshake; mcpclient.Probe in production.
@@ -324,12 +324,12 @@ func (r *RemoteToolImportReconciler) caBundle(ctx context.Context, imp *cantusv1
 func secretValue(ctx context.Context, c client.Reader, namespace string, ref cantusv1alpha1.SecretKeyRef) (string, error) {
 	s := &corev1.Secret{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
-		return "", fmt.Errorf("Secret %s: %w", ref.Name, err)
+		return "", fmt.Errorf("read the Secret %s: %w", ref.Name, err)
 	}
 	key := ref.KeyOrDefault()
 	v, ok := s.Data[key]
 	if !ok {
-		return "", fmt.Errorf("Secret %s has no key %q", ref.Name, key)
+		return "", fmt.Errorf("the Secret %s has no key %q", ref.Name, key)
 	}
 	return string(v), nil
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -93,7 +94,8 @@ func markStaleIfTools(imp *cantusv1alpha1.RemoteToolImport, why string) {
 }
 
 func handshakeFailure(err error) (reason, message string) {
-	if herr, ok := err.(*mcpclient.Error); ok {
+	var herr *mcpclient.Error
+	if errors.As(err, &herr) {
 		return herr.Reason, herr.Error()
 	}
 	return "HandshakeFailed", "mcp_handshake_failed: " + err.Error()

@@ -33,7 +33,7 @@ func TestFaultConnectionRefused(t *testing.T) {
 	_ = ln.Close()
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
 		_, err := Probe(testContext(t), Options{URL: "http://" + addr + "/mcp", Transport: transport})
-		e := requireReason(t, err, ReasonConnectionRefused)
+		e := requireError(t, err, ReasonConnectionRefused)
 		if !strings.Contains(e.Detail, addr) {
 			t.Errorf("detail %q does not name %s", e.Detail, addr)
 		}
@@ -87,7 +87,7 @@ func TestFaultHTTP500(t *testing.T) {
 	t.Cleanup(ts.Close)
 	const secret = "s3cr3t-api-key-value"
 	_, err := Probe(testContext(t), Options{URL: ts.URL + "/mcp", Headers: map[string]string{"X-Api-Key": secret}})
-	e := requireReason(t, err, ReasonHTTPError)
+	e := requireError(t, err, ReasonHTTPError)
 	if !strings.Contains(e.Detail, "HTTP 500 Internal Server Error from POST /mcp") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -107,7 +107,7 @@ func TestFaultUnauthorized(t *testing.T) {
 			url := startAdapter(t, transport, false, nil, adapter.WithBearerToken(token))
 			const wrong = "Bearer wrong-token-456"
 			_, err := Probe(testContext(t), Options{URL: url, Transport: transport, Headers: map[string]string{"Authorization": wrong}})
-			e := requireReason(t, err, ReasonUnauthorized)
+			e := requireError(t, err, ReasonUnauthorized)
 			if !strings.Contains(e.Detail, "HTTP 401") || strings.Contains(err.Error(), "wrong-token-456") {
 				t.Errorf("detail %q", e.Detail)
 			}
@@ -152,7 +152,7 @@ func TestFaultNotMCP(t *testing.T) {
 	t.Cleanup(ts.Close)
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
 		_, err := Probe(testContext(t), Options{URL: ts.URL + "/", Transport: transport})
-		e := requireReason(t, err, ReasonProtocolError)
+		e := requireError(t, err, ReasonProtocolError)
 		if !strings.Contains(e.Detail, "text/html") {
 			t.Errorf("detail %q does not name the content type", e.Detail)
 		}
@@ -166,7 +166,7 @@ func TestFaultTLSUnknownCA(t *testing.T) {
 	ts := httptest.NewTLSServer(&fakeMCP{tools: numberedTools(2)})
 	t.Cleanup(ts.Close)
 	_, err := Probe(testContext(t), Options{URL: ts.URL + "/mcp"})
-	e := requireReason(t, err, ReasonTLSError)
+	e := requireError(t, err, ReasonTLSError)
 	if !strings.Contains(e.Detail, "unknown authority") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -212,7 +212,7 @@ func TestFaultRedirectRefused(t *testing.T) {
 	}
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
 		_, err := Probe(testContext(t), Options{URL: redirector.URL + "/mcp", Transport: transport, CheckRedirect: policy})
-		e := requireReason(t, err, ReasonRedirectRefused)
+		e := requireError(t, err, ReasonRedirectRefused)
 		if !strings.Contains(e.Detail, "localhost") || !strings.Contains(e.Detail, "not allowlisted") {
 			t.Errorf("detail %q", e.Detail)
 		}
@@ -276,7 +276,7 @@ func TestFaultTooManyTools(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{tools: numberedTools(30), pageSize: 10}, nil)
 	_, err := Probe(testContext(t), Options{URL: url, MaxTools: 25})
-	e := requireReason(t, err, ReasonResponseTooLarge)
+	e := requireError(t, err, ReasonResponseTooLarge)
 	if !strings.Contains(e.Detail, "more than 25 tools") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -318,7 +318,7 @@ func TestFaultConnectionDropped(t *testing.T) {
 	midAnswer := httptest.NewServer(hijack("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n" + `{"jsonrpc":"`))
 	t.Cleanup(midAnswer.Close)
 	_, err := Probe(testContext(t), Options{URL: midAnswer.URL + "/mcp"})
-	e := requireReason(t, err, ReasonConnectionDropped)
+	e := requireError(t, err, ReasonConnectionDropped)
 	if !strings.Contains(e.Detail, "mid-answer after 12 bytes") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -343,7 +343,7 @@ func TestFaultInitializeFailed(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{initializeError: &ErrorObject{Code: -32602, Message: "Unsupported protocol version"}}, nil)
 	_, err := Probe(testContext(t), Options{URL: url})
-	e := requireReason(t, err, ReasonInitializeFailed)
+	e := requireError(t, err, ReasonInitializeFailed)
 	if !strings.Contains(e.Detail, "-32602 Unsupported protocol version") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -353,7 +353,7 @@ func TestFaultToolsListFailed(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{toolsListError: &ErrorObject{Code: -32603, Message: "database down"}}, nil)
 	_, err := Probe(testContext(t), Options{URL: url})
-	e := requireReason(t, err, ReasonToolsListFailed)
+	e := requireError(t, err, ReasonToolsListFailed)
 	if !strings.Contains(e.Detail, "database down") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -373,7 +373,7 @@ func TestFaultDNSError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := Probe(ctx, Options{URL: "http://no-such-host.invalid/mcp", Timeout: 5 * time.Second})
-	e := requireReason(t, err, ReasonDNSError)
+	e := requireError(t, err, ReasonDNSError)
 	if !strings.Contains(e.Detail, "no-such-host.invalid") {
 		t.Errorf("detail %q", e.Detail)
 	}
@@ -404,7 +404,7 @@ func TestInvalidOptions(t *testing.T) {
 		{URL: "http://example.com/mcp", Headers: map[string]string{"X-Bad": "line\nbreak-secret"}},
 	} {
 		_, err := Probe(context.Background(), opts)
-		e := requireReason(t, err, ReasonInvalidConfig)
+		e := requireError(t, err, ReasonInvalidConfig)
 		if strings.Contains(e.Error(), "pass") || strings.Contains(e.Error(), "break-secret") {
 			t.Errorf("detail %q shows a credential", e.Detail)
 		}

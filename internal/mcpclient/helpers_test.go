@@ -33,8 +33,14 @@ func testContext(t *testing.T) context.Context {
 }
 
 // requireReason fails the test unless err is an *Error with reason whose message
-// starts with the marker; it returns the *Error.
-func requireReason(t *testing.T, err error, reason string) *Error {
+// starts with the marker.
+func requireReason(t *testing.T, err error, reason string) {
+	t.Helper()
+	_ = requireError(t, err, reason)
+}
+
+// requireError is requireReason returning the *Error, for a test that looks further.
+func requireError(t *testing.T, err error, reason string) *Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("Probe succeeded, want reason %s", reason)
@@ -140,7 +146,7 @@ func startAdapter(t *testing.T, transport string, stateless bool, rec *recorder,
 	if err != nil {
 		t.Fatalf("adapter.NewServer: %v", err)
 	}
-	var h http.Handler = srv.Handler()
+	h := srv.Handler()
 	if rec != nil {
 		h = rec.wrap(h)
 	}

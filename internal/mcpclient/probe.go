@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -156,7 +157,8 @@ type listToolsResult struct {
 func (p *prober) handshake(ctx context.Context, s session) (*Result, error) {
 	raw, err := s.call(ctx, "initialize", InitializeParams(ClientName, ClientVersion))
 	if err != nil {
-		if rpcErr, ok := err.(*rpcAnswerError); ok {
+		var rpcErr *rpcAnswerError
+		if errors.As(err, &rpcErr) {
 			return nil, p.fail(ReasonInitializeFailed, "server refused initialize: "+rpcErr.Error(), err)
 		}
 		return nil, err
@@ -218,7 +220,8 @@ func (p *prober) listTools(ctx context.Context, s session) ([]Tool, error) {
 		}
 		raw, err := s.call(ctx, "tools/list", params)
 		if err != nil {
-			if rpcErr, ok := err.(*rpcAnswerError); ok {
+			var rpcErr *rpcAnswerError
+			if errors.As(err, &rpcErr) {
 				return nil, p.fail(ReasonToolsListFailed, fmt.Sprintf("server refused tools/list (page %d): %s", page, rpcErr.Error()), err)
 			}
 			return nil, err

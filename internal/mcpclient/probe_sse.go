@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,10 +119,10 @@ func (s *sseSession) read() {
 func (s *sseSession) nextEvent(ctx context.Context, step string) (Event, error) {
 	select {
 	case item, ok := <-s.events:
-		if !ok || item.err == io.EOF {
+		if !ok || errors.Is(item.err, io.EOF) {
 			return Event{}, s.p.fail(ReasonConnectionDropped, fmt.Sprintf("the SSE stream GET %s ended before %s", Path(s.streamURL), step), io.EOF)
 		}
-		if item.err == ErrTooLarge {
+		if errors.Is(item.err, ErrTooLarge) {
 			return Event{}, s.p.fail(ReasonResponseTooLarge, fmt.Sprintf("an event of the SSE stream GET %s is larger than %d bytes (MaxMessageBytes)",
 				Path(s.streamURL), s.p.opts.MaxMessageBytes), ErrTooLarge)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,7 +78,7 @@ func (p *prober) trusted(target *url.URL) bool {
 	if !strings.EqualFold(target.Hostname(), p.url.Hostname()) {
 		return false
 	}
-	return !(p.url.Scheme == "https" && target.Scheme == "http")
+	return p.url.Scheme != "https" || target.Scheme != "http"
 }
 
 // do sends r, following up to MaxRedirects redirects itself: each target is checked
@@ -196,13 +197,13 @@ func (p *prober) errorBody(resp *http.Response) (string, *ErrorObject) {
 // with ErrTooLarge, and every failure is a *readError holding the count.
 type limitedBody struct{ LimitedReader }
 
-func newLimitedBody(r io.Reader, max int64) *limitedBody {
-	return &limitedBody{LimitedReader{R: r, Max: max}}
+func newLimitedBody(r io.Reader, limit int64) *limitedBody {
+	return &limitedBody{LimitedReader{R: r, Max: limit}}
 }
 
 func (l *limitedBody) Read(b []byte) (int, error) {
 	n, err := l.LimitedReader.Read(b)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = &readError{err: err, n: l.N}
 	}
 	return n, err
@@ -332,8 +333,8 @@ func (s *streamableSession) call(ctx context.Context, method string, params any)
 // transport describes (SEP-1699): after the server's retry delay, GET the endpoint
 // with Last-Event-ID and read on there (AnswerStream).
 func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser, body io.Reader, id int64, method, step string) (json.RawMessage, error) {
-	max := s.p.opts.MaxMessageBytes
-	events := NewAnswerStream(body, max, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+	limit := s.p.opts.MaxMessageBytes
+	events := NewAnswerStream(body, limit, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
 		next, err := s.resume(ctx, method, lastID)
 		if err != nil {
 			return nil, err
@@ -345,12 +346,12 @@ func (s *streamableSession) readStream(ctx context.Context, first io.ReadCloser,
 		return struct {
 			io.Reader
 			io.Closer
-		}{newLimitedBody(next, max), next}, nil
+		}{newLimitedBody(next, limit), next}, nil
 	})
 	defer events.Close()
 	for {
 		ev, err := events.Next(ctx)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			detail := fmt.Sprintf("the event stream of POST %s ended without the answer to %s", Path(s.endpoint), method)
 			if events.Resumes() > 0 {
 				detail += fmt.Sprintf(" (resumed %d times)", events.Resumes())
@@ -385,7 +386,8 @@ func (s *streamableSession) resume(ctx context.Context, method, lastID string) (
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer DrainAndClose(resp.Body)
 		err := s.p.statusError(r, resp, final)
-		if e, ok := err.(*Error); ok && e.Reason == ReasonHTTPError {
+		var e *Error
+		if errors.As(err, &e) && e.Reason == ReasonHTTPError {
 			e.Detail = fmt.Sprintf("the event stream for %s ended before the answer and resuming it failed: %s", method, e.Detail)
 		}
 		return nil, err

@@ -376,7 +376,7 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 	defer events.Close()
 	for {
 		ev, err := events.Next(ctx)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended without the answer to %s", Path(s.endpoint), method), err)
 		}
 		if err != nil {
@@ -502,7 +502,7 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 		ev, err := events.Next()
 		if err != nil {
 			var e *Error
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				e = s.c.fail(ReasonConnectionDropped, where+" ended", err)
 			} else {
 				e = s.c.classify(life, err, where)

@@ -91,12 +91,12 @@ func InnerError(err error) error {
 }
 
 // ClipText keeps s to one line of at most max bytes, cut on a rune boundary.
-func ClipText(s string, max int) string {
+func ClipText(s string, limit int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= max {
+	if len(s) <= limit {
 		return s
 	}
-	cut := max
+	cut := limit
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -39,10 +39,10 @@ func TestNetErrors(t *testing.T) {
 	if IsDialError(io.EOF) || DialTarget(io.EOF, "h:80") != "h:80" {
 		t.Error("io.EOF taken for a dial error")
 	}
-	if inner := InnerError(dial); inner != dial.Err {
+	if inner := InnerError(dial); !errors.Is(inner, dial.Err) {
 		t.Errorf("InnerError = %v", inner)
 	}
-	if InnerError(io.EOF) != io.EOF {
+	if !errors.Is(InnerError(io.EOF), io.EOF) {
 		t.Error("InnerError changed an error without a *url.Error")
 	}
 	for _, err := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, fmt.Errorf("write: %w", syscall.EPIPE), syscall.ECONNABORTED} {

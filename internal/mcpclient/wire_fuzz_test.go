@@ -18,16 +18,16 @@ func FuzzEventReaderIsBounded(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	const max = 256
+	const limit = 256
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		r := NewEventReader(bytes.NewReader(stream), max)
+		r := NewEventReader(bytes.NewReader(stream), limit)
 		for range len(stream) + 2 {
 			e, err := r.Next()
 			if err != nil {
 				return // EOF, ErrTooLarge or a read error: the stream ended
 			}
-			if int64(len(e.Data)+len(e.ID)+len(e.Type)) > max {
-				t.Fatalf("event of %d bytes past the %d byte bound", len(e.Data)+len(e.ID)+len(e.Type), max)
+			if int64(len(e.Data)+len(e.ID)+len(e.Type)) > limit {
+				t.Fatalf("event of %d bytes past the %d byte bound", len(e.Data)+len(e.ID)+len(e.Type), limit)
 			}
 		}
 		t.Fatalf("more events than bytes in a %d byte stream", len(stream))

@@ -27,7 +27,7 @@ func TestNewTransport(t *testing.T) {
 		t.Errorf("transport settings: %+v", tr)
 	}
 
-	if _, err := NewTransport(TransportConfig{CABundle: []byte("not PEM")}); err != ErrNoCertificate {
+	if _, err := NewTransport(TransportConfig{CABundle: []byte("not PEM")}); !errors.Is(err, ErrNoCertificate) {
 		t.Errorf("a CA bundle without a certificate: %v, want ErrNoCertificate", err)
 	}
 
@@ -143,11 +143,11 @@ func TestLimitedReader(t *testing.T) {
 	if _, err := io.ReadAll(l); !errors.Is(err, ErrTooLarge) || l.N != 6 {
 		t.Errorf("a body over the limit: %v after %d bytes, want ErrTooLarge after 6", err, l.N)
 	}
-	if _, err := l.Read(make([]byte, 1)); err != ErrTooLarge {
+	if _, err := l.Read(make([]byte, 1)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("reading on after the limit: %v", err)
 	}
 	failed := errors.New("reset")
-	if _, err := io.ReadAll(&LimitedReader{R: io.MultiReader(strings.NewReader("12"), errReader{failed}), Max: 5}); err != failed {
+	if _, err := io.ReadAll(&LimitedReader{R: io.MultiReader(strings.NewReader("12"), errReader{failed}), Max: 5}); !errors.Is(err, failed) {
 		t.Errorf("the reader's own error: %v, want %v", err, failed)
 	}
 }

@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -31,9 +32,9 @@ type EventReader struct {
 	retry  time.Duration
 }
 
-// NewEventReader reads the events of r, none of them (nor any line) over max bytes.
-func NewEventReader(r io.Reader, max int64) *EventReader {
-	return &EventReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
+// NewEventReader reads the events of r, none of them (nor any line) over limit bytes.
+func NewEventReader(r io.Reader, limit int64) *EventReader {
+	return &EventReader{br: bufio.NewReaderSize(r, 32<<10), max: limit}
 }
 
 // LastID is the last event ID the stream set, "" for none.
@@ -60,7 +61,7 @@ func (s *EventReader) readLine() (string, error) {
 			return "", ErrTooLarge
 		}
 		line = append(line, chunk...)
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if err != nil {
@@ -88,7 +89,7 @@ func (s *EventReader) Next() (Event, error) {
 	for {
 		line, err := s.readLine()
 		if err != nil {
-			if err == io.EOF && started {
+			if errors.Is(err, io.EOF) && started {
 				err = io.ErrUnexpectedEOF
 			}
 			return Event{}, err
@@ -146,10 +147,10 @@ type AnswerStream struct {
 	resumes int
 }
 
-// NewAnswerStream reads the events of body (the answer to a POST), none over max
+// NewAnswerStream reads the events of body (the answer to a POST), none over limit
 // bytes. The caller closes body; the AnswerStream closes what resume returned (Close).
-func NewAnswerStream(body io.Reader, max int64, resume ResumeFunc) *AnswerStream {
-	return &AnswerStream{events: NewEventReader(body, max), resume: resume}
+func NewAnswerStream(body io.Reader, limit int64, resume ResumeFunc) *AnswerStream {
+	return &AnswerStream{events: NewEventReader(body, limit), resume: resume}
 }
 
 // Next returns the next event that has data, resuming the stream when it ended. It
@@ -159,7 +160,7 @@ func NewAnswerStream(body io.Reader, max int64, resume ResumeFunc) *AnswerStream
 func (s *AnswerStream) Next(ctx context.Context) (Event, error) {
 	for {
 		ev, err := s.events.Next()
-		if err != io.EOF {
+		if !errors.Is(err, io.EOF) {
 			return ev, err
 		}
 		if s.events.LastID() == "" || s.resumes >= MaxResumes {

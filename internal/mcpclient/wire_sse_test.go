@@ -32,7 +32,7 @@ func TestEventReader(t *testing.T) {
 			t.Errorf("event %d = %+v, want %+v", i, got, w)
 		}
 	}
-	if _, err := r.Next(); err != io.EOF {
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the last event: %v, want io.EOF", err)
 	}
 	if r.LastID() != "7" || r.Retry() != 250*time.Millisecond {
@@ -119,7 +119,7 @@ func TestAnswerStreamResumes(t *testing.T) {
 	}
 	// The last stream ends without an id of its own: the last one seen (b) resumes it,
 	// and then MaxResumes is reached.
-	if _, err := s.Next(ctx); err != io.EOF || strings.Join(asked, ",") != "a,b,b" {
+	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) || strings.Join(asked, ",") != "a,b,b" {
 		t.Fatalf("after the third resume: %v (resumed after %v), want io.EOF after a,b,b", err, asked)
 	}
 	s.Close()
@@ -139,7 +139,7 @@ func TestAnswerStreamLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewAnswerStream(strings.NewReader(""), 1<<10, never)
-	if _, err := s.Next(ctx); err != io.EOF {
+	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) {
 		t.Errorf("a stream without an id: %v, want io.EOF", err)
 	}
 
@@ -150,14 +150,14 @@ func TestAnswerStreamLimits(t *testing.T) {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
 	s = NewAnswerStream(strings.NewReader("id: 1\nretry: 0\n\n"), 1<<10, again)
-	if _, err := s.Next(ctx); err != io.EOF || n != MaxResumes || s.Resumes() != MaxResumes {
+	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) || n != MaxResumes || s.Resumes() != MaxResumes {
 		t.Errorf("got %v after %d resumes (Resumes %d), want io.EOF after %d", err, n, s.Resumes(), MaxResumes)
 	}
 
 	// resume's error comes back as it is.
 	failed := errors.New("resume failed")
 	s = NewAnswerStream(strings.NewReader("id: 1\n\n"), 1<<10, func(context.Context, string) (io.ReadCloser, error) { return nil, failed })
-	if _, err := s.Next(ctx); err != failed {
+	if _, err := s.Next(ctx); !errors.Is(err, failed) {
 		t.Errorf("a failed resume: %v, want %v", err, failed)
 	}
 
@@ -166,7 +166,7 @@ func TestAnswerStreamLimits(t *testing.T) {
 	cancel()
 	s = NewAnswerStream(strings.NewReader("id: 1\nretry: 60000\n\n"), 1<<10, never)
 	start := time.Now()
-	if _, err := s.Next(cancelled); err != context.Canceled {
+	if _, err := s.Next(cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while waiting: %v, want context.Canceled", err)
 	}
 	if time.Since(start) > time.Second {

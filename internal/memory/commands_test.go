@@ -233,9 +233,9 @@ func TestCommands(t *testing.T) {
 		},
 		{
 			name:    "str_replace/new_str omitted deletes old_str",
-			setup:   map[string]string{"/memories/notes.md": "keep drop keep\n"},
+			setup:   map[string]string{"/memories/notes.md": "keep drop more\n"},
 			args:    map[string]any{"command": "str_replace", "path": "/memories/notes.md", "old_str": " drop", "confirm": true},
-			after:   map[string]*string{"/memories/notes.md": ptr("keep keep\n")},
+			after:   map[string]*string{"/memories/notes.md": ptr("keep more\n")},
 			trashed: 1,
 		},
 		{

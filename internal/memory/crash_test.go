@@ -162,8 +162,8 @@ func TestCrashSafety(t *testing.T) {
 			}
 		}
 		if err != nil || line != "ready\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
 			t.Fatalf("helper did not start: %q %v\n%s", line, err, stderr.String())
 		}
 		time.Sleep(time.Duration(rng.IntN(25_000)) * time.Microsecond)

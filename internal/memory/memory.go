@@ -211,6 +211,8 @@ func ToolDefinition(cfg Config) (mcp.Tool, error) {
 	return s.Tool(), nil
 }
 
+// Open prepares the store's folder under cfg.Root (the memories and the trash, the lock
+// and intent files) and returns the store; the caller closes it.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("memory: Config.Root is empty")

@@ -20,7 +20,7 @@ const (
 	DefaultHTTPTimeout      = 10 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
 	// BearerTokenMountPath is where the kubernetes runtime mounts the auth Secret's key.
-	BearerTokenMountPath = "/var/run/cantus/auth/token"
+	BearerTokenMountPath = "/var/run/cantus/auth/token" //nolint:gosec // G101: a file path, not a credential
 	// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
 	MemoryMountPath = "/var/lib/cantus/memory"
 

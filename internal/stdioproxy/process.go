@@ -220,14 +220,14 @@ func (s *supervisor) exited(c *child, status string, uptime time.Duration) time.
 // backoffDelay is initial·2^(failures-1), capped at max, times a jitter factor in
 // [0.8, 1.2) (capped at max again): the delays still grow from one failure to the next
 // until the cap, and restarts of many bridges do not line up.
-func backoffDelay(failures int, initial, max time.Duration, jitter float64) time.Duration {
+func backoffDelay(failures int, initial, longest time.Duration, jitter float64) time.Duration {
 	d := float64(initial) * math.Pow(2, float64(failures-1))
-	if d > float64(max) || math.IsInf(d, 0) {
-		d = float64(max)
+	if d > float64(longest) || math.IsInf(d, 0) {
+		d = float64(longest)
 	}
 	d *= 0.8 + 0.4*jitter
-	if d > float64(max) {
-		d = float64(max)
+	if d > float64(longest) {
+		d = float64(longest)
 	}
 	return time.Duration(d)
 }

@@ -197,7 +197,7 @@ func splice(line []byte, m member, value []byte) []byte {
 // complete line of at most max bytes (without its line ending) goes to onLine, which may
 // keep it. A longer line is not kept: its bytes stream through a topScanner, and
 // onOversized gets the scanner (to find the line's id) and the line's size.
-func readMessages(r io.Reader, max int, onLine func([]byte), onOversized func(s *topScanner, size int64)) error {
+func readMessages(r io.Reader, limit int, onLine func([]byte), onOversized func(s *topScanner, size int64)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
 	var over *topScanner
@@ -208,7 +208,7 @@ func readMessages(r io.Reader, max int, onLine func([]byte), onOversized func(s 
 		case over != nil:
 			over.feed(chunk)
 			overSize += int64(len(chunk))
-		case len(buf)+len(bytes.TrimRight(chunk, "\r\n")) > max:
+		case len(buf)+len(bytes.TrimRight(chunk, "\r\n")) > limit:
 			over = newTopScanner()
 			over.feed(buf)
 			over.feed(chunk)

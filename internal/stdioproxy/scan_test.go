@@ -56,7 +56,7 @@ func TestScanLargeValue(t *testing.T) {
 // TestReadMessages: lines over the limit go to onOversized with their id found while
 // streaming, whatever their position; the lines around them are intact.
 func TestReadMessages(t *testing.T) {
-	const max = 100
+	const limit = 100
 	huge := strings.Repeat("y", 300<<10) // larger than the reader's buffer
 	line2 := `{"result":"` + huge + `","jsonrpc":"2.0","id":2}`
 	line3 := `{"id":3,"result":"` + strings.Repeat("z", 200) + `"}`
@@ -74,7 +74,7 @@ func TestReadMessages(t *testing.T) {
 		size int64
 	}
 	var overs []over
-	err := readMessages(strings.NewReader(input), max,
+	err := readMessages(strings.NewReader(input), limit,
 		func(l []byte) { lines = append(lines, string(l)) },
 		func(s *topScanner, size int64) { overs = append(overs, over{string(s.members["id"].raw), size}) })
 	if err != nil {

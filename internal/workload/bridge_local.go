@@ -102,7 +102,7 @@ func NewLocalBridges(adapterBinary string, logger logr.Logger) *LocalBridges {
 	}
 }
 
-// OwnedTypes: the local runtime creates no Kubernetes objects.
+// OwnedTypes is empty: the local runtime creates no Kubernetes objects.
 func (l *LocalBridges) OwnedTypes() []client.Object { return nil }
 
 // Ensure starts the import's bridge, or restarts it when its command or args changed or

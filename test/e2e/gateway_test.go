@@ -277,7 +277,8 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local})
 	proc := peers.StartAdapterServer(t, ctx, configPath, "--reload-interval", "200ms")
 
-	c := mcpGoClient(t, ctx, proc.BaseURL+adapter.PathMCP, transport.WithContinuousListening())
+	// The standalone GET stream carries the list_changed this test waits for.
+	c := mcpGoClient(t, ctx, proc.BaseURL+adapter.PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
 	changed := make(chan struct{}, 4)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == string(mcp.MethodNotificationToolsListChanged) {

@@ -155,7 +155,7 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
-		err = fmt.Errorf("%w (%v)", err, ctxErr)
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
 	}
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
@@ -166,11 +166,11 @@ func (r result) describe() string {
 
 // clip keeps failure messages readable.
 func clip(s string) string {
-	const max = 8 << 10
-	if len(s) <= max {
+	const limit = 8 << 10
+	if len(s) <= limit {
 		return s
 	}
-	return s[:max/2] + "\n…[clipped]…\n" + s[len(s)-max/2:]
+	return s[:limit/2] + "\n…[clipped]…\n" + s[len(s)-limit/2:]
 }
 
 // tailBuffer keeps the last max bytes written to it; safe for concurrent use.

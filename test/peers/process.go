@@ -212,7 +212,7 @@ func AdapterBinary(t testing.TB) string {
 		r := run(ctx, root, []string{"CGO_ENABLED=0"}, "go", "build", "-o", tmp, "./cmd/adapter")
 		if r.err != nil {
 			_ = os.Remove(tmp)
-			adapterErr = fmt.Errorf("go build ./cmd/adapter: %v\n%s", r.err, clip(r.stderr))
+			adapterErr = fmt.Errorf("go build ./cmd/adapter: %w\n%s", r.err, clip(r.stderr))
 			return
 		}
 		adapterBin = filepath.Join(dir, "adapter")

@@ -185,11 +185,11 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 	}
 	r := run(ctx, Dir(t), nil, Node(t), args...)
 	if r.err != nil {
-		return TSClientOutput{}, fmt.Errorf("ts-client.mjs: %v: %s", r.err, strings.TrimSpace(clip(r.stderr)))
+		return TSClientOutput{}, fmt.Errorf("ts-client.mjs: %w: %s", r.err, strings.TrimSpace(clip(r.stderr)))
 	}
 	var out TSClientOutput
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		return TSClientOutput{}, fmt.Errorf("ts-client.mjs printed no JSON object: %v\n%s", err, r.describe())
+		return TSClientOutput{}, fmt.Errorf("ts-client.mjs printed no JSON object: %w\n%s", err, r.describe())
 	}
 	return out, nil
 }
