@@ -37,7 +37,6 @@ type forwarder struct {
 	srv           *server.MCPServer
 	progressToken mcp.ProgressToken
 	watch         *eventWatch // nil but over streamable HTTP
-	sent          int
 }
 
 // forwardNotifications returns the forwarder of the call of ctx; nil when ctx has no

@@ -261,19 +261,20 @@ func (s *Session) request(ctx context.Context, method string, params any, notify
 	if errors.As(err, &e) && e.SessionLost {
 		s.markLost(e)
 	}
-	if err != nil && ctx.Err() != nil && method != "initialize" && !(e != nil && e.NotProcessed) {
+	if err != nil && ctx.Err() != nil && method != "initialize" && (e == nil || !e.NotProcessed) {
 		// The spec forbids cancelling initialize; any other request may be working on.
-		go s.cancelUpstream(id, ctx.Err())
+		// The notice outlives the caller's context, which is already done.
+		go s.cancelUpstream(context.WithoutCancel(ctx), id, ctx.Err())
 	}
 	return result, err
 }
 
 // cancelUpstream tells the server the caller no longer waits for request id.
-func (s *Session) cancelUpstream(id int64, why error) {
+func (s *Session) cancelUpstream(ctx context.Context, id int64, why error) {
 	if !s.Alive() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	reason := "the caller stopped waiting"
 	if errors.Is(why, context.DeadlineExceeded) {
