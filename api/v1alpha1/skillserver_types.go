@@ -428,6 +428,15 @@ func init() {
 // String returns the transport's name.
 func (t Transport) String() string { return string(t) }
 
+// TransportOrDefault is the transport served: Transport, or streamable HTTP when it is
+// empty (objects built in Go skip the API server's defaulting).
+func (s *SkillServerSpec) TransportOrDefault() Transport {
+	if s.Transport == "" {
+		return TransportStreamableHTTP
+	}
+	return s.Transport
+}
+
 // KeyOrDefault is the Secret key to read: Key, or "token" when it is empty (objects built
 // in Go skip the API server's defaulting).
 func (r SecretKeyRef) KeyOrDefault() string {

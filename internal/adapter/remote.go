@@ -23,7 +23,9 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
-// Markers of re-exported tools' failures (the seed's names).
+// Markers begin the text of a re-exported tool's failed result, so that an agent (or a
+// program reading the transcript) can tell the remote's own failure from not reaching
+// it by prefix.
 const (
 	// markerRemoteError: the remote answered, with a failed tool result or a JSON-RPC
 	// error.

@@ -110,10 +110,7 @@ func (c *Catalog) importSchemas(ctx context.Context) (map[string]cantusv1alpha1.
 }
 
 func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alpha1.DiscoveredTool) Server {
-	transport := string(ss.Spec.Transport)
-	if transport == "" {
-		transport = string(cantusv1alpha1.TransportStreamableHTTP)
-	}
+	transport := string(ss.Spec.TransportOrDefault())
 	entry := Server{
 		Namespace: ss.Namespace,
 		Name:      ss.Name,

@@ -57,9 +57,11 @@ type Client struct {
 
 // New checks opts and builds a Client; it does not connect.
 func New(opts ClientOptions) (*Client, error) {
-	if opts.Transport == "" {
-		opts.Transport = TransportStreamableHTTP
+	transport, err := transportOrDefault(opts.Transport)
+	if err != nil {
+		return nil, &Error{Reason: ReasonInvalidConfig, Detail: err.Error()}
 	}
+	opts.Transport = transport
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = DefaultConnectTimeout
 	}
@@ -75,9 +77,6 @@ func New(opts ClientOptions) (*Client, error) {
 	c := &Client{opts: opts, redactor: NewRedactor(opts.Headers)}
 	invalid := func(detail string) (*Client, error) {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: detail}
-	}
-	if opts.Transport != TransportStreamableHTTP && opts.Transport != TransportSSE {
-		return invalid(fmt.Sprintf("transport %q: use %q or %q", opts.Transport, TransportStreamableHTTP, TransportSSE))
 	}
 	u, err := ParseEndpoint(opts.URL)
 	if err != nil {

@@ -18,6 +18,7 @@ package mcpclient
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -49,8 +50,22 @@ const (
 	DefaultClientVersion = "0.1.0"
 )
 
-// HandshakeMarker begins the message of every Probe failure (the seed's
-// machine-readable marker). Failures of a Session carry no marker of their own: the
+// transportOrDefault is the transport to use: t, or streamable HTTP when t is empty. An
+// unknown one is an error that names both transports (and no more than 40 bytes of t,
+// which may come from a tenant's spec).
+func transportOrDefault(t string) (string, error) {
+	switch t {
+	case "":
+		return TransportStreamableHTTP, nil
+	case TransportStreamableHTTP, TransportSSE:
+		return t, nil
+	default:
+		return "", fmt.Errorf("transport %q: use %q or %q", ClipText(t, 40), TransportStreamableHTTP, TransportSSE)
+	}
+}
+
+// HandshakeMarker begins the message of every Probe failure, so that a program reading
+// a status message or an adapter's answer can tell a failed handshake by prefix. Failures of a Session carry no marker of their own: the
 // gateway prefixes its call markers.
 const HandshakeMarker = "mcp_handshake_failed: "
 

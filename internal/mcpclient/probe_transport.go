@@ -18,9 +18,6 @@ func newProber(opts Options) (*prober, error) {
 	p := &prober{opts: opts, redactor: NewRedactor(opts.Headers)}
 	p.url = &url.URL{Scheme: "http", Host: "invalid"} // for details of config errors
 	o := &p.opts
-	if o.Transport == "" {
-		o.Transport = TransportStreamableHTTP
-	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
@@ -30,8 +27,9 @@ func newProber(opts Options) (*prober, error) {
 	if o.MaxTools <= 0 {
 		o.MaxTools = DefaultMaxTools
 	}
-	if o.Transport != TransportStreamableHTTP && o.Transport != TransportSSE {
-		return nil, p.fail(ReasonInvalidConfig, fmt.Sprintf("transport %q: use %q or %q", ClipText(o.Transport, 40), TransportStreamableHTTP, TransportSSE), nil)
+	var err error
+	if o.Transport, err = transportOrDefault(o.Transport); err != nil {
+		return nil, p.fail(ReasonInvalidConfig, err.Error(), nil)
 	}
 	u, err := ParseEndpoint(o.URL)
 	if err != nil {

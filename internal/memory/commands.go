@@ -79,6 +79,24 @@ func (s *Store) checkTotal(cost int64) error {
 	return nil
 }
 
+// admitWrite refuses a write that makes p updated bytes long in place of previous ones
+// when it breaks the per-file or total limit, or when unconfirmed (the command needs a
+// confirmation the call did not give; what names the change in the refusal). The limits
+// come first, so that no one is asked to confirm a change that could not be made. It
+// runs with the locks held.
+func (s *Store) admitWrite(p vpath, updated, previous int, unconfirmed bool, what string) error {
+	if err := s.checkFileSize(p, updated); err != nil {
+		return err
+	}
+	if err := s.checkTotal(writeCost(updated, previous)); err != nil {
+		return err
+	}
+	if unconfirmed {
+		return s.confirmation(what)
+	}
+	return nil
+}
+
 // readForEdit reads the regular file p for str_replace and insert.
 func (s *Store) readForEdit(p vpath) ([]byte, error) {
 	fi, err := s.mem.Lstat(p.osRel())
@@ -240,35 +258,29 @@ func (s *Store) create(a args) (string, error) {
 				return nil, err
 			}
 		}
-		if err := s.checkTotal(writeCost(len(data), len(old))); err != nil {
+		if err := s.admitWrite(p, len(data), len(old), exists && s.overwriteNeedsConfirm() && !a.Confirm,
+			fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt)); err != nil {
 			return nil, err
 		}
-		if exists && s.overwriteNeedsConfirm() && !a.Confirm {
-			return nil, s.confirmation(fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt))
+		if exists {
+			j, err := s.replaceFile(p, CmdCreate, old, data)
+			if err != nil {
+				return nil, err
+			}
+			result = fmt.Sprintf("File %s overwritten (%d bytes); the previous version is kept in the trash as %s.", p.virt, len(data), j.TrashID)
+			return j, nil
 		}
 		if err := s.mkdirAll(p.parent()); err != nil {
 			return nil, err
 		}
 		j := &JournalEntry{Command: CmdCreate, Path: p.virt, BytesAfter: int64(len(data)), SHA256After: sum(data)}
-		if exists {
-			j.TrashID, j.BytesBefore, j.SHA256Before = s.newTrashID(), int64(len(old)), sum(old)
-		}
 		if err := s.beginIntent(j); err != nil {
 			return nil, err
-		}
-		if exists {
-			if err := s.trashKeep(j.TrashID, p, CmdCreate, "", kindFile, old, false); err != nil {
-				return nil, err
-			}
 		}
 		if err := s.writeAtomic(s.mem, p.osRel(), data); err != nil {
 			return nil, err
 		}
-		if exists {
-			result = fmt.Sprintf("File %s overwritten (%d bytes); the previous version is kept in the trash as %s.", p.virt, len(data), j.TrashID)
-		} else {
-			result = "File created successfully at: " + p.virt
-		}
+		result = "File created successfully at: " + p.virt
 		return j, nil
 	})
 	return result, err
@@ -307,14 +319,8 @@ func (s *Store) strReplace(a args) (string, error) {
 		}
 		idx := strings.Index(content, oldStr)
 		updated := content[:idx] + newStr + content[idx+len(oldStr):]
-		if err := s.checkFileSize(p, len(updated)); err != nil {
+		if err := s.admitWrite(p, len(updated), len(content), s.confirm[CmdStrReplace] && !a.Confirm, "str_replace in "+p.virt); err != nil {
 			return nil, err
-		}
-		if err := s.checkTotal(writeCost(len(updated), len(content))); err != nil {
-			return nil, err
-		}
-		if s.confirm[CmdStrReplace] && !a.Confirm {
-			return nil, s.confirmation("str_replace in " + p.virt)
 		}
 		j, err := s.replaceFile(p, CmdStrReplace, data, []byte(updated))
 		if err != nil {
@@ -392,14 +398,8 @@ func (s *Store) insert(a args) (string, error) {
 		out := make([]string, 0, len(lines)+len(ins))
 		out = append(append(append(out, lines[:at]...), ins...), lines[at:]...)
 		updated := strings.Join(out, "\n") + "\n"
-		if err := s.checkFileSize(p, len(updated)); err != nil {
+		if err := s.admitWrite(p, len(updated), len(data), s.confirm[CmdInsert] && !a.Confirm, "insert into "+p.virt); err != nil {
 			return nil, err
-		}
-		if err := s.checkTotal(writeCost(len(updated), len(data))); err != nil {
-			return nil, err
-		}
-		if s.confirm[CmdInsert] && !a.Confirm {
-			return nil, s.confirmation("insert into " + p.virt)
 		}
 		j, err := s.replaceFile(p, CmdInsert, data, []byte(updated))
 		if err != nil {

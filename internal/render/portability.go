@@ -11,8 +11,8 @@ import (
 )
 
 // NonPortableKeys lists, per skill, the schema keywords that strict MCP clients are known
-// to reject (the seed's schema note: Pydantic's `title`, `additionalProperties: false`,
-// `examples`). The schemas are still served unchanged; this only feeds a warning.
+// to reject: `title` (which Pydantic writes on every model and property),
+// `additionalProperties: false` and `examples`. The schemas are still served unchanged; this only feeds a warning.
 // Each entry reads `skill "name": /json/pointer/title`.
 func NonPortableKeys(skills []cantusv1alpha1.Skill) []string {
 	var found []string

@@ -11,6 +11,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
 // Defaults applied when the API server's defaulting did not run (objects built in Go).
@@ -24,10 +25,12 @@ const (
 	// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
 	MemoryMountPath = "/var/lib/cantus/memory"
 
-	DefaultMemoryToolName       = "memory"
-	DefaultMemoryMaxFileBytes   = 1 << 20
-	DefaultMemoryMaxTotalBytes  = 64 << 20
-	DefaultMemoryTrashRetention = 7 * 24 * time.Hour
+	// The memory store's own defaults, written into the config so that it shows every
+	// limit the adapter enforces.
+	DefaultMemoryToolName       = memory.DefaultToolName
+	DefaultMemoryMaxFileBytes   = memory.DefaultMaxFileBytes
+	DefaultMemoryMaxTotalBytes  = memory.DefaultMaxTotalBytes
+	DefaultMemoryTrashRetention = memory.DefaultTrashRetention
 )
 
 // emptyObjectSchema is served for a skill that declares no inputSchema.
@@ -37,7 +40,7 @@ var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
 func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 	cfg := &adapterconfig.Config{
 		Server:    serverInfo(ss),
-		Transport: string(transportOf(ss)),
+		Transport: string(ss.Spec.TransportOrDefault()),
 		Port:      PortOf(ss),
 		Stateless: ss.Spec.Stateless == nil || *ss.Spec.Stateless,
 		Tools:     make([]adapterconfig.Tool, 0, len(ss.Spec.Skills)),
@@ -110,17 +113,10 @@ func PortOf(ss *cantusv1alpha1.SkillServer) int32 {
 
 // EndpointPath is the path MCP clients connect to for the server's transport.
 func EndpointPath(ss *cantusv1alpha1.SkillServer) string {
-	if transportOf(ss) == cantusv1alpha1.TransportSSE {
+	if ss.Spec.TransportOrDefault() == cantusv1alpha1.TransportSSE {
 		return adapterconfig.PathSSE
 	}
 	return adapterconfig.PathMCP
-}
-
-func transportOf(ss *cantusv1alpha1.SkillServer) cantusv1alpha1.Transport {
-	if ss.Spec.Transport == "" {
-		return cantusv1alpha1.TransportStreamableHTTP
-	}
-	return ss.Spec.Transport
 }
 
 func serverInfo(ss *cantusv1alpha1.SkillServer) adapterconfig.ServerInfo {

@@ -35,8 +35,8 @@
 // (servers built on the MCP SDKs answer every one of them) and the capabilities of the
 // last one. The operator only lists tools, which needs nothing more.
 //
-// Failures are JSON-RPC errors whose message begins with the seed's marker
-// "mcp_remote_error: ": the child not running (HTTP 503, Retry-After, "stdio server is
+// Failures are JSON-RPC errors whose message begins with "mcp_remote_error: ", the
+// marker the adapter's gateway also uses for a failing remote: the child not running (HTTP 503, Retry-After, "stdio server is
 // not running (restarting in Xs)"), the child exiting while a request waits ("stdio
 // server exited: exit status 1"), no answer within RequestTimeout, an answer longer than
 // MaxMessageBytes.
@@ -90,7 +90,7 @@ const (
 )
 
 // RemoteErrorPrefix begins the message of every error the bridge reports for the stdio
-// server (the seed's marker for a failing remote).
+// server, so that clients tell a failing remote by prefix as they do behind the gateway.
 const RemoteErrorPrefix = "mcp_remote_error: "
 
 // JSON-RPC error codes.

@@ -394,20 +394,17 @@ func discoveryLabels(ss *cantusv1alpha1.SkillServer) map[string]string {
 }
 
 func discoveryAnnotations(ss *cantusv1alpha1.SkillServer) map[string]string {
+	transport := ss.Spec.TransportOrDefault()
 	protocol := kagentProtocolStreamableHTTP
-	if ss.Spec.Transport == cantusv1alpha1.TransportSSE {
+	if transport == cantusv1alpha1.TransportSSE {
 		protocol = kagentProtocolSSE
-	}
-	transport := string(ss.Spec.Transport)
-	if transport == "" {
-		transport = string(cantusv1alpha1.TransportStreamableHTTP)
 	}
 	return map[string]string{
 		AnnotationKagentPath:     render.EndpointPath(ss),
 		AnnotationKagentPort:     fmt.Sprint(render.PortOf(ss)),
 		AnnotationKagentProtocol: protocol,
 		AnnotationMCPPath:        render.EndpointPath(ss),
-		AnnotationMCPTransport:   transport,
+		AnnotationMCPTransport:   string(transport),
 	}
 }
 

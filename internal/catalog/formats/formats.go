@@ -7,14 +7,15 @@
 //   - "anthropic": a Messages API tool {"name","description","input_schema"}.
 //   - "openai": a Chat Completions function tool
 //     {"type":"function","function":{"name","description","parameters"}}.
-//   - "langchain", "huggingface", "dspy", "openhands": the cantus seed adapters' shapes.
+//   - "langchain", "huggingface", "dspy", "openhands": the tool shapes of those Python
+//     agent frameworks.
 //
 // The first three take the input schema through unchanged: the bytes of
 // Tool.InputSchema are the bytes of input_schema / parameters (a json.RawMessage, so an
 // encoder may re-space it but never reorders or rewrites it).
 //
-// The other four are lossy: they follow the seed's type mapping (cantus-adapters-seed,
-// "Type mapping table (bidirectional)"), applied to each top-level property:
+// The other four are lossy: those frameworks give each argument one Python type, so each
+// top-level property goes through one type mapping, the same in both directions:
 //
 //	JSON Schema "string"  ↔ Python str
 //	JSON Schema "integer" ↔ Python int

@@ -6,14 +6,12 @@ import (
 	"sort"
 )
 
-// FromHuggingFaceInputs is the reverse direction the seed defines (batch3a,
-// import_hf_tool "Schema extraction rule"): a HuggingFace Tool's inputs become a JSON
-// Schema object directly, with every field required —
+// FromHuggingFaceInputs goes the other way, for importing a HuggingFace Tool: its inputs
+// become a JSON Schema object directly, with every field required —
 //
 //	{"type":"object","properties":{arg:{"type":…,"description":…}},"required":[every arg]}
 //
-// The seed makes every input required on purpose: transformers.Tool has no optional
-// input. An input marked nullable stays required but admits null
+// Every input is required on purpose: transformers.Tool has no optional input. An input marked nullable stays required but admits null
 // ("type":[T,"null"]), so rendering the schema back in the huggingface format gives
 // the same inputs for the mapped types. "required" is sorted; an empty description is
 // left out.
@@ -21,8 +19,8 @@ import (
 // Types: "string", "integer", "number", "boolean", "array", "object" and "null" carry
 // over as they are; "any" gives a property with no type. "image" and "audio" have no
 // JSON Schema counterpart and, like an empty or unknown type or an empty input name,
-// are an error; errors begin "huggingface_handshake_failed: " after the seed's naming
-// convention.
+// are an error; errors begin "huggingface_handshake_failed: ", named like the MCP
+// handshake's failures (mcpclient.HandshakeMarker) so a caller can tell them by prefix.
 func FromHuggingFaceInputs(inputs map[string]HFInput) (json.RawMessage, error) {
 	names := make([]string, 0, len(inputs))
 	for name := range inputs {

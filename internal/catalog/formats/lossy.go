@@ -7,15 +7,15 @@ import (
 
 // ---- LangChain ----
 
-// LangChainTool is the seed's expose_as_langchain_tool shape: a LangChain BaseTool's
-// name, description and args_schema, plus the per-argument Python view.
+// LangChainTool is what a host needs to build a LangChain BaseTool: its name,
+// description and args_schema, plus the per-argument Python view.
 //
-//   - ArgsSchema is the JSON Schema of the arguments after the seed mapping: what the
-//     Pydantic v2 model the seed builds from the schema would give back from
+//   - ArgsSchema is the JSON Schema of the arguments after the type mapping: what a
+//     Pydantic v2 model built from the mapped arguments would give back from
 //     model_json_schema() (one mapped type per property, enum and default kept when
 //     they fit it, the source title and boolean additionalProperties kept, $defs
 //     dropped). LangChain accepts a JSON Schema dict as args_schema.
-//   - Args maps each argument to its Python annotation under the seed table ("str",
+//   - Args maps each argument to its Python annotation under the type mapping ("str",
 //     "int", "float", "bool"), whether it is required and nullable, and its enum and
 //     default. (LangChain's own BaseTool.args property is the "properties" of
 //     args_schema; that is ArgsSchema["properties"] here, so Args carries the Python
@@ -70,8 +70,8 @@ func renderLangChain(t Tool) (any, error) {
 
 // ---- HuggingFace ----
 
-// HuggingFaceTool is the seed's expose_as_hf_tool shape, the class attributes of a
-// transformers / smolagents Tool: name, description, inputs and output_type.
+// HuggingFaceTool is the class attributes of a transformers / smolagents Tool: name,
+// description, inputs and output_type.
 //
 // inputs has no place for enums or defaults, so they are spelled out at the end of the
 // description ("One of: …", "Default: …"). An input is nullable when the schema admits
@@ -119,14 +119,13 @@ func renderHuggingFace(t Tool) (any, error) {
 
 // ---- DSPy ----
 
-// DSPyTool is the seed's expose_as_dspy_tool shape, the fields of a dspy.Tool: name,
-// desc, args and arg_types.
+// DSPyTool is the fields of a dspy.Tool: name, desc, args and arg_types.
 //
 // In dspy.Tool, args maps each argument to its JSON Schema (DSPy validates call
 // arguments against it with jsonschema, so its "type" must stay a JSON Schema type
 // name), and arg_types maps it to a Python type. Args therefore holds the mapped JSON
 // Schema of each argument (enum and default included when they fit) and ArgTypes the
-// Python name from the seed table. DSPy has no notion of a required argument apart
+// Python name from the type mapping. DSPy has no notion of a required argument apart
 // from a default, so required-ness is not rendered.
 type DSPyTool struct {
 	Name      string                    `json:"name"`
@@ -169,10 +168,10 @@ const OpenHandsActionMCP = "call_tool_mcp"
 // Completions shape (what its MCP client tool's to_param() returns), and turns a call
 // into an MCPAction event — serialized {"action":"call_tool_mcp","args":{"name",
 // "arguments"}} — that the runtime dispatches. Tool is that function tool, with its
-// parameters after the seed mapping (the seed's expose_as_openhands_action is lossy
-// like the other adapters); Action is the event template (arguments are filled from
-// the model's call). There is no per-tool Action subclass to render: the seed returns
-// the generic Action base and leaves subclassing to the host.
+// parameters after the type mapping (lossy like the other Python formats); Action is
+// the event template (arguments are filled from the model's call). There is no
+// per-tool Action subclass to render: every call becomes the same generic MCPAction,
+// and a host that wants a class per tool subclasses it itself.
 type OpenHandsTool struct {
 	Tool      OpenAITool      `json:"tool"`
 	Action    OpenHandsAction `json:"action"`

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Fallback records one argument whose JSON Schema type is not in the seed's type
-// mapping and that a lossy format therefore renders as a string.
+// Fallback records one argument whose JSON Schema type is not in the type mapping
+// (pythonTypes) and that a lossy format therefore renders as a string.
 type Fallback struct {
 	// Argument is the property name.
 	Argument string `json:"argument"`
@@ -23,7 +23,8 @@ type Fallback struct {
 	Reason string `json:"reason"`
 }
 
-// Mapped JSON Schema types and their Python names (the seed's table).
+// pythonTypes is the whole type mapping: the JSON Schema types a Python framework can
+// take as they are, with their Python names. Every other type falls back to a string.
 var pythonTypes = map[string]string{
 	"string":  "str",
 	"integer": "int",
@@ -31,7 +32,7 @@ var pythonTypes = map[string]string{
 	"boolean": "bool",
 }
 
-// arg is one top-level property after the seed's mapping.
+// arg is one top-level property after the type mapping.
 type arg struct {
 	name        string
 	description string
@@ -57,7 +58,7 @@ type mappedArgs struct {
 	args                 []arg
 }
 
-// mapSchema applies the seed's type mapping to each top-level property of schema.
+// mapSchema applies the type mapping to each top-level property of schema.
 func mapSchema(schema json.RawMessage) (mappedArgs, error) {
 	m, err := decodeObject(schema)
 	if err != nil {
@@ -168,7 +169,7 @@ func classify(s map[string]any, depth int) (classified, bool, *Fallback) {
 		case len(rest) == 0 && nullable:
 			return classified{}, true, fallback("null", "the only type is null")
 		default:
-			return classified{}, nullable, fallback(kw, fmt.Sprintf("a union (%s) of %d schemas is not in the seed type mapping", kw, len(rest)))
+			return classified{}, nullable, fallback(kw, fmt.Sprintf("a union (%s) of %d schemas is not in the type mapping", kw, len(rest)))
 		}
 	}
 
@@ -206,7 +207,7 @@ func classify(s map[string]any, depth int) (classified, bool, *Fallback) {
 			typ = names[0]
 		default:
 			sort.Strings(names)
-			return classified{}, nullable, fallback(strings.Join(names, "|"), "a union of types is not in the seed type mapping")
+			return classified{}, nullable, fallback(strings.Join(names, "|"), "a union of types is not in the type mapping")
 		}
 	case nil:
 		if !hasEnum {
@@ -221,7 +222,7 @@ func classify(s map[string]any, depth int) (classified, bool, *Fallback) {
 	}
 
 	if _, mapped := pythonTypes[typ]; !mapped {
-		return classified{}, nullable, fallback(typ, fmt.Sprintf("%s is not in the seed type mapping", typ))
+		return classified{}, nullable, fallback(typ, fmt.Sprintf("%s is not in the type mapping", typ))
 	}
 	if hasEnum {
 		for _, v := range nonNull {
