@@ -83,6 +83,10 @@ bench: build ## Print the adapter's throughput and latency beside a bare mcp-go 
 	go run ./hack/bench
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
 
+.PHONY: scale-bench
+scale-bench: build ## Print how the manager copes with 1,000 SkillServers and 1,000 imports on an embedded control plane: apply time, idle writes, RSS.
+	go run ./hack/scalebench -servers 1000 -imports 1000 -idle 1m
+
 ##@ Running
 
 .PHONY: demo

@@ -7,6 +7,7 @@
 #
 #   hack/cluster.sh up     start the node (a clean one: `down` runs first); writes .demo/kubeconfig
 #   hack/cluster.sh images rebuild and import the operator image into the running node
+#   hack/cluster.sh test-images  build and import the images only the cluster tests run
 #   hack/cluster.sh demo   `up`, `make deploy`, the samples, and MCP calls through the Services
 #   hack/cluster.sh test   `up`, `make deploy`, go test -tags cluster ./test/cluster/, then `down`
 #   hack/cluster.sh down   stop everything and remove every container, mount, netdev,
@@ -51,6 +52,7 @@ require_host() {
   command -v iptables >/dev/null || missing+=(iptables)
   command -v conntrack >/dev/null || missing+=(conntrack)
   command -v openssl >/dev/null || missing+=(openssl)
+  command -v jq >/dev/null || missing+=(jq)
   if (( ${#missing[@]} > 0 )); then
     say "installing ${missing[*]} from Debian"
     command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
@@ -262,6 +264,8 @@ up() {
   ip="$(host_ip)"
   [[ -n "${ip}" ]] || die "no IPv4 address with a route on this machine"
   mkdir -p "${STATE}" "${RUN}" "${LOGS}"
+  # A new node starts new logs: the cluster tests read the audit log of this run only.
+  rm -f "${LOGS}"/*.log
   cat /proc/sys/net/ipv4/ip_forward >"${STATE}/ip_forward.orig"
   ls /var/run/netns 2>/dev/null >"${STATE}/netns.orig" || true
   build_images
@@ -466,6 +470,7 @@ cluster_test() {
   trap 'down' EXIT
   up
   deploy_operator
+  "${ROOT}/hack/test-images.sh"
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
   (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true
@@ -512,6 +517,7 @@ MSG
 case "${1:-}" in
   up) up ;;
   images) build_images; import_images "${DEMO}/images/operator.tar" ;;
+  test-images) "${ROOT}/hack/test-images.sh" ;;
   demo) demo ;;
   test) cluster_test ;;
   down)

@@ -8,6 +8,9 @@ const (
 	// ConditionStalled is True when the spec cannot work as written; the operator does not
 	// retry until the spec changes.
 	ConditionStalled = "Stalled"
+	// ConditionReconciling is True while the object is not Ready and not Stalled: the
+	// operator is still working towards the spec (kstatus reads it as InProgress).
+	ConditionReconciling = "Reconciling"
 	// ConditionAvailable is True when the MCP server answers on its URL.
 	ConditionAvailable = "Available"
 	// ConditionSchemaPortable is False when a tool's inputSchema uses keys that strict

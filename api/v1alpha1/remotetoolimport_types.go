@@ -242,7 +242,9 @@ type RemoteToolImportStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Addresses []string `json:"addresses,omitempty"`
-	// BridgeURL is where the stdio bridge serves the command (stdio imports only).
+	// BridgeURL is where the stdio bridge serves the command (stdio imports only). Under
+	// the kubernetes runtime it names the bridge Service by its cluster IP, so the
+	// operator and gateways reach it without cluster DNS.
 	// +optional
 	BridgeURL string `json:"bridgeURL,omitempty"`
 }

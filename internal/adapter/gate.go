@@ -209,6 +209,11 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			gb.admitted = true
 			defer gb.admission.release()
+			if s.state.Load().remote && s.streamable != nil {
+				// A forwarded call may pass the remote's notifications on (see eventWatch).
+				gb.events = &eventWatch{ResponseWriter: w}
+				w = gb.events
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -226,7 +231,10 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 // request's admission, which holdCall joins.
 func callContext(ctx context.Context, r *http.Request) context.Context {
 	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
-		return context.WithValue(ctx, admissionKey{}, &gb.admission)
+		ctx = context.WithValue(ctx, admissionKey{}, &gb.admission)
+		if gb.events != nil {
+			ctx = context.WithValue(ctx, eventWatchKey{}, gb.events)
+		}
 	}
 	return ctx
 }
@@ -327,6 +335,7 @@ type gatedBody struct {
 	bytes.Reader
 	admission admission
 	admitted  bool
+	events    *eventWatch
 }
 
 func (*gatedBody) Close() error { return nil }

@@ -487,10 +487,13 @@ func (r *remote) close() {
 // changed) is retried once on a new session; any other failure is reported, never
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
-func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.CallToolResult {
+func (r *remote) call(ctx context.Context, t *compiledTool, args []byte, progressToken mcp.ProgressToken) *mcp.CallToolResult {
 	ctx, cancel := context.WithTimeout(ctx, t.Remote.Timeout.Duration)
 	defer cancel()
 	r.refresh(false)
+	fwd := forwardNotifications(ctx, progressToken)
+	defer fwd.flush()
+	opts := mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()}
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
 		if err != nil {
@@ -504,7 +507,7 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte) *mcp.Ca
 			}
 			return r.callFailed(ctx, t, err)
 		}
-		raw, err := conn.sess.CallTool(ctx, t.Remote.RemoteName, args)
+		raw, err := conn.sess.CallToolWith(ctx, t.Remote.RemoteName, args, opts)
 		r.release(conn)
 		if err == nil {
 			return remoteResult(raw, conn.client)

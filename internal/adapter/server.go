@@ -163,12 +163,15 @@ type toolSet struct {
 	byName map[string]*compiledTool
 	// defs are the imported tools' tools/list entries, as their remotes defined them.
 	defs toolDefinitions
+	// remote is true when a tool forwards to a remote.
+	remote bool
 }
 
 func newToolSet(tools []*compiledTool) *toolSet {
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: definitionsOf(tools)}
 	for _, t := range tools {
 		set.byName[t.Name] = t
+		set.remote = set.remote || t.Remote != nil
 	}
 	return set
 }

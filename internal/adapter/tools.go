@@ -46,7 +46,7 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 	case t.HTTP != nil:
 		return s.postToBackend(ctx, t.HTTP, args)
 	case t.Remote != nil:
-		return t.remote.call(ctx, t, args)
+		return t.remote.call(ctx, t, args, progressTokenOf(req))
 	default:
 		// compileConfig guarantees a backend; reaching here is a programming error.
 		return mcp.NewToolResultError(fmt.Sprintf("tool %q has no backend", t.Name))

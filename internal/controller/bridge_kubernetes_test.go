@@ -37,7 +37,6 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	got := reconcileImport(t, r, imp)
 	ready := importCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(cantusv1alpha1.ReasonBridgeNotReady), ready.Message)
-	g.Expect(got.Status.BridgeURL).To(Equal("http://acme-bridge." + ns + ".svc.cluster.local:8765/mcp"))
 
 	dep := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "acme-bridge"}, dep)).To(Succeed())
@@ -53,7 +52,11 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	svc := &corev1.Service{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "acme-bridge"}, svc)).To(Succeed())
 	g.Expect(metav1.IsControlledBy(svc, got)).To(BeTrue())
+	// The API server gave the Service its cluster IP, which the bridge URL names: the
+	// handshake and a gateway's pods need no cluster DNS.
+	g.Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
+	g.Expect(got.Status.BridgeURL).To(Equal("http://" + svc.Spec.ClusterIP + ":8765/mcp"))
 
-	// Past this point the operator would handshake through the Service's cluster DNS
-	// name, which nothing serves here; that step is covered by the local bridge test.
+	// Past this point the operator would handshake through the Service's cluster IP,
+	// which nothing routes here; test/cluster runs a real bridge pod.
 }

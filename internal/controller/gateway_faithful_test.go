@@ -3,10 +3,14 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,12 +23,21 @@ import (
 // remote's endpoint and the gateway's.
 func everythingGateway(t *testing.T, ctx context.Context, transport cantusv1alpha1.Transport) (direct, gateway string) {
 	t.Helper()
+	return everythingGatewayOver(t, ctx, cantusv1alpha1.ImportTransportStreamableHTTP, transport)
+}
+
+// everythingGatewayOver is everythingGateway importing server-everything over
+// imported (streamable-http or sse).
+func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1alpha1.ImportTransport, transport cantusv1alpha1.Transport) (direct, gateway string) {
+	t.Helper()
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
-	direct = peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
+	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
+		cantusv1alpha1.ImportTransportStreamableHTTP: "/mcp", cantusv1alpha1.ImportTransportSSE: "/sse"}[imported]
 	imp := newImport(ns, "everything", direct)
+	imp.Spec.Transport = imported
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	gw := newSkillServer(ns, "gateway")
@@ -117,3 +130,122 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	}
 	g.Expect(byName).To(HaveKey("get-structured-content"))
 }
+
+// The results of server-everything's tools reach the TypeScript SDK client through a
+// gateway equal as parsed JSON to what the same client gets directly: structured
+// content, an image, resource links, an embedded resource, annotated content.
+func TestGatewayPassesResultsThroughAsTheRemoteSentThem(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	direct, gateway := everythingGateway(t, ctx, cantusv1alpha1.TransportStreamableHTTP)
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"get-structured-content", map[string]any{"location": "New York"}},
+		{"get-tiny-image", nil},
+		{"get-resource-links", map[string]any{"count": 2}},
+		{"get-resource-reference", map[string]any{"resourceType": "Text", "resourceId": 1}},
+		{"get-annotated-message", map[string]any{"messageType": "success", "includeImage": true}},
+	} {
+		want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Call: call.tool, Args: call.args}).Result
+		got := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "se_" + call.tool, Args: call.args}).Result
+		g.Expect(want.IsError).To(BeFalse(), "%s directly: %s", call.tool, want.Raw)
+		// A dynamic resource says when it was made: the two calls may fall in
+		// different seconds.
+		g.Expect(withoutClock(got.Raw)).To(MatchJSON(withoutClock(want.Raw)), "result of %s", call.tool)
+		switch call.tool {
+		case "get-structured-content":
+			g.Expect(got.StructuredContent).NotTo(BeEmpty())
+		case "get-tiny-image":
+			g.Expect(got.Content).To(ContainElement(HaveField("Type", "image")))
+		}
+	}
+}
+
+// Through a gateway, the TypeScript SDK client gets as many progress notifications
+// from server-everything's trigger-long-running-operation as it gets directly, under
+// its own progress token, and then the result.
+// Whether the remote is reached over streamable HTTP or SSE (where progress is routed
+// by its token).
+func TestGatewayForwardsProgressUnderTheClientsToken(t *testing.T) {
+	for _, imported := range []cantusv1alpha1.ImportTransport{cantusv1alpha1.ImportTransportStreamableHTTP, cantusv1alpha1.ImportTransportSSE} {
+		t.Run(string(imported), func(t *testing.T) { testProgressThroughGateway(t, imported) })
+	}
+}
+
+func testProgressThroughGateway(t *testing.T, imported cantusv1alpha1.ImportTransport) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	direct, gateway := everythingGatewayOver(t, ctx, imported, cantusv1alpha1.TransportStreamableHTTP)
+	args := map[string]any{"duration": 1, "steps": 4}
+	want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Transport: string(imported), Call: "trigger-long-running-operation", Args: args, Progress: true})
+	got := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "se_trigger-long-running-operation", Args: args, Progress: true})
+	g.Expect(want.Progress).NotTo(BeEmpty(), "server-everything reports its steps")
+	// The SDK client reading server-everything's SSE stream directly sometimes
+	// misses the last step (it arrives beside the result); the gateway passes on
+	// every step it reads.
+	g.Expect(len(got.Progress)).To(BeNumerically(">=", len(want.Progress)))
+	for i := range want.Progress {
+		g.Expect(got.Progress[i]).To(MatchJSON(want.Progress[i]), "progress %d", i)
+	}
+	g.Expect(got.Result).NotTo(BeNil())
+	g.Expect(got.Result.Raw).To(MatchJSON(want.Result.Raw))
+}
+
+// notifyingRemote is a test peer (mcp-go, streamable HTTP): its tool work logs a
+// message and reports progress, then works until cancelled, which it records.
+func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
+	t.Helper()
+	seen := make(chan string, 4)
+	s := server.NewMCPServer("notifying", "1.0.0", server.WithLogging())
+	s.AddTool(mcp.NewTool("work"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv := server.ServerFromContext(ctx)
+		_ = srv.SendNotificationToClient(ctx, "notifications/message", map[string]any{"level": "info", "logger": "work", "data": "started working"})
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+				"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "total": 10, "message": "one of ten"})
+		}
+		select {
+		case <-ctx.Done():
+			seen <- "cancelled: " + context.Cause(ctx).Error()
+			return nil, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return mcp.NewToolResultText("finished"), nil
+		}
+	})
+	remote := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
+	t.Cleanup(remote.Close)
+	return remote.URL + "/mcp", seen
+}
+
+// A log message the remote sends during a call reaches the client through the gateway,
+// and so does its progress; when the client cancels the call (notifications/cancelled),
+// the remote is told and stops working.
+func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startGatewayManager(t)
+	remoteURL, cancelled := notifyingRemote(t)
+	g.Expect(k8sClient.Create(ctx, newImport(ns, "notifying", remoteURL))).To(Succeed())
+	gw := newSkillServer(ns, "gateway")
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "notifying", Prefix: "n_"}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	served, _ := getSkillServer(ctx, ns, "gateway")()
+
+	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "n_work", Progress: true, CancelAfterProgress: 1})
+	g.Expect(out.Cancelled).To(BeTrue())
+	g.Expect(out.Progress).To(HaveLen(1))
+	g.Expect(out.Progress[0]).To(MatchJSON(`{"progress":1,"total":10,"message":"one of ten"}`))
+	g.Expect(out.Logs).To(ContainElement(MatchJSON(`{"level":"info","logger":"work","data":"started working"}`)))
+	g.Eventually(cancelled, 10*time.Second).Should(Receive(HavePrefix("cancelled")), "the remote was told the call is cancelled")
+}
+
+// clockTime is a time of day as server-everything writes it in dynamic resources.
+var clockTime = regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}( [AP]M)?`)
+
+func withoutClock(raw json.RawMessage) string { return clockTime.ReplaceAllString(string(raw), "TIME") }

@@ -86,9 +86,14 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	before := imp.DeepCopy()
 	defer func() {
+		finishStatus(&imp.Status.Conditions, &imp.Status.ObservedGeneration, imp.Generation, retErr)
 		keepProbeTimesIfNothingElseChanged(before, imp)
-		if err := r.patchStatus(ctx, before, imp); err != nil {
+		written, err := patchStatusIfChanged(ctx, r.Client, before, imp, !sameJSON(before.Status, imp.Status))
+		if err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if written {
+			r.recordHandshakeTransition(before, imp)
 		}
 	}()
 	return r.reconcile(ctx, imp)
@@ -109,7 +114,6 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setNotAllowed(imp, decision)
-		imp.Status.ObservedGeneration = imp.Generation
 		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
 
@@ -364,24 +368,6 @@ func retryDelay(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
 	exp := math.Min(float64(imp.Status.ConsecutiveFailures), 16)
 	d := time.Duration(float64(retryBase) * math.Pow(2, math.Max(exp-1, 0)))
 	return wait.Jitter(min(d, limit), 0.2)
-}
-
-func (r *RemoteToolImportReconciler) patchStatus(ctx context.Context, before, after *cantusv1alpha1.RemoteToolImport) error {
-	if sameJSON(before.Status, after.Status) {
-		return nil
-	}
-	// The patch carries the resourceVersion the status was computed from: a merge patch
-	// computed against a stale cached object would otherwise keep fields of a newer
-	// status it did not change, and mix two reconciles into one status. A conflict is
-	// retried with the fresh object.
-	if err := r.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patch RemoteToolImport status: %w", err)
-	}
-	r.recordHandshakeTransition(before, after)
-	return nil
 }
 
 func (r *RemoteToolImportReconciler) recordHandshakeTransition(before, after *cantusv1alpha1.RemoteToolImport) {

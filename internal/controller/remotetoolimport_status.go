@@ -50,7 +50,6 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 // setImportStalled records a spec that can never work; Ready carries the same message so
 // that `kubectl get` and `kubectl wait` show why.
 func setImportStalled(imp *cantusv1alpha1.RemoteToolImport, problems string) {
-	imp.Status.ObservedGeneration = imp.Generation
 	msg := "the spec cannot work, fix it and re-apply: " + problems
 	setImportCondition(imp, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
 	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec, msg)
@@ -59,7 +58,6 @@ func setImportStalled(imp *cantusv1alpha1.RemoteToolImport, problems string) {
 // setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
 // stdio bridge); the tools of an earlier success are kept but marked stale.
 func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {
-	imp.Status.ObservedGeneration = imp.Generation
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, message)
 	markStaleIfTools(imp, message)
 	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
@@ -68,8 +66,6 @@ func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, messag
 // setHandshakeFailed records a failed probe. Earlier tools stay, explicitly stale.
 func setHandshakeFailed(imp *cantusv1alpha1.RemoteToolImport, err error, now time.Time) {
 	reason, message := handshakeFailure(err)
-	// A failed handshake is a complete observation of this generation, as a success is.
-	imp.Status.ObservedGeneration = imp.Generation
 	imp.Status.ConsecutiveFailures++
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, reason, message)
@@ -113,7 +109,6 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	imp.Status.ConsecutiveFailures = 0
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
 	imp.Status.LastSuccessTime = &metav1.Time{Time: now}
-	imp.Status.ObservedGeneration = imp.Generation
 
 	info := imp.Status.ServerInfo
 	who := fmt.Sprintf("%s %s (protocol %s)", info.Name, info.Version, info.ProtocolVersion)

@@ -66,8 +66,13 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	before := ss.DeepCopy()
 	defer func() {
 		summarizeReady(ss)
-		if err := r.patchStatus(ctx, before, ss); err != nil {
+		finishStatus(&ss.Status.Conditions, &ss.Status.ObservedGeneration, ss.Generation, retErr)
+		written, err := patchStatusIfChanged(ctx, r.Client, before, ss, !equality.Semantic.DeepEqual(before.Status, ss.Status))
+		if err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if written {
+			r.recordReadyTransition(before, ss)
 		}
 	}()
 	return r.reconcile(ctx, ss)
@@ -76,7 +81,6 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
 	if problems := ss.Spec.Problems(); len(problems) > 0 {
 		setStalled(ss, errors.New(strings.Join(problems, "; ")))
-		ss.Status.ObservedGeneration = ss.Generation
 		return ctrl.Result{}, nil
 	}
 	cfg := render.AdapterConfig(ss)
@@ -92,7 +96,6 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
 		setStalled(ss, err)
-		ss.Status.ObservedGeneration = ss.Generation
 		return ctrl.Result{}, nil
 	}
 	clearStalled(ss)
@@ -113,7 +116,6 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	verified := alreadyVerified(ss, hash, obs.URL)
 	setObserved(ss, obs, hash, reexported.Served)
 	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
-	ss.Status.ObservedGeneration = ss.Generation
 	return ctrl.Result{RequeueAfter: retry}, nil
 }
 
@@ -146,26 +148,7 @@ func servedNames(cfg *adapterconfig.Config) []string {
 	return names
 }
 
-// patchStatus writes the status only when it changed, so an idle reconcile writes nothing,
-// and records an event when Ready changes.
-func (r *SkillServerReconciler) patchStatus(ctx context.Context, before, after *cantusv1alpha1.SkillServer) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
-		return nil
-	}
-	// The patch carries the resourceVersion the status was computed from: a merge patch
-	// computed against a stale cached object would otherwise keep fields of a newer
-	// status it did not change, and mix two reconciles into one status. A conflict is
-	// retried with the fresh object.
-	if err := r.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patch SkillServer status: %w", err)
-	}
-	r.recordReadyTransition(before, after)
-	return nil
-}
-
+// recordReadyTransition records an event when Ready changes.
 func (r *SkillServerReconciler) recordReadyTransition(before, after *cantusv1alpha1.SkillServer) {
 	if r.Recorder == nil {
 		return

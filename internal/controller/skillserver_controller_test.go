@@ -235,12 +235,28 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 	}
 	g.Expect(counting.writes()).To(BeEmpty(), "a reconcile of an unchanged SkillServer writes nothing")
 
+	// An operator that restarts has an empty cache; its reconcile of the same SkillServer
+	// still writes nothing, since the children carry the request that wrote them.
+	restarted := &SkillServerReconciler{Client: c, Runtime: workload.NewKubernetes(c, "img", "cluster.local")}
+	_, err := restarted.Reconcile(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(counting.writes()).To(BeEmpty(), "a restarted operator rewrote unchanged children")
+
 	// Someone else edits the Deployment: the next reconcile takes the field back.
 	dep := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "idle"}, dep)).To(Succeed())
 	dep.Spec.Replicas = ptr.To(int32(7))
 	g.Expect(k8sClient.Update(ctx, dep)).To(Succeed())
-	_, err := r.Reconcile(ctx, req)
+	_, err = r.Reconcile(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))
+
+	// An edit made while the operator was down is taken back by the restarted operator.
+	dep.Spec.Replicas = ptr.To(int32(5))
+	g.Expect(k8sClient.Update(ctx, dep)).To(Succeed())
+	restartedAgain := &SkillServerReconciler{Client: c, Runtime: workload.NewKubernetes(c, "img", "cluster.local")}
+	_, err = restartedAgain.Reconcile(ctx, req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)).To(Succeed())
 	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))

@@ -123,7 +123,7 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	served, err := r.Verifier.ListTools(ctx, target)
 	ctrl.LoggerFrom(ctx).V(1).Info("verified the pods through the Service", "url", obs.ProbeURL, "tools", len(served), "error", err)
 	if err != nil {
-		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the pods through %s: %v", obs.ProbeURL, err))
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the adapter at %s: %v", obs.ProbeURL, err))
 	}
 	want, got := sets.New(toolNames(ss.Status.Tools)...), sets.New(served...)
 	if !want.Equal(got) {
@@ -131,7 +131,7 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
 	}
 	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
-		fmt.Sprintf("the pods answered MCP initialize and tools/list through %s with the %d expected tools", obs.ProbeURL, len(served)))
+		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools", obs.ProbeURL, len(served)))
 	return 0
 }
 
@@ -142,7 +142,7 @@ func (r *SkillServerReconciler) notVerified(ss *cantusv1alpha1.SkillServer, reas
 }
 
 func toolsMismatchMessage(served int, missing, extra []string) string {
-	parts := []string{fmt.Sprintf("the pods answer MCP but list %d tools that are not the ones the spec asks for", served)}
+	parts := []string{fmt.Sprintf("the adapter answers MCP but lists %d tools that are not the ones the spec asks for", served)}
 	if len(missing) > 0 {
 		parts = append(parts, "missing: "+listAtMost(missing, 10, ", "))
 	}

@@ -36,6 +36,10 @@ type Session struct {
 
 	mu      sync.Mutex
 	pending map[int64]chan answer
+	// progress routes the progress notifications of the SSE stream to their calls, by
+	// the progress token each call sent.
+	progress    map[string]func(Message)
+	progressSeq atomic.Int64
 
 	lost      chan struct{}
 	lostOnce  sync.Once
@@ -54,7 +58,7 @@ type answer struct {
 func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, lost: make(chan struct{})}
+	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, progress: map[string]func(Message){}, lost: make(chan struct{})}
 	if c.opts.Transport == TransportSSE {
 		if err := s.openStream(ctx); err != nil {
 			s.Close()
@@ -82,7 +86,7 @@ type sessionInitializeResult struct {
 }
 
 func (s *Session) initialize(ctx context.Context) error {
-	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion))
+	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion), nil)
 	if err != nil {
 		var rpcErr *RPCError
 		if errors.As(err, &rpcErr) {
@@ -185,20 +189,61 @@ func (s *Session) notSentBecauseLost() *Error {
 // the raw CallToolResult. Errors are *RPCError (the server answered with an error) or
 // *Error.
 func (s *Session) CallTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	return s.CallToolWith(ctx, name, args, CallOptions{})
+}
+
+// CallOptions are what a tools/call may carry besides the tool's name and arguments.
+type CallOptions struct {
+	// Progress asks the server for progress notifications about the call: the
+	// request carries a progress token of this session's own, which the
+	// notifications Notify receives carry (the caller maps it to its own).
+	Progress bool
+	// Notify, when set, receives the notifications the server sends about the call
+	// as they arrive: progress (when asked for) and, over streamable HTTP, whatever
+	// the server sends on the call's stream, such as log messages (notifications/message).
+	// Over SSE only progress can be told apart from the rest of the stream.
+	Notify func(Message)
+}
+
+// CallToolWith is CallTool with options. When ctx ends before the answer, the server
+// is sent notifications/cancelled for the request, so it can stop working for nobody.
+func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
 	if !json.Valid(args) {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "the arguments are not JSON", NotProcessed: true}
 	}
-	return s.request(ctx, "tools/call", struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}{name, args})
+	params := callParams{Name: name, Arguments: args}
+	notify := opts.Notify
+	if opts.Progress && notify != nil {
+		token := fmt.Sprintf("cantus-%d", s.progressSeq.Add(1))
+		params.Meta = &callMeta{ProgressToken: token}
+		s.mu.Lock()
+		s.progress[token] = notify
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.progress, token)
+			s.mu.Unlock()
+		}()
+	}
+	return s.request(ctx, "tools/call", params, notify)
 }
 
-// request sends one JSON-RPC request and returns its result.
-func (s *Session) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      *callMeta       `json:"_meta,omitempty"`
+}
+
+type callMeta struct {
+	ProgressToken string `json:"progressToken"`
+}
+
+// request sends one JSON-RPC request and returns its result. notify, when set,
+// receives the notifications the server sends on the request's own stream.
+func (s *Session) request(ctx context.Context, method string, params any, notify func(Message)) (json.RawMessage, error) {
 	if !s.Alive() {
 		return nil, s.notSentBecauseLost()
 	}
@@ -210,21 +255,49 @@ func (s *Session) request(ctx context.Context, method string, params any) (json.
 	if s.sseEndpoint != nil {
 		result, err = s.requestSSE(ctx, id, method, body)
 	} else {
-		result, err = s.requestStreamable(ctx, id, method, body)
+		result, err = s.requestStreamable(ctx, id, method, body, notify)
 	}
 	var e *Error
 	if errors.As(err, &e) && e.SessionLost {
 		s.markLost(e)
 	}
+	if err != nil && ctx.Err() != nil && method != "initialize" && (e == nil || !e.NotProcessed) {
+		// The spec forbids cancelling initialize; any other request may be working on.
+		// The notice outlives the caller's context, which is already done.
+		go s.cancelUpstream(context.WithoutCancel(ctx), id, ctx.Err())
+	}
 	return result, err
 }
 
+// cancelUpstream tells the server the caller no longer waits for request id.
+func (s *Session) cancelUpstream(ctx context.Context, id int64, why error) {
+	if !s.Alive() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	reason := "the caller stopped waiting"
+	if errors.Is(why, context.DeadlineExceeded) {
+		reason = "the call timed out"
+	}
+	_ = s.send(ctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": reason})
+}
+
 func (s *Session) notify(ctx context.Context, method string) error {
+	return s.send(ctx, method, nil)
+}
+
+// send sends the notification method with params (nil for none).
+func (s *Session) send(ctx context.Context, method string, params any) error {
 	endpoint, session := s.endpoint, s.id
 	if s.sseEndpoint != nil {
 		endpoint, session = s.sseEndpoint, ""
 	}
-	resp, err := s.c.send(ctx, http.MethodPost, endpoint, Notification(method), AcceptAnswer, session, s.ProtocolVersion(), "")
+	body, err := json.Marshal(Request{JSONRPC: "2.0", Method: method, Params: params})
+	if err != nil {
+		return &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode " + method + ": " + err.Error(), NotProcessed: true, Err: err}
+	}
+	resp, err := s.c.send(ctx, http.MethodPost, endpoint, body, AcceptAnswer, session, s.ProtocolVersion(), "")
 	if err != nil {
 		return err
 	}
@@ -237,7 +310,7 @@ func (s *Session) notify(ctx context.Context, method string) error {
 
 // ---- streamable HTTP ----
 
-func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte) (json.RawMessage, error) {
+func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message)) (json.RawMessage, error) {
 	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, AcceptAnswer, s.id, s.ProtocolVersion(), "")
 	if err != nil {
 		return nil, err
@@ -275,7 +348,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 		}
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s holds no answer to request %d", step, id), nil)
 	case ContentTypeSSE:
-		return s.readStreamAnswer(ctx, resp.Body, id, method, step)
+		return s.readStreamAnswer(ctx, resp.Body, id, method, step, notify)
 	case "":
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
 	default:
@@ -288,7 +361,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 // A stream that ends cleanly after an event with an id is resumed (GET with
 // Last-Event-ID, 2025-11-25), as servers that poll their clients do
 // (AnswerStream).
-func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string) (json.RawMessage, error) {
+func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string, notify func(Message)) (json.RawMessage, error) {
 	events := NewAnswerStream(first, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
 		resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, ContentTypeSSE, s.id, s.ProtocolVersion(), lastID)
 		if err != nil {
@@ -320,6 +393,9 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 		}
 		for _, m := range msgs {
 			if m.Method != "" {
+				if isNotification(m) && notify != nil {
+					notify(m)
+				}
 				s.answerServer(m)
 				continue
 			}
@@ -327,6 +403,29 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 				return s.c.answerOf(m, step)
 			}
 		}
+	}
+}
+
+func isNotification(m Message) bool { return len(m.ID) == 0 || string(m.ID) == "null" }
+
+// routeProgress hands a progress notification of the SSE stream to the call whose
+// token it carries.
+func (s *Session) routeProgress(m Message) {
+	var params struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(m.Params, &params) != nil {
+		return
+	}
+	var token string
+	if json.Unmarshal(params.Token, &token) != nil {
+		return
+	}
+	s.mu.Lock()
+	notify := s.progress[token]
+	s.mu.Unlock()
+	if notify != nil {
+		notify(m)
 	}
 }
 
@@ -435,6 +534,9 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 		}
 		for _, m := range msgs {
 			if m.Method != "" {
+				if m.Method == "notifications/progress" && isNotification(m) {
+					s.routeProgress(m)
+				}
 				s.answerServer(m)
 				continue
 			}

@@ -41,6 +41,12 @@ func Scheme() *runtime.Scheme {
 // Start starts a control plane with the CRDs installed. When KUBEBUILDER_ASSETS is not
 // set it runs hack/envtest.sh (a no-op once the binaries are cached).
 func Start() (*envtest.Environment, *rest.Config, error) {
+	return StartWithAPIServerFlags(nil)
+}
+
+// StartWithAPIServerFlags is Start with extra kube-apiserver flags, such as a service
+// range larger than envtest's default /24 for more than 250 Services.
+func StartWithAPIServerFlags(flags map[string]string) (*envtest.Environment, *rest.Config, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, nil, err
@@ -56,6 +62,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		Scheme:                Scheme(),
+	}
+	for name, value := range flags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {

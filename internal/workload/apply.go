@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,21 +21,24 @@ type applyConfiguration interface {
 	GetKind() *string
 }
 
-// apply sends a server-side apply unless the same request already succeeded against the
-// same resourceVersion of the live object, so that reconciling an unchanged SkillServer
-// sends no write to the API server. Anyone else's edit changes the resourceVersion and
-// the next reconcile applies again, taking the fields back.
+// apply sends a server-side apply unless the live object already holds everything the
+// request would set, so that reconciling an unchanged SkillServer sends no write to the
+// API server, also right after the operator restarts with an empty cache. Anyone
+// else's edit of a field the operator sets makes the live object differ, and the next
+// reconcile applies again, taking the field back.
 func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.Object, desired applyConfigurationObject) error {
 	key := types.NamespacedName{Namespace: *desired.GetNamespace(), Name: *desired.GetName()}
 	kind := *desired.GetKind()
-	requestID, err := requestHash(desired)
+	request, err := json.Marshal(desired)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode apply request for %s %s: %w", kind, key, err)
 	}
+	requestID := requestHash(request)
 	if err := cl.Get(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
-	if live.GetResourceVersion() != "" && c.has(kind, key, live.GetResourceVersion(), requestID) {
+	if rv := live.GetResourceVersion(); rv != "" && (c.has(kind, key, rv, requestID) || holdsRequest(live, request)) {
+		c.add(kind, key, rv, requestID)
 		return nil
 	}
 	if err := cl.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
@@ -44,6 +48,54 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.
 		c.add(kind, key, rv, requestID)
 	}
 	return nil
+}
+
+// holdsRequest says whether every field the apply request sets has that value in the
+// live object. Fields the API server defaults or others own may be there besides.
+func holdsRequest(live client.Object, request []byte) bool {
+	liveJSON, err := json.Marshal(live)
+	if err != nil {
+		return false
+	}
+	var want, have map[string]any
+	if json.Unmarshal(request, &want) != nil || json.Unmarshal(liveJSON, &have) != nil {
+		return false
+	}
+	// Objects read from the cache carry no apiVersion and kind; the request always does.
+	delete(want, "apiVersion")
+	delete(want, "kind")
+	return contains(have, want)
+}
+
+// contains says whether have holds want: equal scalars, maps holding each of want's
+// keys, lists of the same length holding want's items in order.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			if !contains(h[k], wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(have, want)
+	}
 }
 
 // resourceVersionOf reads the resourceVersion controller-runtime decoded into the apply
@@ -67,13 +119,9 @@ type applyConfigurationObject interface {
 	IsApplyConfiguration()
 }
 
-func requestHash(desired any) (string, error) {
-	data, err := json.Marshal(desired)
-	if err != nil {
-		return "", fmt.Errorf("encode apply request: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
+func requestHash(request []byte) string {
+	sum := sha256.Sum256(request)
+	return hex.EncodeToString(sum[:])
 }
 
 // appliedCache remembers which apply requests succeeded against which resourceVersion.

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -75,8 +77,15 @@ func (b *KubernetesBridges) OwnedTypes() []client.Object {
 	return []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
 }
 
-// Ensure applies the bridge's Deployment and Service and returns the Service URL; ready
-// is true once the Deployment is available with its latest spec.
+// Ensure applies the bridge's Deployment and Service and returns the bridge's URL; ready
+// is true once the Deployment is available with its latest spec and the Service has its
+// cluster IP.
+//
+// The URL names the Service by its cluster IP, not its DNS name: the operator's handshake
+// and a gateway's adapter pods then reach the bridge on clusters without cluster DNS too,
+// the same way the operator verifies SkillServers. Until the Service is seen with its IP
+// (the cache may lag the apply; the Service's event reconciles again) the URL is the DNS
+// form and the bridge is not ready.
 func (b *KubernetesBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
 	dep, err := b.deploymentFor(imp)
 	if err != nil {
@@ -90,18 +99,43 @@ func (b *KubernetesBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.Remo
 	if err := k.apply(ctx, &corev1.Service{}, bridgeServiceFor(imp)); err != nil {
 		return "", false, err
 	}
+	key := types.NamespacedName{Namespace: imp.Namespace, Name: BridgeName(imp)}
 	// apply read the Deployment before writing; read it again for the status after.
-	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: imp.Namespace, Name: BridgeName(imp)}, live); err != nil {
-		return "", false, fmt.Errorf("get Deployment %s: %w", BridgeName(imp), err)
+	if err := k.Client.Get(ctx, key, live); err != nil {
+		return "", false, fmt.Errorf("get Deployment %s: %w", key.Name, err)
+	}
+	url, routed, err := b.clusterIPURL(ctx, key)
+	if err != nil {
+		return "", false, err
+	}
+	if !routed {
+		return b.URL(imp), false, nil
 	}
 	available, _, _ := DeploymentAvailability(live)
-	return b.URL(imp), available, nil
+	return url, available, nil
+}
+
+// clusterIPURL is the bridge's MCP endpoint at its Service's cluster IP; false while the
+// Service is not seen yet or has no IP.
+func (b *KubernetesBridges) clusterIPURL(ctx context.Context, key types.NamespacedName) (string, bool, error) {
+	svc := &corev1.Service{}
+	if err := b.runtime.Client.Get(ctx, key, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("get Service %s: %w", key.Name, err)
+	}
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone {
+		return "", false, nil
+	}
+	return fmt.Sprintf("http://%s%s", net.JoinHostPort(ip, strconv.Itoa(BridgePort)), stdioproxy.PathMCP), true, nil
 }
 
 // Forget does nothing: the garbage collector removes the owned Deployment and Service.
 func (b *KubernetesBridges) Forget(context.Context, types.NamespacedName) error { return nil }
 
-// URL is the bridge Service's MCP endpoint.
+// URL is the bridge Service's MCP endpoint by its cluster DNS name.
 func (b *KubernetesBridges) URL(imp *cantusv1alpha1.RemoteToolImport) string {
 	return serviceURL(BridgeName(imp), imp.Namespace, b.runtime.ClusterDomain, BridgePort, stdioproxy.PathMCP)
 }

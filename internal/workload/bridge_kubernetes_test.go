@@ -190,7 +190,7 @@ func TestBridgeName(t *testing.T) {
 }
 
 // TestKubernetesEnsure applies through a fake client: not ready until the Deployment is
-// available with its latest spec.
+// available with its latest spec and the Service has its cluster IP, which the URL names.
 func TestKubernetesEnsure(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -219,8 +219,21 @@ func TestKubernetesEnsure(t *testing.T) {
 	if err := c.Status().Update(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	if _, ready, err := k.Ensure(ctx, imp); err != nil || !ready {
-		t.Errorf("Ensure of an available bridge = %v, %v", ready, err)
+	// The fake client allocates no cluster IP: without one the bridge is not reachable yet.
+	if url, ready, err := k.Ensure(ctx, imp); err != nil || ready || url != "http://github-bridge.team-a.svc.cluster.local:8765/mcp" {
+		t.Errorf("Ensure of an available bridge whose Service has no IP = %q, %v, %v", url, ready, err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, key, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.ClusterIP = "10.96.7.8"
+	if err := c.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	// Reached by its cluster IP, so neither the operator nor a gateway needs cluster DNS.
+	if url, ready, err := k.Ensure(ctx, imp); err != nil || !ready || url != "http://10.96.7.8:8765/mcp" {
+		t.Errorf("Ensure of an available bridge = %q, %v, %v; want ready at http://10.96.7.8:8765/mcp", url, ready, err)
 	}
 	if err := k.Forget(ctx, key); err != nil {
 		t.Errorf("Forget = %v", err)

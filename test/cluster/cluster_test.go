@@ -3,17 +3,12 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
 )
 
 // Item 2: `kubectl scale skillserver/x --replicas=3` gives three pods, and calls through
@@ -132,72 +126,6 @@ func TestMemorySurvivesPodDelete(t *testing.T) {
 	if err != nil || !strings.Contains(got, "kept across pods") {
 		t.Errorf("the new pod's view of the file: %q, %v", got, err)
 	}
-}
-
-// Item 8: every pod we create is admitted under `restricted`: the namespaces enforce it,
-// so a refused pod would leave its ReplicaSet short with a FailedCreate.
-func TestZPodsAdmittedUnderRestricted(t *testing.T) {
-	ctx := testContext(t)
-	for _, ns := range append([]string{"cantus-system"}, usedNamespaces...) {
-		var rss appsv1.ReplicaSetList
-		if err := k8s.List(ctx, &rss, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		for _, rs := range rss.Items {
-			for _, c := range rs.Status.Conditions {
-				if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-					t.Errorf("replicaset %s/%s could not create pods: %s", ns, rs.Name, c.Message)
-				}
-			}
-		}
-		var events corev1.EventList
-		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range events.Items {
-			if e.Reason == "FailedCreate" && strings.Contains(e.Message, "PodSecurity") {
-				t.Errorf("%s/%s: %s", ns, e.InvolvedObject.Name, e.Message)
-			}
-		}
-	}
-}
-
-// Item 7: the manager never received a Forbidden during the run. The API server's audit
-// log (hack/cluster.sh records the manager's requests) has every answer it got.
-func TestZManagerNeverForbidden(t *testing.T) {
-	root, _ := testenv.RepoRoot()
-	path := filepath.Join(root, ".demo", "cluster", "audit.log")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("the audit log hack/cluster.sh writes: %v", err)
-	}
-	defer f.Close()
-	requests := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			Verb       string `json:"verb"`
-			RequestURI string `json:"requestURI"`
-			User       struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ResponseStatus struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != managerUser {
-			continue
-		}
-		requests++
-		if ev.ResponseStatus.Code == 403 {
-			t.Errorf("Forbidden: %s %s", ev.Verb, ev.RequestURI)
-		}
-	}
-	if requests == 0 {
-		t.Errorf("no request of %s in %s: the check saw nothing", managerUser, path)
-	}
-	t.Logf("%d manager requests audited", requests)
 }
 
 type autoscalingScale struct{ Replicas int32 }

@@ -8,7 +8,9 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,22 +141,52 @@ func serviceURL(t *testing.T, ctx context.Context, ss *cantusv1alpha1.SkillServe
 
 func mcpClient(t *testing.T, ctx context.Context, url string) *mcpclient.Client {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(url)
+	c, err := newMCPClient(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newMCPClient starts and initializes an MCP client of url (streamable HTTP).
+func newMCPClient(ctx context.Context, url string) (*mcpclient.Client, error) {
+	tr, err := transport.NewStreamableHTTP(url)
+	if err != nil {
+		return nil, err
+	}
 	c := mcpclient.NewClient(tr)
 	if err := c.Start(ctx); err != nil {
-		t.Fatalf("starting a client of %s: %v", url, err)
+		return nil, fmt.Errorf("starting a client of %s: %w", url, err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "cluster-test", Version: "0"}
 	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatalf("initialize %s: %v", url, err)
+		_ = c.Close()
+		return nil, fmt.Errorf("initialize %s: %w", url, err)
 	}
-	return c
+	return c, nil
+}
+
+// waitOnlyNewPods waits until the SkillServer's pods are its replicas, all ready and none
+// terminating: the old pods of a rollout have drained and exited.
+func waitOnlyNewPods(t *testing.T, ctx context.Context, ns, name string, ss *cantusv1alpha1.SkillServer) {
+	t.Helper()
+	want := 1
+	if ss.Spec.Replicas != nil {
+		want = int(*ss.Spec.Replicas)
+	}
+	var pods corev1.PodList
+	err := wait.PollUntilContextTimeout(ctx, time.Second, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name}); err != nil {
+			return false, nil
+		}
+		return len(pods.Items) == want && runningPods(pods.Items) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s: want %d ready pods and no other, have %d", ns, name, want, len(pods.Items))
+	}
 }
 
 // callTool returns the text of a tool call, failing the test on a transport error.
@@ -175,4 +207,68 @@ func callTool(ctx context.Context, c *mcpclient.Client, name string, args map[st
 		return "", fmt.Errorf("%s returned an error result: %s", name, strings.Join(parts, "\n"))
 	}
 	return strings.Join(parts, "\n"), nil
+}
+
+// auditEvent is the part of an API server audit event the tests read.
+type auditEvent struct {
+	Verb           string    `json:"verb"`
+	RequestURI     string    `json:"requestURI"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	User           struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code    int `json:"code"`
+		Details struct {
+			Causes []struct {
+				Reason string `json:"reason"`
+			} `json:"causes"`
+		} `json:"details"`
+	} `json:"responseStatus"`
+}
+
+// forbiddenByRBAC says whether the request was refused for want of a permission, not
+// because its namespace was being deleted (which the API server also answers with 403).
+func (ev auditEvent) forbiddenByRBAC() bool {
+	if ev.ResponseStatus.Code != 403 {
+		return false
+	}
+	for _, c := range ev.ResponseStatus.Details.Causes {
+		if c.Reason == "NamespaceTerminating" {
+			return false
+		}
+	}
+	return true
+}
+
+// managerRequests reads every request of the operator's service account from the audit
+// log hack/cluster.sh makes the API server write.
+func managerRequests(t *testing.T) []auditEvent {
+	t.Helper()
+	root, _ := testenv.RepoRoot()
+	path := filepath.Join(root, ".demo", "cluster", "audit.log")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the audit log hack/cluster.sh writes: %v", err)
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == managerUser {
+			out = append(out, ev)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return out
 }

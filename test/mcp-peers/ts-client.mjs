@@ -4,18 +4,24 @@
 //
 //   node ts-client.mjs --url http://127.0.0.1:1234/mcp [--transport streamable-http|sse]
 //                      [--header 'Authorization: Bearer x']... [--call TOOL [--args JSON]]
-//                      [--timeout MS]
+//                      [--timeout MS] [--progress] [--cancel-after-progress N]
+//
+// --progress asks for progress notifications about the call (the SDK sends a progress
+// token) and collects them; --cancel-after-progress N cancels the call (the SDK sends
+// notifications/cancelled) once N have arrived. Log messages (notifications/message)
+// are always collected.
 //
 // It connects (initialize handshake), lists the tools (every page), optionally calls one,
 // and prints ONE JSON object on stdout:
 //   {"serverInfo":{...},"protocolVersion":"...","capabilities":{...},"instructions":"...",
-//    "tools":[...],"result":{...}}
+//    "tools":[...],"result":{...},"progress":[...],"logs":[...],"cancelled":false}
 // A tool result with isError:true is still exit 0 (the caller inspects it). A failed
 // connection, handshake or request exits non-zero with the error on stderr.
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 function usage(msg) {
   process.stderr.write(`ts-client: ${msg}\n` +
@@ -34,6 +40,8 @@ try {
       call: { type: 'string' },
       args: { type: 'string' },
       timeout: { type: 'string', default: '30000' },
+      progress: { type: 'boolean', default: false },
+      'cancel-after-progress': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -94,6 +102,15 @@ if (typeof transport.setProtocolVersion === 'function') {
 }
 
 const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { capabilities: {} });
+const logs = [];
+client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+
+let cancelAfter;
+if (opts['cancel-after-progress'] !== undefined) {
+  cancelAfter = Number(opts['cancel-after-progress']);
+  if (!Number.isInteger(cancelAfter) || cancelAfter <= 0) usage('--cancel-after-progress must be a positive integer');
+  if (!opts.progress) usage('--cancel-after-progress needs --progress');
+}
 
 // Whatever happens, never hang the Go test: hard deadline on the whole run.
 const watchdog = setTimeout(() => {
@@ -130,7 +147,26 @@ try {
 
   if (opts.call !== undefined) {
     stage = `tools/call ${opts.call}`;
-    out.result = await client.callTool({ name: opts.call, arguments: toolArgs ?? {} }, undefined, requestOptions);
+    const progress = [];
+    const abort = new AbortController();
+    const callOptions = { ...requestOptions, signal: abort.signal };
+    if (opts.progress) {
+      callOptions.onprogress = (p) => {
+        progress.push(p);
+        if (cancelAfter !== undefined && progress.length >= cancelAfter) abort.abort('cancelled by ts-client');
+      };
+    }
+    out.cancelled = false;
+    try {
+      out.result = await client.callTool({ name: opts.call, arguments: toolArgs ?? {} }, undefined, callOptions);
+    } catch (err) {
+      if (!abort.signal.aborted) throw err;
+      out.cancelled = true;
+      // The SDK sends notifications/cancelled without waiting; let it leave before closing.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    out.progress = progress;
+    out.logs = logs;
   }
 
   process.stdout.write(JSON.stringify(out) + '\n');

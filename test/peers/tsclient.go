@@ -32,6 +32,11 @@ type TSClientOptions struct {
 	Args any
 	// Timeout bounds each MCP request (default 20s); ctx bounds the whole run.
 	Timeout time.Duration
+	// Progress asks for progress notifications about the call and collects them;
+	// CancelAfterProgress > 0 cancels the call (notifications/cancelled) once that
+	// many have arrived.
+	Progress            bool
+	CancelAfterProgress int
 }
 
 // TSClientOutput is the JSON object ts-client.mjs prints.
@@ -41,8 +46,14 @@ type TSClientOutput struct {
 	Capabilities    map[string]json.RawMessage `json:"capabilities"`
 	Instructions    string                     `json:"instructions"`
 	Tools           []Tool                     `json:"tools"`
-	// Result is set when TSClientOptions.Call was.
+	// Result is set when TSClientOptions.Call was and the call was not cancelled.
 	Result *CallToolResult `json:"result,omitempty"`
+	// Progress are the progress notifications' params about the call, Logs the
+	// params of every notifications/message received, Cancelled whether the client
+	// cancelled the call.
+	Progress  []json.RawMessage `json:"progress,omitempty"`
+	Logs      []json.RawMessage `json:"logs,omitempty"`
+	Cancelled bool              `json:"cancelled,omitempty"`
 }
 
 // Implementation is the serverInfo of an initialize answer.
@@ -81,6 +92,20 @@ type CallToolResult struct {
 	Content           []Content       `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
+	// Raw is the whole result as the client received it.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON keeps the whole result in Raw besides the fields.
+func (r *CallToolResult) UnmarshalJSON(data []byte) error {
+	type fields CallToolResult
+	var f fields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("tool result: %w", err)
+	}
+	*r = CallToolResult(f)
+	r.Raw = append(json.RawMessage(nil), data...)
+	return nil
 }
 
 // Content is one content block of a tool result.
@@ -144,6 +169,12 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 	}
 	if opts.Call != "" {
 		args = append(args, "--call", opts.Call)
+		if opts.Progress {
+			args = append(args, "--progress")
+		}
+		if opts.CancelAfterProgress > 0 {
+			args = append(args, "--cancel-after-progress", strconv.Itoa(opts.CancelAfterProgress))
+		}
 		if opts.Args != nil {
 			b, err := json.Marshal(opts.Args)
 			if err != nil {

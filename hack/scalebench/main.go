@@ -1,0 +1,361 @@
+// Command scalebench measures the operator at scale on an embedded control plane
+// (kube-apiserver + etcd, no nodes): the manager binary runs as it would in a pod, with
+// the kubernetes runtime, against many SkillServers and RemoteToolImports, and the
+// program prints what it took and what the manager wrote.
+//
+//	go run ./hack/scalebench -servers 1000 -imports 1000 -idle 1m
+//
+// Writes are the manager's own count of API requests (rest_client_requests_total by
+// method) read from its metrics endpoint. Without nodes no adapter pod runs, so
+// SkillServers stay at "pods not available" and are not verified; what is measured is
+// the control plane's share: applying the children, and keeping quiet afterwards.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
+)
+
+const namespaces = 10
+
+type options struct {
+	servers, imports int
+	idle             time.Duration
+	manager          string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.servers, "servers", 1000, "SkillServers to create")
+	flag.IntVar(&o.imports, "imports", 1000, "RemoteToolImports to create, refreshed every 30s against an unchanged remote")
+	flag.DurationVar(&o.idle, "idle", time.Minute, "how long to count writes once everything settled")
+	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "scalebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	// Every SkillServer has a Service; envtest's default service range holds 250.
+	env, _, err := testenv.StartWithAPIServerFlags(map[string]string{"service-cluster-ip-range": "10.96.0.0/16"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	admin, err := env.ControlPlane.AddUser(envtest.User{Name: "scalebench", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("add a user: %w", err)
+	}
+	// The benchmark's own client must not be what limits the rate of creates.
+	cfg := admin.Config()
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return err
+	}
+	remote, err := startRemote()
+	if err != nil {
+		return err
+	}
+	mgr, err := startManager(o.manager, admin)
+	if err != nil {
+		return err
+	}
+	defer mgr.stop()
+
+	if err := setUp(ctx, c); err != nil {
+		return err
+	}
+	fmt.Printf("scalebench: %d SkillServers and %d RemoteToolImports in %d namespaces; manager %s\n", o.servers, o.imports, namespaces, o.manager)
+
+	start := time.Now()
+	for i := range o.servers {
+		if err := c.Create(ctx, skillServer(i)); err != nil {
+			return fmt.Errorf("create SkillServer %d: %w", i, err)
+		}
+	}
+	created := time.Since(start)
+	if err := waitFor(ctx, func() (bool, error) { return serversApplied(ctx, c, o.servers) }); err != nil {
+		return fmt.Errorf("waiting for the children of every SkillServer: %w", err)
+	}
+	applied := time.Since(start)
+	fmt.Printf("SkillServers: created in %s, every child applied and every status written %s after the first create (%.0f servers/s)\n",
+		created.Round(time.Millisecond), applied.Round(time.Millisecond), float64(o.servers)/applied.Seconds())
+
+	start = time.Now()
+	for i := range o.imports {
+		if err := c.Create(ctx, remoteToolImport(i, remote)); err != nil {
+			return fmt.Errorf("create RemoteToolImport %d: %w", i, err)
+		}
+	}
+	if err := waitFor(ctx, func() (bool, error) { return importsReady(ctx, c, o.imports) }); err != nil {
+		return fmt.Errorf("waiting for every import to be Ready: %w", err)
+	}
+	fmt.Printf("RemoteToolImports: all Ready %s after the first create\n", time.Since(start).Round(time.Millisecond))
+
+	before, err := mgr.writes()
+	if err != nil {
+		return err
+	}
+	probesBefore := remote.requests()
+	time.Sleep(o.idle)
+	after, err := mgr.writes()
+	if err != nil {
+		return err
+	}
+	perMinute := func(n float64) float64 { return n * float64(time.Minute) / float64(o.idle) }
+	fmt.Printf("idle %s: %.0f API writes by the manager (%.1f per minute) while it sent %.0f requests a minute to the unchanged remote\n",
+		o.idle, after-before, perMinute(after-before), perMinute(float64(remote.requests()-probesBefore)))
+	rss, peak, err := mgr.memory()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("manager memory: RSS %d MiB, peak %d MiB\n", rss>>10, peak>>10)
+	return nil
+}
+
+func setUp(ctx context.Context, c client.Client) error {
+	for i := range namespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%d", i)}}); err != nil {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+	}
+	policy := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "loopback"},
+		Spec:       cantusv1alpha1.ToolSourcePolicySpec{NamespaceSelector: &metav1.LabelSelector{}, Hosts: []string{"127.0.0.1"}},
+	}
+	if err := c.Create(ctx, policy); err != nil {
+		return fmt.Errorf("create the policy: %w", err)
+	}
+	return nil
+}
+
+func skillServer(i int) *cantusv1alpha1.SkillServer {
+	return &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%namespaces), Name: fmt.Sprintf("server-%d", i)},
+		Spec: cantusv1alpha1.SkillServerSpec{Skills: []cantusv1alpha1.Skill{{
+			Name: "search_book", Description: "Search the catalog.",
+			Template: &cantusv1alpha1.TemplateBackend{Text: "found: {{ .title }}"},
+		}}},
+	}
+}
+
+func remoteToolImport(i int, remote *remoteServer) *cantusv1alpha1.RemoteToolImport {
+	return &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%namespaces), Name: fmt.Sprintf("import-%d", i)},
+		Spec: cantusv1alpha1.RemoteToolImportSpec{
+			URL:             remote.url,
+			RefreshInterval: ptrTo(cantusv1alpha1.Duration("30s")),
+		},
+	}
+}
+
+// serversApplied: every SkillServer has its Deployment and a status for its generation.
+func serversApplied(ctx context.Context, c client.Client, want int) (bool, error) {
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.MatchingLabels{"app.kubernetes.io/managed-by": "cantus-operator"}); err != nil {
+		return false, err
+	}
+	if len(deps.Items) < want {
+		return false, nil
+	}
+	var servers cantusv1alpha1.SkillServerList
+	if err := c.List(ctx, &servers); err != nil {
+		return false, err
+	}
+	for _, s := range servers.Items {
+		if s.Status.ObservedGeneration != s.Generation || apimeta.FindStatusCondition(s.Status.Conditions, cantusv1alpha1.ConditionReady) == nil {
+			return false, nil
+		}
+	}
+	return len(servers.Items) == want, nil
+}
+
+func importsReady(ctx context.Context, c client.Client, want int) (bool, error) {
+	var imports cantusv1alpha1.RemoteToolImportList
+	if err := c.List(ctx, &imports); err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, imp := range imports.Items {
+		if apimeta.IsStatusConditionTrue(imp.Status.Conditions, cantusv1alpha1.ConditionReady) {
+			ready++
+		}
+	}
+	return ready == want, nil
+}
+
+func waitFor(ctx context.Context, done func() (bool, error)) error {
+	return wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Minute, true, func(context.Context) (bool, error) { return done() })
+}
+
+// remoteServer is the unchanged MCP server every import probes.
+type remoteServer struct {
+	url   string
+	count *counter
+}
+
+type counter struct{ n chan struct{} }
+
+func (r *remoteServer) requests() int { return len(r.count.n) }
+
+func startRemote() (*remoteServer, error) {
+	s := server.NewMCPServer("remote-books", "1.0.0")
+	s.AddTool(mcp.NewTool("search_book", mcp.WithString("title")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("found"), nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	count := &counter{n: make(chan struct{}, 1<<24)}
+	mcpHandler := server.NewStreamableHTTPServer(s, server.WithStateLess(true))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case count.n <- struct{}{}:
+		default:
+		}
+		mcpHandler.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &remoteServer{url: "http://" + ln.Addr().String() + "/mcp", count: count}, nil
+}
+
+// managerProcess is the manager binary running against the control plane.
+type managerProcess struct {
+	cmd     *exec.Cmd
+	metrics string
+}
+
+func startManager(binary string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "scalebench")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(binary, "--runtime=kubernetes", "--verify-servers=false",
+		"--metrics-bind-address="+metrics, "--metrics-secure=false",
+		"--health-probe-bind-address=0", "--catalog-bind-address=0")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
+	log, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", binary, err)
+	}
+	fmt.Printf("manager log: %s\n", log.Name())
+	m := &managerProcess{cmd: cmd, metrics: "http://" + metrics + "/metrics"}
+	return m, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := m.writes()
+		return err == nil, nil
+	})
+}
+
+func (m *managerProcess) stop() {
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	_ = m.cmd.Wait()
+}
+
+// writes sums the manager's API requests that write: POST, PUT, PATCH and DELETE.
+func (m *managerProcess) writes() (float64, error) {
+	resp, err := http.Get(m.metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		if !strings.Contains(line, `method="POST"`) && !strings.Contains(line, `method="PUT"`) &&
+			!strings.Contains(line, `method="PATCH"`) && !strings.Contains(line, `method="DELETE"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		total += v
+	}
+	return total, sc.Err()
+}
+
+// memory reads the manager's resident and peak resident set sizes in KiB.
+func (m *managerProcess) memory() (rss, peak int, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		switch fields[0] {
+		case "VmRSS:":
+			rss, _ = strconv.Atoi(fields[1])
+		case "VmHWM:":
+			peak, _ = strconv.Atoi(fields[1])
+		}
+	}
+	if rss == 0 {
+		return 0, 0, errors.New("no VmRSS in /proc status")
+	}
+	return rss, peak, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
