@@ -38,11 +38,74 @@ type Config struct {
 	Transport string     `json:"transport"`
 	Port      int32      `json:"port"`
 	Stateless bool       `json:"stateless"`
-	// BearerTokenFile, when set, is a file holding the token clients must present.
+	// BearerTokenFile, when set, is a file holding the tokens clients may present, one
+	// per line, so that an old and a new token overlap while clients move over. A
+	// changed file is enforced without a restart.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	// Auth, when set, adds token issuers and per-tool authorization.
+	Auth *AuthConfig `json:"auth,omitempty"`
 	Tools           []Tool `json:"tools"`
 	// Memory, when set, adds the guarded memory tool.
 	Memory *MemoryConfig `json:"memory,omitempty"`
+}
+
+// Issuer kinds: how a verified token's claims name the caller.
+const (
+	// IssuerServiceAccount: Kubernetes service-account tokens; the caller is
+	// namespace/name, in the groups system:serviceaccounts and
+	// system:serviceaccounts:<namespace>.
+	IssuerServiceAccount = "serviceAccount"
+	// IssuerOIDC: an external OIDC issuer; the caller is the subject, in the token's
+	// "groups" claim.
+	IssuerOIDC = "oidc"
+)
+
+// AuthConfig is who may call the server and which tools each caller may use. A
+// request is authenticated by the first of the bearer token file and the issuers, in
+// order, that accepts its token. It can change on a running adapter (keys rotate, rules
+// change) without a restart.
+type AuthConfig struct {
+	// Issuers verify JWTs: signature, issuer, audience, expiry.
+	Issuers []Issuer `json:"issuers,omitempty"`
+	// Authorization nil lets every authenticated caller call every tool; otherwise a
+	// caller sees and calls only the tools a rule allows it.
+	Authorization *Authorization `json:"authorization,omitempty"`
+}
+
+// Issuer is one JWT issuer the adapter trusts.
+type Issuer struct {
+	// Kind is IssuerServiceAccount or IssuerOIDC.
+	Kind string `json:"kind"`
+	// URL is the issuer identifier: the tokens' "iss" claim, and the base of OIDC
+	// discovery (URL + "/.well-known/openid-configuration").
+	URL string `json:"url"`
+	// Audiences: a token must name at least one of them in its "aud" claim.
+	Audiences []string `json:"audiences"`
+	// JWKS, when set, is the issuer's JSON Web Key Set, fetched by the operator (the
+	// cluster's service-account issuer, which the adapter pod has no access to); when
+	// empty the adapter discovers the keys itself and refreshes them.
+	JWKS json.RawMessage `json:"jwks,omitempty"`
+	// CAFile, when set, is a PEM bundle: the only CAs discovery trusts.
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// Authorization is a list of rules; a caller may call a tool when any rule allows it.
+type Authorization struct {
+	Rules []AuthorizationRule `json:"rules"`
+}
+
+// AuthorizationRule allows callers to call tools. A caller matches when
+// ServiceAccounts and Groups are both empty, or it is one of ServiceAccounts or in one
+// of Groups; and When, if set, is true.
+type AuthorizationRule struct {
+	// Tools are globs over the served tool names ("search_*").
+	Tools []string `json:"tools"`
+	// ServiceAccounts are "namespace/name", "namespace/*" for any in the namespace.
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	// Groups the caller's token puts it in.
+	Groups []string `json:"groups,omitempty"`
+	// When is a CEL expression over the token's claims ("claims.email.endsWith('@x')").
+	When string `json:"when,omitempty"`
 }
 
 // MemoryConfig is the memory tool: where its files live and the guard in front of them.
