@@ -43,8 +43,8 @@ type Config struct {
 	// changed file is enforced without a restart.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
 	// Auth, when set, adds token issuers and per-tool authorization.
-	Auth *AuthConfig `json:"auth,omitempty"`
-	Tools           []Tool `json:"tools"`
+	Auth  *AuthConfig `json:"auth,omitempty"`
+	Tools []Tool      `json:"tools"`
 	// Memory, when set, adds the guarded memory tool.
 	Memory *MemoryConfig `json:"memory,omitempty"`
 }

@@ -86,6 +86,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	before := imp.DeepCopy()
 	defer func() {
+		summarizeImportReady(imp)
 		finishStatus(&imp.Status.Conditions, &imp.Status.ObservedGeneration, imp.Generation, retErr)
 		keepProbeTimesIfNothingElseChanged(before, imp)
 		written, err := patchStatusIfChanged(ctx, r.Client, before, imp, !sameJSON(before.Status, imp.Status))

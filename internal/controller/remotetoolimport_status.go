@@ -44,23 +44,21 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, msg)
 	setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAttempted, msg)
 	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
-	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, d.Reason, d.Message)
 }
 
-// setImportStalled records a spec that can never work; Ready carries the same message so
-// that `kubectl get` and `kubectl wait` show why.
+// setImportStalled records a spec that can never work; summarizeImportReady gives Ready the
+// same message so that `kubectl get` and `kubectl wait` show why.
 func setImportStalled(imp *cantusv1alpha1.RemoteToolImport, problems string) {
 	msg := "the spec cannot work, fix it and re-apply: " + problems
 	setImportCondition(imp, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
-	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec, msg)
 }
 
 // setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
-// stdio bridge); the tools of an earlier success are kept but marked stale.
+// stdio bridge): the handshake is Unknown for that reason, and the tools of an earlier
+// success are kept but marked stale.
 func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, message)
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, reason, message)
 	markStaleIfTools(imp, message)
-	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 }
 
 // setHandshakeFailed records a failed probe. Earlier tools stay, explicitly stale.
@@ -73,7 +71,6 @@ func setHandshakeFailed(imp *cantusv1alpha1.RemoteToolImport, err error, now tim
 		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, reason, "no handshake has succeeded yet")
 	}
 	markStaleIfTools(imp, message)
-	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 }
 
 func markStaleIfTools(imp *cantusv1alpha1.RemoteToolImport, why string) {
@@ -110,25 +107,47 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
 	imp.Status.LastSuccessTime = &metav1.Time{Time: now}
 
-	info := imp.Status.ServerInfo
-	who := fmt.Sprintf("%s %s (protocol %s)", info.Name, info.Version, info.ProtocolVersion)
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded, "initialized with "+who)
-	toolsMsg := fmt.Sprintf("%d tools", len(tools))
-	if imp.Status.ToolsTruncated {
-		toolsMsg += fmt.Sprintf("; the status holds %d of them, some clipped or without input schemas, to stay within its size limit", len(imp.Status.Tools))
-	}
-	if n := countClipped(imp.Status.Tools); n > 0 {
-		toolsMsg += fmt.Sprintf("; %d of them have members cut short or left out for their size (status.tools[].clipped names them)", n)
-	}
+	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
+		"initialized with "+remoteIdentity(imp.Status.ServerInfo))
 	if len(tools) == 0 {
 		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
 	} else {
-		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsListed, toolsMsg)
+		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsListed, toolsSummary(imp))
 	}
 	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
-	setImportCondition(imp, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
-		fmt.Sprintf("%s from %s", toolsMsg, who))
 	return added, removed
+}
+
+// importReadyPrerequisites: an import is Ready once its source is allowed and the last
+// handshake succeeded (with stale tools it is not).
+var importReadyPrerequisites = []readyPrerequisite{
+	{condType: cantusv1alpha1.ConditionSourceAllowed, unsetMessage: "checking the source against the ToolSourcePolicies"},
+	{condType: cantusv1alpha1.ConditionHandshakeSucceeded, unsetMessage: "waiting for the first handshake"},
+}
+
+func summarizeImportReady(imp *cantusv1alpha1.RemoteToolImport) {
+	var readyMessage string
+	if info := imp.Status.ServerInfo; info != nil {
+		readyMessage = toolsSummary(imp) + " from " + remoteIdentity(info)
+	}
+	summarizeReady(&imp.Status.Conditions, imp.Generation, importReadyPrerequisites, cantusv1alpha1.ReasonHandshakeSucceeded, readyMessage)
+}
+
+// remoteIdentity names the remote as its initialize answer did.
+func remoteIdentity(info *cantusv1alpha1.RemoteServerInfo) string {
+	return fmt.Sprintf("%s %s (protocol %s)", info.Name, info.Version, info.ProtocolVersion)
+}
+
+// toolsSummary counts the tools and says what the status left out of them.
+func toolsSummary(imp *cantusv1alpha1.RemoteToolImport) string {
+	msg := fmt.Sprintf("%d tools", imp.Status.ToolCount)
+	if imp.Status.ToolsTruncated {
+		msg += fmt.Sprintf("; the status holds %d of them, some clipped or without input schemas, to stay within its size limit", len(imp.Status.Tools))
+	}
+	if n := countClipped(imp.Status.Tools); n > 0 {
+		msg += fmt.Sprintf("; %d of them have members cut short or left out for their size (status.tools[].clipped names them)", n)
+	}
+	return msg
 }
 
 func diffToolNames(before []cantusv1alpha1.DiscoveredTool, after []mcpclient.Tool) (added, removed []string) {

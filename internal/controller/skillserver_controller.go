@@ -65,7 +65,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	before := ss.DeepCopy()
 	defer func() {
-		summarizeReady(ss)
+		summarizeSkillServerReady(ss)
 		finishStatus(&ss.Status.Conditions, &ss.Status.ObservedGeneration, ss.Generation, retErr)
 		written, err := patchStatusIfChanged(ctx, r.Client, before, ss, !equality.Semantic.DeepEqual(before.Status, ss.Status))
 		if err != nil {

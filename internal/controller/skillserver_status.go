@@ -103,40 +103,20 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, status, obs.Reason, obs.Message)
 }
 
-// readyPrerequisites are the conditions that must not be False for a SkillServer to be
-// Ready, in the order their reason is reported. A gateway that leaves out some of what
-// it was asked to serve is not Ready, even though it serves the rest: `kubectl wait`
-// should not pass on half a spec.
-var readyPrerequisites = []string{
-	cantusv1alpha1.ConditionAvailable,
-	cantusv1alpha1.ConditionImportsResolved,
-	cantusv1alpha1.ConditionToolNamesUnique,
-	cantusv1alpha1.ConditionImportedToolsServable,
-	cantusv1alpha1.ConditionVerified,
+// skillServerReadyPrerequisites are the conditions that must not be False for a
+// SkillServer to be Ready, in the order their reason is reported; Available must also be
+// set. A gateway that leaves out some of what it was asked to serve is not Ready, even
+// though it serves the rest: `kubectl wait` should not pass on half a spec.
+var skillServerReadyPrerequisites = []readyPrerequisite{
+	{condType: cantusv1alpha1.ConditionAvailable, unsetMessage: "waiting for the workload"},
+	{condType: cantusv1alpha1.ConditionImportsResolved},
+	{condType: cantusv1alpha1.ConditionToolNamesUnique},
+	{condType: cantusv1alpha1.ConditionImportedToolsServable},
+	{condType: cantusv1alpha1.ConditionVerified},
 }
 
-// summarizeReady is the one rule for Ready: the first prerequisite that is not True
-// gives its reason and message; otherwise the server is Ready.
-func summarizeReady(ss *cantusv1alpha1.SkillServer) {
-	if c := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
-		setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
-		return
-	}
-	for _, condType := range readyPrerequisites {
-		c := apimeta.FindStatusCondition(ss.Status.Conditions, condType)
-		if c == nil && condType != cantusv1alpha1.ConditionAvailable {
-			continue
-		}
-		if c == nil || c.Status != metav1.ConditionTrue {
-			reason, message := cantusv1alpha1.ReasonProgressing, "waiting for the workload"
-			if c != nil {
-				reason, message = c.Reason, c.Message
-			}
-			setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
-			return
-		}
-	}
-	setCondition(ss, cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled,
+func summarizeSkillServerReady(ss *cantusv1alpha1.SkillServer) {
+	summarizeReady(&ss.Status.Conditions, ss.Generation, skillServerReadyPrerequisites, cantusv1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, ss.Status.URL))
 }
 

@@ -94,7 +94,7 @@ func TestStatusSetters(t *testing.T) {
 			ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
 			ss.Spec.Skills = []cantusv1alpha1.Skill{{Name: "a"}}
 			tc.set(ss)
-			summarizeReady(ss)
+			summarizeSkillServerReady(ss)
 			ready := findCondition(ss, cantusv1alpha1.ConditionReady)
 			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)

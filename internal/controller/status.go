@@ -12,8 +12,44 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
-// Both reconcilers compute a whole status in memory and end with the same two steps:
-// finishStatus, then patchStatusIfChanged.
+// Both reconcilers compute a whole status in memory and end with the same three steps:
+// summarizeReady, finishStatus, then patchStatusIfChanged.
+
+// readyPrerequisite is a condition Ready waits for. One with an unsetMessage is required:
+// until it is set, Ready is False (Progressing) with that message; one without counts
+// only once set.
+type readyPrerequisite struct {
+	condType     string
+	unsetMessage string
+}
+
+// summarizeReady is the one rule for Ready, for every kind: Stalled True makes Ready False
+// with Stalled's reason and message; otherwise the first prerequisite that is not True
+// gives Ready its reason and message; otherwise Ready is True with readyReason and
+// readyMessage. Setters record what they observed and never write Ready themselves.
+func summarizeReady(conditions *[]metav1.Condition, generation int64, prerequisites []readyPrerequisite, readyReason, readyMessage string) {
+	setReady := func(status metav1.ConditionStatus, reason, message string) {
+		apimeta.SetStatusCondition(conditions, metav1.Condition{
+			Type: cantusv1alpha1.ConditionReady, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
+		})
+	}
+	if c := apimeta.FindStatusCondition(*conditions, cantusv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		setReady(metav1.ConditionFalse, c.Reason, c.Message)
+		return
+	}
+	for _, p := range prerequisites {
+		c := apimeta.FindStatusCondition(*conditions, p.condType)
+		switch {
+		case c == nil && p.unsetMessage != "":
+			setReady(metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing, p.unsetMessage)
+			return
+		case c != nil && c.Status != metav1.ConditionTrue:
+			setReady(metav1.ConditionFalse, c.Reason, c.Message)
+			return
+		}
+	}
+	setReady(metav1.ConditionTrue, readyReason, readyMessage)
+}
 
 // finishStatus sets what every status says the same way: observedGeneration, once the
 // reconcile has looked at the whole spec without error, and Reconciling, so that

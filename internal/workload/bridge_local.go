@@ -75,7 +75,7 @@ type localProcess struct {
 	cmd     *exec.Cmd
 	baseURL string
 	done    chan struct{} // closed when the process exited
-	stderr  *tailBuffer
+	stderr  *stdioproxy.TailBuffer
 }
 
 func (p *localProcess) exited() bool {
@@ -241,7 +241,7 @@ func (l *LocalBridges) start(ctx context.Context, key types.NamespacedName, argv
 	if err != nil {
 		return nil, err
 	}
-	p := &localProcess{key: key, hash: hash, cmd: cmd, done: make(chan struct{}), stderr: &tailBuffer{max: 4 << 10}}
+	p := &localProcess{key: key, hash: hash, cmd: cmd, done: make(chan struct{}), stderr: stdioproxy.NewTailBuffer(4 << 10)}
 	log := l.log.WithValues("remoteToolImport", key.String())
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the stdio bridge %s: %w", l.adapterBinary, err)
@@ -379,27 +379,4 @@ func argvHash(argv []string) string {
 		_, _ = fmt.Fprintf(h, "%d:%s\x00", len(a), a)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
 )
 
 // StartTimeout bounds how long a server may take to say it is listening, whatever the
@@ -32,8 +34,8 @@ type Server struct {
 
 	name   string
 	cmd    *exec.Cmd
-	stdout *tailBuffer
-	stderr *tailBuffer
+	stdout *stdioproxy.TailBuffer
+	stderr *stdioproxy.TailBuffer
 	done   chan struct{}
 	err    error // cmd.Wait's, once done is closed
 
@@ -97,8 +99,8 @@ func startServer(t testing.TB, ctx context.Context, name string, cmd *exec.Cmd,
 	s := &Server{
 		name:   name,
 		cmd:    cmd,
-		stdout: &tailBuffer{max: 256 << 10},
-		stderr: &tailBuffer{max: 256 << 10},
+		stdout: stdioproxy.NewTailBuffer(256 << 10),
+		stderr: stdioproxy.NewTailBuffer(256 << 10),
 		done:   make(chan struct{}),
 	}
 	cmd.Stderr = s.stderr
