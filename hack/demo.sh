@@ -135,7 +135,7 @@ YAML
   kubectl create role list-skillservers --verb=get,list --resource=skillservers.cantus.dev --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl create rolebinding demo-agent-lists --role=list-skillservers --serviceaccount=default:demo-agent --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   local token catalog
-  token="$(kubectl create token demo-agent)"
+  token="$(kubectl create token demo-agent --audience cantus.dev/catalog)"
   catalog="$(sed -n 's/.*serving the discovery catalog.*"address":"\([^"]*\)".*/\1/p' "${DEMO}/manager.log" | tail -n1)"
   echo "catalog at https://${catalog} (self-signed certificate, hence -k)"
   echo "-- format=anthropic"
@@ -151,7 +151,7 @@ YAML
   kubectl describe skillserver library
   kubectl describe remotetoolimport library-import
   kubectl describe skillserver gateway
-  curl -sk -H "Authorization: Bearer \$(kubectl create token demo-agent)" https://${catalog:-CATALOG}/v1/servers
+  curl -sk -H "Authorization: Bearer \$(kubectl create token demo-agent --audience cantus.dev/catalog)" https://${catalog:-CATALOG}/v1/servers
   (cd test/mcp-peers/node_modules/@modelcontextprotocol/inspector-cli/build && node index.js ${url} --transport http --method tools/list)
   logs: .demo/manager.log, .demo/controlplane.log
   stop: make demo-down

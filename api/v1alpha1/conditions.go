@@ -38,6 +38,13 @@ const (
 	ReasonToolsMismatch      = "ToolsMismatch"
 	ReasonNotAnswering       = "NotAnswering"
 	ReasonNotVerified        = "NotVerified"
+	// ReasonIssuerKeysUnavailable: the operator could not read the cluster's
+	// service-account issuer keys, so the adapter could not check the tokens.
+	ReasonIssuerKeysUnavailable = "IssuerKeysUnavailable"
+	// ReasonAsksForToken: the server refused the operator's anonymous tools/list with
+	// 401, as it should when only callers' own tokens are accepted; the tools it serves
+	// could not be listed by the operator.
+	ReasonAsksForToken = "AsksForToken"
 )
 
 // Condition types of RemoteToolImport.

@@ -18,6 +18,7 @@ const (
 )
 
 // SkillServerSpec is the skill set to serve as one MCP server.
+// +kubebuilder:validation:XValidation:rule="!has(self.authorization) || has(self.auth)",message="authorization needs auth: set auth.serviceAccountTokens, auth.oidc or auth.bearerTokenSecretRef so that callers have an identity"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || self.memory.accessMode == 'ReadWriteMany' || !has(self.replicas) || self.replicas <= 1",message="a memory server keeps its files on a ReadWriteOnce volume, which one pod at a time can mount: set replicas: 1, or memory.accessMode: ReadWriteMany with a storage class that supports it"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.skills) || !self.skills.exists(s, s.name == self.memory.toolName)",message="memory.toolName collides with a skill of the same name: rename one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.stateless) || self.stateless || self.transport != 'streamable-http' || !has(self.replicas) || self.replicas <= 1",message="a stateful streamable-http server keeps sessions in memory and cannot run more than one replica without session affinity: set stateless: true or replicas: 1"
@@ -72,9 +73,15 @@ type SkillServerSpec struct {
 	// +optional
 	Memory *MemorySpec `json:"memory,omitempty"`
 
-	// Auth requires MCP clients to present a bearer token.
+	// Auth makes MCP clients authenticate: with a shared bearer token, their own
+	// Kubernetes service-account token, or a token of an external OIDC issuer.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// Authorization says which authenticated callers may call which tools. When absent,
+	// every authenticated caller may call every tool.
+	// +optional
+	Authorization *AuthorizationSpec `json:"authorization,omitempty"`
 
 	// AllowFrom limits which pods may connect. When set, a NetworkPolicy admits only these
 	// peers to the server's port; when empty, no NetworkPolicy is created. It is enforced
@@ -304,12 +311,121 @@ type HTTPBackend struct {
 	MaxResponseBytes *int64 `json:"maxResponseBytes,omitempty"`
 }
 
-// AuthSpec makes MCP clients authenticate.
+// AuthSpec makes MCP clients authenticate. Any number of the kinds may be set; a
+// request is authenticated by the first that accepts its token.
+// +kubebuilder:validation:XValidation:rule="has(self.bearerTokenSecretRef) || has(self.serviceAccountTokens) || has(self.oidc)",message="auth needs at least one of bearerTokenSecretRef, serviceAccountTokens or oidc"
 type AuthSpec struct {
-	// BearerTokenSecretRef names a key of a Secret in the same namespace whose value
-	// clients must send as "Authorization: Bearer <token>".
+	// BearerTokenSecretRef names a key of a Secret in the same namespace holding the
+	// tokens clients may send as "Authorization: Bearer <token>", one per line so that
+	// an old and a new token can overlap. A changed Secret is enforced within seconds,
+	// without restarting the pods.
+	// +optional
+	BearerTokenSecretRef *SecretKeyRef `json:"bearerTokenSecretRef,omitempty"`
+
+	// ServiceAccountTokens accepts Kubernetes service-account tokens of this cluster
+	// issued for one of the audiences, so that an agent calls as its own service account.
+	// +optional
+	ServiceAccountTokens *ServiceAccountTokenAuth `json:"serviceAccountTokens,omitempty"`
+
+	// OIDC accepts tokens of an external OpenID Connect issuer.
+	// +optional
+	OIDC *OIDCAuth `json:"oidc,omitempty"`
+}
+
+// ServiceAccountTokenAuth accepts the cluster's service-account tokens.
+type ServiceAccountTokenAuth struct {
+	// Audiences a token must be issued for (one of them). Default:
+	// <name>.<namespace>.skillserver.cantus.dev, so that a token minted for this server
+	// is not accepted by another.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Audiences []string `json:"audiences,omitempty"`
+}
+
+// OIDCAuth accepts the tokens of one OpenID Connect issuer; the adapter discovers its
+// keys and refreshes them.
+type OIDCAuth struct {
+	// IssuerURL is the issuer identifier (the tokens' "iss"), https.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://[^/?#@\s]+(/[^?#\s]*)?$`
 	// +required
-	BearerTokenSecretRef SecretKeyRef `json:"bearerTokenSecretRef"`
+	IssuerURL string `json:"issuerURL"`
+	// Audiences a token must be issued for (one of them).
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +required
+	Audiences []string `json:"audiences"`
+	// CABundle, when set, is the only set of CAs trusted when fetching the issuer's
+	// discovery document and keys.
+	// +optional
+	CABundle *OIDCCABundle `json:"caBundle,omitempty"`
+}
+
+// OIDCCABundle names where the issuer's CA certificates are.
+type OIDCCABundle struct {
+	// ConfigMapRef names a key of a ConfigMap in the same namespace holding PEM
+	// certificates.
+	// +required
+	ConfigMapRef ConfigMapKeyRef `json:"configMapRef"`
+}
+
+// AuthorizationSpec lists who may call what; a caller may call a tool when any rule
+// allows it, and tools/list shows it only those tools.
+type AuthorizationSpec struct {
+	// Rules, any of which allows a call.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +required
+	Rules []AuthorizationRule `json:"rules"`
+}
+
+// AuthorizationRule allows some callers to call some tools. A caller matches when
+// serviceAccounts and groups are both empty, or it is one of serviceAccounts or in one of
+// groups; and when, if set, is true for its token's claims.
+type AuthorizationRule struct {
+	// Tools are globs over the served tool names, e.g. "search_*".
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +required
+	Tools []string `json:"tools"`
+	// ServiceAccounts are "namespace/name", or "namespace/*" for any in the namespace.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-z0-9]([-.a-z0-9]*[a-z0-9])?|\*)$`
+	// +kubebuilder:validation:items:MaxLength=317
+	// +optional
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	// Groups the caller's token puts it in: an OIDC token's "groups" claim, or
+	// system:serviceaccounts:<namespace> for service accounts.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+	// When is a CEL expression over the token's claims that must be true, e.g.
+	// "claims.email.endsWith('@example.com')".
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	When string `json:"when,omitempty"`
+}
+
+// BearerTokenRef is the Secret key holding the static bearer tokens, nil for none.
+func (s *SkillServerSpec) BearerTokenRef() *SecretKeyRef {
+	if s.Auth == nil {
+		return nil
+	}
+	return s.Auth.BearerTokenSecretRef
 }
 
 // SecretKeyRef names one key of a Secret in the object's namespace.

@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -23,6 +26,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -43,7 +47,32 @@ type options struct {
 	adapterBinary  string
 	catalogCertDir string
 	catalogAPIQPS  float64
+	catalogAud     string
 	verifyServers  bool
+}
+
+// issuerRefresh is how often the operator reads the cluster's service-account issuer
+// keys; a rotated key reaches the adapters within about this long.
+const issuerRefresh = time.Minute
+
+// followServiceAccountIssuer reads the cluster's service-account issuer keys for the
+// servers that accept service-account tokens, and says when they rotate.
+func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, <-chan event.GenericEvent, error) {
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
+	}
+	changed := make(chan event.GenericEvent, 1)
+	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: func() {
+		select {
+		case changed <- event.GenericEvent{Object: &cantusv1alpha1.SkillServer{}}:
+		default: // a change is already pending; its reconciles read the newest keys
+		}
+	}}
+	if err := mgr.Add(watcher); err != nil {
+		return nil, nil, fmt.Errorf("add the service-account issuer watcher: %w", err)
+	}
+	return watcher, changed, nil
 }
 
 func main() {
@@ -59,6 +88,7 @@ func main() {
 	flag.StringVar(&opts.adapterBinary, "adapter-binary", siblingAdapter(), "local runtime: the adapter binary that bridges stdio imports")
 	flag.StringVar(&opts.catalogAddr, "catalog-bind-address", ":8444", "HTTPS address of the discovery catalog; 0 disables it")
 	flag.StringVar(&opts.catalogCertDir, "catalog-cert-dir", "", "folder with tls.crt and tls.key for the catalog; a self-signed certificate when empty")
+	flag.StringVar(&opts.catalogAud, "catalog-audience", catalog.DefaultAudience, "the audience a service-account token must be issued for to be accepted by the catalog (kubectl create token --audience)")
 	flag.Float64Var(&opts.catalogAPIQPS, "catalog-api-qps", 20, "API requests per second the catalog's access reviews may make, apart from the controllers' budget")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
@@ -99,10 +129,16 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
+	issuer, issuerChanged, err := followServiceAccountIssuer(mgr)
+	if err != nil {
+		return err
+	}
 	servers := &controller.SkillServerReconciler{
-		Client:   mgr.GetClient(),
-		Runtime:  rt,
-		Recorder: mgr.GetEventRecorder("cantus-operator"),
+		Client:        mgr.GetClient(),
+		Runtime:       rt,
+		Recorder:      mgr.GetEventRecorder("cantus-operator"),
+		Issuer:        issuer,
+		IssuerChanged: issuerChanged,
 	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
@@ -129,7 +165,7 @@ func run(opts options) error {
 		if err != nil {
 			return fmt.Errorf("catalog review client: %w", err)
 		}
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: reviewClient}, ctrl.Log.WithName("catalog"))
+		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud}, ctrl.Log.WithName("catalog"))
 		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
 			return fmt.Errorf("add catalog: %w", err)
 		}

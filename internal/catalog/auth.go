@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -19,24 +20,41 @@ import (
 // each caller exactly what `kubectl get skillservers` would.
 type Authorizer struct {
 	Client client.Client
+	// Audience is the audience a token must be issued for: a token minted for an MCP
+	// server, or the API server's default audience, is not accepted here. Empty means
+	// DefaultAudience.
+	Audience string
+}
+
+// DefaultAudience is the catalog's audience unless --catalog-audience says otherwise:
+// `kubectl create token <account> --audience cantus.dev/catalog`.
+const DefaultAudience = "cantus.dev/catalog"
+
+func (a *Authorizer) audience() string {
+	if a.Audience == "" {
+		return DefaultAudience
+	}
+	return a.Audience
 }
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // errUnauthenticated is answered with 401.
-var errUnauthenticated = errors.New("a valid Kubernetes bearer token is required")
+var errUnauthenticated = errors.New("a valid Kubernetes bearer token for the catalog's audience is required (kubectl create token <account> --audience cantus.dev/catalog, or the operator's --catalog-audience)")
 
 // Authenticate returns the user a bearer token belongs to.
 func (a *Authorizer) Authenticate(ctx context.Context, token string) (authnv1.UserInfo, error) {
 	if token == "" {
 		return authnv1.UserInfo{}, errUnauthenticated
 	}
-	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{a.audience()}}}
 	if err := a.Client.Create(ctx, review); err != nil {
 		return authnv1.UserInfo{}, fmt.Errorf("token review: %w", err)
 	}
-	if !review.Status.Authenticated {
+	// An authenticator that ignores audiences answers without them; such a token was
+	// not shown to be meant for the catalog.
+	if !review.Status.Authenticated || !slices.Contains(review.Status.Audiences, a.audience()) {
 		return authnv1.UserInfo{}, errUnauthenticated
 	}
 	return review.Status.User, nil

@@ -72,6 +72,16 @@ func TestCatalogShowsEachCallerOnlyTheNamespacesTheyMayList(t *testing.T) {
 		status, _ = get(t, httpClient, srv.URL+"/v1/servers", "not-a-token")
 		g.Expect(status).To(Equal(http.StatusUnauthorized))
 	})
+	t.Run("a token for another audience", func(t *testing.T) {
+		g := NewWithT(t)
+		apiToken := tokenFor(t, teamA, "agent")
+		serverToken := tokenFor(t, teamA, "agent", "books."+teamA+".skillserver.cantus.dev")
+		for name, other := range map[string]string{"the API server's audience": apiToken, "a SkillServer's audience": serverToken} {
+			status, body := get(t, httpClient, srv.URL+"/v1/servers", other)
+			g.Expect(status).To(Equal(http.StatusUnauthorized), name)
+			g.Expect(body).To(ContainSubstring("--audience cantus.dev/catalog"), name)
+		}
+	})
 	t.Run("service account of team-a", func(t *testing.T) {
 		g := NewWithT(t)
 		status, body := get(t, httpClient, srv.URL+"/v1/servers", token)
@@ -156,7 +166,7 @@ func publishedServer(t *testing.T, ns, name string) {
 }
 
 // serviceAccountAllowedIn makes a service account that may list SkillServers in ns and
-// returns a real token for it (TokenRequest).
+// returns a real token for it (TokenRequest) for the catalog's audience.
 func serviceAccountAllowedIn(t *testing.T, ns, name string) string {
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -170,7 +180,14 @@ func serviceAccountAllowedIn(t *testing.T, ns, name string) string {
 			t.Fatal(err)
 		}
 	}
-	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	return tokenFor(t, ns, name, DefaultAudience)
+}
+
+// tokenFor returns a real token of an existing service account for the audiences (the
+// API server's own when none).
+func tokenFor(t *testing.T, ns, name string, audiences ...string) string {
+	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}
+	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, req, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("token request: %v", err)
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestPodEmulation(t *testing.T) {
 			name := "pod-" + string(transport)
 			ss := newSkillServer(ns, name, templateSkill("search_book", "found: {{ .title }}"))
 			ss.Spec.Transport = transport
-			ss.Spec.Auth = &cantusv1alpha1.AuthSpec{BearerTokenSecretRef: cantusv1alpha1.SecretKeyRef{Name: "mcp-token", Key: "token"}}
+			ss.Spec.Auth = &cantusv1alpha1.AuthSpec{BearerTokenSecretRef: &cantusv1alpha1.SecretKeyRef{Name: "mcp-token", Key: "token"}}
 			g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 			r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 			_, err := r.Reconcile(ctx, reconcileRequest(ss))
@@ -137,41 +138,65 @@ func volumeNamed(t *testing.T, volumes []corev1.Volume, name string) corev1.Volu
 	return corev1.Volume{}
 }
 
-// materializeVolume writes a ConfigMap or Secret volume the way kubelet projects it.
+// materializeVolume writes a ConfigMap, Secret or projected volume the way kubelet
+// projects it.
 func materializeVolume(t *testing.T, ctx context.Context, ns string, v corev1.Volume, dir string) {
 	t.Helper()
 	files := map[string][]byte{}
-	var items []corev1.KeyToPath
 	switch {
 	case v.ConfigMap != nil:
-		cm := &corev1.ConfigMap{}
-		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: v.ConfigMap.Name}, cm); err != nil {
-			t.Fatalf("volume %s: %v", v.Name, err)
-		}
-		for k, val := range cm.Data {
-			files[k] = []byte(val)
-		}
-		items = v.ConfigMap.Items
+		files = projectItems(configMapData(t, ctx, ns, v.ConfigMap.Name), v.ConfigMap.Items)
 	case v.Secret != nil:
-		s := &corev1.Secret{}
-		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: v.Secret.SecretName}, s); err != nil {
-			t.Fatalf("volume %s: %v", v.Name, err)
+		files = projectItems(secretData(t, ctx, ns, v.Secret.SecretName), v.Secret.Items)
+	case v.Projected != nil:
+		for _, src := range v.Projected.Sources {
+			switch {
+			case src.Secret != nil:
+				maps.Copy(files, projectItems(secretData(t, ctx, ns, src.Secret.Name), src.Secret.Items))
+			case src.ConfigMap != nil:
+				maps.Copy(files, projectItems(configMapData(t, ctx, ns, src.ConfigMap.Name), src.ConfigMap.Items))
+			default:
+				t.Fatalf("volume %s: only Secret and ConfigMap projections are emulated", v.Name)
+			}
 		}
-		files = s.Data
-		items = v.Secret.Items
 	default:
-		t.Fatalf("volume %s: only ConfigMap and Secret volumes are emulated", v.Name)
-	}
-	if len(items) > 0 {
-		projected := map[string][]byte{}
-		for _, it := range items {
-			projected[it.Path] = files[it.Key]
-		}
-		files = projected
+		t.Fatalf("volume %s: only ConfigMap, Secret and projected volumes are emulated", v.Name)
 	}
 	for path, data := range files {
 		copyBytes(t, data, filepath.Join(dir, path), 0o440)
 	}
+}
+
+func configMapData(t *testing.T, ctx context.Context, ns, name string) map[string][]byte {
+	cm := &corev1.ConfigMap{}
+	if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+		t.Fatalf("ConfigMap %s: %v", name, err)
+	}
+	data := map[string][]byte{}
+	for k, val := range cm.Data {
+		data[k] = []byte(val)
+	}
+	return data
+}
+
+func secretData(t *testing.T, ctx context.Context, ns, name string) map[string][]byte {
+	s := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+	return s.Data
+}
+
+// projectItems keeps only the listed keys, at their paths, when items are given.
+func projectItems(data map[string][]byte, items []corev1.KeyToPath) map[string][]byte {
+	if len(items) == 0 {
+		return data
+	}
+	projected := map[string][]byte{}
+	for _, it := range items {
+		projected[it.Path] = data[it.Key]
+	}
+	return projected
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,13 +18,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -36,6 +40,17 @@ type SkillServerReconciler struct {
 	// Verifier checks that available pods answer MCP with the expected tools before the
 	// SkillServer is Ready; nil leaves Ready to the workload's availability.
 	Verifier ToolLister
+	// Issuer gives the cluster's service-account issuer keys to the servers that accept
+	// service-account tokens; nil refuses such servers with IssuerKeysUnavailable.
+	Issuer ServiceAccountIssuer
+	// IssuerChanged, when set, says that the issuer's keys rotated; the servers that
+	// accept service-account tokens are then rendered again.
+	IssuerChanged <-chan event.GenericEvent
+}
+
+// ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
+type ServiceAccountIssuer interface {
+	Current(ctx context.Context) (saissuer.Keys, error)
 }
 
 // ToolLister lists the names of the tools an MCP server serves.
@@ -92,6 +107,12 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	reexported := render.RenderImports(ss, imports, servedNames(cfg))
 	cfg.Tools = append(cfg.Tools, reexported.Tools...)
 	setImportsResolved(ss, reexported)
+	auth, err := r.renderAuth(ctx, ss)
+	if err != nil {
+		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
+		return ctrl.Result{}, err
+	}
+	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
 	if err := adapterconfig.Validate(cfg); err != nil {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
@@ -108,7 +129,8 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash, RolloutHash: rollout, Files: reexported.Files})
+	files := slices.Concat(reexported.Files, auth.Files)
+	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash, RolloutHash: rollout, Files: files})
 	if err != nil {
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
@@ -134,6 +156,23 @@ func (r *SkillServerReconciler) importsOf(ctx context.Context, ss *cantusv1alpha
 		out[spec.Name] = imp
 	}
 	return out, nil
+}
+
+// renderAuth renders spec.auth, with the cluster issuer's keys when the server accepts
+// service-account tokens.
+func (r *SkillServerReconciler) renderAuth(ctx context.Context, ss *cantusv1alpha1.SkillServer) (render.Auth, error) {
+	var cluster adapterconfig.Issuer
+	if render.ServesServiceAccountTokens(ss) {
+		if r.Issuer == nil {
+			return render.Auth{}, errors.New("this operator was started without the cluster's service-account issuer keys, so it cannot check service-account tokens")
+		}
+		keys, err := r.Issuer.Current(ctx)
+		if err != nil {
+			return render.Auth{}, fmt.Errorf("read the cluster's service-account issuer keys to check service-account tokens: %w", err)
+		}
+		cluster = adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
+	}
+	return render.RenderAuth(ss, cluster), nil
 }
 
 // servedNames are the names the server's own tools take; imports may not shadow them.
@@ -178,7 +217,46 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// An import that changes (tools, readiness) changes the servers that re-export it.
 	b = b.Watches(&cantusv1alpha1.RemoteToolImport{}, handler.EnqueueRequestsFromMapFunc(r.serversReexporting))
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, authSecretIndex, authSecrets); err != nil {
+		return fmt.Errorf("index SkillServers by bearer token Secret: %w", err)
+	}
+	// A rotated token Secret is rewritten for the local runtime's adapters (pods get it
+	// from the kubelet); by metadata only, so that the cache holds no Secret values.
+	b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.serversReadingSecret))
+	if r.IssuerChanged != nil {
+		b = b.WatchesRawSource(source.Channel(r.IssuerChanged, handler.EnqueueRequestsFromMapFunc(r.serversTrustingServiceAccounts)))
+	}
 	return b.Complete(r)
+}
+
+const authSecretIndex = "cantus.dev/auth-secret"
+
+func authSecrets(obj client.Object) []string {
+	if ref := obj.(*cantusv1alpha1.SkillServer).Spec.BearerTokenRef(); ref != nil {
+		return []string{ref.Name}
+	}
+	return nil
+}
+
+func (r *SkillServerReconciler) serversReadingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{authSecretIndex: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a Secret")
+		return nil
+	}
+	return requestsFor(list.Items)
+}
+
+// serversTrustingServiceAccounts are every server that accepts service-account tokens,
+// after the cluster issuer's keys rotated.
+func (r *SkillServerReconciler) serversTrustingServiceAccounts(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that accept service-account tokens")
+		return nil
+	}
+	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool { return !render.ServesServiceAccountTokens(&ss) })
+	return requestsFor(list.Items)
 }
 
 const importRefIndex = "cantus.dev/import-refs"
@@ -198,9 +276,13 @@ func (r *SkillServerReconciler) serversReexporting(ctx context.Context, imp clie
 		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	return requestsFor(list.Items)
+}
+
+func requestsFor(servers []cantusv1alpha1.SkillServer) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(servers))
+	for i := range servers {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&servers[i])})
 	}
 	return reqs
 }

@@ -80,19 +80,28 @@ func alreadyVerified(before *cantusv1alpha1.SkillServer, configHash, url string)
 		before.Status.ConfigHash == configHash && before.Status.URL == url
 }
 
-// verifyTarget is how the operator reaches a SkillServer's pods, with its token when it
-// has one.
+// verifyTarget is how the operator reaches a SkillServer's pods, with the first of its
+// static bearer tokens when it has them (the others are older or newer ones).
 func (r *SkillServerReconciler) verifyTarget(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation) (VerifyTarget, error) {
 	target := VerifyTarget{URL: obs.ProbeURL, Transport: string(ss.Spec.Transport)}
-	if ss.Spec.Auth == nil {
+	ref := ss.Spec.BearerTokenRef()
+	if ref == nil || !operatorListsEveryTool(ss) {
 		return target, nil
 	}
-	token, err := secretValue(ctx, r.Client, ss.Namespace, ss.Spec.Auth.BearerTokenSecretRef)
+	tokens, err := secretValue(ctx, r.Client, ss.Namespace, *ref)
 	if err != nil {
 		return target, fmt.Errorf("read the bearer token to verify the server: %w", err)
 	}
-	target.Headers = map[string]string{"Authorization": "Bearer " + token}
+	token, _, _ := strings.Cut(strings.TrimSpace(tokens), "\n")
+	target.Headers = map[string]string{"Authorization": "Bearer " + strings.TrimSpace(token)}
 	return target, nil
+}
+
+// operatorListsEveryTool says whether the operator can list every tool the server
+// serves: with no auth, or with a static token and no authorization rules. Otherwise
+// only the callers' own tokens open it, and each sees only the tools it may call.
+func operatorListsEveryTool(ss *cantusv1alpha1.SkillServer) bool {
+	return ss.Spec.Auth == nil || (ss.Spec.BearerTokenRef() != nil && ss.Spec.Authorization == nil)
 }
 
 // verifyIfNeeded checks the pods once they are available and the config changed since
@@ -120,6 +129,9 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if err != nil {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotVerified, err.Error())
 	}
+	if !operatorListsEveryTool(ss) {
+		return r.verifyAsksForToken(ctx, ss, target)
+	}
 	served, err := r.Verifier.ListTools(ctx, target)
 	ctrl.LoggerFrom(ctx).V(1).Info("verified the pods through the Service", "url", obs.ProbeURL, "tools", len(served), "error", err)
 	if err != nil {
@@ -132,6 +144,24 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	}
 	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
 		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools", obs.ProbeURL, len(served)))
+	return 0
+}
+
+// verifyAsksForToken checks a server whose tools only callers' own tokens open: an
+// anonymous tools/list must be refused with 401, which also shows that the pods answer
+// over HTTP with auth on.
+func (r *SkillServerReconciler) verifyAsksForToken(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget) time.Duration {
+	served, err := r.Verifier.ListTools(ctx, target)
+	ctrl.LoggerFrom(ctx).V(1).Info("verified that the pods ask for a token", "url", target.URL, "error", err)
+	switch {
+	case err == nil:
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotVerified, fmt.Sprintf(
+			"the adapter at %s listed %d tools to a caller without a token although spec.auth asks for one; pods that still run an older config pick up the new one within a minute or two", target.URL, len(served)))
+	case mcpclient.ReasonOf(err) != mcpclient.ReasonUnauthorized:
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the adapter at %s: %v", target.URL, err))
+	}
+	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonAsksForToken,
+		fmt.Sprintf("the adapter at %s refuses callers without a token; the tools each caller may use are listed to it with its own token", target.URL))
 	return 0
 }
 

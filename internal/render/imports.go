@@ -18,7 +18,8 @@ import (
 )
 
 // ImportFilesDir is where the adapter reads the header values and CA bundles of the
-// imports it re-exports; the kubernetes runtime projects them from Secrets and ConfigMaps.
+// imports it re-exports, and under _auth/ its bearer tokens and OIDC CA bundle; the
+// kubernetes runtime projects them from Secrets and ConfigMaps.
 const ImportFilesDir = "/var/run/cantus/imports"
 
 // DefaultRemoteCallTimeout bounds one re-exported call when the import sets no timeout.
@@ -260,9 +261,11 @@ func servedName(spec cantusv1alpha1.SkillImport, remote string) string {
 // RolloutHash identifies what the adapter pods cannot pick up without a restart. The
 // imported tool lists are left out: the adapter reloads them from its config file and
 // tells connected sessions with notifications/tools/list_changed, so a change of a
-// remote's tools does not roll the pods.
+// remote's tools does not roll the pods. So is auth: rotated issuer keys and changed
+// rules apply to the next request.
 func RolloutHash(cfg *adapterconfig.Config) (string, error) {
 	stable := *cfg
+	stable.Auth = nil
 	stable.Tools = nil
 	endpoints := map[string]bool{}
 	for _, t := range cfg.Tools {

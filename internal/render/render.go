@@ -20,8 +20,6 @@ const (
 	DefaultVersion          = "0.0.0"
 	DefaultHTTPTimeout      = 10 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
-	// BearerTokenMountPath is where the kubernetes runtime mounts the auth Secret's key.
-	BearerTokenMountPath = "/var/run/cantus/auth/token" //nolint:gosec // G101: a file path, not a credential
 	// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
 	MemoryMountPath = "/var/lib/cantus/memory"
 
@@ -44,9 +42,6 @@ func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 		Port:      PortOf(ss),
 		Stateless: ss.Spec.Stateless == nil || *ss.Spec.Stateless,
 		Tools:     make([]adapterconfig.Tool, 0, len(ss.Spec.Skills)),
-	}
-	if ss.Spec.Auth != nil {
-		cfg.BearerTokenFile = BearerTokenMountPath
 	}
 	for i := range ss.Spec.Skills {
 		cfg.Tools = append(cfg.Tools, tool(&ss.Spec.Skills[i]))

@@ -25,7 +25,6 @@ func TestAdapterConfigRendersDefaultsAndBackends(t *testing.T) {
 	ss := &cantusv1alpha1.SkillServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "library", Namespace: "default"},
 		Spec: cantusv1alpha1.SkillServerSpec{
-			Auth: &cantusv1alpha1.AuthSpec{BearerTokenSecretRef: cantusv1alpha1.SecretKeyRef{Name: "tok"}},
 			Skills: []cantusv1alpha1.Skill{
 				{Name: "a", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}},
 				{Name: "b", InputSchema: schema(`{"type":"object","title":"B"}`), HTTP: &cantusv1alpha1.HTTPBackend{
@@ -36,11 +35,10 @@ func TestAdapterConfigRendersDefaultsAndBackends(t *testing.T) {
 	}
 	got := AdapterConfig(ss)
 	want := &adapterconfig.Config{
-		Server:          adapterconfig.ServerInfo{Name: "library", Version: "0.0.0"},
-		Transport:       "streamable-http",
-		Port:            8765,
-		Stateless:       true,
-		BearerTokenFile: BearerTokenMountPath,
+		Server:    adapterconfig.ServerInfo{Name: "library", Version: "0.0.0"},
+		Transport: "streamable-http",
+		Port:      8765,
+		Stateless: true,
 		Tools: []adapterconfig.Tool{
 			{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Template: &adapterconfig.TemplateBackend{Text: "x"}},
 			{Name: "b", InputSchema: json.RawMessage(`{"type":"object","title":"B"}`), HTTP: &adapterconfig.HTTPBackend{

@@ -31,7 +31,6 @@ import (
 // Paths inside the adapter container.
 const (
 	configMountDir = "/etc/cantus"
-	authMountDir   = "/var/run/cantus/auth"
 	containerName  = "adapter"
 	// drainDelay keeps serving while endpoints controllers and proxies notice the pod
 	// went unready; shutdownGrace bounds in-flight calls after that.
@@ -286,13 +285,6 @@ func volumesFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac
 		volumes = append(volumes, corev1ac.Volume().WithName("memory").WithPersistentVolumeClaim(
 			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(MemoryClaimName(ss))))
 	}
-	if ss.Spec.Auth != nil {
-		ref := ss.Spec.Auth.BearerTokenSecretRef
-		volumes = append(volumes, corev1ac.Volume().WithName("auth").WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(ref.Name).
-			WithDefaultMode(0o440).
-			WithItems(corev1ac.KeyToPath().WithKey(ref.KeyOrDefault()).WithPath("token"))))
-	}
 	return volumes
 }
 
@@ -305,9 +297,6 @@ func volumeMountsFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*cor
 	}
 	if ss.Spec.Memory != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("memory").WithMountPath(render.MemoryMountPath))
-	}
-	if ss.Spec.Auth != nil {
-		mounts = append(mounts, corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountDir).WithReadOnly(true))
 	}
 	return mounts
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,6 @@ func NewLocal(reader client.Reader) *Local {
 
 type localServer struct {
 	hash    string
-	token   string
 	adapter *adapter.Server
 	url     string
 	handler atomic.Pointer[http.Handler]
@@ -68,15 +68,11 @@ func (l *Local) OwnedTypes() []client.Object { return nil }
 func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	ss := d.SkillServer
 	key := client.ObjectKeyFromObject(ss)
-	token, err := l.bearerToken(ctx, ss)
-	if err != nil {
-		return Observation{}, err
-	}
 	files, err := l.readFiles(ctx, ss.Namespace, d.Files)
 	if err != nil {
 		return Observation{}, err
 	}
-	hash := d.ConfigHash + "/" + digest(token) + "/" + digest(fmt.Sprint(files))
+	hash := d.ConfigHash + "/" + digest(fmt.Sprint(files))
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -88,17 +84,14 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	// Same server, new tools: reload in place, so that connected sessions are told with
-	// notifications/tools/list_changed instead of being cut off.
-	if running != nil && running.token == token && running.adapter.Reload(cfg) == nil {
+	// Same server, new tools or tokens: reload in place, so that connected sessions are
+	// told with notifications/tools/list_changed instead of being cut off; the adapter
+	// re-reads the rewritten token file itself.
+	if running != nil && running.adapter.Reload(cfg) == nil {
 		running.hash = hash
 		return l.observation(ss, running), nil
 	}
-	opts := []adapter.Option{adapter.WithLogger(ctrl.LoggerFrom(ctx))}
-	if token != "" {
-		opts = append(opts, adapter.WithBearerToken(token))
-	}
-	srv, err := adapter.NewServer(cfg, opts...)
+	srv, err := adapter.NewServer(cfg, adapter.WithLogger(ctrl.LoggerFrom(ctx)))
 	if err != nil {
 		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
 	}
@@ -117,13 +110,12 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 		}
 	}
 	running.hash = hash
-	running.token = token
 	running.adapter = srv
 	return l.observation(ss, running), nil
 }
 
 // localConfig points the memory tool at a folder of this host instead of the claim, and
-// the re-exported imports at files of this host instead of projected volumes.
+// the re-exported imports and auth at files of this host instead of projected volumes.
 func (l *Local) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) (*adapterconfig.Config, error) {
 	local := *cfg
 	if cfg.Memory != nil {
@@ -144,11 +136,15 @@ func (l *Local) localConfig(key types.NamespacedName, cfg *adapterconfig.Config,
 		if err := os.MkdirAll(filepath.Dir(onHost), 0o700); err != nil {
 			return nil, fmt.Errorf("create folder for import files: %w", err)
 		}
-		if err := os.WriteFile(onHost, data, 0o600); err != nil {
-			return nil, fmt.Errorf("write import file: %w", err)
+		if err := writeFileAtomically(onHost, data); err != nil {
+			return nil, err
 		}
 		moved[path] = onHost
 	}
+	if local.BearerTokenFile != "" {
+		local.BearerTokenFile = moved[local.BearerTokenFile]
+	}
+	local.Auth = authOnHost(cfg.Auth, moved)
 	local.Tools = make([]adapterconfig.Tool, len(cfg.Tools))
 	for i, t := range cfg.Tools {
 		if t.Remote != nil {
@@ -167,6 +163,42 @@ func (l *Local) localConfig(key types.NamespacedName, cfg *adapterconfig.Config,
 	return &local, nil
 }
 
+// writeFileAtomically replaces path in one rename, as the kubelet swaps a projected
+// volume, so that an adapter re-reading a rotated token never sees half a file.
+func writeFileAtomically(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// authOnHost points the issuers' CA bundles at the files written on this host.
+func authOnHost(auth *adapterconfig.AuthConfig, moved map[string]string) *adapterconfig.AuthConfig {
+	if auth == nil {
+		return nil
+	}
+	local := *auth
+	local.Issuers = slices.Clone(auth.Issuers)
+	for i, issuer := range local.Issuers {
+		if onHost, ok := moved[issuer.CAFile]; ok {
+			local.Issuers[i].CAFile = onHost
+		}
+	}
+	return &local
+}
+
 // readFiles reads the Secret and ConfigMap keys the kubernetes runtime would project.
 func (l *Local) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
 	out := map[string][]byte{}
@@ -175,13 +207,13 @@ func (l *Local) readFiles(ctx context.Context, namespace string, files []render.
 		if f.Secret != "" {
 			s := &corev1.Secret{}
 			if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.Secret}, s); err != nil {
-				return nil, fmt.Errorf("read Secret %s for a re-exported import: %w", f.Secret, err)
+				return nil, fmt.Errorf("read Secret %s: %w", f.Secret, err)
 			}
 			data = s.Data
 		} else {
 			cm := &corev1.ConfigMap{}
 			if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.ConfigMap}, cm); err != nil {
-				return nil, fmt.Errorf("read ConfigMap %s for a re-exported import: %w", f.ConfigMap, err)
+				return nil, fmt.Errorf("read ConfigMap %s: %w", f.ConfigMap, err)
 			}
 			data = map[string][]byte{}
 			for k, v := range cm.Data {
@@ -273,23 +305,7 @@ func shutdownLocal(ctx context.Context, s *localServer) error {
 	return s.adapter.Close()
 }
 
-func (l *Local) bearerToken(ctx context.Context, ss *cantusv1alpha1.SkillServer) (string, error) {
-	if ss.Spec.Auth == nil {
-		return "", nil
-	}
-	ref := ss.Spec.Auth.BearerTokenSecretRef
-	secret := &corev1.Secret{}
-	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ref.Name}, secret); err != nil {
-		return "", fmt.Errorf("read auth Secret %s: %w", ref.Name, err)
-	}
-	value, ok := secret.Data[ref.KeyOrDefault()]
-	if !ok {
-		return "", fmt.Errorf("auth Secret %s has no key %q", ref.Name, ref.KeyOrDefault())
-	}
-	return string(value), nil
-}
-
-// digest lets the local runtime notice a changed token without keeping it in a key.
+// digest lets the local runtime notice changed files without keeping their values.
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])

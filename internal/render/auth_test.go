@@ -1,0 +1,93 @@
+package render
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+var clusterIssuer = adapterconfig.Issuer{URL: "https://kubernetes.default.svc", JWKS: json.RawMessage(`{"keys":[{"kid":"k"}]}`)}
+
+func authServer(auth *cantusv1alpha1.AuthSpec, authz *cantusv1alpha1.AuthorizationSpec) *cantusv1alpha1.SkillServer {
+	return &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "library", Namespace: "books"},
+		Spec:       cantusv1alpha1.SkillServerSpec{Auth: auth, Authorization: authz},
+	}
+}
+
+func TestRenderAuthWithoutAuthRendersNothing(t *testing.T) {
+	if got := RenderAuth(authServer(nil, nil), clusterIssuer); !reflect.DeepEqual(got, Auth{}) {
+		t.Fatalf("got %+v, want nothing", got)
+	}
+}
+
+// Every kind at once: the token Secret and the OIDC CA are files the runtimes provide,
+// the service-account issuer carries the cluster's keys and the server's own audience.
+func TestRenderAuthRendersEveryKind(t *testing.T) {
+	ss := authServer(&cantusv1alpha1.AuthSpec{
+		BearerTokenSecretRef: &cantusv1alpha1.SecretKeyRef{Name: "tokens"},
+		ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{},
+		OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"},
+			CABundle: &cantusv1alpha1.OIDCCABundle{ConfigMapRef: cantusv1alpha1.ConfigMapKeyRef{Name: "issuer-ca"}}},
+	}, &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+		{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}, When: "claims.sub != ''"},
+	}})
+
+	got := RenderAuth(ss, clusterIssuer)
+
+	want := Auth{
+		BearerTokenFile: BearerTokenFile,
+		Config: &adapterconfig.AuthConfig{
+			Issuers: []adapterconfig.Issuer{
+				{Kind: adapterconfig.IssuerServiceAccount, URL: clusterIssuer.URL, Audiences: []string{"library.books.skillserver.cantus.dev"}, JWKS: clusterIssuer.JWKS},
+				{Kind: adapterconfig.IssuerOIDC, URL: "https://login.example.com", Audiences: []string{"cantus"}, CAFile: oidcCAFile},
+			},
+			Authorization: &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{
+				{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}, When: "claims.sub != ''"},
+			}},
+		},
+		Files: []File{
+			{Path: BearerTokenFile, Secret: "tokens", Key: "token"},
+			{Path: oidcCAFile, ConfigMap: "issuer-ca", Key: "ca.crt"},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		gotJSON, _ := json.MarshalIndent(got, "", " ")
+		wantJSON, _ := json.MarshalIndent(want, "", " ")
+		t.Fatalf("rendered\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+}
+
+func TestRenderAuthKeepsTheAudiencesGiven(t *testing.T) {
+	ss := authServer(&cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: []string{"a", "b"}}}, nil)
+	got := RenderAuth(ss, clusterIssuer)
+	if got.BearerTokenFile != "" || len(got.Files) != 0 {
+		t.Errorf("a server without a token Secret got a token file: %+v", got)
+	}
+	if aud := got.Config.Issuers[0].Audiences; !reflect.DeepEqual(aud, []string{"a", "b"}) {
+		t.Errorf("audiences %v, want [a b]", aud)
+	}
+}
+
+// Rotated issuer keys and changed rules reach the adapter by reload, not by rolling pods.
+func TestRolloutHashIgnoresAuth(t *testing.T) {
+	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "s"}, Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{clusterIssuer}}}
+	before, _ := RolloutHash(cfg)
+	cfg.Auth.Issuers[0].JWKS = json.RawMessage(`{"keys":[{"kid":"rotated"}]}`)
+	cfg.Auth.Authorization = &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{Tools: []string{"*"}}}}
+	after, _ := RolloutHash(cfg)
+	if before != after {
+		t.Fatal("a change of auth would roll the pods")
+	}
+	full1, _ := Hash(cfg)
+	cfg.Auth.Issuers[0].JWKS = json.RawMessage(`{"keys":[]}`)
+	full2, _ := Hash(cfg)
+	if full1 == full2 {
+		t.Fatal("the config hash misses a change of issuer keys, so the new keys would never be written")
+	}
+}

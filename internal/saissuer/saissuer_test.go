@@ -1,0 +1,90 @@
+package saissuer
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
+)
+
+// The keys come from a real API server: envtest's kube-apiserver signs service-account
+// tokens and serves its discovery document and key set.
+func TestFetchReadsTheAPIServersIssuerAndKeys(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	client := discovery.NewDiscoveryClientForConfigOrDie(cfg).RESTClient()
+
+	keys, err := Fetch(context.Background(), client)
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if !strings.HasPrefix(keys.URL, "https://") {
+		t.Errorf("issuer %q, want the API server's https issuer", keys.URL)
+	}
+	var set struct {
+		Keys []struct {
+			Kty string `json:"kty"`
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(keys.JWKS, &set); err != nil || len(set.Keys) == 0 || set.Keys[0].Kid == "" {
+		t.Fatalf("JWKS %s: want at least one key with a kid (err %v)", keys.JWKS, err)
+	}
+}
+
+// A rotated key set is noticed by the next refresh, and OnChange is called once for it;
+// an unchanged one calls nothing.
+func TestWatcherNoticesRotatedKeys(t *testing.T) {
+	var jwks atomic.Value
+	jwks.Store(`{"keys":[{"kty":"RSA","kid":"one","n":"AQAB","e":"AQAB"}]}`)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case discoveryPath:
+			_, _ = w.Write([]byte(`{"issuer":"https://kubernetes.default.svc","jwks_uri":"https://x/openid/v1/jwks"}`))
+		case jwksPath:
+			_, _ = w.Write([]byte(jwks.Load().(string)))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(api.Close)
+	client := discovery.NewDiscoveryClientForConfigOrDie(&rest.Config{Host: api.URL}).RESTClient()
+	changes := make(chan struct{}, 4)
+	w := &Watcher{Client: client, Every: 20 * time.Millisecond, OnChange: func() { changes <- struct{}{} }}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	first, err := w.Current(ctx)
+	if err != nil || !strings.Contains(string(first.JWKS), `"one"`) {
+		t.Fatalf("Current: %s, %v", first.JWKS, err)
+	}
+	go func() { _ = w.Start(ctx) }()
+	select {
+	case <-changes:
+		t.Fatal("OnChange called although the keys did not change")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	jwks.Store(`{"keys":[{"kty":"RSA","kid":"two","n":"AQAB","e":"AQAB"}]}`)
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnChange was not called after the keys rotated")
+	}
+	now, err := w.Current(ctx)
+	if err != nil || !strings.Contains(string(now.JWKS), `"two"`) {
+		t.Fatalf("Current after rotation: %s, %v", now.JWKS, err)
+	}
+}
