@@ -74,6 +74,26 @@ func TestAPIServerRefusesBadSkillServers(t *testing.T) {
     - name: search_book
       inputSchema: {properties: {title: {type: string}}}
       template: {text: hi}`, "spec.skills[0].inputSchema.type: Required value"},
+		{"auth without any kind", `
+  auth: {}
+  skills:` + validSkill, "auth needs at least one of bearerTokenSecretRef, serviceAccountTokens or oidc"},
+		{"authorization without auth", `
+  authorization: {rules: [{tools: ["*"]}]}
+  skills:` + validSkill, "authorization needs auth"},
+		{"oidc issuer over plain http", `
+  auth: {oidc: {issuerURL: "http://login.example.com", audiences: [cantus]}}
+  skills:` + validSkill, "spec.auth.oidc.issuerURL in body should match"},
+		{"oidc without audiences", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: []}}
+  skills:` + validSkill, "spec.auth.oidc.audiences in body should have at least 1 items"},
+		{"service account without a namespace", `
+  auth: {serviceAccountTokens: {}}
+  authorization: {rules: [{tools: ["*"], serviceAccounts: [librarian]}]}
+  skills:` + validSkill, "spec.authorization.rules[0].serviceAccounts[0] in body should match"},
+		{"rule without tools", `
+  auth: {serviceAccountTokens: {}}
+  authorization: {rules: [{tools: [], groups: [readers]}]}
+  skills:` + validSkill, "spec.authorization.rules[0].tools in body should have at least 1 items"},
 		{"unknown transport", `
   transport: websocket
   skills:` + validSkill, `spec.transport: Unsupported value: "websocket"`},
