@@ -144,6 +144,49 @@ YAML
   curl -sk -H "Authorization: Bearer ${token}" "https://${catalog}/v1/servers/default/gateway/tools/lib_search_book?format=huggingface"
   echo "-- without a token: HTTP $(curl -sk -o /dev/null -w '%{http_code}' "https://${catalog}/v1/servers")"
 
+  say "agents call as their own service account: a reading room where visitors search and the librarian checks out"
+  kubectl create serviceaccount visitor --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create serviceaccount librarian --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f - <<YAML
+apiVersion: cantus.dev/v1alpha1
+kind: SkillServer
+metadata:
+  name: reading-room
+  namespace: default
+spec:
+  skills:
+  - name: search_book
+    template: {text: "found: {{ .title }}"}
+    inputSchema: {type: object, properties: {title: {type: string}}, required: [title]}
+  - name: checkout_book
+    template: {text: "checked out: {{ .title }}"}
+    inputSchema: {type: object, properties: {title: {type: string}}, required: [title]}
+  auth:
+    serviceAccountTokens: {}   # tokens for reading-room.default.skillserver.cantus.dev
+  authorization:
+    rules:
+    - tools: ["search_*"]
+      serviceAccounts: ["default/*"]
+    - tools: ["checkout_book"]
+      serviceAccounts: ["default/librarian"]
+YAML
+  kubectl wait --for=condition=Ready skillserver/reading-room --timeout=60s
+  kubectl get skillserver reading-room -o jsonpath='Verified: {.status.conditions[?(@.type=="Verified")].message}{"\n"}'
+  local room audience visitor librarian
+  room="$(kubectl get skillserver reading-room -o jsonpath='{.status.url}')"
+  audience="reading-room.default.skillserver.cantus.dev"
+  visitor="$(kubectl create token visitor --audience "${audience}")"
+  librarian="$(kubectl create token librarian --audience "${audience}")"
+  echo "-- the visitor lists only what it may call"
+  inspector "${room}" --method tools/list --header "Authorization: Bearer ${visitor}" | grep '"name"'
+  echo "-- the visitor searches"
+  inspector "${room}" --method tools/call --tool-name search_book --tool-arg 'title="Dune"' --header "Authorization: Bearer ${visitor}"
+  echo "-- the visitor tries to check out (refused)"
+  inspector "${room}" --method tools/call --tool-name checkout_book --tool-arg 'title="Dune"' --header "Authorization: Bearer ${visitor}" || true
+  echo "-- the librarian checks out"
+  inspector "${room}" --method tools/call --tool-name checkout_book --tool-arg 'title="Dune"' --header "Authorization: Bearer ${librarian}"
+  echo "-- a token for the API server's audience: HTTP $(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $(kubectl create token visitor)" -H 'Content-Type: application/json' -d '{}' "${room}")"
+
   say "the demo keeps running"
   cat <<MSG
   export KUBECONFIG=${KUBECONFIG_PATH}
