@@ -104,8 +104,8 @@ func startManager(t *testing.T, rt workload.Runtime) {
 }
 
 // startManagerVerifying runs the SkillServer controller with a given verifier of the pods
-// (nil: none).
-func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister) {
+// (nil: none); configure may set more of the reconciler.
+func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister, configure ...func(*SkillServerReconciler)) {
 	t.Helper()
 	mgr := newTestManager(t)
 	if local, ok := rt.(*workload.Local); ok {
@@ -118,6 +118,9 @@ func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolListe
 		kube.Client = mgr.GetClient()
 	}
 	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
+	for _, c := range configure {
+		c(r)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up controller: %v", err)
 	}
