@@ -229,7 +229,7 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-const authSecretIndex = "cantus.dev/auth-secret"
+const authSecretIndex = "cantus.dev/bearer-secret" //nolint:gosec // G101: an index name, not a credential
 
 func authSecrets(obj client.Object) []string {
 	if ref := obj.(*cantusv1alpha1.SkillServer).Spec.BearerTokenRef(); ref != nil {

@@ -12,7 +12,7 @@ import (
 const (
 	authFilesDir = ImportFilesDir + "/_auth"
 	// BearerTokenFile holds the static bearer tokens, one per line.
-	BearerTokenFile = authFilesDir + "/tokens" //nolint:gosec // G101: a file path, not a credential
+	BearerTokenFile = authFilesDir + "/tokens"
 	oidcCAFile      = authFilesDir + "/oidc-ca.crt"
 )
 
