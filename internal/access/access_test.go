@@ -1,0 +1,245 @@
+package access
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// testIssuer signs tokens with its own key, as a cluster or an OIDC provider would.
+type testIssuer struct {
+	url    string
+	key    *rsa.PrivateKey
+	kid    string
+	signer jose.Signer
+}
+
+func newTestIssuer(t *testing.T, url, kid string) *testIssuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testIssuer{url: url, key: key, kid: kid, signer: signer}
+}
+
+func (i *testIssuer) jwks(t *testing.T) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &i.key.PublicKey, KeyID: i.kid, Algorithm: "RS256", Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// token signs claims; std fills iss, exp and aud unless the caller set them.
+func (i *testIssuer) token(t *testing.T, aud []string, exp time.Time, extra map[string]any) string {
+	t.Helper()
+	std := jwt.Claims{Issuer: i.url, Audience: aud, Expiry: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}
+	raw, err := jwt.Signed(i.signer).Claims(std).Claims(extra).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func serviceAccountClaims(ns, name string) map[string]any {
+	return map[string]any{
+		"sub":           "system:serviceaccount:" + ns + ":" + name,
+		"kubernetes.io": map[string]any{"namespace": ns, "serviceaccount": map[string]any{"name": name, "uid": "u"}},
+	}
+}
+
+func requestWith(token string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func TestServiceAccountTokens(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	impostor := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: []string{"room.library.skillserver.cantus.dev"}, JWKS: cluster.jwks(t),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	hour := time.Now().Add(time.Hour)
+
+	caller, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, serviceAccountClaims("agents", "reader"))))
+	if err != nil {
+		t.Fatalf("a valid token was refused: %v", err)
+	}
+	if caller.ServiceAccount != "agents/reader" || !strings.Contains(strings.Join(caller.Groups, ","), "system:serviceaccounts:agents") {
+		t.Errorf("caller %+v, want agents/reader in system:serviceaccounts:agents", caller)
+	}
+	if caller.String() != "serviceaccount:agents/reader" {
+		t.Errorf("audit name %q", caller.String())
+	}
+
+	for name, token := range map[string]string{
+		"another audience":      cluster.token(t, []string{"other.library.skillserver.cantus.dev"}, hour, serviceAccountClaims("agents", "reader")),
+		"expired":               cluster.token(t, aud, time.Now().Add(-time.Minute), serviceAccountClaims("agents", "reader")),
+		"signed by another key": impostor.token(t, aud, hour, serviceAccountClaims("agents", "reader")),
+		"another issuer":        newTestIssuer(t, "https://elsewhere", "k1").token(t, aud, hour, serviceAccountClaims("agents", "reader")),
+		"not a JWT":             "opaque-token",
+	} {
+		if _, err := a.Authenticate(requestWith(token)); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("%s: got %v, want ErrInvalidToken", name, err)
+		}
+	}
+	if _, err := a.Authenticate(requestWith("")); !errors.Is(err, ErrNoToken) {
+		t.Errorf("no token: got %v, want ErrNoToken", err)
+	}
+}
+
+// The operator hands rotated keys over by Update: tokens of the new key pass at once,
+// those of the retired key no longer do.
+func TestUpdateRotatesIssuerKeys(t *testing.T) {
+	old, rotated := newTestIssuer(t, "https://kubernetes.default.svc", "k1"), newTestIssuer(t, "https://kubernetes.default.svc", "k2")
+	settings := func(i *testIssuer) Settings {
+		return Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+			Kind: adapterconfig.IssuerServiceAccount, URL: i.url, Audiences: []string{"a"}, JWKS: i.jwks(t)}}}}
+	}
+	a, err := New(settings(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().Add(time.Hour)
+	oldToken, newToken := old.token(t, []string{"a"}, hour, serviceAccountClaims("n", "s")), rotated.token(t, []string{"a"}, hour, serviceAccountClaims("n", "s"))
+	if _, err := a.Authenticate(requestWith(newToken)); err == nil {
+		t.Fatal("a token of a key the server does not know yet was accepted")
+	}
+	if err := a.Update(settings(rotated)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(requestWith(newToken)); err != nil {
+		t.Errorf("after the update, a token of the new key was refused: %v", err)
+	}
+	if _, err := a.Authenticate(requestWith(oldToken)); err == nil {
+		t.Error("after the update, a token of the retired key was accepted")
+	}
+}
+
+// An OIDC issuer is discovered over TLS, trusting only the CA bundle given.
+func TestOIDCDiscoveryTrustsOnlyTheCABundle(t *testing.T) {
+	var issuer *testIssuer
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": issuer.url, "jwks_uri": issuer.url + "/keys",
+				"authorization_endpoint": issuer.url + "/auth", "id_token_signing_alg_values_supported": []string{"RS256"}})
+		case "/keys":
+			_, _ = w.Write(issuer.jwks(t))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	issuer = newTestIssuer(t, srv.URL, "o1")
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token := issuer.token(t, []string{"cantus"}, time.Now().Add(time.Hour), map[string]any{"sub": "alice", "email": "alice@example.com", "groups": []string{"readers"}})
+
+	trusting, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{Kind: adapterconfig.IssuerOIDC, URL: srv.URL, Audiences: []string{"cantus"}, CAFile: caFile}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller, err := trusting.Authenticate(requestWith(token))
+	if err != nil {
+		t.Fatalf("a token of the trusted issuer was refused: %v", err)
+	}
+	if caller.Subject != "alice" || len(caller.Groups) != 1 || caller.Groups[0] != "readers" || caller.Claims["email"] != "alice@example.com" {
+		t.Errorf("caller %+v", caller)
+	}
+
+	untrusting, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{Kind: adapterconfig.IssuerOIDC, URL: srv.URL, Audiences: []string{"cantus"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := untrusting.Authenticate(requestWith(token)); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without the CA bundle discovery must fail on the certificate, got %v", err)
+	}
+}
+
+// A rotated Secret holds old and new tokens while clients move over; then the old one
+// goes, without a restart.
+func TestStaticTokensRotateWithOverlap(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	write := func(content string) {
+		t.Helper()
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old-token\n")
+	a, err := New(Settings{BearerTokenFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := func(token string) bool { _, err := a.Authenticate(requestWith(token)); return err == nil }
+	if !accepted("old-token") || accepted("new-token") {
+		t.Fatal("want only old-token at first")
+	}
+	write("old-token\nnew-token\n")
+	eventually(t, func() bool { return accepted("new-token") }, "the added token to be accepted")
+	if !accepted("old-token") {
+		t.Error("the old token stopped working while both are in the file")
+	}
+	write("new-token\n")
+	eventually(t, func() bool { return !accepted("old-token") }, "the removed token to be refused")
+	write("")
+	time.Sleep(1100 * time.Millisecond)
+	if !accepted("new-token") {
+		t.Error("an emptied file locked out the last token; it should keep the last tokens")
+	}
+}
+
+func TestEmptyTokenFileIsRefusedAtStart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("\n \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Settings{BearerTokenFile: file}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("got %v, want an error saying the file is empty", err)
+	}
+}
+
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

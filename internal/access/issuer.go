@@ -1,0 +1,232 @@
+package access
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// Discovery of an OIDC issuer is retried after a failure with this backoff, not on every
+// request: a down issuer must not make every caller wait for a fetch.
+const (
+	firstDiscoveryRetry = 2 * time.Second
+	maxDiscoveryRetry   = 5 * time.Minute
+	discoveryTimeout    = 10 * time.Second
+)
+
+// signingAlgs are the algorithms a token may be signed with; "none" and the HMAC ones
+// (a shared secret, not an issuer's key) are not among them.
+var signingAlgs = []string{
+	oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
+	oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA,
+}
+
+// issuer verifies the tokens of one JWT issuer.
+type issuer struct {
+	cfg adapterconfig.Issuer
+
+	mu        sync.Mutex
+	verifier  *oidc.IDTokenVerifier
+	nextTry   time.Time
+	backoff   time.Duration
+	lastError error
+}
+
+func newIssuer(cfg adapterconfig.Issuer) (*issuer, error) {
+	i := &issuer{cfg: cfg}
+	if len(cfg.JWKS) == 0 {
+		return i, nil // discovered on first need
+	}
+	keys, err := publicKeys(cfg.JWKS)
+	if err != nil {
+		return nil, fmt.Errorf("issuer %s: %w", cfg.URL, err)
+	}
+	i.verifier = oidc.NewVerifier(cfg.URL, &oidc.StaticKeySet{PublicKeys: keys},
+		&oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: signingAlgs})
+	return i, nil
+}
+
+func publicKeys(jwks json.RawMessage) ([]crypto.PublicKey, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		return nil, fmt.Errorf("the key set is not a JWKS: %w", err)
+	}
+	var keys []crypto.PublicKey
+	for _, k := range set.Keys {
+		if k.Valid() && k.IsPublic() {
+			keys = append(keys, k.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the key set holds no public keys")
+	}
+	return keys, nil
+}
+
+// verify checks the token's signature, issuer, expiry and audience, and says who it names.
+func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
+	v, err := i.currentVerifier()
+	if err != nil {
+		return nil, err
+	}
+	token, err := v.Verify(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("token refused: %w", err)
+	}
+	if !slices.ContainsFunc(token.Audience, func(a string) bool { return slices.Contains(i.cfg.Audiences, a) }) {
+		return nil, errors.New("token refused: it was not issued for this server's audience")
+	}
+	var claims map[string]any
+	if err := token.Claims(&claims); err != nil {
+		return nil, fmt.Errorf("token claims: %w", err)
+	}
+	if i.cfg.Kind == adapterconfig.IssuerServiceAccount {
+		return serviceAccountCaller(token, claims)
+	}
+	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer, Groups: stringsOf(claims["groups"]), Claims: claims}, nil
+}
+
+// serviceAccountCaller names the account of a Kubernetes service-account token, in the
+// groups the API server would put it in.
+func serviceAccountCaller(token *oidc.IDToken, claims map[string]any) (*Caller, error) {
+	var k8s struct {
+		Kubernetes struct {
+			Namespace      string `json:"namespace"`
+			ServiceAccount struct {
+				Name string `json:"name"`
+			} `json:"serviceaccount"`
+		} `json:"kubernetes.io"`
+	}
+	_ = token.Claims(&k8s)
+	ns, name := k8s.Kubernetes.Namespace, k8s.Kubernetes.ServiceAccount.Name
+	if ns == "" || name == "" {
+		parts := strings.Split(token.Subject, ":")
+		if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
+			return nil, errors.New("token refused: it names no service account")
+		}
+		ns, name = parts[2], parts[3]
+	}
+	return &Caller{
+		Kind:           adapterconfig.IssuerServiceAccount,
+		Subject:        token.Subject,
+		Issuer:         token.Issuer,
+		ServiceAccount: ns + "/" + name,
+		Groups:         []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		Claims:         claims,
+	}, nil
+}
+
+func stringsOf(v any) []string {
+	items, _ := v.([]any)
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		if s, ok := item.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// currentVerifier returns the verifier, discovering the issuer when it has none yet and
+// the last attempt is long enough ago.
+func (i *issuer) currentVerifier() (*oidc.IDTokenVerifier, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.verifier != nil {
+		return i.verifier, nil
+	}
+	if time.Now().Before(i.nextTry) {
+		return nil, fmt.Errorf("issuer %s is not reachable yet: %w", i.cfg.URL, i.lastError)
+	}
+	v, err := i.discover()
+	if err != nil {
+		i.backoff = min(max(2*i.backoff, firstDiscoveryRetry), maxDiscoveryRetry)
+		i.nextTry, i.lastError = time.Now().Add(i.backoff), err
+		return nil, fmt.Errorf("issuer %s: %w", i.cfg.URL, err)
+	}
+	i.verifier = v
+	return v, nil
+}
+
+// discover reads the issuer's discovery document. The provider keeps fetching its keys
+// (on an unknown key id) with the same client, for as long as the adapter runs.
+func (i *issuer) discover() (*oidc.IDTokenVerifier, error) {
+	client, err := discoveryClient(i.cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), discoveryTimeout)
+	defer cancel()
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, client), i.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	var doc struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&doc); err != nil || doc.JWKSURI == "" {
+		return nil, errors.New("discovery: the document names no jwks_uri")
+	}
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), client), doc.JWKSURI)
+	return oidc.NewVerifier(i.cfg.URL, keys, &oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: signingAlgs}), nil
+}
+
+// discoveryClient trusts only the CAs of caFile when it is set, the system's otherwise.
+func discoveryClient(caFile string) (*http.Client, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("read the issuer's CA bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("the issuer's CA bundle holds no PEM certificate")
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: transport, Timeout: discoveryTimeout}, nil
+}
+
+// sameConfig says whether an issuer can be kept across an update (its discovered keys
+// with it).
+func (i *issuer) sameConfig(cfg adapterconfig.Issuer) bool {
+	return reflect.DeepEqual(i.cfg, cfg)
+}
+
+// unverifiedIssuer reads a JWT's "iss" without checking anything, only to pick the
+// issuer that will check it.
+func unverifiedIssuer(raw string) (string, bool) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var claims struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Iss == "" {
+		return "", false
+	}
+	return claims.Iss, true
+}
