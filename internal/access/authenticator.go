@@ -57,6 +57,26 @@ func New(s Settings) (*Authenticator, error) {
 // Update replaces the settings. Issuers whose settings did not change are kept with
 // the keys they discovered; on error the previous settings stay.
 func (a *Authenticator) Update(s Settings) error {
+	next, err := a.build(s)
+	if err != nil {
+		return err
+	}
+	a.state.Store(next)
+	return nil
+}
+
+// Check says whether Update would accept the settings, changing nothing.
+func (a *Authenticator) Check(s Settings) error {
+	_, err := a.build(s)
+	return err
+}
+
+// Enabled says whether callers must authenticate.
+func (a *Authenticator) Enabled() bool {
+	return a.state.Load().settings.Enabled()
+}
+
+func (a *Authenticator) build(s Settings) (*state, error) {
 	next := &state{settings: s}
 	var err error
 	if s.BearerTokenFile != "" || len(s.BearerTokens) > 0 {
@@ -65,19 +85,33 @@ func (a *Authenticator) Update(s Settings) error {
 			path = ""
 		}
 		if next.static, err = newStaticTokens(path, s.BearerTokens); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if s.Auth != nil {
 		if next.rules, err = CompileRules(s.Auth.Authorization); err != nil {
-			return err
+			return nil, err
 		}
 		if next.issuers, err = a.issuersFor(s.Auth.Issuers); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
+}
+
+// ValidateAuth checks what the operator renders before it is served: issuers and
+// rules.
+func ValidateAuth(auth *adapterconfig.AuthConfig) error {
+	if auth == nil {
+		return nil
+	}
+	for _, cfg := range auth.Issuers {
+		if err := validIssuer(cfg); err != nil {
 			return err
 		}
 	}
-	a.state.Store(next)
-	return nil
+	_, err := CompileRules(auth.Authorization)
+	return err
 }
 
 func (a *Authenticator) issuersFor(configs []adapterconfig.Issuer) ([]*issuer, error) {

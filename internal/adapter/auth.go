@@ -1,35 +1,133 @@
 package adapter
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
-// requireBearer lets a request through only with "Authorization: Bearer <token>".
-func requireBearer(token string, next http.Handler) http.Handler {
-	// Comparing digests keeps the comparison constant-time in the token's length too.
-	want := sha256.Sum256([]byte(token))
+// authSettings are what the config and options say about callers: WithBearerToken's
+// tokens replace the config's token file.
+func authSettings(cfg *Config, o options) access.Settings {
+	s := access.Settings{BearerTokenFile: cfg.BearerTokenFile, Auth: cfg.Auth}
+	if o.bearerToken != nil {
+		s.BearerTokens = []string{*o.bearerToken}
+	}
+	return s
+}
+
+// requireCaller lets a request through only with a token the authenticator accepts, and
+// hands the caller to the tool handlers in the request's context.
+func (s *Server) requireCaller(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		presented, ok := bearerFrom(r.Header.Get("Authorization"))
-		got := sha256.Sum256([]byte(presented))
-		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+		if !s.auth.Enabled() {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		caller, err := s.auth.Authenticate(r)
+		if err != nil {
+			s.refuseUnauthenticated(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(access.WithCaller(r.Context(), caller)))
 	})
 }
 
-// bearerFrom extracts the token of a Bearer Authorization header; the scheme is
-// case-insensitive (RFC 9110 §11.1).
-func bearerFrom(header string) (string, bool) {
-	scheme, token, found := strings.Cut(header, " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// refuseUnauthenticated answers 401 and points OAuth-capable MCP clients at the
+// protected resource metadata, which names the issuers they can get a token from.
+func (s *Server) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, err error) {
+	challenge := fmt.Sprintf(`Bearer resource_metadata=%q`, baseURL(r)+adapterconfig.PathProtectedResource)
+	if errors.Is(err, access.ErrInvalidToken) {
+		challenge += `, error="invalid_token"`
+		s.log.V(1).Info("refused a bearer token", "reason", err.Error())
 	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	w.Header().Set("WWW-Authenticate", challenge)
+	http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+}
+
+// serveProtectedResource describes this server to OAuth clients (RFC 9728); without
+// auth there is nothing to describe.
+func (s *Server) serveProtectedResource(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.Enabled() {
+		http.NotFound(w, r)
+		return
+	}
+	endpoint := PathMCP
+	if s.cfg.Transport == TransportSSE {
+		endpoint = PathSSE
+	}
+	doc := map[string]any{
+		"resource":                 baseURL(r) + endpoint,
+		"bearer_methods_supported": []string{"header"},
+	}
+	if servers := s.auth.AuthorizationServers(); len(servers) > 0 {
+		doc["authorization_servers"] = servers
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// baseURL is the scheme and host the client reached this server by.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// visibleTools keeps the tools the request's caller may call; it runs on every
+// tools/list answer.
+func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	if !s.auth.HasRules() {
+		return tools
+	}
+	caller, _ := access.CallerFrom(ctx)
+	visible := tools[:0:0]
+	for _, t := range tools {
+		if s.auth.Allows(caller, t.Name) {
+			visible = append(visible, t)
+		}
+	}
+	return visible
+}
+
+// Outcomes of a call in the audit log.
+const (
+	outcomeOK      = "ok"
+	outcomeError   = "error"
+	outcomeRefused = "refused"
+	outcomeBusy    = "busy"
+)
+
+// notAllowed is the answer to a call the rules do not allow. It names neither the
+// rules nor any other caller.
+func notAllowed(tool string) *mcp.CallToolResult {
+	return mcp.NewToolResultError(fmt.Sprintf("not_allowed: tool %q is not allowed for this caller; ask the owner of the server for access", tool))
+}
+
+// logCall writes the audit line of a call when callers authenticate — caller, tool,
+// outcome and latency, never arguments or tokens — and otherwise the call's debug line.
+func (s *Server) logCall(caller *access.Caller, tool, outcome string, result *mcp.CallToolResult, took time.Duration) {
+	if s.auth.Enabled() {
+		s.log.Info("tool call", "caller", caller.String(), "tool", tool, "outcome", outcome, "latencyMs", took.Milliseconds())
+		return
+	}
+	// Guarded: the arguments would be built even for a disabled level.
+	if outcome == outcomeError {
+		if l := s.log.V(1); l.Enabled() {
+			l.Info("tool call failed", "tool", tool, "duration", took.String(), "error", strings.TrimSpace(resultText(result)))
+		}
+	} else if l := s.log.V(2); l.Enabled() {
+		l.Info("tool call succeeded", "tool", tool, "duration", took.String())
+	}
 }

@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -21,26 +20,18 @@ func openMemory(m *MemoryConfig) (*memory.Store, error) {
 	return store, nil
 }
 
-// memoryTool is the memory tool as served: the store's handler behind the same in-flight
-// tracking and metrics as every other tool.
+// memoryTool is the memory tool as served: the store's handler behind the same
+// authorization, in-flight tracking, metrics and audit as every other tool.
 func (s *Server) memoryTool() server.ServerTool {
-	name := s.memory.ToolName()
 	return server.ServerTool{
 		Tool: s.memory.Tool(),
-		Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			defer s.holdCall(ctx).release()
-			if refused := s.calls.acquire(ctx); refused != nil {
-				return refused, nil
-			}
-			defer s.calls.release()
-			start := time.Now()
+		Handler: s.serveCall(s.memory.ToolName(), func(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
 			result, err := s.memory.Handle(ctx, req)
 			if err != nil {
-				result, err = mcp.NewToolResultError("memory_call_failed: "+err.Error()), nil
+				return mcp.NewToolResultError("memory_call_failed: " + err.Error())
 			}
-			s.metrics.observeCall(name, result.IsError, time.Since(start))
-			return result, err
-		},
+			return result
+		}),
 	}
 }
 

@@ -18,6 +18,9 @@ type toolMetrics struct {
 	calls    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// refusals counts calls the authorization rules refused; by tool only, never by
+	// caller, so that callers cannot grow the series without bound.
+	refusals *prometheus.CounterVec
 	// Re-exported tools count in the per-tool series under their served name; these
 	// are per remote (its URL without the query).
 	remoteConnects *prometheus.CounterVec
@@ -63,6 +66,10 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12), // 1ms .. ~60s
 		}, []string{"tool"}),
 	}
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_adapter_tool_refusals_total",
+		Help: "Tool calls refused because the caller may not call the tool, by tool.",
+	}, []string{"tool"})
 	m.remoteConnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cantus_adapter_remote_connects_total",
 		Help: "Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.",
@@ -75,7 +82,7 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_open_streams",
 		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
 	})
-	m.registry.MustRegister(m.calls, m.errors, m.duration, m.remoteConnects, m.remoteRetries, m.openStreams)
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.remoteConnects, m.remoteRetries, m.openStreams)
 	m.trackTools(toolNames)
 	return m
 }
@@ -114,6 +121,7 @@ func (m *toolMetrics) forgetTools(toolNames []string) {
 		m.calls.DeleteLabelValues(name)
 		m.errors.DeleteLabelValues(name)
 		m.duration.DeleteLabelValues(name)
+		m.refusals.DeleteLabelValues(name)
 	}
 }
 
@@ -142,6 +150,12 @@ func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) 
 		ts.errors.Inc()
 	}
 	ts.duration.Observe(took.Seconds())
+}
+
+// observeRefusal counts a refused call. Only served tools get here (mcp-go answers
+// unknown names itself), so the label stays bounded.
+func (m *toolMetrics) observeRefusal(tool string) {
+	m.refusals.WithLabelValues(tool).Inc()
 }
 
 func (m *toolMetrics) handler() http.Handler {

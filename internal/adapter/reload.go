@@ -18,10 +18,13 @@ import (
 // sessions, and 2026-07-28 clients listening with subscriptions/listen. A client with no
 // open stream hears nothing and sees the new list when it lists again.
 //
+// Auth changes in place too: the token file, rotated issuer keys and the authorization
+// rules apply to the next request.
+//
 // What the running server cannot change in place is refused with an error saying a
 // restart is needed, and nothing is changed: the transport, port, stateless mode,
-// bearer token file, memory tool and server info. An invalid cfg is refused the same
-// way; the old tools keep being served.
+// memory tool and server info. An invalid cfg is refused the same way; the old tools
+// keep being served.
 func (s *Server) Reload(cfg *Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -33,10 +36,18 @@ func (s *Server) Reload(cfg *Config) error {
 		return fmt.Errorf("the new config changes %s, which a running adapter cannot change in place: restart the adapter to apply it",
 			strings.Join(fixed, ", "))
 	}
+	auth := authSettings(cfg, s.opts)
+	if err := s.auth.Check(auth); err != nil {
+		return fmt.Errorf("invalid adapter config: auth: %w", err)
+	}
 	linked, err := s.remotes.prepare(tools)
 	if err != nil {
 		return fmt.Errorf("remote tools: %w", err)
 	}
+	if err := s.auth.Update(auth); err != nil {
+		return fmt.Errorf("invalid adapter config: auth: %w", err)
+	}
+	s.cfg.BearerTokenFile, s.cfg.Auth = cfg.BearerTokenFile, cfg.Auth
 
 	old := s.state.Load()
 	next := newToolSet(tools)
@@ -70,9 +81,6 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	}
 	if cfg.Stateless != s.cfg.Stateless {
 		changed = append(changed, "stateless")
-	}
-	if cfg.BearerTokenFile != s.cfg.BearerTokenFile {
-		changed = append(changed, "the auth (bearerTokenFile)")
 	}
 	if !reflect.DeepEqual(cfg.Memory, s.cfg.Memory) {
 		changed = append(changed, "the memory tool (memory)")

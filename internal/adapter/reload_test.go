@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // servedWithStreams serves srv behind a handler that reports, on streams, each GET
@@ -186,10 +188,13 @@ func TestReload_RefusesWhatNeedsARestart(t *testing.T) {
 		{"transport", func(c *Config) { c.Transport = TransportSSE }, "the transport (streamable-http → sse)"},
 		{"port", func(c *Config) { c.Port = 9999 }, "the port (0 → 9999)"},
 		{"stateless", func(c *Config) { c.Stateless = false }, "stateless"},
-		{"auth", func(c *Config) { c.BearerTokenFile = "/var/run/token" }, "the auth (bearerTokenFile)"},
 		{"memory", func(c *Config) { c.Memory = &MemoryConfig{Root: t.TempDir(), ToolName: "memory"} }, "the memory tool"},
 		{"server info", func(c *Config) { c.Server.Version = "9.9.9" }, "the server info"},
 		{"invalid tool", func(c *Config) { c.Tools[0].Template.Text = "{{" }, "invalid adapter config"},
+		{"invalid token file", func(c *Config) { c.BearerTokenFile = "/nonexistent/token" }, "invalid adapter config: auth: read bearer token file"},
+		{"invalid rule", func(c *Config) {
+			c.Auth = &adapterconfig.AuthConfig{Authorization: &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{Tools: []string{"*"}, When: "claims.x +"}}}}
+		}, "invalid adapter config: auth: authorization rule 1: when:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
@@ -199,7 +204,7 @@ func TestReload_RefusesWhatNeedsARestart(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Reload = %v, want an error containing %q", err, tc.want)
 			}
-			if tc.name != "invalid tool" && !strings.Contains(err.Error(), "restart the adapter") {
+			if !strings.HasPrefix(tc.name, "invalid") && !strings.Contains(err.Error(), "restart the adapter") {
 				t.Errorf("error %q does not say a restart is needed", err)
 			}
 			if got := srv.ToolNames(); !slices.Equal(got, []string{"a"}) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -56,8 +57,8 @@ func WithLogger(l logr.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
 
-// WithBearerToken requires this token on the MCP endpoints and overrides
-// Config.BearerTokenFile; the local runtime passes the token in memory.
+// WithBearerToken requires one of these tokens (one per line) on the MCP endpoints and
+// overrides Config.BearerTokenFile.
 func WithBearerToken(token string) Option {
 	return func(o *options) { o.bearerToken = &token }
 }
@@ -82,6 +83,8 @@ type Server struct {
 	gate    *callGate
 	calls   *callLimiter
 	handler http.Handler
+	// auth says who calls and what they may call; Reload updates it in place.
+	auth *access.Authenticator
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
 	// shutdown closes them only after the calls are done.
@@ -118,7 +121,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	if o.drainDelay < 0 {
 		return nil, fmt.Errorf("drain delay %s must not be negative", o.drainDelay)
 	}
-	token, err := bearerToken(cfg, o)
+	auth, err := access.New(authSettings(cfg, o))
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +138,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		backend: newBackendClient(),
 		gate:    newCallGate(),
 		calls:   newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait),
+		auth:    auth,
 	}
 	if o.calls != nil {
 		s.calls = o.calls
@@ -153,7 +157,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.state.Store(newToolSet(tools))
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
-	s.handler = s.buildHandler(s.mcp, token)
+	s.handler = s.buildHandler(s.mcp)
 	return s, nil
 }
 
@@ -174,29 +178,6 @@ func newToolSet(tools []*compiledTool) *toolSet {
 		set.remote = set.remote || t.Remote != nil
 	}
 	return set
-}
-
-// bearerToken returns the token the MCP endpoints require, "" for none.
-func bearerToken(cfg *Config, o options) (string, error) {
-	if o.bearerToken != nil {
-		token := strings.TrimSpace(*o.bearerToken)
-		if token == "" {
-			return "", fmt.Errorf("bearer token is empty: pass a non-empty token or leave auth off")
-		}
-		return token, nil
-	}
-	if cfg.BearerTokenFile == "" {
-		return "", nil
-	}
-	data, err := os.ReadFile(cfg.BearerTokenFile)
-	if err != nil {
-		return "", fmt.Errorf("read bearer token file: %w", err)
-	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("bearer token file %s is empty: put the token in it", cfg.BearerTokenFile)
-	}
-	return token, nil
 }
 
 func toolNamesOf(tools []*compiledTool) []string {
@@ -226,6 +207,7 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		server.WithToolCapabilities(true),
 		server.WithLogging(),
 		server.WithRecovery(),
+		server.WithHooks(s.listHooks()),
 	}
 	if s.cfg.Server.Instructions != "" {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
@@ -271,36 +253,57 @@ func mcpTool(t *compiledTool) mcp.Tool {
 	return tool
 }
 
-// toolHandler wraps a call with what every tool gets: in-flight tracking (so shutdown
-// waits for it even on the sse transport, whose POST is answered before the call
-// runs), metrics and a log line.
+// toolHandler serves a call of a configured tool, looked up in the current set at call
+// time.
 func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
+	return s.serveCall(name, func(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
+		if t := s.state.Load().byName[name]; t != nil {
+			return s.callTool(ctx, t, req)
+		}
+		// Listed just before a reload removed it.
+		return mcp.NewToolResultError(fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name))
+	})
+}
+
+// serveCall wraps a call with what every tool gets: authorization, in-flight tracking
+// (so shutdown waits for it even on the sse transport, whose POST is answered before the
+// call runs), the call limit, metrics and the audit line.
+func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRequest) *mcp.CallToolResult) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		defer s.holdCall(ctx).release()
+		caller, _ := access.CallerFrom(ctx)
+		if !s.auth.Allows(caller, name) {
+			s.metrics.observeRefusal(name)
+			s.logCall(caller, name, outcomeRefused, nil, 0)
+			return notAllowed(name), nil
+		}
 		if refused := s.calls.acquire(ctx); refused != nil {
+			s.logCall(caller, name, outcomeBusy, refused, 0)
 			return refused, nil
 		}
 		defer s.calls.release()
 		start := time.Now()
-		var result *mcp.CallToolResult
-		if t := s.state.Load().byName[name]; t != nil {
-			result = s.callTool(ctx, t, req)
-		} else {
-			// Listed just before a reload removed it.
-			result = mcp.NewToolResultError(fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name))
-		}
+		result := run(ctx, req)
 		took := time.Since(start)
 		s.metrics.observeCall(name, result.IsError, took)
-		// Guarded: the arguments would be built even for a disabled level.
+		outcome := outcomeOK
 		if result.IsError {
-			if l := s.log.V(1); l.Enabled() {
-				l.Info("tool call failed", "tool", name, "duration", took.String(), "error", resultText(result))
-			}
-		} else if l := s.log.V(2); l.Enabled() {
-			l.Info("tool call succeeded", "tool", name, "duration", took.String())
+			outcome = outcomeError
 		}
+		s.logCall(caller, name, outcome, result, took)
 		return result, nil
 	}
+}
+
+// listHooks filter every tools/list answer down to what its caller may call. A hook,
+// not mcp-go's tool filter: that filter also runs before a call and would answer a
+// refused call "tool not found" before serveCall can say why and audit it.
+func (s *Server) listHooks() *server.Hooks {
+	hooks := &server.Hooks{}
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
+		result.Tools = s.visibleTools(ctx, result.Tools)
+	})
+	return hooks
 }
 
 func resultText(r *mcp.CallToolResult) string {
@@ -313,14 +316,10 @@ func resultText(r *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-func (s *Server) buildHandler(m *server.MCPServer, token string) http.Handler {
+func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux := http.NewServeMux()
 	protect := func(h http.Handler) http.Handler {
-		h = s.gateMCP(h)
-		if token != "" {
-			h = requireBearer(token, h)
-		}
-		return h
+		return s.requireCaller(s.gateMCP(h))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -345,6 +344,7 @@ func (s *Server) buildHandler(m *server.MCPServer, token string) http.Handler {
 		)
 		mux.Handle(PathMCP, protect(s.streamable))
 	}
+	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
 	mux.HandleFunc(PathHealthz, s.serveHealthz)
 	mux.HandleFunc(PathReadyz, s.serveReadyz)
 	mux.Handle(PathMetrics, s.metrics.handler())

@@ -425,8 +425,9 @@ func TestBearerAuth_GuardsOnlyTheMCPEndpoint(t *testing.T) {
 			if reply.status != tt.wantStatus {
 				t.Fatalf("status = %d, want %d (%s)", reply.status, tt.wantStatus, reply.body)
 			}
-			if tt.wantStatus == http.StatusUnauthorized && reply.header.Get("WWW-Authenticate") != "Bearer" {
-				t.Errorf("WWW-Authenticate = %q, want Bearer", reply.header.Get("WWW-Authenticate"))
+			wantChallenge := `Bearer resource_metadata="` + srv.baseURL + `/.well-known/oauth-protected-resource"`
+			if tt.wantStatus == http.StatusUnauthorized && !strings.HasPrefix(reply.header.Get("WWW-Authenticate"), wantChallenge) {
+				t.Errorf("WWW-Authenticate = %q, want %s", reply.header.Get("WWW-Authenticate"), wantChallenge)
 			}
 			if strings.Contains(string(reply.body), token) {
 				t.Errorf("reply leaks the token: %s", reply.body)

@@ -25,6 +25,8 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathMetrics = "/metrics"
+	// PathProtectedResource describes the server to OAuth clients (RFC 9728).
+	PathProtectedResource = "/.well-known/oauth-protected-resource"
 )
 
 // ConfigFileName is the key of the rendered config in its ConfigMap and the file name
