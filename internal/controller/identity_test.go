@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -83,11 +84,17 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		for name, token := range map[string]string{
 			"another server's audience": serviceAccountToken(t, ns, "librarian", "other.default.skillserver.cantus.dev"),
 			"the API server's audience": serviceAccountToken(t, ns, "librarian"),
-			"no token":                  "",
 		} {
 			_, err := listToolNames(ctx, url, token)
-			g.Expect(err).To(MatchError(ContainSubstring("401")), name)
+			g.Expect(err).To(MatchError(Or(ContainSubstring("401"), ContainSubstring("authorization required"))), name)
 		}
+	})
+	t.Run("a client without a token is told where to find the server's metadata", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := listToolNames(ctx, url, "")
+		var needsAuth *transport.AuthorizationRequiredError
+		g.Expect(errors.As(err, &needsAuth)).To(BeTrue(), "mcp-go reads WWW-Authenticate: %v", err)
+		g.Expect(needsAuth.ResourceMetadataURL).To(HaveSuffix("/.well-known/oauth-protected-resource"))
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
@@ -113,7 +114,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		return ctrl.Result{}, err
 	}
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
-	if err := adapterconfig.Validate(cfg); err != nil {
+	if err := errors.Join(adapterconfig.Validate(cfg), access.ValidateAuth(cfg.Auth)); err != nil {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
 		setStalled(ss, err)

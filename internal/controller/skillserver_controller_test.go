@@ -158,6 +158,34 @@ func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 		To(BeTrue(), "nothing is deployed for a spec that cannot work")
 }
 
+// A rule the API server cannot check (CEL over claims, a glob) is checked before
+// anything is rendered: the server is Stalled with the compiler's words, not crash-looping.
+func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ss := newSkillServer(ns, "ruled", templateSkill("echo", "{{ .title }}"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{
+		IssuerURL: "https://login.example.com", Audiences: []string{"cantus"},
+	}}
+	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+		{Tools: []string{"echo"}, When: "claims.email.endsWith("},
+	}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(result).To(Equal(ctrl.Result{}))
+
+	got, err := getSkillServer(ctx, ns, "ruled")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionStalled).Message).To(ContainSubstring("when"))
+	g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "ruled"}, &appsv1.Deployment{}))).
+		To(BeTrue(), "nothing is deployed for rules that cannot be checked")
+}
+
 // The NetworkPolicy is applied before anything that serves: when the API server refuses
 // it, no Deployment or Service exists, so the server never runs open to the cluster.
 func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
