@@ -2,17 +2,24 @@ package catalog
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
 // Authorizer asks the API server who a token belongs to (TokenReview) and whether that
@@ -89,13 +96,93 @@ func bearerToken(r *http.Request) string {
 
 type viewerKey struct{}
 
-// viewer is who is asking and which namespaces they may see.
+// viewer is who is asking, which namespaces they may see, and who they are to the
+// servers' authorization rules.
 type viewer struct {
 	user       authnv1.UserInfo
 	namespaces map[string]bool
+	caller     *access.Caller
+	rules      *rulesCache
 }
 
-func (v *viewer) allowed(namespace string) bool { return v != nil && v.namespaces[namespace] }
+// SeesNamespace says whether the caller may list SkillServers in namespace.
+func (v *viewer) SeesNamespace(namespace string) bool { return v != nil && v.namespaces[namespace] }
+
+// MayCall says whether the server's rules let the caller call tool, as the server's
+// adapter would decide for the same token's account; a server without rules lets every
+// caller it authenticates call every tool.
+func (v *viewer) MayCall(ss *cantusv1alpha1.SkillServer, tool string) bool {
+	if v == nil {
+		return false
+	}
+	if ss.Spec.Authorization == nil {
+		return true
+	}
+	rules, err := v.rules.of(ss)
+	// Rules that do not compile leave the server Stalled; its adapter keeps the last good
+	// ones, which the catalog does not know, so it shows nothing rather than too much.
+	return err == nil && rules.Allows(v.caller, tool)
+}
+
+// callerOf is the catalog's caller as a server's rules see it: a service account as
+// namespace/name, the user's groups from the TokenReview, and the token's claims. The
+// claims are read without checking the signature because the API server has just
+// authenticated the token; a token that is not a JWT has none.
+func callerOf(user authnv1.UserInfo, token string) *access.Caller {
+	c := &access.Caller{Kind: "kubernetes", Subject: user.Username, Groups: user.Groups, Claims: unverifiedClaims(token)}
+	if rest, ok := strings.CutPrefix(user.Username, serviceAccountUserPrefix); ok {
+		if ns, name, ok := strings.Cut(rest, ":"); ok {
+			c.Kind, c.ServiceAccount = adapterconfig.IssuerServiceAccount, ns+"/"+name
+		}
+	}
+	return c
+}
+
+// serviceAccountUserPrefix starts the user name of a service account: system:serviceaccount:<ns>:<name>.
+const serviceAccountUserPrefix = "system:serviceaccount:"
+
+func unverifiedClaims(token string) map[string]any {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return map[string]any{}
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	claims := map[string]any{}
+	if err != nil || json.Unmarshal(payload, &claims) != nil {
+		return map[string]any{}
+	}
+	return claims
+}
+
+// rulesCache compiles each server's authorization rules once per generation, so that a
+// catalog request does not compile CEL for every server it lists.
+type rulesCache struct {
+	mu    sync.Mutex
+	byUID map[types.UID]compiledRules
+}
+
+type compiledRules struct {
+	generation int64
+	rules      *access.Rules
+	err        error
+}
+
+// maxCachedRules bounds the cache; past it (deleted servers), it starts again.
+const maxCachedRules = 8192
+
+func (c *rulesCache) of(ss *cantusv1alpha1.SkillServer) (*access.Rules, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got, ok := c.byUID[ss.UID]; ok && got.generation == ss.Generation {
+		return got.rules, got.err
+	}
+	if c.byUID == nil || len(c.byUID) >= maxCachedRules {
+		c.byUID = map[types.UID]compiledRules{}
+	}
+	rules, err := access.CompileRules(render.Authorization(ss.Spec.Authorization))
+	c.byUID[ss.UID] = compiledRules{generation: ss.Generation, rules: rules, err: err}
+	return rules, err
+}
 
 func viewerFrom(ctx context.Context) *viewer {
 	v, _ := ctx.Value(viewerKey{}).(*viewer)
@@ -104,10 +191,10 @@ func viewerFrom(ctx context.Context) *viewer {
 
 // authenticate is the middleware in front of every catalog route: no token or a bad one
 // is a 401, too many new tokens a 429, and the namespaces the caller may see are decided
-// once per token for a short time (see access).
+// once per token for a short time (see reviews).
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := h.access.viewerFor(r.Context(), bearerToken(r))
+		v, err := h.reviews.viewerFor(r.Context(), bearerToken(r))
 		if err != nil {
 			status := statusOf(err)
 			switch status {

@@ -52,10 +52,19 @@ func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
 // Catalog reads the cluster's SkillServers and RemoteToolImports.
 type Catalog struct {
 	Reader client.Reader
+
+	rules rulesCache
 }
 
-// Servers lists the servers of the given namespaces (all when allowed is nil).
-func (c *Catalog) Servers(ctx context.Context, allowed func(namespace string) bool) ([]Server, error) {
+// Viewer decides what one caller of the catalog sees: the namespaces where it may list
+// SkillServers, and in them the tools the servers' authorization rules let it call.
+type Viewer interface {
+	SeesNamespace(namespace string) bool
+	MayCall(ss *cantusv1alpha1.SkillServer, tool string) bool
+}
+
+// Servers lists the servers and tools who may see.
+func (c *Catalog) Servers(ctx context.Context, who Viewer) ([]Server, error) {
 	list := &cantusv1alpha1.SkillServerList{}
 	if err := c.Reader.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list SkillServers: %w", err)
@@ -67,10 +76,10 @@ func (c *Catalog) Servers(ctx context.Context, allowed func(namespace string) bo
 	var out []Server
 	for i := range list.Items {
 		ss := &list.Items[i]
-		if allowed != nil && !allowed(ss.Namespace) {
+		if !who.SeesNamespace(ss.Namespace) {
 			continue
 		}
-		out = append(out, serverEntry(ss, imports))
+		out = append(out, serverEntry(ss, imports, who))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref() < out[j].Ref() })
 	return out, nil
@@ -109,7 +118,7 @@ func (c *Catalog) importSchemas(ctx context.Context) (map[string]cantusv1alpha1.
 	return out, nil
 }
 
-func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alpha1.DiscoveredTool) Server {
+func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alpha1.DiscoveredTool, who Viewer) Server {
 	transport := string(ss.Spec.TransportOrDefault())
 	entry := Server{
 		Namespace: ss.Namespace,
@@ -124,6 +133,9 @@ func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alph
 	}
 	// The status lists what is actually served; the spec and the imports say how.
 	for _, served := range ss.Status.Tools {
+		if !who.MayCall(ss, served.Name) {
+			continue
+		}
 		entry.Tools = append(entry.Tools, toolEntry(ss, served, skills, imports))
 	}
 	return entry

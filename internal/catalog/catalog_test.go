@@ -20,6 +20,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -133,6 +134,51 @@ func TestCatalogShowsEachCallerOnlyTheNamespacesTheyMayList(t *testing.T) {
 	})
 }
 
+// A server's authorization rules decide which of its tools each caller sees in the
+// catalog, as its adapter decides which it may call: by service account and by CEL over
+// the token's claims.
+func TestCatalogShowsEachCallerOnlyTheToolsItMayCall(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, "reading-room")
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "room"},
+		Spec: cantusv1alpha1.SkillServerSpec{
+			Skills: []cantusv1alpha1.Skill{
+				{Name: "search_book", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}},
+				{Name: "checkout_book", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}},
+				{Name: "stamp_card", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}},
+			},
+			Auth: &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{}},
+			Authorization: &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+				{Tools: []string{"search_*"}, ServiceAccounts: []string{ns + "/*"}},
+				{Tools: []string{"checkout_*"}, ServiceAccounts: []string{ns + "/librarian"}},
+				{Tools: []string{"stamp_*"}, When: "claims.sub.endsWith(':librarian')"},
+			}},
+		},
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	ss.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}, {Name: "checkout_book", Source: "skill"}, {Name: "stamp_card", Source: "skill"}}
+	g.Expect(k8sClient.Status().Update(ctx, ss)).To(Succeed())
+
+	srv := httptest.NewTLSServer(NewHandler(&Catalog{Reader: k8sClient}, &Authorizer{Client: k8sClient}, logr.Discard()))
+	t.Cleanup(srv.Close)
+	toolsSeenBy := func(token string) []string {
+		status, body := get(t, srv.Client(), srv.URL+"/v1/servers", token)
+		g.Expect(status).To(Equal(http.StatusOK), body)
+		var listed struct{ Servers []Server }
+		g.Expect(json.Unmarshal([]byte(body), &listed)).To(Succeed())
+		g.Expect(listed.Servers).To(HaveLen(1))
+		var names []string
+		for _, tool := range listed.Servers[0].Tools {
+			names = append(names, tool.Name)
+		}
+		return names
+	}
+	g.Expect(toolsSeenBy(serviceAccountAllowedIn(t, ns, "visitor"))).To(ConsistOf("search_book"))
+	g.Expect(toolsSeenBy(serviceAccountAllowedIn(t, ns, "librarian"))).To(ConsistOf("search_book", "checkout_book", "stamp_card"))
+}
+
 func namespace(t *testing.T, prefix string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
@@ -172,11 +218,11 @@ func serviceAccountAllowedIn(t *testing.T, ns, name string) string {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "list-skillservers"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"cantus.dev"}, Resources: []string{"skillservers"}, Verbs: []string{"get", "list"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-lists-skillservers"},
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-lists-skillservers"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
 	for _, obj := range []client.Object{sa, role, binding} {
-		if err := k8sClient.Create(ctx, obj); err != nil {
+		if err := k8sClient.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}

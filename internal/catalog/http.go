@@ -11,7 +11,7 @@ import (
 
 type handler struct {
 	catalog *Catalog
-	access  *access
+	reviews *reviews
 	log     logr.Logger
 }
 
@@ -28,7 +28,7 @@ func NewHandler(c *Catalog, a *Authorizer, log logr.Logger) http.Handler {
 }
 
 func newHandler(c *Catalog, a authorizer, log logr.Logger) http.Handler {
-	h := &handler{catalog: c, access: newAccess(a, c), log: log}
+	h := &handler{catalog: c, reviews: newReviews(a, c), log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/servers", h.listServers)
 	mux.HandleFunc("GET /v1/tools", h.searchTools)
@@ -43,7 +43,7 @@ func newHandler(c *Catalog, a authorizer, log logr.Logger) http.Handler {
 }
 
 func (h *handler) listServers(w http.ResponseWriter, r *http.Request) {
-	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()).allowed)
+	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()))
 	if err != nil {
 		h.fail(w, err, http.StatusServiceUnavailable)
 		return
@@ -52,7 +52,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) searchTools(w http.ResponseWriter, r *http.Request) {
-	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()).allowed)
+	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()))
 	if err != nil {
 		h.fail(w, err, http.StatusServiceUnavailable)
 		return
@@ -61,7 +61,7 @@ func (h *handler) searchTools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) getTool(w http.ResponseWriter, r *http.Request) {
-	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()).allowed)
+	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()))
 	if err != nil {
 		h.fail(w, err, http.StatusServiceUnavailable)
 		return

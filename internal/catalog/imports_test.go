@@ -38,7 +38,7 @@ func TestCatalogShowsImportedToolsTitleAnnotationsAndOutputSchema(t *testing.T) 
 	ss.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "w_forecast", Source: "import:weather", RemoteName: "forecast"}}
 	g.Expect(k8sClient.Status().Update(ctx, ss)).To(Succeed())
 
-	servers, err := (&Catalog{Reader: k8sClient}).Servers(ctx, func(n string) bool { return n == ns })
+	servers, err := (&Catalog{Reader: k8sClient}).Servers(ctx, &viewer{namespaces: map[string]bool{ns: true}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(servers).To(HaveLen(1))
 	tool := servers[0].Tools[0]

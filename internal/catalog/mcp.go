@@ -42,7 +42,7 @@ func (c *Catalog) visibleServers(ctx context.Context) ([]Server, error) {
 	if v == nil {
 		return nil, fmt.Errorf("unauthenticated")
 	}
-	return c.Servers(ctx, v.allowed)
+	return c.Servers(ctx, v)
 }
 
 func (c *Catalog) listServersTool(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -59,7 +59,7 @@ func RenderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) Au
 		issuers = append(issuers, issuer)
 		out.Files = append(out.Files, file...)
 	}
-	authorization := authorizationOf(ss.Spec.Authorization)
+	authorization := Authorization(ss.Spec.Authorization)
 	if len(issuers) > 0 || authorization != nil {
 		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: authorization}
 	}
@@ -89,7 +89,9 @@ func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth) (adapterconfig.Issuer, []File) {
 	return issuer, []File{{Path: oidcCAFile, ConfigMap: ref.Name, Key: ref.KeyOrDefault()}}
 }
 
-func authorizationOf(in *cantusv1alpha1.AuthorizationSpec) *adapterconfig.Authorization {
+// Authorization is the adapter's form of a SkillServer's rules; the catalog evaluates the
+// same form to show each caller only what it may call.
+func Authorization(in *cantusv1alpha1.AuthorizationSpec) *adapterconfig.Authorization {
 	if in == nil {
 		return nil
 	}

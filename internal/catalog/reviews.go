@@ -35,8 +35,8 @@ const (
 // errTooManyReviews is answered with 429.
 var errTooManyReviews = errors.New("too many catalog requests with new tokens: retry in a second")
 
-// access decides what a token may see, caching the decision.
-type access struct {
+// reviews decides what a token may see, caching the decision.
+type reviews struct {
 	auth    authorizer
 	catalog *Catalog
 	limit   *rate.Limiter
@@ -58,13 +58,13 @@ type decision struct {
 	expires time.Time
 }
 
-func newAccess(auth authorizer, c *Catalog) *access {
-	return &access{auth: auth, catalog: c, limit: rate.NewLimiter(reviewRate, reviewBurst), now: time.Now,
+func newReviews(auth authorizer, c *Catalog) *reviews {
+	return &reviews{auth: auth, catalog: c, limit: rate.NewLimiter(reviewRate, reviewBurst), now: time.Now,
 		decisions: map[[sha256.Size]byte]decision{}}
 }
 
 // viewerFor returns who token is and which namespaces they may see.
-func (a *access) viewerFor(ctx context.Context, token string) (*viewer, error) {
+func (a *reviews) viewerFor(ctx context.Context, token string) (*viewer, error) {
 	if token == "" {
 		return nil, errUnauthenticated
 	}
@@ -83,7 +83,7 @@ func (a *access) viewerFor(ctx context.Context, token string) (*viewer, error) {
 	return v, err
 }
 
-func (a *access) review(ctx context.Context, token string) (*viewer, error) {
+func (a *reviews) review(ctx context.Context, token string) (*viewer, error) {
 	user, err := a.auth.Authenticate(ctx, token)
 	if err != nil {
 		return nil, err
@@ -105,14 +105,14 @@ func (a *access) review(ctx context.Context, token string) (*viewer, error) {
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("access review: %w", err)
 	}
-	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces))}
+	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces)), caller: callerOf(user, token), rules: &a.catalog.rules}
 	for i, ns := range namespaces {
 		v.namespaces[ns] = allowed[i]
 	}
 	return v, nil
 }
 
-func (a *access) cached(key [sha256.Size]byte) (decision, bool) {
+func (a *reviews) cached(key [sha256.Size]byte) (decision, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d, ok := a.decisions[key]
@@ -122,7 +122,7 @@ func (a *access) cached(key [sha256.Size]byte) (decision, bool) {
 	return d, true
 }
 
-func (a *access) store(key [sha256.Size]byte, d decision) {
+func (a *reviews) store(key [sha256.Size]byte, d decision) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.decisions) >= maxCachedDecisions {
