@@ -5,7 +5,8 @@
 //     the same text with the same text/template;
 //   - gateway: the skill re-exported through a gateway (a second adapter whose tool has
 //     a Remote backend, as a SkillServer with spec.imports renders it) against a direct
-//     call to the same remote (an adapter serving the skill).
+//     call to the same remote (an adapter serving the skill; with -remote-delay, an
+//     adapter whose tool is an HTTP backend that takes that long, as real tools do).
 //
 // At every concurrency level both sides of a comparison get the same number of mcp-go
 // clients, one per worker, each initialized before anything is timed. After a warm-up
@@ -20,6 +21,7 @@
 //
 //	go run ./hack/bench [-only adapter|gateway|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
+//	                    [-remote-delay 1ms]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
 // Each server's connections are served under the pprof label server=adapter,
@@ -111,6 +113,7 @@ const (
 	nameAdapter = "adapter" // server and side
 	nameBare    = "bare"    // server and side
 	nameRemote  = "remote"  // server: the remote the gateway re-exports from
+	nameBackend = "backend" // server: the remote tool's HTTP backend (-remote-delay)
 	nameGateway = "gateway" // server and side: the remote's tool through the gateway
 	nameDirect  = "direct"  // side: the remote's tool called directly
 )
@@ -132,6 +135,7 @@ type options struct {
 	auth        bool
 	cpuprofile  string
 	memprofile  string
+	remoteDelay time.Duration
 }
 
 // slice is the measured part of one slice; settle is the unmeasured start of each.
@@ -172,6 +176,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
 	flag.BoolVar(&o.auth, "auth", false, "serve the adapter, the remote and the gateway with a bearer token (off by default, as an adapter without bearerTokenFile); every client sends it, the gateway from a header file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
+	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -268,7 +273,7 @@ func run() error {
 		})
 	}
 	if o.wants(onlyGateway) {
-		remoteURL, stopRemote, err := startTemplateAdapter(nameRemote, token)
+		remoteURL, stopRemote, err := startRemote(o.remoteDelay, token)
 		if err != nil {
 			return err
 		}
@@ -289,8 +294,8 @@ func run() error {
 		defer stopGateway()
 		comparisons = append(comparisons, comparison{
 			name: onlyGateway,
-			title: fmt.Sprintf("gateway/direct: tools/call %s on the gateway, re-exported from the remote's %s, against %s called on the remote directly",
-				gatewayToolName, toolName, toolName),
+			title: fmt.Sprintf("gateway/direct: tools/call %s on the gateway, re-exported from the remote's %s, against %s called on the remote directly%s",
+				gatewayToolName, toolName, toolName, remoteKind(o.remoteDelay)),
 			a:       newTarget(nameGateway, gatewayURL, gatewayToolName),
 			b:       newTarget(nameDirect, remoteURL, toolName),
 			targets: gatewayTargets,
@@ -453,16 +458,21 @@ func serveLabelled(name string, h http.Handler) (baseURL string, stop func(), er
 // by default: streamable HTTP, stateless. label is the pprof label of its connections:
 // nameAdapter, or nameRemote for the remote the gateway re-exports from.
 func startTemplateAdapter(label, token string) (string, func(), error) {
+	return startAdapter(label, token, adapter.Tool{
+		Name:        toolName,
+		Description: toolDesc,
+		InputSchema: json.RawMessage(toolSchema),
+		Template:    &adapter.TemplateBackend{Text: toolTemplate},
+	})
+}
+
+// startAdapter serves tool with the adapter as the controller renders it by default.
+func startAdapter(label, token string, tool adapter.Tool) (string, func(), error) {
 	cfg := &adapter.Config{
 		Server:    adapter.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
 		Transport: adapter.TransportStreamableHTTP,
 		Stateless: true,
-		Tools: []adapter.Tool{{
-			Name:        toolName,
-			Description: toolDesc,
-			InputSchema: json.RawMessage(toolSchema),
-			Template:    &adapter.TemplateBackend{Text: toolTemplate},
-		}},
+		Tools:     []adapter.Tool{tool},
 	}
 	var opts []adapter.Option
 	if token != "" {
@@ -477,6 +487,41 @@ func startTemplateAdapter(label, token string) (string, func(), error) {
 		return "", nil, err
 	}
 	return base + adapter.PathMCP, stop, nil
+}
+
+// startRemote serves the remote the gateway re-exports from: the template skill, or with
+// delay an HTTP-backed tool of the same name whose backend answers after delay.
+func startRemote(delay time.Duration, token string) (string, func(), error) {
+	if delay <= 0 {
+		return startTemplateAdapter(nameRemote, token)
+	}
+	backendURL, stopBackend, err := serveLabelled(nameBackend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, wantText)
+	}))
+	if err != nil {
+		return "", nil, err
+	}
+	url, stop, err := startAdapter(nameRemote, token, adapter.Tool{
+		Name:        toolName,
+		Description: toolDesc,
+		InputSchema: json.RawMessage(toolSchema),
+		HTTP:        &adapter.HTTPBackend{URL: backendURL, Timeout: adapter.Duration{Duration: callTimeout}, MaxResponseBytes: 1 << 20},
+	})
+	if err != nil {
+		stopBackend()
+		return "", nil, err
+	}
+	return url, func() { stop(); stopBackend() }, nil
+}
+
+func remoteKind(delay time.Duration) string {
+	if delay <= 0 {
+		return " (a template: no work of its own)"
+	}
+	return fmt.Sprintf(" (an HTTP backend that takes %s)", delay)
 }
 
 // startGateway serves the skill of the remote at remoteURL re-exported, as the

@@ -488,12 +488,22 @@ func (r *remote) close() {
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
 func (r *remote) call(ctx context.Context, t *compiledTool, args []byte, progressToken mcp.ProgressToken) *mcp.CallToolResult {
+	fwd := forwardNotifications(ctx, progressToken)
+	defer fwd.flush()
+	raw, client, failed := r.forward(ctx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()})
+	if failed != nil {
+		return failed
+	}
+	return remoteResult(raw, client)
+}
+
+// forward makes the call on the remote (see call) and returns the remote's result as
+// it sent it and the client that got it; or, when there is none, the failed result to
+// answer.
+func (r *remote) forward(ctx context.Context, t *compiledTool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
 	ctx, cancel := context.WithTimeout(ctx, t.Remote.Timeout.Duration)
 	defer cancel()
 	r.refresh(false)
-	fwd := forwardNotifications(ctx, progressToken)
-	defer fwd.flush()
-	opts := mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()}
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
 		if err != nil {
@@ -505,20 +515,20 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte, progres
 				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", "tool", t.Name, "detail", e.Detail)
 				continue
 			}
-			return r.callFailed(ctx, t, err)
+			return nil, nil, r.callFailed(ctx, t, err)
 		}
 		raw, err := conn.sess.CallToolWith(ctx, t.Remote.RemoteName, args, opts)
 		r.release(conn)
 		if err == nil {
-			return remoteResult(raw, conn.client)
+			return raw, conn.client, nil
 		}
 		var rpcErr *mcpclient.RPCError
 		if errors.As(err, &rpcErr) {
-			return mcp.NewToolResultError(markerRemoteError + rpcErr.Error())
+			return nil, nil, mcp.NewToolResultError(markerRemoteError + rpcErr.Error())
 		}
 		var e *mcpclient.Error
 		if !errors.As(err, &e) {
-			return r.callFailed(ctx, t, err)
+			return nil, nil, r.callFailed(ctx, t, err)
 		}
 		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
 			r.drop(conn, e)
@@ -529,7 +539,7 @@ func (r *remote) call(ctx context.Context, t *compiledTool, args []byte, progres
 			retry = r.otherCredentials(conn.client)
 		}
 		if !retry {
-			return r.callFailed(ctx, t, err)
+			return nil, nil, r.callFailed(ctx, t, err)
 		}
 		r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
 		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)

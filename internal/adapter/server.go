@@ -270,29 +270,34 @@ func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 // call runs), the call limit, metrics and the audit line.
 func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRequest) *mcp.CallToolResult) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		defer s.holdCall(ctx).release()
-		caller, _ := access.CallerFrom(ctx)
-		if !s.auth.Allows(caller, name) {
-			s.metrics.observeRefusal(name)
-			s.logCall(caller, name, outcomeRefused, nil, 0)
-			return notAllowed(name), nil
-		}
-		if refused := s.calls.acquire(ctx); refused != nil {
-			s.logCall(caller, name, outcomeBusy, refused, 0)
-			return refused, nil
-		}
-		defer s.calls.release()
-		start := time.Now()
-		result := run(ctx, req)
-		took := time.Since(start)
-		s.metrics.observeCall(name, result.IsError, took)
-		outcome := outcomeOK
-		if result.IsError {
-			outcome = outcomeError
-		}
-		s.logCall(caller, name, outcome, result, took)
-		return result, nil
+		return s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) }), nil
 	}
+}
+
+// runCall is serveCall's work, shared with the calls a gateway passes through.
+func (s *Server) runCall(ctx context.Context, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	defer s.holdCall(ctx).release()
+	caller, _ := access.CallerFrom(ctx)
+	if !s.auth.Allows(caller, name) {
+		s.metrics.observeRefusal(name)
+		s.logCall(caller, name, outcomeRefused, nil, 0)
+		return notAllowed(name)
+	}
+	if refused := s.calls.acquire(ctx); refused != nil {
+		s.logCall(caller, name, outcomeBusy, refused, 0)
+		return refused
+	}
+	defer s.calls.release()
+	start := time.Now()
+	result := run(ctx)
+	took := time.Since(start)
+	s.metrics.observeCall(name, result.IsError, took)
+	outcome := outcomeOK
+	if result.IsError {
+		outcome = outcomeError
+	}
+	s.logCall(caller, name, outcome, result, took)
+	return result
 }
 
 // listHooks filter every tools/list answer down to what its caller may call. A hook,

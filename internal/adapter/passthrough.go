@@ -1,0 +1,222 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+)
+
+// A gateway's hot path is a tools/call it forwards. Through mcp-go's server it costs a
+// session, a decode of the request into mcp types, a decode of the remote's answer and
+// an encode of it again: as much work again as the remote's own. passThrough answers
+// the common case itself, with the answer's bytes as the remote sent them; anything
+// else (other methods, progress tokens, _meta, the sse transport, stateful sessions,
+// protocol versions without sessions) goes to mcp-go as before. The call still gets
+// everything runCall gives every call (authorization, limits, metrics, audit) and
+// checkArguments' validation.
+
+// forwardableCall is a tools/call request as passThrough takes it.
+type forwardableCall struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      json.RawMessage `json:"_meta"`
+	} `json:"params"`
+}
+
+// passThrough answers body when it is a call of a remote tool that it can forward as is,
+// and reports whether it did; when it did not, nothing is written. admitted is the
+// request's admission, which the call joins.
+func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, body []byte, admitted *admission) bool {
+	if s.streamable == nil || !s.cfg.Stateless || !mayCall(body) || !legacyProtocol(r) {
+		return false
+	}
+	if !jsonContent(r.Header.Get("Content-Type")) {
+		return false
+	}
+	var call forwardableCall
+	if json.Unmarshal(body, &call) != nil || call.JSONRPC != mcp.JSONRPC_VERSION || call.Method != string(mcp.MethodToolsCall) ||
+		!validID(call.ID) || len(call.Params.Meta) > 0 {
+		return false
+	}
+	t := s.state.Load().byName[call.Params.Name]
+	if t == nil || t.Remote == nil {
+		return false
+	}
+	out := &answerWriter{w: w, id: call.ID}
+	var passed json.RawMessage
+	ctx := context.WithValue(r.Context(), admissionKey{}, admitted)
+	result := s.runCall(ctx, t.Name, func(ctx context.Context) *mcp.CallToolResult {
+		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: call.Params.Name, RawArguments: call.Params.Arguments}}
+		raw, failed := s.forwardCall(ctx, t, req, out.notify)
+		if failed != nil {
+			return failed
+		}
+		passed = raw
+		return passedThrough
+	})
+	if passed != nil {
+		out.answer(passed)
+	} else {
+		out.answerResult(result)
+	}
+	return true
+}
+
+// passedThrough stands, for runCall's metrics and audit, for a successful result that
+// is answered as the remote sent it.
+var passedThrough = &mcp.CallToolResult{}
+
+// forwardCall validates the call's arguments and forwards it. A successful result the
+// remote sent is returned as sent; anything else as the result to answer (a failed
+// remote result marked and scrubbed as remoteResult does).
+func (s *Server) forwardCall(ctx context.Context, t *compiledTool, req mcp.CallToolRequest, notify func(mcpclient.Message)) (json.RawMessage, *mcp.CallToolResult) {
+	args, err := argumentsJSON(req)
+	if err != nil {
+		return nil, mcp.NewToolResultError(markerInvalidArgs + err.Error())
+	}
+	if _, msg := checkArguments(t, req, args); msg != "" {
+		return nil, mcp.NewToolResultError(markerInvalidArgs + msg)
+	}
+	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Notify: notify})
+	if failed != nil {
+		return nil, failed
+	}
+	if !successfulToolResult(raw) {
+		return nil, remoteResult(raw, client)
+	}
+	return raw, nil
+}
+
+// successfulToolResult says whether raw is a tool result that is not an error, the only
+// kind passed through untouched.
+func successfulToolResult(raw json.RawMessage) bool {
+	var head struct {
+		Content json.RawMessage `json:"content"`
+		IsError bool            `json:"isError"`
+	}
+	return json.Unmarshal(raw, &head) == nil && !head.IsError && len(head.Content) > 0 && head.Content[0] == '['
+}
+
+// mayCall is false for a body that cannot be a tools/call request, so that most other
+// messages are not parsed twice.
+func mayCall(body []byte) bool {
+	return bytes.Contains(body, []byte("tools/call"))
+}
+
+// legacyProtocol is true for a request of a negotiated protocol version that has
+// sessions, the only ones whose answer passThrough knows how to shape.
+func legacyProtocol(r *http.Request) bool {
+	v := r.Header.Get(mcp.HeaderProtocolVersion)
+	return v != "" && mcp.IsValidProtocolVersion(v) && !mcp.IsModernProtocol(v)
+}
+
+// validID is true for a JSON-RPC request id, a string or a number; id is a JSON value
+// as the decoder found it, so its first byte tells.
+func validID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
+}
+
+// jsonContent is true for a Content-Type of application/json, with or without
+// parameters (charset).
+func jsonContent(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "application/json"
+}
+
+// answerWriter writes the answer to one passed-through call: application/json, or an
+// event stream once the remote sent a log message during the call, in mcp-go's format.
+type answerWriter struct {
+	w  http.ResponseWriter
+	id json.RawMessage
+
+	mu       sync.Mutex
+	streamed bool
+	done     bool
+}
+
+// notify passes a log message about the call on, as the remote sent it. (Progress
+// comes only to calls with a progress token, which mcp-go serves.) It may run on
+// another goroutine than the call's: the remote's sse stream.
+func (a *answerWriter) notify(m mcpclient.Message) {
+	if m.Method != string(mcp.MethodNotificationMessage) {
+		return
+	}
+	event, err := json.Marshal(mcpclient.Message{JSONRPC: mcp.JSONRPC_VERSION, Method: m.Method, Params: m.Params})
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return
+	}
+	a.stream()
+	a.writeEvent(event)
+}
+
+func (a *answerWriter) stream() {
+	if a.streamed {
+		return
+	}
+	a.streamed = true
+	h := a.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	h.Set("Cache-Control", "no-cache")
+	a.w.WriteHeader(http.StatusOK)
+}
+
+func (a *answerWriter) writeEvent(data []byte) {
+	var buf bytes.Buffer
+	buf.Grow(len(data) + 24)
+	buf.WriteString("event: message\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	_, _ = a.w.Write(buf.Bytes())
+	if f, ok := a.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// answer writes the JSON-RPC response carrying result, which is valid JSON.
+func (a *answerWriter) answer(result json.RawMessage) {
+	var buf bytes.Buffer
+	buf.Grow(len(result) + len(a.id) + 40)
+	buf.WriteString(`{"jsonrpc":"2.0","id":`)
+	buf.Write(a.id)
+	buf.WriteString(`,"result":`)
+	buf.Write(result)
+	buf.WriteByte('}')
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done = true
+	if a.streamed {
+		a.writeEvent(buf.Bytes())
+		return
+	}
+	a.w.Header().Set("Content-Type", "application/json")
+	a.w.WriteHeader(http.StatusOK)
+	_, _ = a.w.Write(buf.Bytes())
+}
+
+func (a *answerWriter) answerResult(result *mcp.CallToolResult) {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		raw, _ = json.Marshal(mcp.NewToolResultError(markerCallFailed + "the result could not be encoded: " + err.Error()))
+	}
+	a.answer(raw)
+}

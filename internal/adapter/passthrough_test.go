@@ -1,0 +1,155 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// vendorResult is a tool result with a member mcp-go's types do not know: decoding it
+// into them and encoding it again would drop "vendorTrace".
+const vendorResult = `{"content":[{"type":"text","text":"as sent"}],"vendorTrace":{"hops":[1,2]},"structuredContent":{"n":1.50}}`
+
+// rawRemote is a minimal MCP server over streamable HTTP that answers every tools/call
+// with result, byte for byte.
+func rawRemote(t *testing.T, result string) string {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || json.Unmarshal(body, &msg) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if len(msg.ID) == 0 { // a notification
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		answer := `{}`
+		switch msg.Method {
+		case "initialize":
+			answer = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"0"}}`
+		case "tools/call":
+			answer = result
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":`+answer+`}`)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp"
+}
+
+// A forwarded call's result reaches the client as the remote sent it, members the
+// gateway does not know and the spelling of numbers included: the gateway passes the
+// bytes on instead of decoding and encoding them.
+func TestPassThrough_TheRemotesResultBytesReachTheClient(t *testing.T) {
+	gw := serve(t, configWith(TransportStreamableHTTP, true,
+		remoteTool("up.vendor", objectSchema, rawRemote(t, vendorResult), TransportStreamableHTTP, "vendor")))
+
+	reply := postRPC(t, gw.baseURL+PathMCP, map[string]string{"MCP-Protocol-Version": protocol20251125},
+		`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"up.vendor","arguments":{}}}`)
+	if reply.status != http.StatusOK || !strings.HasPrefix(reply.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("reply %d %s: %s", reply.status, reply.header.Get("Content-Type"), reply.body)
+	}
+	if want := `{"jsonrpc":"2.0","id":"call-7","result":` + vendorResult + `}`; string(reply.body) != want {
+		t.Errorf("reply\n got %s\nwant %s", reply.body, want)
+	}
+}
+
+// What the pass-through does not take is still answered, by mcp-go: a call with _meta
+// (here a progress token) and arguments the schema refuses.
+func TestPassThrough_OtherCallsAreStillAnswered(t *testing.T) {
+	gw := serve(t, configWith(TransportStreamableHTTP, true,
+		remoteTool("up.vendor", `{"type":"object","properties":{"n":{"type":"integer"}}}`, rawRemote(t, vendorResult), TransportStreamableHTTP, "vendor")))
+	headers := map[string]string{"MCP-Protocol-Version": protocol20251125}
+
+	withMeta := postRPC(t, gw.baseURL+PathMCP, headers,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up.vendor","arguments":{},"_meta":{"progressToken":"p"}}}`)
+	if !strings.Contains(string(withMeta.body), `"as sent"`) || strings.Contains(string(withMeta.body), "vendorTrace") {
+		t.Errorf("a call with _meta is mcp-go's, which keeps the content and drops unknown members: %s", withMeta.body)
+	}
+	invalid := postRPC(t, gw.baseURL+PathMCP, headers,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up.vendor","arguments":{"n":"one"}}}`)
+	if !strings.Contains(string(invalid.body), markerInvalidArgs) || !strings.Contains(string(invalid.body), `"isError":true`) {
+		t.Errorf("invalid arguments are refused before forwarding: %s", invalid.body)
+	}
+}
+
+// notifyingWork is a remote (mcp-go, stateless streamable HTTP) whose tool "work" logs a
+// message, then answers "finished" or, with {"wait":true}, works until cancelled and
+// records that on cancelled.
+func notifyingWork(t *testing.T) (url string, cancelled <-chan struct{}) {
+	t.Helper()
+	seen := make(chan struct{}, 1)
+	s := server.NewMCPServer("notifying", "1.0.0", server.WithLogging())
+	s.AddTool(mcp.NewTool("work"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/message",
+			map[string]any{"level": "info", "logger": "work", "data": "started working"})
+		if req.GetBool("wait", false) {
+			<-ctx.Done()
+			seen <- struct{}{}
+			return nil, ctx.Err()
+		}
+		return mcp.NewToolResultText("finished"), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/mcp", seen
+}
+
+// A log message the remote sends during a passed-through call reaches the client before
+// the answer (the response becomes an event stream, as mcp-go's would).
+func TestPassThrough_LogMessagesReachTheClient(t *testing.T) {
+	url, _ := notifyingWork(t)
+	gw := serve(t, configWith(TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, TransportStreamableHTTP, "work")))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	var mu sync.Mutex
+	var logs []mcp.JSONRPCNotification
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, n)
+	})
+
+	res := callTool(t, c, "up.work", nil)
+	if res.IsError || textOf(res) != "finished" {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 1 || logs[0].Method != "notifications/message" || logs[0].Params.AdditionalFields["data"] != "started working" {
+		t.Errorf("log messages = %+v, want the remote's one", logs)
+	}
+}
+
+// A client that gives up on a passed-through call ends it on the remote too.
+func TestPassThrough_AnAbandonedCallIsCancelledOnTheRemote(t *testing.T) {
+	url, cancelled := notifyingWork(t)
+	gw := serve(t, configWith(TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, TransportStreamableHTTP, "work")))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = "up.work", map[string]any{"wait": true}
+	if _, err := c.CallTool(ctx, req); err == nil {
+		t.Fatal("the call answered, want it abandoned")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the remote was not told that the call ended")
+	}
+}
