@@ -21,7 +21,7 @@
 //
 //	go run ./hack/bench [-only adapter|gateway|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
-//	                    [-remote-delay 1ms]
+//	                    [-remote-delay 1ms] [-hop]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
 // Each server's connections are served under the pprof label server=adapter,
@@ -44,6 +44,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -116,6 +118,7 @@ const (
 	nameBackend = "backend" // server: the remote tool's HTTP backend (-remote-delay)
 	nameGateway = "gateway" // server and side: the remote's tool through the gateway
 	nameDirect  = "direct"  // side: the remote's tool called directly
+	nameHop     = "hop"     // server and side: a bare reverse proxy in front of the remote (-hop)
 )
 
 // Values of -only.
@@ -136,6 +139,7 @@ type options struct {
 	cpuprofile  string
 	memprofile  string
 	remoteDelay time.Duration
+	hop         bool
 }
 
 // slice is the measured part of one slice; settle is the unmeasured start of each.
@@ -144,10 +148,14 @@ func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.r
 func (o options) settle() time.Duration { return min(maxSettle, o.slice()/5) }
 
 func (o options) comparisons() int {
+	n := 1
 	if o.only == onlyAll {
-		return 2
+		n = 2
 	}
-	return 1
+	if o.hop && o.wants(onlyGateway) {
+		n++
+	}
+	return n
 }
 
 func (o options) wants(name string) bool { return o.only == onlyAll || o.only == name }
@@ -176,6 +184,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
 	flag.BoolVar(&o.auth, "auth", false, "serve the adapter, the remote and the gateway with a bearer token (off by default, as an adapter without bearerTokenFile); every client sends it, the gateway from a header file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
+	flag.BoolVar(&o.hop, "hop", false, "with the gateway comparison, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone, the floor of any gateway")
 	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
 	flag.Parse()
@@ -300,6 +309,20 @@ func run() error {
 			b:       newTarget(nameDirect, remoteURL, toolName),
 			targets: gatewayTargets,
 		})
+		if o.hop {
+			proxyURL, stopProxy, err := startHop(remoteURL)
+			if err != nil {
+				return err
+			}
+			defer stopProxy()
+			comparisons = append(comparisons, comparison{
+				name:    nameHop,
+				title:   fmt.Sprintf("hop/direct: tools/call %s through a bare HTTP reverse proxy (no MCP work) against the direct call: the extra HTTP hop alone; the gateway's targets for reference", toolName),
+				a:       newTarget(nameHop, proxyURL, toolName),
+				b:       newTarget(nameDirect, remoteURL, toolName),
+				targets: gatewayTargets,
+			})
+		}
 	}
 
 	// From here on, the goroutines this one starts, and those they start (the
@@ -522,6 +545,27 @@ func remoteKind(delay time.Duration) string {
 		return " (a template: no work of its own)"
 	}
 	return fmt.Sprintf(" (an HTTP backend that takes %s)", delay)
+}
+
+// startHop serves a reverse proxy to the remote at remoteURL, pooling its connections
+// as the gateway does.
+func startHop(remoteURL string) (string, func(), error) {
+	target, err := url.Parse(remoteURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("hop: %w", err)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.URL.Path = target.Path
+		},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second},
+	}
+	base, stop, err := serveLabelled(nameHop, proxy)
+	if err != nil {
+		return "", nil, err
+	}
+	return base + adapter.PathMCP, stop, nil
 }
 
 // startGateway serves the skill of the remote at remoteURL re-exported, as the

@@ -180,37 +180,38 @@ func (a *answerWriter) stream() {
 	a.w.WriteHeader(http.StatusOK)
 }
 
-func (a *answerWriter) writeEvent(data []byte) {
-	var buf bytes.Buffer
-	buf.Grow(len(data) + 24)
-	buf.WriteString("event: message\ndata: ")
-	buf.Write(data)
-	buf.WriteString("\n\n")
-	_, _ = a.w.Write(buf.Bytes())
+// writeEvent writes one event of mcp-go's event stream whose data is the concatenation
+// of parts, and flushes it.
+func (a *answerWriter) writeEvent(parts ...[]byte) {
+	a.write([]byte("event: message\ndata: "))
+	a.write(parts...)
+	a.write([]byte("\n\n"))
 	if f, ok := a.w.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
+// write writes parts one after the other: the response is buffered, so the remote's
+// result is not copied into a message of its own first.
+func (a *answerWriter) write(parts ...[]byte) {
+	for _, p := range parts {
+		_, _ = a.w.Write(p)
+	}
+}
+
 // answer writes the JSON-RPC response carrying result, which is valid JSON.
 func (a *answerWriter) answer(result json.RawMessage) {
-	var buf bytes.Buffer
-	buf.Grow(len(result) + len(a.id) + 40)
-	buf.WriteString(`{"jsonrpc":"2.0","id":`)
-	buf.Write(a.id)
-	buf.WriteString(`,"result":`)
-	buf.Write(result)
-	buf.WriteByte('}')
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.done = true
+	response := [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), a.id, []byte(`,"result":`), result, []byte("}")}
 	if a.streamed {
-		a.writeEvent(buf.Bytes())
+		a.writeEvent(response...)
 		return
 	}
 	a.w.Header().Set("Content-Type", "application/json")
 	a.w.WriteHeader(http.StatusOK)
-	_, _ = a.w.Write(buf.Bytes())
+	a.write(response...)
 }
 
 func (a *answerWriter) answerResult(result *mcp.CallToolResult) {

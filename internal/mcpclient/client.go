@@ -52,6 +52,7 @@ type Client struct {
 	transport *http.Transport
 	http      *http.Client
 	redactor  Redactor
+	userAgent string
 	nextID    atomic.Int64
 }
 
@@ -74,7 +75,7 @@ func New(opts ClientOptions) (*Client, error) {
 	if opts.ClientName == "" {
 		opts.ClientName, opts.ClientVersion = DefaultClientName, DefaultClientVersion
 	}
-	c := &Client{opts: opts, redactor: NewRedactor(opts.Headers)}
+	c := &Client{opts: opts, redactor: NewRedactor(opts.Headers), userAgent: opts.ClientName + "/" + opts.ClientVersion}
 	invalid := func(detail string) (*Client, error) {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: detail}
 	}
@@ -204,7 +205,7 @@ func tlsHandshakeDetail(err error) (string, bool) {
 // send makes one HTTP request to u with the configured headers. Errors are *Error.
 func (c *Client) send(ctx context.Context, method string, u *url.URL, body []byte, accept, session, protocol, lastEventID string) (*http.Response, error) {
 	req, err := NewRequest(ctx, method, u, body, c.opts.Headers, Headers{Accept: accept, SessionID: session,
-		ProtocolVersion: protocol, LastEventID: lastEventID, UserAgent: c.opts.ClientName + "/" + c.opts.ClientVersion})
+		ProtocolVersion: protocol, LastEventID: lastEventID, UserAgent: c.userAgent})
 	if err != nil {
 		return nil, c.fail(ReasonInvalidConfig, fmt.Sprintf("cannot build the request %s %s: %v", method, Path(u), err), err)
 	}
