@@ -91,7 +91,9 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 		running.hash = hash
 		return l.observation(ss, running), nil
 	}
-	srv, err := adapter.NewServer(cfg, adapter.WithLogger(ctrl.LoggerFrom(ctx)))
+	// The adapter outlives this reconcile: its lines (the audit among them) name the
+	// server, not the reconcile that started it.
+	srv, err := adapter.NewServer(cfg, adapter.WithLogger(ctrl.Log.WithName("local-adapter").WithValues("skillserver", key.String())))
 	if err != nil {
 		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
 	}
