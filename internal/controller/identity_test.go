@@ -119,32 +119,19 @@ func bearer(token string) map[string]string {
 
 // listToolNames lists the tools a caller with this token sees, sorted.
 func listToolNames(ctx context.Context, url, token string) ([]string, error) {
-	trans, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(bearer(token)))
-	if err != nil {
-		return nil, fmt.Errorf("transport: %w", err)
-	}
-	c := client.NewClient(trans, client.WithProtocolVersion("2025-06-18"))
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start client: %w", err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: "2025-06-18", ClientInfo: mcp.Implementation{Name: "cantus-test", Version: "0"},
-	}}); err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
-	}
-	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("tools/list: %w", err)
-	}
-	names := make([]string, 0, len(res.Tools))
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
+	var names []string
+	err := withClient(ctx, url, cantusv1alpha1.TransportStreamableHTTP.String(), bearer(token), func(ctx context.Context, c *client.Client) error {
+		res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		return nil
+	})
 	slices.Sort(names)
-	return names, nil
+	return names, err
 }
 
 func callToolAs(ctx context.Context, url, tool, token string) (*mcp.CallToolResult, error) {

@@ -171,6 +171,18 @@ func callTool(ctx context.Context, url, transportName, tool string, args map[str
 }
 
 func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	err := withClient(ctx, url, transportName, headers, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+		return err
+	})
+	return res, err
+}
+
+// withClient runs use with an initialized mcp-go client of the server at url, pinned to
+// a protocol version that initializes the classic way (the unpinned client probes
+// server/discover first).
+func withClient(ctx context.Context, url, transportName string, headers map[string]string, use func(context.Context, *client.Client) error) error {
 	var trans transport.Interface
 	var err error
 	if transportName == cantusv1alpha1.TransportSSE.String() {
@@ -179,22 +191,22 @@ func callToolWithHeaders(ctx context.Context, url, transportName, tool string, a
 		trans, err = transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("transport: %w", err)
+		return fmt.Errorf("transport: %w", err)
 	}
 	c := client.NewClient(trans, client.WithProtocolVersion("2025-06-18"))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start client: %w", err)
+		return fmt.Errorf("start client: %w", err)
 	}
 	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: "2025-06-18",
 		ClientInfo:      mcp.Implementation{Name: "cantus-test", Version: "0"},
 	}}); err != nil {
-		return nil, fmt.Errorf("initialize: %w", err)
+		return fmt.Errorf("initialize: %w", err)
 	}
-	return c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	return use(ctx, c)
 }
 
 func resultText(r *mcp.CallToolResult) string {
