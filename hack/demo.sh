@@ -186,6 +186,17 @@ YAML
   echo "-- the librarian checks out"
   inspector "${room}" --method tools/call --tool-name checkout_book --tool-arg 'title="Dune"' --header "Authorization: Bearer ${librarian}"
   echo "-- a token for the API server's audience: HTTP $(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $(kubectl create token visitor)" -H 'Content-Type: application/json' -d '{}' "${room}")"
+  echo "-- the visitor's service account is deleted; its token, still unexpired, is refused as the API server would refuse it"
+  kubectl delete serviceaccount visitor
+  local status=""
+  for _ in $(seq 60); do
+    status="$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer ${visitor}" -H 'Content-Type: application/json' \
+      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-06-18' \
+      -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "${room}")"
+    [[ "${status}" == 401 ]] && break
+    sleep 0.5
+  done
+  echo "   the visitor's token now: HTTP ${status}"
 
   say "the demo keeps running"
   cat <<MSG

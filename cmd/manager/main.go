@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -55,24 +56,35 @@ type options struct {
 // keys; a rotated key reaches the adapters within about this long.
 const issuerRefresh = time.Minute
 
+// revocationsRefresh bounds how often deletions of pods and service accounts re-render
+// the servers that accept service-account tokens: a deleted pod's token is refused
+// within about this long (plus the kubelet's ConfigMap sync in the kubernetes runtime).
+const revocationsRefresh = 10 * time.Second
+
 // followServiceAccountIssuer reads the cluster's service-account issuer keys for the
-// servers that accept service-account tokens, and says when they rotate.
-func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, <-chan event.GenericEvent, error) {
+// servers that accept service-account tokens and watches the deletions that revoke
+// tokens, and says when either changed.
+func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
-		return nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
+		return nil, nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
 	}
 	changed := make(chan event.GenericEvent, 1)
-	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: func() {
+	notify := func() {
 		select {
 		case changed <- event.GenericEvent{Object: &cantusv1alpha1.SkillServer{}}:
-		default: // a change is already pending; its reconciles read the newest keys
+		default: // a change is already pending; its reconciles read the newest state
 		}
-	}}
-	if err := mgr.Add(watcher); err != nil {
-		return nil, nil, fmt.Errorf("add the service-account issuer watcher: %w", err)
 	}
-	return watcher, changed, nil
+	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
+	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
+		Every: revocationsRefresh, OnChange: notify}
+	for _, r := range []manager.Runnable{watcher, revocations} {
+		if err := mgr.Add(r); err != nil {
+			return nil, nil, nil, fmt.Errorf("add the service-account issuer watchers: %w", err)
+		}
+	}
+	return watcher, revocations, changed, nil
 }
 
 func main() {
@@ -129,7 +141,7 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	issuer, issuerChanged, err := followServiceAccountIssuer(mgr)
+	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr)
 	if err != nil {
 		return err
 	}
@@ -138,6 +150,7 @@ func run(opts options) error {
 		Runtime:       rt,
 		Recorder:      mgr.GetEventRecorder("cantus-operator"),
 		Issuer:        issuer,
+		Revocations:   revocations,
 		IssuerChanged: issuerChanged,
 	}
 	if opts.verifyServers {

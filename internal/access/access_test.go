@@ -115,6 +115,47 @@ func TestServiceAccountTokens(t *testing.T) {
 	}
 }
 
+// A token bound to a service account or pod the operator saw deleted is refused, as the
+// API server would refuse it; so is one that lives longer than the deletions are
+// remembered.
+func TestServiceAccountTokenBindings(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	limit := adapterconfig.Duration{Duration: 2 * time.Hour}
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: aud, JWKS: cluster.jwks(t),
+		RevokedUIDs: []string{"deleted-account", "deleted-pod"}, MaxTokenLifetime: &limit,
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(accountUID, podUID string) map[string]any {
+		k8s := map[string]any{"namespace": "agents", "serviceaccount": map[string]any{"name": "reader", "uid": accountUID}}
+		if podUID != "" {
+			k8s["pod"] = map[string]any{"name": "reader-0", "uid": podUID}
+		}
+		return map[string]any{"sub": "system:serviceaccount:agents:reader", "kubernetes.io": k8s}
+	}
+	hour := time.Now().Add(time.Hour)
+
+	if _, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, bound("live-account", "live-pod")))); err != nil {
+		t.Errorf("a token of a live account and pod was refused: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		token string
+		says  string
+	}{
+		"deleted account":   {cluster.token(t, aud, hour, bound("deleted-account", "")), "service account was deleted"},
+		"deleted pod":       {cluster.token(t, aud, hour, bound("live-account", "deleted-pod")), "pod it was issued to was deleted"},
+		"valid for 3 hours": {cluster.token(t, aud, time.Now().Add(3*time.Hour), bound("live-account", "")), "longer than the 2h0m0s"},
+	} {
+		_, err := a.Authenticate(requestWith(tc.token))
+		if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: got %v, want ErrInvalidToken saying %q", name, err, tc.says)
+		}
+	}
+}
+
 // The operator hands rotated keys over by Update: tokens of the new key pass at once,
 // those of the retired key no longer do.
 func TestUpdateRotatesIssuerKeys(t *testing.T) {

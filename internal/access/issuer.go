@@ -40,7 +40,8 @@ var signingAlgs = []string{
 
 // issuer verifies the tokens of one JWT issuer.
 type issuer struct {
-	cfg adapterconfig.Issuer
+	cfg     adapterconfig.Issuer
+	revoked map[string]bool
 
 	mu        sync.Mutex
 	verifier  *oidc.IDTokenVerifier
@@ -50,7 +51,10 @@ type issuer struct {
 }
 
 func newIssuer(cfg adapterconfig.Issuer) (*issuer, error) {
-	i := &issuer{cfg: cfg}
+	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs))}
+	for _, uid := range cfg.RevokedUIDs {
+		i.revoked[uid] = true
+	}
 	if len(cfg.JWKS) == 0 {
 		return i, nil // discovered on first need
 	}
@@ -98,9 +102,51 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		return nil, fmt.Errorf("token claims: %w", err)
 	}
 	if i.cfg.Kind == adapterconfig.IssuerServiceAccount {
+		if err := i.checkBinding(token); err != nil {
+			return nil, err
+		}
 		return serviceAccountCaller(token, claims)
 	}
 	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer, Groups: stringsOf(claims["groups"]), Claims: claims}, nil
+}
+
+// checkBinding refuses a service-account token that lives longer than the revocations
+// are remembered, or whose service account or pod was deleted: what the API server
+// checks against its own store, the adapter checks against the deletions the operator
+// saw.
+func (i *issuer) checkBinding(token *oidc.IDToken) error {
+	if limit := i.cfg.MaxTokenLifetime; limit != nil {
+		var times struct {
+			IssuedAt int64 `json:"iat"`
+		}
+		if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
+			return errors.New("token refused: it has no issue time (iat)")
+		}
+		if lifetime := token.Expiry.Sub(time.Unix(times.IssuedAt, 0)); lifetime > limit.Duration {
+			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
+		}
+	}
+	if len(i.revoked) == 0 {
+		return nil
+	}
+	var bound struct {
+		Kubernetes struct {
+			ServiceAccount struct {
+				UID string `json:"uid"`
+			} `json:"serviceaccount"`
+			Pod *struct {
+				UID string `json:"uid"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	_ = token.Claims(&bound)
+	switch {
+	case i.revoked[bound.Kubernetes.ServiceAccount.UID]:
+		return errors.New("token refused: its service account was deleted")
+	case bound.Kubernetes.Pod != nil && i.revoked[bound.Kubernetes.Pod.UID]:
+		return errors.New("token refused: the pod it was issued to was deleted")
+	}
+	return nil
 }
 
 // serviceAccountCaller names the account of a Kubernetes service-account token, in the

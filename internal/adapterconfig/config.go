@@ -89,6 +89,14 @@ type Issuer struct {
 	JWKS json.RawMessage `json:"jwks,omitempty"`
 	// CAFile, when set, is a PEM bundle: the only CAs discovery trusts.
 	CAFile string `json:"caFile,omitempty"`
+	// RevokedUIDs (service-account issuer) are the UIDs of the service accounts and pods
+	// deleted within MaxTokenLifetime, as the operator saw them: a token bound to one of
+	// them is refused, as the API server would refuse it.
+	RevokedUIDs []string `json:"revokedUIDs,omitempty"`
+	// MaxTokenLifetime (service-account issuer), when set, refuses a token that lives
+	// longer (exp - iat): the revocations are remembered that long, so they cover every
+	// token accepted.
+	MaxTokenLifetime *Duration `json:"maxTokenLifetime,omitempty"`
 }
 
 // Authorization is a list of rules; a caller may call a tool when any rule allows it.

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -34,7 +35,20 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.ns, Name: sa.name}})).To(Succeed())
 	}
 	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
-	startManagerVerifying(t, workload.NewLocal(nil), &MCPVerifier{}, func(r *SkillServerReconciler) { r.Issuer = issuer })
+	changed := make(chan event.GenericEvent, 1)
+	revocations := &saissuer.Revocations{Config: restConfig, MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime, Every: 200 * time.Millisecond,
+		OnChange: func() {
+			select {
+			case changed <- event.GenericEvent{Object: &cantusv1alpha1.SkillServer{}}:
+			default:
+			}
+		}}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	t.Cleanup(stopWatching)
+	go func() { _ = revocations.Start(watchCtx) }()
+	startManagerVerifying(t, workload.NewLocal(nil), &MCPVerifier{}, func(r *SkillServerReconciler) {
+		r.Issuer, r.Revocations, r.IssuerChanged = issuer, revocations, changed
+	})
 
 	ss := newSkillServer(ns, "room",
 		templateSkill("search_book", "found: {{ .title }}"),
@@ -95,6 +109,16 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		var needsAuth *transport.AuthorizationRequiredError
 		g.Expect(errors.As(err, &needsAuth)).To(BeTrue(), "mcp-go reads WWW-Authenticate: %v", err)
 		g.Expect(needsAuth.ResourceMetadataURL).To(HaveSuffix("/.well-known/oauth-protected-resource"))
+	})
+	t.Run("a deleted service account's tokens are refused", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(listToolNames(ctx, url, visitor)).To(Equal([]string{"search_book"}))
+		g.Expect(k8sClient.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "visitor"}})).To(Succeed())
+		g.Eventually(func() error {
+			_, err := listToolNames(ctx, url, visitor)
+			return err
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(Or(ContainSubstring("401"), ContainSubstring("authorization required"))))
+		g.Expect(listToolNames(ctx, url, librarian)).To(Equal([]string{"checkout_book", "renew_book", "search_book"}), "other accounts' tokens still pass")
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -44,14 +45,24 @@ type SkillServerReconciler struct {
 	// Issuer gives the cluster's service-account issuer keys to the servers that accept
 	// service-account tokens; nil refuses such servers with IssuerKeysUnavailable.
 	Issuer ServiceAccountIssuer
-	// IssuerChanged, when set, says that the issuer's keys rotated; the servers that
-	// accept service-account tokens are then rendered again.
+	// Revocations, when set, are the service accounts and pods deleted lately, whose
+	// tokens the servers that accept service-account tokens refuse; nil checks no binding.
+	Revocations BindingRevocations
+	// IssuerChanged, when set, says that the issuer's keys rotated or the revocations
+	// changed; the servers that accept service-account tokens are then rendered again.
 	IssuerChanged <-chan event.GenericEvent
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
 type ServiceAccountIssuer interface {
 	Current(ctx context.Context) (saissuer.Keys, error)
+}
+
+// BindingRevocations are the UIDs of the service accounts and pods deleted within the
+// longest token lifetime the servers accept.
+type BindingRevocations interface {
+	UIDs() []string
+	Lifetime() time.Duration
 }
 
 // ToolLister lists the names of the tools an MCP server serves.
@@ -172,6 +183,10 @@ func (r *SkillServerReconciler) renderAuth(ctx context.Context, ss *cantusv1alph
 			return render.Auth{}, fmt.Errorf("read the cluster's service-account issuer keys to check service-account tokens: %w", err)
 		}
 		cluster = adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
+		if r.Revocations != nil {
+			cluster.RevokedUIDs = r.Revocations.UIDs()
+			cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
+		}
 	}
 	return render.RenderAuth(ss, cluster), nil
 }

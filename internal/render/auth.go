@@ -38,8 +38,8 @@ type Auth struct {
 }
 
 // RenderAuth renders spec.auth and spec.authorization. cluster is this cluster's
-// service-account issuer with its keys (URL and JWKS); it is read only when the server
-// accepts service-account tokens.
+// service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
+// read only when the server accepts service-account tokens.
 func RenderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) Auth {
 	spec := ss.Spec.Auth
 	if spec == nil {
@@ -72,10 +72,12 @@ func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.Ser
 		audiences = []string{DefaultServiceAccountAudience(ss)}
 	}
 	return adapterconfig.Issuer{
-		Kind:      adapterconfig.IssuerServiceAccount,
-		URL:       cluster.URL,
-		Audiences: audiences,
-		JWKS:      cluster.JWKS,
+		Kind:             adapterconfig.IssuerServiceAccount,
+		URL:              cluster.URL,
+		Audiences:        audiences,
+		JWKS:             cluster.JWKS,
+		RevokedUIDs:      cluster.RevokedUIDs,
+		MaxTokenLifetime: cluster.MaxTokenLifetime,
 	}
 }
 

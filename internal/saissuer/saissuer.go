@@ -1,7 +1,8 @@
 // Package saissuer follows the cluster's service-account token issuer: its identifier and
-// signing keys, read from the API server's OIDC discovery endpoints. Adapter pods check
-// service-account tokens offline against these keys, so they need no API access; the
-// operator reads the keys and hands them over, and notices when they rotate.
+// signing keys, read from the API server's OIDC discovery endpoints, and the deletions of
+// service accounts and pods that revoke the tokens bound to them. Adapter pods check
+// service-account tokens offline against these, so they need no API access; the
+// operator reads them and hands them over, and notices when they change.
 package saissuer
 
 import (

@@ -1,0 +1,166 @@
+package saissuer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// The API server refuses a service-account token whose service account or pod is gone.
+// Adapters check tokens offline, so the operator watches those deletions and hands the
+// UIDs over; a token may live no longer than they are remembered (MaxTokenLifetime).
+// +kubebuilder:rbac:groups="",resources=pods;serviceaccounts,verbs=list;watch
+
+// DefaultMaxTokenLifetime is how long deletions are remembered, and so the longest a
+// service-account token accepted by an adapter may live: twice the one hour that the
+// kubelet's projected tokens and `kubectl create token` default to.
+const DefaultMaxTokenLifetime = 2 * time.Hour
+
+// Revocations remembers the UIDs of the service accounts and pods deleted within
+// MaxTokenLifetime, and says at most once per Every that they changed.
+type Revocations struct {
+	// Config reaches the API server.
+	Config *rest.Config
+	// MaxTokenLifetime is how long a deletion is remembered.
+	MaxTokenLifetime time.Duration
+	// Every bounds how often OnChange is called: a busy cluster deletes pods every
+	// second, and each change rewrites the config of every server that accepts
+	// service-account tokens.
+	Every time.Duration
+	// OnChange is called after deletions were seen (or forgotten).
+	OnChange func()
+
+	mu      sync.Mutex
+	deleted map[types.UID]time.Time
+	changed bool
+	now     func() time.Time
+}
+
+// UIDs are the UIDs remembered, sorted.
+func (r *Revocations) UIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.deleted))
+	for uid := range r.deleted {
+		out = append(out, string(uid))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lifetime is MaxTokenLifetime.
+func (r *Revocations) Lifetime() time.Duration { return r.MaxTokenLifetime }
+
+func (r *Revocations) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
+}
+
+func (r *Revocations) remember(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deleted == nil {
+		r.deleted = map[types.UID]time.Time{}
+	}
+	r.deleted[uid] = r.clock()
+	r.changed = true
+}
+
+// forget drops what was deleted longer ago than MaxTokenLifetime: every token bound to it
+// has expired or is refused for its lifetime.
+func (r *Revocations) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cutoff := r.clock().Add(-r.MaxTokenLifetime)
+	for uid, at := range r.deleted {
+		if at.Before(cutoff) {
+			delete(r.deleted, uid)
+			r.changed = true
+		}
+	}
+}
+
+func (r *Revocations) takeChanged() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	changed := r.changed
+	r.changed = false
+	return changed
+}
+
+// Start watches deletions of pods and service accounts (their metadata only, cut down
+// to what identifies them) until ctx ends; a manager Runnable.
+func (r *Revocations) Start(ctx context.Context) error {
+	client, err := metadata.NewForConfig(r.Config)
+	if err != nil {
+		return fmt.Errorf("metadata client for pod and service-account deletions: %w", err)
+	}
+	factory := metadatainformer.NewSharedInformerFactory(client, 0)
+	for _, resource := range []string{"pods", "serviceaccounts"} {
+		informer := factory.ForResource(corev1.SchemeGroupVersion.WithResource(resource)).Informer()
+		if err := informer.SetTransform(identityOnly); err != nil {
+			return fmt.Errorf("watch %s: %w", resource, err)
+		}
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: r.onDelete}); err != nil {
+			return fmt.Errorf("watch %s: %w", resource, err)
+		}
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for resource, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		if !synced && ctx.Err() == nil {
+			return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
+	tick := time.NewTicker(r.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			r.forget()
+			if r.takeChanged() && r.OnChange != nil {
+				r.OnChange()
+			}
+		}
+	}
+}
+
+func (r *Revocations) onDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		r.remember(m.GetUID())
+	}
+}
+
+// identityOnly keeps of an object's metadata what the informer and the revocations need,
+// so that watching every pod of the cluster costs little memory.
+func identityOnly(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+	}}, nil
+}

@@ -1,0 +1,100 @@
+package saissuer
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
+)
+
+// Deleting a service account and a pod on a real API server puts their UIDs among the
+// revocations, and OnChange says so; a living one stays out.
+func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	clientset := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var changes atomic.Int32
+	r := &Revocations{Config: cfg, MaxTokenLifetime: time.Hour, Every: 50 * time.Millisecond, OnChange: func() { changes.Add(1) }}
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+
+	accounts := clientset.CoreV1().ServiceAccounts("default")
+	gone, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	living, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "living"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := clientset.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleted only once the watches run, as in a manager that has started.
+	time.Sleep(time.Second)
+	if err := accounts.Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No kubelet runs: a zero grace period removes the pod at once.
+	if err := clientset.CoreV1().Pods("default").Delete(ctx, pod.Name, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	revoked := func(uid types.UID) bool { return slices.Contains(r.UIDs(), string(uid)) }
+	for !revoked(gone.UID) || !revoked(pod.UID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("revocations %v, want the deleted account %s and pod %s", r.UIDs(), gone.UID, pod.UID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if revoked(living.UID) {
+		t.Errorf("the living account %s is among the revocations", living.UID)
+	}
+	for changes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("OnChange was not called")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
+	}
+}
+
+// A deletion is forgotten once MaxTokenLifetime has passed: every token bound to it has
+// expired by then, or was refused for living longer.
+func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
+	r.remember(types.UID("old"))
+	now = now.Add(40 * time.Minute)
+	r.remember(types.UID("recent"))
+	now = now.Add(30 * time.Minute)
+	r.forget()
+	if got := r.UIDs(); !slices.Equal(got, []string{"recent"}) {
+		t.Errorf("UIDs after 70 minutes = %v, want [recent]", got)
+	}
+	if !r.takeChanged() || r.takeChanged() {
+		t.Error("a change is reported once")
+	}
+}
