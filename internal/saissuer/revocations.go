@@ -27,6 +27,12 @@ import (
 // kubelet's projected tokens and `kubectl create token` default to.
 const DefaultMaxTokenLifetime = 2 * time.Hour
 
+// MaxRevocations bounds how many deletions are remembered: the UIDs travel in the config
+// of every server that accepts service-account tokens, which must stay well under a
+// ConfigMap's 1 MiB however fast a tenant deletes pods. Past it the oldest are dropped
+// (their tokens are then accepted until they expire) and a log line says so.
+const MaxRevocations = 5000
+
 // Revocations remembers the UIDs of the service accounts and pods deleted within
 // MaxTokenLifetime, and says at most once per Every that they changed.
 type Revocations struct {
@@ -44,6 +50,7 @@ type Revocations struct {
 	mu      sync.Mutex
 	deleted map[types.UID]time.Time
 	changed bool
+	dropped int // since the last tick
 	now     func() time.Time
 }
 
@@ -78,8 +85,23 @@ func (r *Revocations) remember(uid types.UID) {
 	if r.deleted == nil {
 		r.deleted = map[types.UID]time.Time{}
 	}
+	if len(r.deleted) >= MaxRevocations {
+		r.dropOldestLocked()
+	}
 	r.deleted[uid] = r.clock()
 	r.changed = true
+}
+
+func (r *Revocations) dropOldestLocked() {
+	var oldest types.UID
+	var at time.Time
+	for uid, t := range r.deleted {
+		if oldest == "" || t.Before(at) {
+			oldest, at = uid, t
+		}
+	}
+	delete(r.deleted, oldest)
+	r.dropped++
 }
 
 // forget drops what was deleted longer ago than MaxTokenLifetime: every token bound to it
@@ -96,12 +118,14 @@ func (r *Revocations) forget() {
 	}
 }
 
-func (r *Revocations) takeChanged() bool {
+// takeChanged reports whether anything changed since it was last asked, and how many
+// deletions were dropped for MaxRevocations meanwhile.
+func (r *Revocations) takeChanged() (changed bool, dropped int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	changed := r.changed
-	r.changed = false
-	return changed
+	changed, dropped = r.changed, r.dropped
+	r.changed, r.dropped = false, 0
+	return changed, dropped
 }
 
 // Start watches deletions of pods and service accounts (their metadata only, cut down
@@ -128,7 +152,8 @@ func (r *Revocations) Start(ctx context.Context) error {
 			return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
 		}
 	}
-	ctrl.LoggerFrom(ctx).Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
+	log := ctrl.LoggerFrom(ctx)
+	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
 	tick := time.NewTicker(r.Every)
 	defer tick.Stop()
 	for {
@@ -137,7 +162,12 @@ func (r *Revocations) Start(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			r.forget()
-			if r.takeChanged() && r.OnChange != nil {
+			changed, dropped := r.takeChanged()
+			if dropped > 0 {
+				log.Info("more deletions than can be remembered: the oldest were dropped, and tokens bound to them pass until they expire",
+					"dropped", dropped, "max", MaxRevocations)
+			}
+			if changed && r.OnChange != nil {
 				r.OnChange()
 			}
 		}

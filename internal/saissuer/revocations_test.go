@@ -2,6 +2,7 @@ package saissuer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -94,7 +95,28 @@ func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
 	if got := r.UIDs(); !slices.Equal(got, []string{"recent"}) {
 		t.Errorf("UIDs after 70 minutes = %v, want [recent]", got)
 	}
-	if !r.takeChanged() || r.takeChanged() {
+	if changed, _ := r.takeChanged(); !changed {
+		t.Error("the change was not reported")
+	}
+	if changed, _ := r.takeChanged(); changed {
 		t.Error("a change is reported once")
+	}
+}
+
+// However fast pods are deleted, no more than MaxRevocations are remembered (they travel
+// in every server's config); the oldest go first.
+func TestRevocationsAreBounded(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
+	for i := range MaxRevocations + 10 {
+		now = now.Add(time.Millisecond)
+		r.remember(types.UID(fmt.Sprintf("pod-%05d", i)))
+	}
+	uids := r.UIDs()
+	if len(uids) != MaxRevocations || uids[0] != "pod-00010" {
+		t.Errorf("%d remembered starting at %s, want %d starting at pod-00010", len(uids), uids[0], MaxRevocations)
+	}
+	if _, dropped := r.takeChanged(); dropped != 10 {
+		t.Errorf("dropped %d, want 10", dropped)
 	}
 }
