@@ -26,7 +26,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("adapter server is already serving: a Server serves once")
 	}
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           s.closingWhenShuttingDown(s.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Calls must outlive ctx: its cancellation starts a graceful shutdown, it does
@@ -53,10 +53,9 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	ctx, cancel := context.WithDeadline(context.Background(), began.Add(s.opts.shutdownGrace))
 	defer cancel()
 
+	// From now on every response says Connection: close (closingWhenShuttingDown), so
+	// clients reconnect through the Service and reach a ready replica.
 	s.shuttingDown.Store(true)
-	// From now on every response says Connection: close, so clients reconnect through
-	// the Service and reach a ready replica.
-	srv.SetKeepAlivesEnabled(false)
 	s.log.Info("shutdown began, readiness failing", "drainDelay", s.opts.drainDelay.String(),
 		"shutdownGrace", s.opts.shutdownGrace.String(), "inFlight", s.gate.inFlight())
 
@@ -86,6 +85,19 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	}
 	s.log.Info("shutdown complete", "took", time.Since(began).Round(time.Millisecond).String())
 	return nil
+}
+
+// closingWhenShuttingDown closes each connection after its next answer once shutdown
+// began. Not SetKeepAlivesEnabled(false): that also closes the idle connections at once,
+// and a client sending on one just then gets "server closed idle connection" for a POST,
+// which it cannot retry. Idle connections are closed by Shutdown, after the drain delay.
+func (s *Server) closingWhenShuttingDown(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.shuttingDown.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // waitCallsAnswered returns when no call is in flight and, on the sse transport, the

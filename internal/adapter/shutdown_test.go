@@ -1,8 +1,10 @@
 package adapter
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -205,6 +207,55 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 	})
 	if outcome := receive(t, inFlight, "the in-flight call"); outcome.err != nil {
 		t.Fatalf("in-flight call failed: %v", outcome.err)
+	}
+	if err := receive(t, stopped, "Serve to return"); err != nil {
+		t.Fatalf("Serve = %v, want nil", err)
+	}
+}
+
+// A client whose keep-alive connection was idle when shutdown began can still send its
+// next call on it during the drain delay: it is answered, with Connection: close, instead
+// of finding the connection cut (a POST cannot be retried by the client).
+func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
+	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("quick", objectSchema, "quick")),
+		WithDrainDelay(2*time.Second), WithShutdownGrace(10*time.Second))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.baseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reader := bufio.NewReader(conn)
+	call := func() *http.Response {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"quick","arguments":{}}}`
+		req, _ := http.NewRequest(http.MethodPost, srv.baseURL+PathMCP, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", protocol20250618)
+		if err := req.Write(conn); err != nil {
+			t.Fatalf("write the call: %v", err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(testTimeout))
+		resp, err := http.ReadResponse(reader, req)
+		if err != nil {
+			t.Fatalf("read the answer on the same connection: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := call(); resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("before shutdown: %d, close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.stop() }()
+	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+		status, _ := getStatus(t, srv.baseURL+PathReadyz)
+		return status == http.StatusServiceUnavailable
+	})
+	if resp := call(); resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Errorf("during the drain: %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
 	}
 	if err := receive(t, stopped, "Serve to return"); err != nil {
 		t.Fatalf("Serve = %v, want nil", err)
