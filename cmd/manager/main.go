@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,7 +79,9 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify}
+		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) ([]string, error) {
+			return workload.RevokedUIDsInConfigs(ctx, mgr.GetAPIReader())
+		}}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
 			return nil, nil, nil, fmt.Errorf("add the service-account issuer watchers: %w", err)

@@ -46,12 +46,16 @@ func (s *Server) requireCaller(next http.Handler) http.Handler {
 // protected resource metadata, which names the issuers they can get a token from.
 func (s *Server) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, err error) {
 	challenge := fmt.Sprintf(`Bearer resource_metadata=%q`, baseURL(r)+adapterconfig.PathProtectedResource)
+	say := "unauthorized: send Authorization: Bearer <token>"
 	if errors.Is(err, access.ErrInvalidToken) {
 		challenge += `, error="invalid_token"`
+		// Why stays in the log: the caller learns only that this token does not open
+		// the server, not which check it failed.
+		say = "unauthorized: the bearer token was refused (another audience, expired, unknown, or revoked)"
 		s.log.V(1).Info("refused a bearer token", "reason", err.Error())
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
-	http.Error(w, "unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
+	http.Error(w, say, http.StatusUnauthorized)
 }
 
 // serveProtectedResource describes this server to OAuth clients (RFC 9728); without

@@ -61,7 +61,7 @@ type ServiceAccountIssuer interface {
 // BindingRevocations are the UIDs of the service accounts and pods deleted within the
 // longest token lifetime the servers accept.
 type BindingRevocations interface {
-	UIDs() []string
+	UIDs(ctx context.Context) ([]string, error)
 	Lifetime() time.Duration
 }
 
@@ -184,7 +184,9 @@ func (r *SkillServerReconciler) renderAuth(ctx context.Context, ss *cantusv1alph
 		}
 		cluster = adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
 		if r.Revocations != nil {
-			cluster.RevokedUIDs = r.Revocations.UIDs()
+			if cluster.RevokedUIDs, err = r.Revocations.UIDs(ctx); err != nil {
+				return render.Auth{}, err
+			}
 			cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 		}
 	}

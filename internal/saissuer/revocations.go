@@ -46,6 +46,13 @@ type Revocations struct {
 	Every time.Duration
 	// OnChange is called after deletions were seen (or forgotten).
 	OnChange func()
+	// Recall, when set, returns the UIDs handed over before this operator started (read
+	// back from the configs it rendered), remembered again from now: a restarted
+	// operator then hands over the same list instead of rewriting every config.
+	Recall func(ctx context.Context) ([]string, error)
+
+	loadOnce sync.Once
+	loaded   chan struct{} // closed once Recall answered
 
 	mu      sync.Mutex
 	deleted map[types.UID]time.Time
@@ -54,8 +61,23 @@ type Revocations struct {
 	now     func() time.Time
 }
 
-// UIDs are the UIDs remembered, sorted.
-func (r *Revocations) UIDs() []string {
+// UIDs are the UIDs remembered, sorted; it waits until Start has recalled the earlier
+// ones.
+func (r *Revocations) UIDs(ctx context.Context) ([]string, error) {
+	select {
+	case <-r.loadedChan():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the revoked service accounts and pods: %w", ctx.Err())
+	}
+	return r.remembered(), nil
+}
+
+func (r *Revocations) loadedChan() chan struct{} {
+	r.loadOnce.Do(func() { r.loaded = make(chan struct{}) })
+	return r.loaded
+}
+
+func (r *Revocations) remembered() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]string, 0, len(r.deleted))
@@ -131,6 +153,8 @@ func (r *Revocations) takeChanged() (changed bool, dropped int) {
 // Start watches deletions of pods and service accounts (their metadata only, cut down
 // to what identifies them) until ctx ends; a manager Runnable.
 func (r *Revocations) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx)
+	r.recall(ctx)
 	client, err := metadata.NewForConfig(r.Config)
 	if err != nil {
 		return fmt.Errorf("metadata client for pod and service-account deletions: %w", err)
@@ -152,7 +176,6 @@ func (r *Revocations) Start(ctx context.Context) error {
 			return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
 		}
 	}
-	log := ctrl.LoggerFrom(ctx)
 	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
 	tick := time.NewTicker(r.Every)
 	defer tick.Stop()
@@ -172,6 +195,24 @@ func (r *Revocations) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// recall remembers the UIDs handed over before, then lets UIDs answer. A failure is
+// logged, not fatal: the list then starts empty, as on a first start.
+func (r *Revocations) recall(ctx context.Context) {
+	defer close(r.loadedChan())
+	if r.Recall == nil {
+		return
+	}
+	uids, err := r.Recall(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "could not read back the revoked service accounts and pods; the list starts empty")
+		return
+	}
+	for _, uid := range uids {
+		r.remember(types.UID(uid))
+	}
+	r.takeChanged() // what the configs already hold is no news
 }
 
 func (r *Revocations) onDelete(obj any) {

@@ -60,10 +60,10 @@ func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(20 * time.Second)
-	revoked := func(uid types.UID) bool { return slices.Contains(r.UIDs(), string(uid)) }
+	revoked := func(uid types.UID) bool { return slices.Contains(r.remembered(), string(uid)) }
 	for !revoked(gone.UID) || !revoked(pod.UID) {
 		if time.Now().After(deadline) {
-			t.Fatalf("revocations %v, want the deleted account %s and pod %s", r.UIDs(), gone.UID, pod.UID)
+			t.Fatalf("revocations %v, want the deleted account %s and pod %s", r.remembered(), gone.UID, pod.UID)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -92,7 +92,7 @@ func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
 	r.remember(types.UID("recent"))
 	now = now.Add(30 * time.Minute)
 	r.forget()
-	if got := r.UIDs(); !slices.Equal(got, []string{"recent"}) {
+	if got := r.remembered(); !slices.Equal(got, []string{"recent"}) {
 		t.Errorf("UIDs after 70 minutes = %v, want [recent]", got)
 	}
 	if changed, _ := r.takeChanged(); !changed {
@@ -112,11 +112,32 @@ func TestRevocationsAreBounded(t *testing.T) {
 		now = now.Add(time.Millisecond)
 		r.remember(types.UID(fmt.Sprintf("pod-%05d", i)))
 	}
-	uids := r.UIDs()
+	uids := r.remembered()
 	if len(uids) != MaxRevocations || uids[0] != "pod-00010" {
 		t.Errorf("%d remembered starting at %s, want %d starting at pod-00010", len(uids), uids[0], MaxRevocations)
 	}
 	if _, dropped := r.takeChanged(); dropped != 10 {
 		t.Errorf("dropped %d, want 10", dropped)
+	}
+}
+
+// A restarted operator remembers what the configs it rendered before already hold, as
+// no news, and UIDs waits for that.
+func TestRevocationsRecallWhatWasHandedOver(t *testing.T) {
+	r := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) ([]string, error) {
+		return []string{"pod-b", "account-a"}, nil
+	}}
+	early, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.UIDs(early); err == nil {
+		t.Fatal("UIDs answered before the earlier revocations were recalled")
+	}
+	r.recall(context.Background())
+	got, err := r.UIDs(context.Background())
+	if err != nil || !slices.Equal(got, []string{"account-a", "pod-b"}) {
+		t.Errorf("UIDs = %v, %v; want [account-a pod-b]", got, err)
+	}
+	if changed, _ := r.takeChanged(); changed {
+		t.Error("what the configs already hold was reported as a change")
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -440,4 +442,28 @@ func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.Netw
 		panic(fmt.Sprintf("NetworkPolicyPeer does not round-trip through JSON: %v", err))
 	}
 	return out
+}
+
+// RevokedUIDsInConfigs reads back the revoked UIDs that the adapter configs in the
+// cluster carry, so that a restarted operator hands the adapters the same list instead of
+// forgetting it (and rewriting every config that holds one).
+func RevokedUIDsInConfigs(ctx context.Context, reader client.Reader) ([]string, error) {
+	var list corev1.ConfigMapList
+	if err := reader.List(ctx, &list, client.MatchingLabels{LabelManagedBy: FieldOwner}); err != nil {
+		return nil, fmt.Errorf("list the adapter configs: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, cm := range list.Items {
+		var cfg adapterconfig.Config
+		data, ok := cm.Data[adapterconfig.ConfigFileName]
+		if !ok || json.Unmarshal([]byte(data), &cfg) != nil || cfg.Auth == nil {
+			continue
+		}
+		for _, issuer := range cfg.Auth.Issuers {
+			for _, uid := range issuer.RevokedUIDs {
+				seen[uid] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
