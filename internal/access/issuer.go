@@ -260,19 +260,23 @@ func (i *issuer) sameConfig(cfg adapterconfig.Issuer) bool {
 // unverifiedIssuer reads a JWT's "iss" without checking anything, only to pick the
 // issuer that will check it.
 func unverifiedIssuer(raw string) (string, bool) {
-	parts := strings.Split(raw, ".")
-	if len(parts) != 3 {
-		return "", false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return "", false
-	}
 	var claims struct {
 		Iss string `json:"iss"`
 	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Iss == "" {
+	if !UnverifiedClaims(raw, &claims) || claims.Iss == "" {
 		return "", false
 	}
 	return claims.Iss, true
+}
+
+// UnverifiedClaims decodes a JWT's claims (into the value given) without checking the signature: for
+// choosing who checks it, or for a token something else has already checked (the
+// catalog's, by TokenReview). It is false for anything that is not a JWT.
+func UnverifiedClaims(raw string, into any) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && json.Unmarshal(payload, into) == nil
 }

@@ -240,23 +240,12 @@ func TestBearerTokenFileRotates(t *testing.T) {
 		return postRPC(t, srv.baseURL+PathMCP, bearerHeader(token), initializeMessage(protocol20250618)).status == http.StatusOK
 	}
 	write("old-token\nnew-token\n")
-	waitUntil(t, func() bool { return accepted("new-token") }, "the new token to be accepted")
+	eventually(t, 10*time.Second, "the new token to be accepted", func() bool { return accepted("new-token") })
 	if !accepted("old-token") {
 		t.Error("the old token stopped working while both are in the file")
 	}
 	write("new-token\n")
-	waitUntil(t, func() bool { return !accepted("old-token") }, "the old token to be refused")
-}
-
-func waitUntil(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the old token to be refused", func() bool { return !accepted("old-token") })
 }
 
 func grepLines(text, fragment string) string {

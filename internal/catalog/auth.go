@@ -2,8 +2,6 @@ package catalog
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -142,13 +140,8 @@ func callerOf(user authnv1.UserInfo, token string) *access.Caller {
 const serviceAccountUserPrefix = "system:serviceaccount:"
 
 func unverifiedClaims(token string) map[string]any {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return map[string]any{}
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	claims := map[string]any{}
-	if err != nil || json.Unmarshal(payload, &claims) != nil {
+	if !access.UnverifiedClaims(token, &claims) {
 		return map[string]any{}
 	}
 	return claims

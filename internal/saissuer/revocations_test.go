@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 )
@@ -49,8 +50,9 @@ func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Deleted only once the watches run, as in a manager that has started.
-	time.Sleep(time.Second)
+	// Deleted only once the watches run, as in a manager that has started: a deletion
+	// before the informers' first list is never seen.
+	waitWatching(t, ctx, r, accounts)
 	if err := accounts.Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +82,28 @@ func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Start: %v", err)
 	}
+}
+
+// waitWatching returns once r sees deletions: it deletes canary accounts until one of
+// them is remembered.
+func waitWatching(t *testing.T, ctx context.Context, r *Revocations, accounts typedcorev1.ServiceAccountInterface) {
+	t.Helper()
+	for i := range 40 {
+		canary, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("canary-%d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := accounts.Delete(ctx, canary.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			if slices.Contains(r.remembered(), string(canary.UID)) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Fatal("the revocations never saw a deletion")
 }
 
 // A deletion is forgotten once MaxTokenLifetime has passed: every token bound to it has
