@@ -49,7 +49,7 @@ type ClientOptions struct {
 type Client struct {
 	opts      ClientOptions
 	url       *url.URL
-	transport *http.Transport
+	transport *Transport
 	http      *http.Client
 	redactor  Redactor
 	userAgent string

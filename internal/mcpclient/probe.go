@@ -298,7 +298,7 @@ func acceptableVersion(v string) bool {
 type prober struct {
 	opts            Options
 	url             *url.URL
-	transport       *http.Transport
+	transport       *Transport
 	client          *http.Client
 	redactor        Redactor
 	budget          time.Duration // what the handshake had: Timeout, or less if ctx ended first

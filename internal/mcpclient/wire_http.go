@@ -36,9 +36,9 @@ var ErrNoCertificate = errors.New("the CA bundle holds no PEM certificate")
 
 // NewTransport builds an HTTP transport for an MCP server: no proxy from the
 // environment (the server is the address the caller named and, with Dial, checked),
-// TLS 1.2 or newer, HTTP/2 when the server offers it, and response headers of at
+// TLS 1.2 or newer, HTTP/2 when an https server offers it, and response headers of at
 // most 64 KiB. Its only error is ErrNoCertificate.
-func NewTransport(cfg TransportConfig) (*http.Transport, error) {
+func NewTransport(cfg TransportConfig) (*Transport, error) {
 	dial := cfg.Dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -51,17 +51,29 @@ func NewTransport(cfg TransportConfig) (*http.Transport, error) {
 		}
 		tlsConfig.RootCAs = pool
 	}
-	return &http.Transport{
-		Proxy:                  nil,
-		DialContext:            dial,
-		TLSClientConfig:        tlsConfig,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           cfg.MaxIdleConns,
-		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:        cfg.IdleConnTimeout,
-		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
-		MaxResponseHeaderBytes: 64 << 10,
-	}, nil
+	t := &Transport{
+		tls: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            dial,
+			TLSClientConfig:        tlsConfig,
+			ForceAttemptHTTP2:      true,
+			MaxIdleConns:           cfg.MaxIdleConns,
+			MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
+			IdleConnTimeout:        cfg.IdleConnTimeout,
+			TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
+			MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		},
+		dial:           dial,
+		idleTimeout:    cfg.IdleConnTimeout,
+		maxIdlePerHost: cfg.MaxIdleConnsPerHost,
+	}
+	if t.idleTimeout <= 0 {
+		t.idleTimeout = defaultIdleTimeout
+	}
+	if t.maxIdlePerHost <= 0 {
+		t.maxIdlePerHost = defaultMaxIdlePerHost
+	}
+	return t, nil
 }
 
 // ParseEndpoint parses the URL of an MCP server: http or https, with a host and

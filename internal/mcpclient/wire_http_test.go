@@ -21,10 +21,14 @@ func TestNewTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Proxy != nil || !tr.ForceAttemptHTTP2 || tr.MaxResponseHeaderBytes != 64<<10 || tr.TLSClientConfig.MinVersion != tls.VersionTLS12 ||
-		tr.TLSClientConfig.RootCAs != nil || tr.IdleConnTimeout != time.Minute || tr.MaxIdleConns != 8 || tr.MaxIdleConnsPerHost != 2 ||
-		tr.TLSHandshakeTimeout != time.Second || tr.DialContext == nil {
-		t.Errorf("transport settings: %+v", tr)
+	https := tr.tls
+	if https.Proxy != nil || !https.ForceAttemptHTTP2 || https.MaxResponseHeaderBytes != 64<<10 || https.TLSClientConfig.MinVersion != tls.VersionTLS12 ||
+		https.TLSClientConfig.RootCAs != nil || https.IdleConnTimeout != time.Minute || https.MaxIdleConns != 8 || https.MaxIdleConnsPerHost != 2 ||
+		https.TLSHandshakeTimeout != time.Second || https.DialContext == nil {
+		t.Errorf("https transport settings: %+v", https)
+	}
+	if tr.idleTimeout != time.Minute || tr.maxIdlePerHost != 2 || tr.dial == nil {
+		t.Errorf("plain-HTTP pool settings: idle timeout %s, %d idle per host", tr.idleTimeout, tr.maxIdlePerHost)
 	}
 
 	if _, err := NewTransport(TransportConfig{CABundle: []byte("not PEM")}); !errors.Is(err, ErrNoCertificate) {

@@ -1,0 +1,279 @@
+package mcpclient
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawServer answers each request read on a connection with answer(conn, request
+// number on that connection), written as is; it counts the connections it accepted,
+// and reports on ended each connection the client closed.
+type rawServer struct {
+	url      string
+	accepted atomic.Int32
+	ended    chan struct{}
+}
+
+func startRawServer(t *testing.T, answer func(c net.Conn, n int) (keepOpen bool)) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	s := &rawServer{url: "http://" + ln.Addr().String() + "/mcp", ended: make(chan struct{}, 100)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			go func() {
+				defer func() { _ = c.Close() }()
+				br := bufio.NewReader(c)
+				for n := 1; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						s.ended <- struct{}{}
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if !answer(c, n) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return s
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+func newTestTransport(t *testing.T, idle time.Duration) *Transport {
+	t.Helper()
+	tr, err := NewTransport(TransportConfig{IdleConnTimeout: idle, MaxIdleConnsPerHost: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// post sends a POST through tr and returns the answer's body.
+func post(ctx context.Context, tr http.RoundTripper, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		return "", err
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	return string(data), err
+}
+
+func TestPoolKeepsConnectionsAlive(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	tr := newTestTransport(t, time.Minute)
+	for i := range 5 {
+		if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
+			t.Fatalf("request %d: %q, %v", i, body, err)
+		}
+	}
+	if got := srv.accepted.Load(); got != 1 {
+		t.Errorf("5 requests one after the other used %d connections, want 1", got)
+	}
+}
+
+func TestPoolDialsAgainWhenTheServerClosedTheIdleConnection(t *testing.T) {
+	t.Parallel()
+	// The server answers one request per connection and closes it without saying
+	// Connection: close, as a server does when its idle timeout strikes.
+	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return false })
+	tr := newTestTransport(t, time.Minute)
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond) // the server's FIN arrives
+		}
+		if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
+			t.Fatalf("request %d after the server closed the kept connection: %q, %v", i, body, err)
+		}
+	}
+	if got := srv.accepted.Load(); got != 3 {
+		t.Errorf("accepted %d connections, want 3", got)
+	}
+}
+
+func TestPoolDropsConnectionsAfterConnectionClose(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}")
+		return true // but keeps the connection open: the client must not reuse it
+	})
+	tr := newTestTransport(t, time.Minute)
+	for i := range 2 {
+		if _, err := post(context.Background(), tr, srv.url); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if got := srv.accepted.Load(); got != 2 {
+		t.Errorf("accepted %d connections, want 2: an answer with Connection: close ends its connection", got)
+	}
+}
+
+func TestPoolClosesIdleConnectionsAfterTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	tr := newTestTransport(t, 50*time.Millisecond)
+	if _, err := post(context.Background(), tr, srv.url); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection was still open 5s after a 50ms idle timeout")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.idle) != 0 || tr.sweep != nil {
+		t.Errorf("the pool still holds %d hosts' connections (sweep armed: %v)", len(tr.idle), tr.sweep != nil)
+	}
+}
+
+func TestPoolRefusesHugeHeaders(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Filler: ")
+		filler := strings.Repeat("a", 32<<10)
+		for range 1 << 10 { // 32 MiB of one header unless the client stops reading
+			if _, err := io.WriteString(c, filler); err != nil {
+				return false
+			}
+		}
+		return false
+	})
+	tr := newTestTransport(t, time.Minute)
+	_, err := post(context.Background(), tr, srv.url)
+	if !errors.Is(err, errHeadersTooLarge) {
+		t.Fatalf("an answer with endless headers: %v, want %v", err, errHeadersTooLarge)
+	}
+}
+
+func TestPoolCancelledRequestEndsPromptlyAndIsNotReused(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var held atomic.Bool
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		if held.CompareAndSwap(false, true) { // the first request only
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		_, _ = io.WriteString(c, okAnswer)
+		return true
+	})
+	defer close(release)
+	tr := newTestTransport(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := post(ctx, tr, srv.url)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a request whose context expired: %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the expired request returned after %s", took)
+	}
+	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
+		t.Fatalf("the next request: %q, %v", body, err)
+	}
+	if got := srv.accepted.Load(); got != 2 {
+		t.Errorf("accepted %d connections, want 2: the interrupted connection is not reused", got)
+	}
+}
+
+func TestPoolBodyClosedEarlyClosesItsConnection(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
+		return true
+	})
+	tr := newTestTransport(t, time.Minute)
+	req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resp.Body.Read(make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close() // 7 bytes unread: they must not become the next answer
+	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "0123456789" {
+		t.Fatalf("the request after a body closed early: %q, %v", body, err)
+	}
+	if got := srv.accepted.Load(); got != 2 {
+		t.Errorf("accepted %d connections, want 2", got)
+	}
+}
+
+func TestPoolSkipsInformationalAnswers(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"+okAnswer)
+		return true
+	})
+	tr := newTestTransport(t, time.Minute)
+	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
+		t.Fatalf("an answer after 103: %q, %v", body, err)
+	}
+}
+
+// TestPoolServesConcurrentRequests runs requests from many goroutines against a
+// net/http server; with -race it checks the pool's locking.
+func TestPoolServesConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = fmt.Fprint(w, r.URL.Query().Get("n"))
+	}))
+	t.Cleanup(srv.Close)
+	tr := newTestTransport(t, time.Minute)
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			for i := range 50 {
+				want := fmt.Sprint(g*1000 + i)
+				body, err := post(context.Background(), tr, srv.URL+"/?n="+want)
+				if err == nil && body != want {
+					err = fmt.Errorf("answer %q to request %s", body, want)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
