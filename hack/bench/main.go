@@ -66,6 +66,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // The skill under test: greet_reader of config/samples/cantus_v1alpha1_skillserver.yaml.
@@ -547,10 +548,15 @@ func remoteKind(delay time.Duration) string {
 	return fmt.Sprintf(" (an HTTP backend that takes %s)", delay)
 }
 
-// startHop serves a reverse proxy to the remote at remoteURL, pooling its connections
-// as the gateway does.
+// startHop serves a reverse proxy to the remote at remoteURL, over the transport the
+// gateway's MCP client uses (mcpclient.Transport), so that the two differ only in the
+// gateway's MCP work.
 func startHop(remoteURL string) (string, func(), error) {
 	target, err := url.Parse(remoteURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("hop: %w", err)
+	}
+	transport, err := mcpclient.NewTransport(mcpclient.TransportConfig{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second})
 	if err != nil {
 		return "", nil, fmt.Errorf("hop: %w", err)
 	}
@@ -559,7 +565,8 @@ func startHop(remoteURL string) (string, func(), error) {
 			r.SetURL(target)
 			r.Out.URL.Path = target.Path
 		},
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second},
+		Transport:  transport,
+		BufferPool: &copyBuffers{},
 	}
 	base, stop, err := serveLabelled(nameHop, proxy)
 	if err != nil {
@@ -567,6 +574,19 @@ func startHop(remoteURL string) (string, func(), error) {
 	}
 	return base + adapter.PathMCP, stop, nil
 }
+
+// copyBuffers keeps the reverse proxy's copy buffers for reuse, which it would
+// otherwise allocate per request (32 KiB each).
+type copyBuffers struct{ pool sync.Pool }
+
+func (b *copyBuffers) Get() []byte {
+	if buf, ok := b.pool.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
 
 // startGateway serves the skill of the remote at remoteURL re-exported, as the
 // controller renders a SkillServer whose spec.imports names a RemoteToolImport: a tool

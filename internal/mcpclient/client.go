@@ -204,12 +204,24 @@ func tlsHandshakeDetail(err error) (string, bool) {
 
 // send makes one HTTP request to u with the configured headers. Errors are *Error.
 func (c *Client) send(ctx context.Context, method string, u *url.URL, body []byte, accept, session, protocol, lastEventID string) (*http.Response, error) {
-	req, err := NewRequest(ctx, method, u, body, c.opts.Headers, Headers{Accept: accept, SessionID: session,
-		ProtocolVersion: protocol, LastEventID: lastEventID, UserAgent: c.userAgent})
+	newRequest := func() (*http.Request, error) {
+		return NewRequest(ctx, method, u, body, c.opts.Headers, Headers{Accept: accept, SessionID: session,
+			ProtocolVersion: protocol, LastEventID: lastEventID, UserAgent: c.userAgent})
+	}
+	req, err := newRequest()
 	if err != nil {
 		return nil, c.fail(ReasonInvalidConfig, fmt.Sprintf("cannot build the request %s %s: %v", method, Path(u), err), err)
 	}
-	resp, err := c.http.Do(req)
+	// http.Client, which follows redirects as checkRedirect says, copies every
+	// request's headers in case one is redirected; a gateway sends a request per call,
+	// so only a request that is redirected is sent again through it.
+	resp, err := c.transport.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect) {
+		DrainAndClose(resp.Body)
+		if req, err = newRequest(); err == nil {
+			resp, err = c.http.Do(req)
+		}
+	}
 	if err != nil {
 		return nil, c.classify(ctx, err, "the answer to "+method+" "+Path(u))
 	}

@@ -333,7 +333,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 	step := "the answer to " + method + " from POST " + Path(s.endpoint)
 	switch mt := MediaType(resp); mt {
 	case ContentTypeJSON:
-		data, err := io.ReadAll(&LimitedReader{R: resp.Body, Max: s.c.opts.MaxMessageBytes})
+		data, err := ReadBody(resp, s.c.opts.MaxMessageBytes)
 		if err != nil {
 			return nil, s.c.classify(ctx, err, step)
 		}

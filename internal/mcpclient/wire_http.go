@@ -161,10 +161,13 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	// u is parsed already; NewRequest would print it and parse it again.
+	req, err := http.NewRequestWithContext(ctx, method, "/", rd)
 	if err != nil {
 		return nil, err
 	}
+	target := *u
+	req.URL, req.Host = &target, u.Host
 	// Every request of a gateway's calls passes here: the values share one backing
 	// array, instead of one allocation per header.
 	const own = 6
@@ -242,6 +245,22 @@ func (l *LimitedReader) Read(b []byte) (int, error) {
 		return n, ErrTooLarge
 	}
 	return n, err
+}
+
+// ReadBody reads resp's body, at most max bytes (ErrTooLarge beyond), into a buffer
+// of the announced length when there is one.
+func ReadBody(resp *http.Response, max int64) ([]byte, error) {
+	body := &LimitedReader{R: resp.Body, Max: max}
+	if resp.ContentLength <= 0 || resp.ContentLength > max {
+		return io.ReadAll(body)
+	}
+	data := make([]byte, resp.ContentLength)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return nil, err
+	}
+	// Reading on to the body's end gives its connection back to the pool.
+	_, _ = body.Read(make([]byte, 1))
+	return data, nil
 }
 
 // Origin is u's scheme and host: "https://host:8443".

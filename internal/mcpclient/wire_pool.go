@@ -68,7 +68,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = &pooledBody{body: resp.Body, t: t, pc: pc, addr: addr, stop: stop, keep: !resp.Close && !req.Close}
+	body := &pooledBody{body: resp.Body, t: t, pc: pc, addr: addr, stop: stop, keep: !resp.Close && !req.Close}
+	if resp.Body == http.NoBody {
+		// Nothing to read (202 Accepted to a notification): the connection is free now,
+		// whether or not the caller reads the empty body.
+		body.end()
+		return resp, nil
+	}
+	resp.Body = body
 	return resp, nil
 }
 
@@ -300,14 +307,22 @@ type pooledBody struct {
 
 func (b *pooledBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
-	if err == io.EOF && b.ended.CompareAndSwap(false, true) {
-		if b.stop() && b.keep {
-			b.t.putIdle(b.addr, b.pc)
-		} else {
-			_ = b.pc.Close()
-		}
+	if err == io.EOF {
+		b.end()
 	}
 	return n, err
+}
+
+// end gives the connection back once the answer was read to its end.
+func (b *pooledBody) end() {
+	if !b.ended.CompareAndSwap(false, true) {
+		return
+	}
+	if b.stop() && b.keep {
+		b.t.putIdle(b.addr, b.pc)
+	} else {
+		_ = b.pc.Close()
+	}
 }
 
 func (b *pooledBody) Close() error {

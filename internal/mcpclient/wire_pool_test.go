@@ -100,6 +100,26 @@ func TestPoolKeepsConnectionsAlive(t *testing.T) {
 	}
 }
 
+func TestPoolReusesTheConnectionOfAnEmptyAnswerClosedUnread(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+		return true
+	})
+	tr := newTestTransport(t, time.Minute)
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notification %d: %v", i, err)
+		}
+		_ = resp.Body.Close()
+	}
+	if got := srv.accepted.Load(); got != 1 {
+		t.Errorf("3 notifications answered 202 without a body used %d connections, want 1", got)
+	}
+}
+
 func TestPoolDialsAgainWhenTheServerClosedTheIdleConnection(t *testing.T) {
 	t.Parallel()
 	// The server answers one request per connection and closes it without saying
@@ -275,5 +295,32 @@ func TestPoolServesConcurrentRequests(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestReadBodyReadsToTheEndAndKeepsTheLimit(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	tr := newTestTransport(t, time.Minute)
+	roundTrip := func() *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	for i := range 3 {
+		if data, err := ReadBody(roundTrip(), 1024); err != nil || string(data) != "{}" {
+			t.Fatalf("answer %d: %q, %v", i, data, err)
+		}
+	}
+	if got := srv.accepted.Load(); got != 1 {
+		t.Errorf("3 answers read by ReadBody used %d connections, want 1: it reads on to the body's end", got)
+	}
+	if _, err := ReadBody(roundTrip(), 1); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a 2-byte answer with a 1-byte limit: %v, want ErrTooLarge", err)
 	}
 }
