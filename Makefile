@@ -80,7 +80,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test run
 
 .PHONY: bench
 bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server, the gateway beside a direct call (also to a remote tool that takes 1 ms), and the memory tool's ops/s.
-	go run ./hack/bench
+	go run ./hack/bench -hop
 	go run ./hack/bench -only gateway -remote-delay 1ms
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
 

@@ -13,7 +13,9 @@
 // client: mcp-go's client reads answers without a size bound, follows no caller
 // redirect policy and reports failures as wrapped strings, while every message here is
 // bounded, every connection goes through the caller's dialer, header values never
-// appear in an error, and every failure is an *Error with a precise Reason.
+// appear in an error, and every failure is an *Error with a precise Reason. Plain-HTTP
+// exchanges run on the caller's goroutine over the package's own pool of kept-alive
+// connections (Transport); https goes through net/http's Transport.
 package mcpclient
 
 import (

@@ -247,11 +247,11 @@ func (l *LimitedReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// ReadBody reads resp's body, at most max bytes (ErrTooLarge beyond), into a buffer
+// ReadBody reads resp's body, at most limit bytes (ErrTooLarge beyond), into a buffer
 // of the announced length when there is one.
-func ReadBody(resp *http.Response, max int64) ([]byte, error) {
-	body := &LimitedReader{R: resp.Body, Max: max}
-	if resp.ContentLength <= 0 || resp.ContentLength > max {
+func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
+	body := &LimitedReader{R: resp.Body, Max: limit}
+	if resp.ContentLength <= 0 || resp.ContentLength > limit {
 		return io.ReadAll(body)
 	}
 	data := make([]byte, resp.ContentLength)
