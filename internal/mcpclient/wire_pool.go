@@ -103,6 +103,10 @@ func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
 	t.mu.Unlock()
 	for _, conns := range idle {
 		for _, pc := range conns {
