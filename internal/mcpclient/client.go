@@ -162,6 +162,9 @@ func (c *Client) classify(ctx context.Context, err error, step string) *Error {
 	if errors.Is(err, ErrTooLarge) {
 		return c.fail(ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes", step, c.opts.MaxMessageBytes), err)
 	}
+	if HeadersTooLarge(err) {
+		return c.fail(ReasonResponseTooLarge, fmt.Sprintf("the headers of %s are larger than %d bytes", step, maxResponseHeaderBytes), err)
+	}
 	var out *Error
 	var dnsErr *net.DNSError
 	switch {

@@ -3,6 +3,7 @@ package mcpclient_test
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -337,6 +338,46 @@ func TestFaultConnectionDropped(t *testing.T) {
 	t.Cleanup(streamEnds.Close)
 	_, err = Probe(testContext(t), Options{URL: streamEnds.URL + "/mcp"})
 	requireReason(t, err, ReasonConnectionDropped)
+}
+
+// TestFaultHeadersTooLarge: an answer whose headers do not end, to the probe and to the
+// gateway's client, over plain HTTP (the client's own pool) and over https
+// (net/http's Transport).
+func TestFaultHeadersTooLarge(t *testing.T) {
+	t.Parallel()
+	endless := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nX-Filler: ")
+		for range 64 { // 2 MiB of one header unless the client stops reading
+			if _, err := buf.WriteString(strings.Repeat("a", 32<<10)); err != nil || buf.Flush() != nil {
+				return
+			}
+		}
+	})
+	plain := httptest.NewServer(endless)
+	t.Cleanup(plain.Close)
+	tlsServer := httptest.NewTLSServer(endless)
+	t.Cleanup(tlsServer.Close)
+	bundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsServer.Certificate().Raw})
+	for _, endpoint := range []string{plain.URL + "/mcp", tlsServer.URL + "/mcp"} {
+		_, err := Probe(testContext(t), Options{URL: endpoint, CABundle: bundle})
+		requireReason(t, err, ReasonResponseTooLarge)
+
+		c, err := New(ClientOptions{URL: endpoint, CABundle: bundle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Connect(testContext(t))
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != ReasonResponseTooLarge {
+			t.Errorf("the gateway's client against %s: %v, want reason %s", endpoint, err, ReasonResponseTooLarge)
+		}
+	}
 }
 
 func TestFaultInitializeFailed(t *testing.T) {

@@ -52,7 +52,7 @@ func (p *prober) classify(ctx context.Context, err error, step string) *Error {
 	if errors.Is(err, ErrTooLarge) {
 		return p.fail(ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes (MaxMessageBytes)", step, p.opts.MaxMessageBytes), err)
 	}
-	if strings.Contains(err.Error(), "response headers exceeded") {
+	if HeadersTooLarge(err) {
 		return p.fail(ReasonResponseTooLarge, fmt.Sprintf("the response headers of %s are too large", step), err)
 	}
 

@@ -41,6 +41,12 @@ func DialTarget(err error, fallback string) string {
 	return fallback
 }
 
+// HeadersTooLarge reports whether err is an answer's headers exceeding 64 KiB, as the
+// plain-HTTP pool or net/http's Transport (https) says it.
+func HeadersTooLarge(err error) bool {
+	return errors.Is(err, errHeadersTooLarge) || strings.Contains(err.Error(), "response headers exceeded")
+}
+
 // IsConnectionDrop reports whether err is the connection ending early: EOF, a reset,
 // a broken pipe, an abort.
 func IsConnectionDrop(err error) bool {

@@ -86,18 +86,30 @@ func post(ctx context.Context, tr http.RoundTripper, url string) (string, error)
 	return string(data), err
 }
 
+// mustPost sends a POST through tr and fails the test unless the answer's body is want.
+func mustPost(t *testing.T, tr http.RoundTripper, url, want, what string) {
+	t.Helper()
+	if body, err := post(context.Background(), tr, url); err != nil || body != want {
+		t.Fatalf("%s: %q, %v; want %q", what, body, err, want)
+	}
+}
+
+// wantConnections fails the test unless the server accepted n connections.
+func (s *rawServer) wantConnections(t *testing.T, n int32, why string) {
+	t.Helper()
+	if got := s.accepted.Load(); got != n {
+		t.Errorf("the server accepted %d connections, want %d: %s", got, n, why)
+	}
+}
+
 func TestPoolKeepsConnectionsAlive(t *testing.T) {
 	t.Parallel()
 	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
 	tr := newTestTransport(t, time.Minute)
 	for i := range 5 {
-		if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
-			t.Fatalf("request %d: %q, %v", i, body, err)
-		}
+		mustPost(t, tr, srv.url, "{}", fmt.Sprintf("request %d", i))
 	}
-	if got := srv.accepted.Load(); got != 1 {
-		t.Errorf("5 requests one after the other used %d connections, want 1", got)
-	}
+	srv.wantConnections(t, 1, "5 requests one after the other share one")
 }
 
 func TestPoolReusesTheConnectionOfAnEmptyAnswerClosedUnread(t *testing.T) {
@@ -115,9 +127,7 @@ func TestPoolReusesTheConnectionOfAnEmptyAnswerClosedUnread(t *testing.T) {
 		}
 		_ = resp.Body.Close()
 	}
-	if got := srv.accepted.Load(); got != 1 {
-		t.Errorf("3 notifications answered 202 without a body used %d connections, want 1", got)
-	}
+	srv.wantConnections(t, 1, "3 notifications answered 202 without a body share one")
 }
 
 func TestPoolDialsAgainWhenTheServerClosedTheIdleConnection(t *testing.T) {
@@ -130,13 +140,9 @@ func TestPoolDialsAgainWhenTheServerClosedTheIdleConnection(t *testing.T) {
 		if i > 0 {
 			time.Sleep(20 * time.Millisecond) // the server's FIN arrives
 		}
-		if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
-			t.Fatalf("request %d after the server closed the kept connection: %q, %v", i, body, err)
-		}
+		mustPost(t, tr, srv.url, "{}", fmt.Sprintf("request %d after the server closed the kept connection", i))
 	}
-	if got := srv.accepted.Load(); got != 3 {
-		t.Errorf("accepted %d connections, want 3", got)
-	}
+	srv.wantConnections(t, 3, "each request after the server closed the last connection")
 }
 
 func TestPoolDropsConnectionsAfterConnectionClose(t *testing.T) {
@@ -151,9 +157,7 @@ func TestPoolDropsConnectionsAfterConnectionClose(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
-	if got := srv.accepted.Load(); got != 2 {
-		t.Errorf("accepted %d connections, want 2: an answer with Connection: close ends its connection", got)
-	}
+	srv.wantConnections(t, 2, "an answer with Connection: close ends its connection")
 }
 
 func TestPoolClosesIdleConnectionsAfterTheIdleTimeout(t *testing.T) {
@@ -220,12 +224,8 @@ func TestPoolCancelledRequestEndsPromptlyAndIsNotReused(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the expired request returned after %s", took)
 	}
-	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
-		t.Fatalf("the next request: %q, %v", body, err)
-	}
-	if got := srv.accepted.Load(); got != 2 {
-		t.Errorf("accepted %d connections, want 2: the interrupted connection is not reused", got)
-	}
+	mustPost(t, tr, srv.url, "{}", "the next request")
+	srv.wantConnections(t, 2, "the interrupted connection is not reused")
 }
 
 func TestPoolBodyClosedEarlyClosesItsConnection(t *testing.T) {
@@ -244,12 +244,8 @@ func TestPoolBodyClosedEarlyClosesItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close() // 7 bytes unread: they must not become the next answer
-	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "0123456789" {
-		t.Fatalf("the request after a body closed early: %q, %v", body, err)
-	}
-	if got := srv.accepted.Load(); got != 2 {
-		t.Errorf("accepted %d connections, want 2", got)
-	}
+	mustPost(t, tr, srv.url, "0123456789", "the request after a body closed early")
+	srv.wantConnections(t, 2, "a body closed before its end ends its connection")
 }
 
 func TestPoolSkipsInformationalAnswers(t *testing.T) {
@@ -259,9 +255,7 @@ func TestPoolSkipsInformationalAnswers(t *testing.T) {
 		return true
 	})
 	tr := newTestTransport(t, time.Minute)
-	if body, err := post(context.Background(), tr, srv.url); err != nil || body != "{}" {
-		t.Fatalf("an answer after 103: %q, %v", body, err)
-	}
+	mustPost(t, tr, srv.url, "{}", "an answer after 103")
 }
 
 // TestPoolServesConcurrentRequests runs requests from many goroutines against a
@@ -317,9 +311,7 @@ func TestReadBodyReadsToTheEndAndKeepsTheLimit(t *testing.T) {
 			t.Fatalf("answer %d: %q, %v", i, data, err)
 		}
 	}
-	if got := srv.accepted.Load(); got != 1 {
-		t.Errorf("3 answers read by ReadBody used %d connections, want 1: it reads on to the body's end", got)
-	}
+	srv.wantConnections(t, 1, "ReadBody reads on to the body's end, which gives the connection back")
 	if _, err := ReadBody(roundTrip(), 1); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a 2-byte answer with a 1-byte limit: %v, want ErrTooLarge", err)
 	}
