@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -150,57 +149,10 @@ func (c *Client) classify(ctx context.Context, err error, step string) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	dial := IsDialError(err)
-	if what, ok := Interrupted(ctx, err); ok {
-		if dial {
-			out := c.fail(ReasonTimeout, fmt.Sprintf("%s connecting to %s", what, c.url.Host), err)
-			out.NotProcessed = true
-			return out
-		}
-		return c.fail(ReasonTimeout, fmt.Sprintf("%s waiting for %s", what, step), err)
-	}
-	if errors.Is(err, ErrTooLarge) {
-		return c.fail(ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes", step, c.opts.MaxMessageBytes), err)
-	}
-	if HeadersTooLarge(err) {
-		return c.fail(ReasonResponseTooLarge, fmt.Sprintf("the headers of %s are larger than %d bytes", step, maxResponseHeaderBytes), err)
-	}
-	var out *Error
-	var dnsErr *net.DNSError
-	switch {
-	case errors.As(err, &dnsErr):
-		why := dnsErr.Err
-		if dnsErr.IsNotFound {
-			why = "no such host"
-		}
-		out = c.fail(ReasonDNSError, fmt.Sprintf("cannot resolve %s: %s", c.url.Hostname(), why), err)
-		out.NotProcessed = true
-	case errors.Is(err, syscall.ECONNREFUSED) && dial:
-		out = c.fail(ReasonConnectionRefused, fmt.Sprintf("connection refused by %s", DialTarget(err, c.url.Host)), err)
-		out.NotProcessed = true
-	case dial:
-		out = c.fail(ReasonConnectionRefused, fmt.Sprintf("cannot connect to %s: %v", DialTarget(err, c.url.Host), InnerError(err)), err)
-		out.NotProcessed = true
-	default:
-		if detail, ok := tlsHandshakeDetail(err); ok {
-			// The TLS handshake precedes the request: nothing of it was sent.
-			out = c.fail(ReasonTLSError, fmt.Sprintf("TLS with %s failed: %s", c.url.Host, detail), err)
-			out.NotProcessed = true
-		} else if IsConnectionDrop(err) {
-			out = c.fail(ReasonConnectionDropped, fmt.Sprintf("the server closed the connection during %s", step), err)
-		} else {
-			out = c.fail(ReasonConnectionDropped, fmt.Sprintf("%s failed: %v", step, InnerError(err)), err)
-		}
-	}
+	f := describeFailure(ctx, err, step, c.url, c.opts.MaxMessageBytes)
+	out := c.fail(f.reason, f.detail, err)
+	out.NotProcessed = f.notSent
 	return out
-}
-
-// tlsHandshakeDetail describes a failed TLS handshake; ok=false for anything else.
-func tlsHandshakeDetail(err error) (string, bool) {
-	if detail, ok := CertificateDetail(err); ok {
-		return detail, true
-	}
-	return PlainHTTPDetail(err)
 }
 
 // ---- HTTP ----

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -107,4 +108,121 @@ func ClipText(s string, limit int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// readError is a failure while reading a body, after n bytes of it.
+type readError struct {
+	err error
+	n   int64
+}
+
+func (e *readError) Error() string { return fmt.Sprintf("after %d bytes: %v", e.n, e.err) }
+func (e *readError) Unwrap() error { return e.err }
+
+// tlsHandshakeDetail describes a failed TLS handshake (the certificate, or a server
+// that answered in plain HTTP), which precedes the request; ok=false for anything else.
+func tlsHandshakeDetail(err error) (string, bool) {
+	if detail, ok := CertificateDetail(err); ok {
+		return detail, true
+	}
+	return PlainHTTPDetail(err)
+}
+
+// tlsDetail describes another TLS failure (an alert, or whatever crypto/tls says);
+// ok=false when err is none.
+func tlsDetail(err error) (string, bool) {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return "the server sent alert: " + alert.Error(), true
+	}
+	if strings.Contains(err.Error(), "tls: ") {
+		return InnerError(err).Error(), true
+	}
+	return "", false
+}
+
+// failure is what a transport error says, in the same reasons and words for the
+// operator's handshake and the gateway's calls.
+type failure struct {
+	reason, detail string
+	// notSent is true when no byte of the request can have left: the name lookup, the
+	// connection or the TLS handshake failed.
+	notSent bool
+}
+
+// describeFailure classifies err, a failure during step ("the answer to initialize
+// from POST /mcp") of a request to server; maxBytes is the message limit it may have
+// exceeded. A *readError says how much of the answer had arrived.
+func describeFailure(ctx context.Context, err error, step string, server *url.URL, maxBytes int64) failure {
+	host := server.Host
+	var read *readError
+	errors.As(err, &read)
+	dial := IsDialError(err)
+	if what, ok := Interrupted(ctx, err); ok {
+		switch {
+		case dial:
+			return failure{ReasonTimeout, fmt.Sprintf("%s connecting to %s", what, host), true}
+		case read != nil && read.n > 0:
+			return failure{ReasonTimeout, fmt.Sprintf("%s after %d bytes of %s", what, read.n, step), false}
+		}
+		return failure{ReasonTimeout, fmt.Sprintf("%s waiting for %s", what, step), false}
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return failure{ReasonResponseTooLarge, fmt.Sprintf("%s is larger than %d bytes", step, maxBytes), false}
+	}
+	if HeadersTooLarge(err) {
+		return failure{ReasonResponseTooLarge, fmt.Sprintf("the headers of %s are larger than %d bytes", step, maxResponseHeaderBytes), false}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return failure{ReasonDNSError, fmt.Sprintf("cannot resolve %s: %s", hostOr(dnsErr.Name, server.Hostname()), lookupFailure(dnsErr)), true}
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return failure{ReasonConnectionRefused, "connection refused by " + DialTarget(err, host), dial}
+	}
+	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return failure{ReasonConnectionRefused, DialTarget(err, host) + " is unreachable (no route)", dial}
+	}
+	if detail, ok := tlsHandshakeDetail(err); ok {
+		return failure{ReasonTLSError, fmt.Sprintf("TLS with %s failed: %s", host, detail), true}
+	}
+	if detail, ok := tlsDetail(err); ok {
+		// An alert may end a connection at any time, not only its handshake.
+		return failure{ReasonTLSError, fmt.Sprintf("TLS with %s failed: %s", host, detail), dial}
+	}
+	if IsConnectionDrop(err) {
+		switch {
+		case read == nil:
+			return failure{ReasonConnectionDropped, "the server closed the connection during " + step, false}
+		case read.n > 0:
+			return failure{ReasonConnectionDropped, fmt.Sprintf("the server closed the connection mid-answer after %d bytes of %s", read.n, step), false}
+		}
+		return failure{ReasonConnectionDropped, "the server closed the connection before " + step, false}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		if dial {
+			return failure{ReasonConnectionRefused, fmt.Sprintf("cannot connect to %s: %v", DialTarget(err, host), op.Err), true}
+		}
+		return failure{ReasonConnectionDropped, fmt.Sprintf("connection failed during %s: %v", step, op.Err), false}
+	}
+	return failure{ReasonConnectionDropped, fmt.Sprintf("%s failed: %v", step, InnerError(err)), false}
+}
+
+// lookupFailure says why a name did not resolve.
+func lookupFailure(err *net.DNSError) string {
+	switch {
+	case err.IsNotFound:
+		return "no such host"
+	case err.IsTimeout:
+		return "lookup timed out"
+	}
+	return err.Err
+}
+
+func hostOr(name, fallback string) string {
+	if name != "" {
+		return name
+	}
+	return fallback
 }
