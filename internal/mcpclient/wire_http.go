@@ -52,7 +52,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		tlsConfig.RootCAs = pool
 	}
 	t := &Transport{
-		tls: &http.Transport{
+		https: &http.Transport{
 			Proxy:                  nil,
 			DialContext:            dial,
 			TLSClientConfig:        tlsConfig,

@@ -21,7 +21,7 @@ func TestNewTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	https := tr.tls
+	https := tr.https
 	if https.Proxy != nil || !https.ForceAttemptHTTP2 || https.MaxResponseHeaderBytes != 64<<10 || https.TLSClientConfig.MinVersion != tls.VersionTLS12 ||
 		https.TLSClientConfig.RootCAs != nil || https.IdleConnTimeout != time.Minute || https.MaxIdleConns != 8 || https.MaxIdleConnsPerHost != 2 ||
 		https.TLSHandshakeTimeout != time.Second || https.DialContext == nil {

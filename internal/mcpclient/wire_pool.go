@@ -24,7 +24,7 @@ import (
 // (docs/benchmarks.md). The request and the answer are written and parsed by
 // net/http (Request.Write, ReadResponse); only the pool is kept here.
 type Transport struct {
-	tls            *http.Transport
+	https          *http.Transport
 	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
 	idleTimeout    time.Duration
 	maxIdlePerHost int
@@ -39,6 +39,8 @@ const (
 	maxResponseHeaderBytes = 64 << 10
 	defaultMaxIdlePerHost  = 2
 	defaultIdleTimeout     = 90 * time.Second
+	// A server may send a few 1xx answers before the answer, not a stream of them.
+	maxInformationalAnswers = 5
 )
 
 // errHeadersTooLarge is the answer's headers exceeding maxResponseHeaderBytes.
@@ -47,7 +49,7 @@ var errHeadersTooLarge = fmt.Errorf("the answer's headers are larger than %d byt
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
-		return t.tls.RoundTrip(req)
+		return t.https.RoundTrip(req)
 	}
 	ctx := req.Context()
 	addr := hostPort(req.URL)
@@ -113,7 +115,7 @@ func (t *Transport) CloseIdleConnections() {
 			_ = pc.Close()
 		}
 	}
-	t.tls.CloseIdleConnections()
+	t.https.CloseIdleConnections()
 }
 
 // conn returns a kept-alive connection to addr that the server has not closed, or a
@@ -223,7 +225,10 @@ func (pc *pooledConn) exchange(req *http.Request) (*http.Response, error) {
 	if err := pc.bw.Flush(); err != nil {
 		return nil, err
 	}
-	for {
+	for informational := 0; ; informational++ {
+		if informational > maxInformationalAnswers {
+			return nil, fmt.Errorf("the server sent more than %d informational answers (1xx)", maxInformationalAnswers)
+		}
 		pc.limit.allow(maxResponseHeaderBytes + int64(pc.br.Buffered()))
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {

@@ -258,6 +258,23 @@ func TestPoolSkipsInformationalAnswers(t *testing.T) {
 	mustPost(t, tr, srv.url, "{}", "an answer after 103")
 }
 
+func TestPoolRefusesEndlessInformationalAnswers(t *testing.T) {
+	t.Parallel()
+	srv := startRawServer(t, func(c net.Conn, _ int) bool {
+		for range 1000 {
+			if _, err := io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"); err != nil {
+				return false
+			}
+		}
+		_, _ = io.WriteString(c, okAnswer)
+		return false
+	})
+	tr := newTestTransport(t, time.Minute)
+	if _, err := post(context.Background(), tr, srv.url); err == nil || !strings.Contains(err.Error(), "more than 5 informational answers") {
+		t.Fatalf("an answer after 1,000 informational ones: %v, want a refusal", err)
+	}
+}
+
 // TestPoolServesConcurrentRequests runs requests from many goroutines against a
 // net/http server; with -race it checks the pool's locking.
 func TestPoolServesConcurrentRequests(t *testing.T) {
