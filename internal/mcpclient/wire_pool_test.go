@@ -59,6 +59,14 @@ func startRawServer(t *testing.T, answer func(c net.Conn, n int) (keepOpen bool)
 	return s
 }
 
+// answering answers every request with answer and keeps the connection open.
+func answering(answer string) func(net.Conn, int) bool {
+	return func(c net.Conn, _ int) bool {
+		_, _ = io.WriteString(c, answer)
+		return true
+	}
+}
+
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 func newTestTransport(t *testing.T, idle time.Duration) *Transport {
@@ -86,6 +94,22 @@ func post(ctx context.Context, tr http.RoundTripper, url string) (string, error)
 	return string(data), err
 }
 
+// mustRoundTrip sends a POST of body through tr and returns the answer, whose body
+// the caller reads; the test ends it if the caller does not.
+func mustRoundTrip(t *testing.T, tr http.RoundTripper, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
 // mustPost sends a POST through tr and fails the test unless the answer's body is want.
 func mustPost(t *testing.T, tr http.RoundTripper, url, want, what string) {
 	t.Helper()
@@ -104,7 +128,7 @@ func (s *rawServer) wantConnections(t *testing.T, n int32, why string) {
 
 func TestPoolKeepsConnectionsAlive(t *testing.T) {
 	t.Parallel()
-	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	srv := startRawServer(t, answering(okAnswer))
 	tr := newTestTransport(t, time.Minute)
 	for i := range 5 {
 		mustPost(t, tr, srv.url, "{}", fmt.Sprintf("request %d", i))
@@ -114,16 +138,12 @@ func TestPoolKeepsConnectionsAlive(t *testing.T) {
 
 func TestPoolReusesTheConnectionOfAnEmptyAnswerClosedUnread(t *testing.T) {
 	t.Parallel()
-	srv := startRawServer(t, func(c net.Conn, _ int) bool {
-		_, _ = io.WriteString(c, "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-		return true
-	})
+	srv := startRawServer(t, answering("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"))
 	tr := newTestTransport(t, time.Minute)
 	for i := range 3 {
-		req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-		resp, err := tr.RoundTrip(req)
-		if err != nil || resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("notification %d: %v", i, err)
+		resp := mustRoundTrip(t, tr, srv.url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notification %d: HTTP %s", i, resp.Status)
 		}
 		_ = resp.Body.Close()
 	}
@@ -162,7 +182,7 @@ func TestPoolDropsConnectionsAfterConnectionClose(t *testing.T) {
 
 func TestPoolClosesIdleConnectionsAfterTheIdleTimeout(t *testing.T) {
 	t.Parallel()
-	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	srv := startRawServer(t, answering(okAnswer))
 	tr := newTestTransport(t, 50*time.Millisecond)
 	if _, err := post(context.Background(), tr, srv.url); err != nil {
 		t.Fatal(err)
@@ -230,16 +250,9 @@ func TestPoolCancelledRequestEndsPromptlyAndIsNotReused(t *testing.T) {
 
 func TestPoolBodyClosedEarlyClosesItsConnection(t *testing.T) {
 	t.Parallel()
-	srv := startRawServer(t, func(c net.Conn, _ int) bool {
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
-		return true
-	})
+	srv := startRawServer(t, answering("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"))
 	tr := newTestTransport(t, time.Minute)
-	req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader("{}"))
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := mustRoundTrip(t, tr, srv.url, "{}")
 	if _, err := resp.Body.Read(make([]byte, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -311,25 +324,15 @@ func TestPoolServesConcurrentRequests(t *testing.T) {
 
 func TestReadBodyReadsToTheEndAndKeepsTheLimit(t *testing.T) {
 	t.Parallel()
-	srv := startRawServer(t, func(c net.Conn, _ int) bool { _, _ = io.WriteString(c, okAnswer); return true })
+	srv := startRawServer(t, answering(okAnswer))
 	tr := newTestTransport(t, time.Minute)
-	roundTrip := func() *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.url, strings.NewReader("{}"))
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = resp.Body.Close() })
-		return resp
-	}
 	for i := range 3 {
-		if data, err := ReadBody(roundTrip(), 1024); err != nil || string(data) != "{}" {
+		if data, err := ReadBody(mustRoundTrip(t, tr, srv.url, "{}"), 1024); err != nil || string(data) != "{}" {
 			t.Fatalf("answer %d: %q, %v", i, data, err)
 		}
 	}
 	srv.wantConnections(t, 1, "ReadBody reads on to the body's end, which gives the connection back")
-	if _, err := ReadBody(roundTrip(), 1); !errors.Is(err, ErrTooLarge) {
+	if _, err := ReadBody(mustRoundTrip(t, tr, srv.url, "{}"), 1); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a 2-byte answer with a 1-byte limit: %v, want ErrTooLarge", err)
 	}
 }
