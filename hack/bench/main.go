@@ -185,7 +185,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
 	flag.BoolVar(&o.auth, "auth", false, "serve the adapter, the remote and the gateway with a bearer token (off by default, as an adapter without bearerTokenFile); every client sends it, the gateway from a header file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
-	flag.BoolVar(&o.hop, "hop", false, "with the gateway comparison, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone, the floor of any gateway")
+	flag.BoolVar(&o.hop, "hop", false, "with the gateway comparison, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone over the gateway's transport, the floor of a gateway served by net/http")
 	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
 	flag.Parse()
