@@ -209,10 +209,11 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			gb.admitted = true
 			defer gb.admission.release()
-			if s.state.Load().remote && s.passThrough(w, r, body, &gb.admission) {
+			remote := s.state.Load().remote
+			if remote && s.passThrough(w, r, body, &gb.admission) {
 				return
 			}
-			if s.state.Load().remote && s.streamable != nil {
+			if remote && s.streamable != nil {
 				// A forwarded call may pass the remote's notifications on (see eventWatch).
 				gb.events = &eventWatch{ResponseWriter: w}
 				w = gb.events

@@ -81,12 +81,9 @@ var passedThrough = &mcp.CallToolResult{}
 // remote sent is returned as sent; anything else as the result to answer (a failed
 // remote result marked and scrubbed as remoteResult does).
 func (s *Server) forwardCall(ctx context.Context, t *compiledTool, req mcp.CallToolRequest, notify func(mcpclient.Message)) (json.RawMessage, *mcp.CallToolResult) {
-	args, err := argumentsJSON(req)
-	if err != nil {
-		return nil, mcp.NewToolResultError(markerInvalidArgs + err.Error())
-	}
-	if _, msg := checkArguments(t, req, args); msg != "" {
-		return nil, mcp.NewToolResultError(markerInvalidArgs + msg)
+	args, _, refused := validArguments(t, req)
+	if refused != nil {
+		return nil, refused
 	}
 	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Notify: notify})
 	if failed != nil {

@@ -32,13 +32,9 @@ const nonSuccessBodyExcerpt = 512
 // callTool runs one validated call of t. Failures are tool error results, never Go
 // errors: the client reads them, and the server carries on.
 func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallToolRequest) *mcp.CallToolResult {
-	args, err := argumentsJSON(req)
-	if err != nil {
-		return mcp.NewToolResultError(markerInvalidArgs + err.Error())
-	}
-	instance, msg := checkArguments(t, req, args)
-	if msg != "" {
-		return mcp.NewToolResultError(markerInvalidArgs + msg)
+	args, instance, refused := validArguments(t, req)
+	if refused != nil {
+		return refused
 	}
 	switch {
 	case t.Template != nil:
@@ -51,6 +47,20 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 		// compileConfig guarantees a backend; reaching here is a programming error.
 		return mcp.NewToolResultError(fmt.Sprintf("tool %q has no backend", t.Name))
 	}
+}
+
+// validArguments returns req's arguments as JSON (argumentsJSON) and decoded
+// (checkArguments), or the invalid_arguments result that refuses them.
+func validArguments(t *compiledTool, req mcp.CallToolRequest) ([]byte, any, *mcp.CallToolResult) {
+	args, err := argumentsJSON(req)
+	if err != nil {
+		return nil, nil, mcp.NewToolResultError(markerInvalidArgs + err.Error())
+	}
+	instance, msg := checkArguments(t, req, args)
+	if msg != "" {
+		return nil, nil, mcp.NewToolResultError(markerInvalidArgs + msg)
+	}
+	return args, instance, nil
 }
 
 // checkArguments validates the arguments (args is argumentsJSON(req)) against t's
