@@ -9,7 +9,7 @@ import (
 )
 
 // An IPv6 address that carries a special IPv4 address is itself special, whatever the
-// form; and no address makes the floors panic.
+// form; no catch-all CIDR unlocks a special address; and no address makes the floors panic.
 func FuzzSpecialAddressesSeenThroughIPv6(f *testing.F) {
 	for _, seed := range []string{"169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2001:0:4136:e378:8000:63bf:5601:5601", "::10.0.0.1", "fe80::1", "2606:4700::1", "0.0.0.0", "::"} {
 		f.Add(seed)
@@ -19,9 +19,14 @@ func FuzzSpecialAddressesSeenThroughIPv6(f *testing.F) {
 		if err != nil {
 			return
 		}
-		kind := specialKind(a)
-		if v4, form := embeddedIPv4(a); form != "" && plainSpecialKind(v4) != "" && kind == "" {
-			t.Fatalf("%s carries %s (%s), a %s address, but is not refused", a, v4, form, plainSpecialKind(v4))
+		kind, minBits := specialKind(a)
+		if v4, form, _ := embeddedIPv4(a); form != "" && kind == "" {
+			if plain, _ := plainSpecialKind(v4); plain != "" {
+				t.Fatalf("%s carries %s (%s), a %s address, but is not refused", a, v4, form, plain)
+			}
+		}
+		if kind != "" && inNarrowCIDR([]string{"0.0.0.0/0", "::/0", "::ffff:0:0/96", "64:ff9b::/96", "2002::/16"}, a, minBits) {
+			t.Fatalf("%s (%s) is unlocked by a catch-all CIDR", a, kind)
 		}
 	})
 }

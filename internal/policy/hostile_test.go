@@ -98,3 +98,41 @@ func TestAuditModeResolvesKeepsTheFloorsAndDials(t *testing.T) {
 		t.Fatalf("Audit mode let a metadata address through: %+v", d)
 	}
 }
+
+// A catch-all CIDR never unlocks a special address: the metadata endpoint, loopback and
+// link-local need the literal or a CIDR no wider than their own block, in every form
+// that carries them (issue 23, finding 11).
+func TestCatchAllCIDRsDoNotUnlockSpecialAddresses(t *testing.T) {
+	cases := []struct {
+		addr  string
+		cidrs []string
+		want  bool
+	}{
+		{"64:ff9b::a9fe:a9fe", []string{"::/0", "0.0.0.0/0"}, false},
+		{"2002:a9fe:a9fe::1", []string{"::/0", "0.0.0.0/0"}, false},
+		{"169.254.169.254", []string{"0.0.0.0/0"}, false},
+		{"127.0.0.1", []string{"0.0.0.0/0"}, false},
+		{"127.0.0.1", []string{"0.0.0.0/1"}, false},
+		{"::1", []string{"::/0"}, false},
+		{"fe80::1", []string{"::/0"}, false},
+		// Link-local's own block unlocks link-local, but not the metadata address in it.
+		{"169.254.1.1", []string{"169.254.0.0/16"}, true},
+		{"169.254.169.254", []string{"169.254.0.0/16"}, false},
+		{"169.254.169.254", []string{"169.254.169.254/32"}, true},
+		{"127.0.0.1", []string{"127.0.0.0/8"}, true},
+		{"64:ff9b::7f00:1", []string{"64:ff9b::7f00:0/104"}, true},
+		{"64:ff9b::7f00:1", []string{"64:ff9b::/96"}, false},
+		{"2002:a9fe:a9fe::1", []string{"2002:a9fe:a9fe::/48"}, true},
+		// Ordinary addresses are still allowed by a catch-all.
+		{"203.0.113.7", []string{"0.0.0.0/0"}, true},
+		{"2606:4700::6810:84e5", []string{"::/0"}, true},
+	}
+	for _, tc := range cases {
+		c := &Checker{Namespace: "ns", Resolver: fakeResolver{"evil.example.com": {tc.addr}},
+			Policies: []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"evil.example.com"}, CIDRs: tc.cidrs})}}
+		d := c.CheckURL(context.Background(), "http://evil.example.com/mcp")
+		if d.Allowed != tc.want {
+			t.Errorf("%s with cidrs %v: allowed=%v (%s), want %v", tc.addr, tc.cidrs, d.Allowed, d.Message, tc.want)
+		}
+	}
+}

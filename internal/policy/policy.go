@@ -175,7 +175,7 @@ func (c *Checker) auditOr(ctx context.Context, host string, refusal Decision) De
 			return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
 		}
 		for _, a := range addrs {
-			if kind := specialKind(a); kind != "" && !inAnyCIDR(p.Spec.CIDRs, a) {
+			if kind, minBits := specialKind(a); kind != "" && !inNarrowCIDR(p.Spec.CIDRs, a, minBits) {
 				return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf(
 					"policy %s (Audit): %s resolves to %s, a %s address, which is refused in Audit mode too unless spec.cidrs names it", p.Name, host, a, kind)}
 			}
