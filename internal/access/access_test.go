@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,5 +283,63 @@ func eventually(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Tokens with made-up key ids do not make the adapter fetch the issuer's keys on every
+// request (issue 23, finding 10): one fetch per cooldown at most; a key the issuer rotates
+// in is accepted once the cooldown has passed.
+func TestUnknownKeyIDsFetchTheIssuersKeysOncePerCooldown(t *testing.T) {
+	var issuer, rotated *testIssuer
+	var keyFetches atomic.Int32
+	serveRotated := atomic.Bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": issuer.url, "jwks_uri": issuer.url + "/keys",
+				"authorization_endpoint": issuer.url + "/auth", "id_token_signing_alg_values_supported": []string{"RS256"}})
+		case "/keys":
+			keyFetches.Add(1)
+			if serveRotated.Load() {
+				_, _ = w.Write(rotated.jwks(t))
+				return
+			}
+			_, _ = w.Write(issuer.jwks(t))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	issuer = newTestIssuer(t, srv.URL, "current")
+	rotated = newTestIssuer(t, srv.URL, "next")
+	stranger := newTestIssuer(t, srv.URL, "made-up")
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{Kind: adapterconfig.IssuerOIDC, URL: srv.URL, Audiences: []string{"cantus"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]any{"sub": "alice"}
+	if _, err := a.Authenticate(requestWith(issuer.token(t, []string{"cantus"}, time.Now().Add(time.Hour), claims))); err != nil {
+		t.Fatalf("a token of the issuer was refused: %v", err)
+	}
+	for range 50 {
+		if _, err := a.Authenticate(requestWith(stranger.token(t, []string{"cantus"}, time.Now().Add(time.Hour), claims))); err == nil {
+			t.Fatal("a token signed with a key the issuer does not publish was accepted")
+		}
+	}
+	if n := keyFetches.Load(); n != 1 {
+		t.Errorf("the issuer's keys were fetched %d times for 1 good and 50 made-up key ids, want 1", n)
+	}
+
+	// The issuer rotates its key; once the cooldown has passed the new key is fetched.
+	serveRotated.Store(true)
+	keys := a.state.Load().issuers[0].keySet
+	keys.mu.Lock()
+	keys.fetched = time.Now().Add(-keyRefreshCooldown)
+	keys.mu.Unlock()
+	if _, err := a.Authenticate(requestWith(rotated.token(t, []string{"cantus"}, time.Now().Add(time.Hour), claims))); err != nil {
+		t.Fatalf("a token signed with the rotated key was refused after the cooldown: %v", err)
+	}
+	if n := keyFetches.Load(); n != 2 {
+		t.Errorf("keys fetched %d times, want 2", n)
 	}
 }

@@ -45,6 +45,7 @@ type issuer struct {
 
 	mu        sync.Mutex
 	verifier  *oidc.IDTokenVerifier
+	keySet    *cooledKeySet // discovered issuers only
 	nextTry   time.Time
 	backoff   time.Duration
 	lastError error
@@ -211,8 +212,8 @@ func (i *issuer) currentVerifier() (*oidc.IDTokenVerifier, error) {
 	return v, nil
 }
 
-// discover reads the issuer's discovery document. The provider keeps fetching its keys
-// (on an unknown key id) with the same client, for as long as the adapter runs.
+// discover reads the issuer's discovery document. Its keys are fetched with the same
+// client, again on an unknown key id but at most once per cooldown.
 func (i *issuer) discover() (*oidc.IDTokenVerifier, error) {
 	client, err := discoveryClient(i.cfg.CAFile)
 	if err != nil {
@@ -230,8 +231,8 @@ func (i *issuer) discover() (*oidc.IDTokenVerifier, error) {
 	if err := provider.Claims(&doc); err != nil || doc.JWKSURI == "" {
 		return nil, errors.New("discovery: the document names no jwks_uri")
 	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), client), doc.JWKSURI)
-	return oidc.NewVerifier(i.cfg.URL, keys, &oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: signingAlgs}), nil
+	i.keySet = newCooledKeySet(client, doc.JWKSURI)
+	return oidc.NewVerifier(i.cfg.URL, i.keySet, &oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: signingAlgs}), nil
 }
 
 // discoveryClient trusts only the CAs of caFile when it is set, the system's otherwise.
