@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +25,10 @@ type Session struct {
 	c        *Client
 	protocol atomic.Pointer[string]
 	server   string // "name version", for messages
+	info     ServerInfo
+	// deadline ends the session's every request (zero: none): Connect plus the
+	// client's HandshakeTimeout.
+	deadline time.Time
 
 	// streamable HTTP: where requests go (after the redirects of initialize) and the
 	// session id the server gave (none for a stateless server). Set by Connect.
@@ -56,9 +62,14 @@ type answer struct {
 // notifications/initialized; over SSE the stream is opened first. It takes at most
 // ClientOptions.ConnectTimeout. The error is an *Error.
 func (c *Client) Connect(ctx context.Context) (*Session, error) {
+	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, progress: map[string]func(Message){}, lost: make(chan struct{})}
+	if c.opts.HandshakeTimeout > 0 {
+		s.deadline = time.Now().Add(c.opts.HandshakeTimeout)
+	}
+	ctx, cancelSession := s.bound(ctx)
+	defer cancelSession()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, progress: map[string]func(Message){}, lost: make(chan struct{})}
 	if c.opts.Transport == TransportSSE {
 		if err := s.openStream(ctx); err != nil {
 			s.Close()
@@ -72,17 +83,27 @@ func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	// The stream must outlive Connect's deadline from now on.
 	if s.detach != nil && !s.detach() {
 		s.Close()
-		return nil, c.fail(ReasonTimeout, fmt.Sprintf("timed out connecting to %s (connect timeout %s)", c.url.Host, c.opts.ConnectTimeout), ctx.Err())
+		return nil, c.fail(ReasonTimeout, fmt.Sprintf("timed out connecting to %s%s", c.url.Host, c.timeoutNote()), ctx.Err())
 	}
 	return s, nil
 }
 
-type sessionInitializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
+// ServerInfo is what a server said of itself in its answer to initialize.
+type ServerInfo struct {
+	Name, Version, Instructions string
+	// Capabilities are the names of the capabilities it announced, sorted: "tools",
+	// "logging", "prompts", "resources", "completions", …
+	Capabilities []string
+}
+
+type initializeResult struct {
+	ProtocolVersion string                     `json:"protocolVersion"`
+	Capabilities    map[string]json.RawMessage `json:"capabilities"`
 	ServerInfo      struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"serverInfo"`
+	Instructions string `json:"instructions"`
 }
 
 func (s *Session) initialize(ctx context.Context) error {
@@ -94,31 +115,61 @@ func (s *Session) initialize(ctx context.Context) error {
 		}
 		return s.timeoutOnConnect(ctx, err)
 	}
-	var init sessionInitializeResult
+	var init initializeResult
 	if err := json.Unmarshal(raw, &init); err != nil || init.ProtocolVersion == "" {
-		return s.c.fail(ReasonProtocolError, "the answer to initialize is not an MCP InitializeResult (no protocolVersion)", err)
+		detail := "the answer to initialize is not an MCP InitializeResult (no protocolVersion)"
+		if err != nil {
+			detail = "the answer to initialize is not an MCP InitializeResult: " + jsonErrorText(err)
+		}
+		return s.c.fail(ReasonProtocolError, detail, err)
 	}
-	if !slices.Contains(SupportedProtocolVersions(), init.ProtocolVersion) {
-		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s)",
+	if !acceptableVersion(init.ProtocolVersion) {
+		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s and newer)",
 			ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions(), ", ")), nil)
 	}
 	s.protocol.Store(&init.ProtocolVersion)
 	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
+	s.info = ServerInfo{Name: init.ServerInfo.Name, Version: init.ServerInfo.Version, Instructions: init.Instructions,
+		Capabilities: slices.Sorted(maps.Keys(init.Capabilities))}
+	if s.info.Capabilities == nil {
+		s.info.Capabilities = []string{}
+	}
 	if err := s.notify(ctx, "notifications/initialized"); err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}
 	return nil
 }
 
-// timeoutOnConnect names the connect timeout when that is what ended the handshake.
+var dateVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+
+// acceptableVersion: a revision this client knows, or a newer date-shaped one (which
+// a server may answer when it speaks only newer ones; its answers are read as this
+// client's revision).
+func acceptableVersion(v string) bool {
+	if slices.Contains(SupportedProtocolVersions(), v) {
+		return true
+	}
+	return dateVersion.MatchString(v) && v > ProtocolVersion
+}
+
+// timeoutOnConnect names the connect timeout when that is what ended the handshake
+// (a HandshakeTimeout is named by classify already).
 func (s *Session) timeoutOnConnect(ctx context.Context, err error) error {
 	var e *Error
-	if errors.As(err, &e) && e.Reason == ReasonTimeout && ctx.Err() != nil {
+	if errors.As(err, &e) && e.Reason == ReasonTimeout && ctx.Err() != nil && s.c.opts.HandshakeTimeout == 0 {
 		out := *e
-		out.Detail += fmt.Sprintf(" (connect timeout %s)", s.c.opts.ConnectTimeout)
+		out.Detail += s.c.timeoutNote()
 		return &out
 	}
 	return err
+}
+
+// bound ends ctx at the session's deadline, if it has one.
+func (s *Session) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, s.deadline)
 }
 
 // ProtocolVersion is the revision the server chose.
@@ -134,6 +185,14 @@ func (s *Session) ID() string { return s.id }
 
 // Server is the server's "name version" from initialize.
 func (s *Session) Server() string { return s.server }
+
+// ServerInfo is what the server said of itself in initialize. Its Capabilities are
+// the caller's own.
+func (s *Session) ServerInfo() ServerInfo {
+	info := s.info
+	info.Capabilities = slices.Clone(info.Capabilities)
+	return info
+}
 
 // Alive is false once the session is known to be unusable (lost or closed).
 func (s *Session) Alive() bool {
@@ -153,10 +212,12 @@ func (s *Session) Close() {
 			s.endStream()
 		} else if s.id != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			resp, err := s.c.send(ctx, http.MethodDelete, s.endpoint, nil, "", s.id, s.ProtocolVersion(), "")
+			ctx, cancelSession := s.bound(ctx)
+			resp, err := s.c.send(ctx, exchange{what: "the session close", method: http.MethodDelete, url: s.endpoint, session: s.id, protocol: s.ProtocolVersion()})
 			if err == nil {
 				DrainAndClose(resp.Body)
 			}
+			cancelSession()
 			cancel()
 		}
 		s.markLost(&Error{Reason: ReasonSessionLost, Detail: "the session was closed", SessionLost: true})
@@ -247,7 +308,9 @@ func (s *Session) request(ctx context.Context, method string, params any, notify
 	if !s.Alive() {
 		return nil, s.notSentBecauseLost()
 	}
-	id, body, err := s.c.newRequest(method, params)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	id, body, err := s.c.encodeRequest(method, params)
 	if err != nil {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode the request: " + err.Error(), NotProcessed: true, Err: err}
 	}
@@ -289,6 +352,8 @@ func (s *Session) notify(ctx context.Context, method string) error {
 
 // send sends the notification method with params (nil for none).
 func (s *Session) send(ctx context.Context, method string, params any) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	endpoint, session := s.endpoint, s.id
 	if s.sseEndpoint != nil {
 		endpoint, session = s.sseEndpoint, ""
@@ -297,7 +362,8 @@ func (s *Session) send(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode " + method + ": " + err.Error(), NotProcessed: true, Err: err}
 	}
-	resp, err := s.c.send(ctx, http.MethodPost, endpoint, body, AcceptAnswer, session, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: endpoint, body: body, accept: AcceptAnswer,
+		session: session, protocol: s.ProtocolVersion()})
 	if err != nil {
 		return err
 	}
@@ -311,7 +377,8 @@ func (s *Session) send(ctx context.Context, method string, params any) error {
 // ---- streamable HTTP ----
 
 func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message)) (json.RawMessage, error) {
-	resp, err := s.c.send(ctx, http.MethodPost, s.endpoint, body, AcceptAnswer, s.id, s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
+		session: s.id, protocol: s.ProtocolVersion()})
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +406,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 		}
 		msgs, err := ParseMessages(data)
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, ClipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) is not JSON-RPC: %s", step, resp.Status, jsonErrorText(err)), err)
 		}
 		for _, m := range msgs {
 			if got, ok := idOf(m.ID); ok && m.Method == "" && got == id {
@@ -362,8 +429,9 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 // Last-Event-ID, 2025-11-25), as servers that poll their clients do
 // (AnswerStream).
 func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string, notify func(Message)) (json.RawMessage, error) {
-	events := NewAnswerStream(first, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
-		resp, err := s.c.send(ctx, http.MethodGet, s.endpoint, nil, ContentTypeSSE, s.id, s.ProtocolVersion(), lastID)
+	events := NewAnswerStream(&countingReader{r: first}, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
+		resp, err := s.c.send(ctx, exchange{what: "the resumed event stream for " + method, method: http.MethodGet, url: s.endpoint, accept: ContentTypeSSE,
+			session: s.id, protocol: s.ProtocolVersion(), lastEventID: lastID})
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +440,10 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 			return nil, s.c.fail(ReasonConnectionDropped, fmt.Sprintf("the event stream of POST %s ended before the answer to %s and resuming it failed (HTTP %s)",
 				Path(s.endpoint), method, resp.Status), nil)
 		}
-		return resp.Body, nil
+		return struct {
+			io.Reader
+			io.Closer
+		}{&countingReader{r: resp.Body}, resp.Body}, nil
 	})
 	defer events.Close()
 	for {
@@ -389,7 +460,7 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 		}
 		msgs, err := ParseMessages([]byte(ev.Data))
 		if err != nil {
-			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, ClipText(err.Error(), 120)), err)
+			return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("an event of %s is not JSON-RPC: %s", step, jsonErrorText(err)), err)
 		}
 		for _, m := range msgs {
 			if m.Method != "" {
@@ -449,7 +520,10 @@ func (s *Session) answerServer(m Message) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		resp, err := s.c.send(ctx, http.MethodPost, endpoint, data, AcceptAnswer, session, protocol, "")
+		ctx, cancelSession := s.bound(ctx)
+		defer cancelSession()
+		resp, err := s.c.send(ctx, exchange{method: http.MethodPost, url: endpoint, body: data, accept: AcceptAnswer,
+			session: session, protocol: protocol})
 		if err == nil {
 			DrainAndClose(resp.Body)
 		}
@@ -461,10 +535,11 @@ func (s *Session) answerServer(m Message) {
 // openStream GETs the stream (it lives until Close, not only until ctx ends; ctx bounds
 // the wait for the endpoint event) and starts the reader.
 func (s *Session) openStream(ctx context.Context) error {
-	life, end := context.WithCancel(context.Background())
-	s.endStream = end
-	s.detach = context.AfterFunc(ctx, end)
-	resp, err := s.c.send(life, http.MethodGet, s.c.url, nil, ContentTypeSSE, "", "", "")
+	life, end := s.bound(context.Background())
+	life, endNow := context.WithCancel(life)
+	s.endStream = func() { endNow(); end() }
+	s.detach = context.AfterFunc(ctx, endNow)
+	resp, err := s.c.send(life, exchange{what: "the SSE stream", method: http.MethodGet, url: s.c.url, accept: ContentTypeSSE})
 	if err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}
@@ -474,8 +549,12 @@ func (s *Session) openStream(ctx context.Context) error {
 	}
 	if mt := MediaType(resp); mt != ContentTypeSSE {
 		DrainAndClose(resp.Body)
-		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with Content-Type %q, not an SSE stream: is this an MCP SSE endpoint?",
-			Path(resp.Request.URL), ClipText(mt, 60)), nil)
+		what := "no Content-Type"
+		if mt != "" {
+			what = "Content-Type " + ClipText(mt, 60)
+		}
+		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with %s, not an SSE stream (%s): is this an MCP SSE endpoint?",
+			Path(resp.Request.URL), what, ContentTypeSSE), nil)
 	}
 	endpoint := make(chan *url.URL, 1)
 	go s.readStream(life, resp.Body, resp.Request.URL, endpoint)
@@ -485,8 +564,8 @@ func (s *Session) openStream(ctx context.Context) error {
 		return nil
 	case <-s.lost:
 		if ctx.Err() != nil {
-			return s.c.fail(ReasonTimeout, fmt.Sprintf("timed out waiting for the endpoint event of the SSE stream GET %s (connect timeout %s)",
-				Path(resp.Request.URL), s.c.opts.ConnectTimeout), ctx.Err())
+			return s.c.fail(ReasonTimeout, fmt.Sprintf("timed out waiting for the endpoint event of the SSE stream GET %s%s",
+				Path(resp.Request.URL), s.c.timeoutNote()), ctx.Err())
 		}
 		return s.lostErr
 	}
@@ -496,7 +575,7 @@ func (s *Session) openStream(ctx context.Context) error {
 // answers, each handed to the call waiting for its id.
 func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL *url.URL, endpoint chan<- *url.URL) {
 	defer body.Close()
-	events := NewEventReader(body, s.c.opts.MaxMessageBytes)
+	events := NewEventReader(&countingReader{r: body}, s.c.opts.MaxMessageBytes)
 	where := "the SSE stream GET " + Path(streamURL)
 	haveEndpoint := false
 	for {
@@ -569,7 +648,8 @@ func (s *Session) requestSSE(ctx context.Context, id int64, method string, body 
 		delete(s.pending, id)
 		s.mu.Unlock()
 	}()
-	resp, err := s.c.send(ctx, http.MethodPost, s.sseEndpoint, body, AcceptAnswer, "", s.ProtocolVersion(), "")
+	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: s.sseEndpoint, body: body, accept: AcceptAnswer,
+		protocol: s.ProtocolVersion()})
 	if err != nil {
 		return nil, err
 	}

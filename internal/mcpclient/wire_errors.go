@@ -119,6 +119,22 @@ type readError struct {
 func (e *readError) Error() string { return fmt.Sprintf("after %d bytes: %v", e.n, e.err) }
 func (e *readError) Unwrap() error { return e.err }
 
+// countingReader counts the bytes of an event stream, so that a failure says how much
+// of it had come (a *readError).
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		err = &readError{err: err, n: c.n}
+	}
+	return n, err
+}
+
 // tlsHandshakeDetail describes a failed TLS handshake (the certificate, or a server
 // that answered in plain HTTP), which precedes the request; ok=false for anything else.
 func tlsHandshakeDetail(err error) (string, bool) {

@@ -248,15 +248,19 @@ func (l *LimitedReader) Read(b []byte) (int, error) {
 }
 
 // ReadBody reads resp's body, at most limit bytes (ErrTooLarge beyond), into a buffer
-// of the announced length when there is one.
+// of the announced length when there is one. An error says how many bytes had come.
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	body := &LimitedReader{R: resp.Body, Max: limit}
 	if resp.ContentLength <= 0 || resp.ContentLength > limit {
-		return io.ReadAll(body)
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return nil, &readError{err: err, n: body.N}
+		}
+		return data, nil
 	}
 	data := make([]byte, resp.ContentLength)
 	if _, err := io.ReadFull(body, data); err != nil {
-		return nil, err
+		return nil, &readError{err: err, n: body.N}
 	}
 	// Reading on to the body's end gives its connection back to the pool.
 	_, _ = body.Read(make([]byte, 1))
