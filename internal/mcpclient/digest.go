@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 )
 
-// Digest is the sha256 (hex) of the canonical JSON of the tool definitions: the tools
-// sorted by name, each tools/list entry (Raw; or name, description and inputSchema
-// when Raw is empty) with its object keys sorted at every depth and numbers kept as
-// written. Formatting, key order and tool order do not change it; any change to a
-// definition does.
+// Digest is the digest of a catalog: the sha256 (hex) of the canonical JSON of the
+// tool definitions, the tools sorted by name, each tools/list entry (Raw; or name,
+// description and inputSchema when Raw is empty) with its object keys sorted at every
+// depth and numbers kept as written. Formatting, key order and tool order do not
+// change it; any change to an entry does, _meta and icons included. It is not built
+// from the tools' item digests (Tool.Digest), which leave those out: it is every
+// import's status.catalogDigest, which another computation would change at an
+// upgrade of the operator though no tool changed.
 func Digest(tools []Tool) string {
 	sorted := make([]Tool, len(tools))
 	copy(sorted, tools)
@@ -21,7 +25,57 @@ func Digest(tools []Tool) string {
 	for _, t := range sorted {
 		defs = append(defs, canonicalTool(t))
 	}
-	data, err := json.Marshal(defs)
+	return sha256JSON(defs)
+}
+
+// An ItemKind is a kind of item a server serves (a tool; later a prompt, a resource, a
+// resource template, a skill) and the members of its definition: what a client sees
+// of the item and would approve. Members outside them (_meta, icons, …) do not make
+// another item.
+type ItemKind struct {
+	Name    string
+	Members []string
+}
+
+// ToolKind: a tool's name, title, description, schemas and annotations.
+var ToolKind = ItemKind{Name: "tool", Members: []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}}
+
+// Digest is the digest of one served item: the sha256 (hex) of the canonical JSON of
+// the members of k in definition (a list entry as sent), with object keys sorted at
+// every depth and numbers kept as written; a member that is null counts as absent.
+// Formatting and key order do not change it; any change to one of the members does.
+// The error says definition is not a JSON object.
+func (k ItemKind) Digest(definition json.RawMessage) (string, error) {
+	v, _ := decodeCanonical(definition)
+	def, ok := v.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("the definition of a %s is not a JSON object", k.Name)
+	}
+	return k.digestOf(def), nil
+}
+
+func (k ItemKind) digestOf(def map[string]any) string {
+	kept := make(map[string]any, len(k.Members))
+	for _, m := range k.Members {
+		if v := def[m]; v != nil {
+			kept[m] = v
+		}
+	}
+	return sha256JSON(kept)
+}
+
+// Digest is the tool's item digest (ToolKind.Digest of its entry; of its name,
+// description and inputSchema when Raw is empty).
+func (t Tool) Digest() string {
+	def, ok := canonicalTool(t).(map[string]any)
+	if !ok {
+		def, _ = canonicalTool(Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}).(map[string]any)
+	}
+	return ToolKind.digestOf(def)
+}
+
+func sha256JSON(v any) string {
+	data, err := json.Marshal(v)
 	if err != nil {
 		// Only values decoded from JSON go in, so this cannot happen.
 		panic("mcpclient: digest: " + err.Error())

@@ -1,13 +1,14 @@
 // Package mcpclient is the one MCP client of the project, over streamable HTTP or the
-// older HTTP+SSE transport. It has two entry points on shared wire pieces, one set of
-// failure reasons and one set of limits:
+// older HTTP+SSE transport: one engine (Client and Session), one set of failure
+// reasons and one set of limits, used two ways:
 //
-//   - Probe: the operator's handshake (and `adapter probe`): initialize,
-//     notifications/initialized, tools/list through every page, all within one timeout.
 //   - Client and Session: the gateway's long-lived sessions, shared by concurrent
 //     tools/call requests, whose failures say whether the server provably did not act
 //     on the request (Error.NotProcessed), so a caller can retry without running a tool
 //     twice.
+//   - Probe: the operator's handshake (and `adapter probe`): one session of a Client
+//     that connects, lists every tool and closes within one HandshakeTimeout, following
+//     redirects only as its CheckRedirect allows.
 //
 // It speaks the few JSON-RPC messages itself over net/http instead of driving mcp-go's
 // client: mcp-go's client reads answers without a size bound, follows no caller
@@ -38,7 +39,8 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultMaxMessageBytes bounds every answer body and every event of a stream.
 	DefaultMaxMessageBytes int64 = 4 << 20
-	// DefaultMaxTools bounds the tools a Probe accepts over all pages.
+	// DefaultMaxTools bounds the tools ListTools (and so a Probe) accepts over all
+	// pages.
 	DefaultMaxTools = 1000
 	// DefaultMaxIdleConnsPerHost is the depth of a Client's keep-alive pool.
 	DefaultMaxIdleConnsPerHost = 64
@@ -83,7 +85,7 @@ const (
 	ReasonInitializeFailed  = "InitializeFailed"  // a JSON-RPC error answer to initialize
 	ReasonToolsListFailed   = "ToolsListFailed"   // a JSON-RPC error answer to tools/list, or a looping cursor
 	ReasonResponseTooLarge  = "ResponseTooLarge"  // a body over MaxMessageBytes, or more than MaxTools tools
-	ReasonRedirectRefused   = "RedirectRefused"   // the probe's CheckRedirect said no (or a non-http(s) target)
+	ReasonRedirectRefused   = "RedirectRefused"   // CheckRedirect said no (or a non-http(s) target)
 	ReasonConnectionDropped = "ConnectionDropped" // EOF or reset before the answer was complete
 	ReasonSessionLost       = "SessionLost"       // the server does not know the session (any more)
 	ReasonInvalidConfig     = "InvalidConfig"     // the options themselves are unusable
