@@ -345,3 +345,22 @@ func TestSSE_StreamEndFailsTheWaitingCall(t *testing.T) {
 		t.Fatalf("call on a lost session = %v, want NotProcessed", err)
 	}
 }
+
+// TestConnect_RefusalWithAnHTTPStatus: a JSON-RPC error answered to initialize with a
+// non-2xx status is the server refusing initialize, whatever the status.
+func TestConnect_RefusalWithAnHTTPStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"jsonrpc": "2.0", "id": idOfBody(r),
+			"error": map[string]any{"code": -32602, "message": "Unsupported protocol version"}})
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(ClientOptions{URL: srv.URL + "/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Connect(testContext(t))
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonInitializeFailed || !strings.Contains(e.Detail, "HTTP 400 Bad Request: -32602 Unsupported protocol version") {
+		t.Fatalf("Connect = %v, want InitializeFailed naming the status and the error", err)
+	}
+}
