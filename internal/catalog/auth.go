@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -177,6 +178,14 @@ func (c *rulesCache) of(ss *cantusv1alpha1.SkillServer) (*access.Rules, error) {
 	return rules, err
 }
 
+// clientAddress is the caller's IP address without its port.
+func clientAddress(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
 func viewerFrom(ctx context.Context) *viewer {
 	v, _ := ctx.Value(viewerKey{}).(*viewer)
 	return v
@@ -187,7 +196,7 @@ func viewerFrom(ctx context.Context) *viewer {
 // once per token for a short time (see reviews).
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := h.reviews.viewerFor(r.Context(), bearerToken(r))
+		v, err := h.reviews.viewerFor(r.Context(), bearerToken(r), clientAddress(r))
 		if err != nil {
 			status := statusOf(err)
 			switch status {

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
 )
 
 // Every catalog request would otherwise cost one TokenReview and one SubjectAccessReview
@@ -28,6 +31,13 @@ const (
 	// reviewRate and reviewBurst bound how many tokens per second get reviewed.
 	reviewRate  = 10
 	reviewBurst = 20
+	// clientReviewRate and clientReviewBurst bound the new tokens of one client address,
+	// so that one client sending random tokens cannot use up reviewRate for everyone.
+	clientReviewRate  = 2
+	clientReviewBurst = 5
+	// maxTrackedClients bounds the per-address limiters; past it, idle ones go, then all.
+	maxTrackedClients = 4096
+	clientIdleAfter   = time.Minute
 	// maxParallelReviews bounds the SubjectAccessReviews of one request in flight.
 	maxParallelReviews = 8
 )
@@ -44,6 +54,13 @@ type reviews struct {
 
 	mu        sync.Mutex
 	decisions map[[sha256.Size]byte]decision
+	clients   map[string]*clientLimit
+}
+
+// clientLimit is one client address's share of the reviews.
+type clientLimit struct {
+	limit    *rate.Limiter
+	lastSeen time.Time
 }
 
 // authorizer is what the Authorizer does, so that tests can count the reviews.
@@ -60,11 +77,12 @@ type decision struct {
 
 func newReviews(auth authorizer, c *Catalog) *reviews {
 	return &reviews{auth: auth, catalog: c, limit: rate.NewLimiter(reviewRate, reviewBurst), now: time.Now,
-		decisions: map[[sha256.Size]byte]decision{}}
+		decisions: map[[sha256.Size]byte]decision{}, clients: map[string]*clientLimit{}}
 }
 
-// viewerFor returns who token is and which namespaces they may see.
-func (a *reviews) viewerFor(ctx context.Context, token string) (*viewer, error) {
+// viewerFor returns who token is and which namespaces they may see; client is the
+// caller's address, whose share of the reviews of new tokens is bounded.
+func (a *reviews) viewerFor(ctx context.Context, token, client string) (*viewer, error) {
 	if token == "" {
 		return nil, errUnauthenticated
 	}
@@ -73,7 +91,10 @@ func (a *reviews) viewerFor(ctx context.Context, token string) (*viewer, error) 
 	if d, ok := a.cached(key); ok {
 		return d.viewer, d.err
 	}
-	if !a.limit.Allow() {
+	if err := a.refuseBadJWT(token); err != nil {
+		return nil, err
+	}
+	if !a.clientAllowed(client) || !a.limit.Allow() {
 		return nil, errTooManyReviews
 	}
 	v, err := a.review(ctx, token)
@@ -110,6 +131,53 @@ func (a *reviews) review(ctx context.Context, token string) (*viewer, error) {
 		v.namespaces[ns] = allowed[i]
 	}
 	return v, nil
+}
+
+// refuseBadJWT refuses, without a TokenReview, a token shaped like a JWT whose claims do
+// not decode or that has expired. Other tokens (opaque ones an authentication webhook may
+// accept) go to review.
+func (a *reviews) refuseBadJWT(token string) error {
+	if strings.Count(token, ".") != 2 {
+		return nil
+	}
+	var claims struct {
+		Expiry *float64 `json:"exp"`
+	}
+	if !access.UnverifiedClaims(token, &claims) {
+		return fmt.Errorf("%w: the token is not a well-formed JWT", errUnauthenticated)
+	}
+	if claims.Expiry != nil && a.now().After(time.Unix(int64(*claims.Expiry), 0)) {
+		return fmt.Errorf("%w: the token has expired", errUnauthenticated)
+	}
+	return nil
+}
+
+// clientAllowed takes one review from the client address's share.
+func (a *reviews) clientAllowed(client string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	c, ok := a.clients[client]
+	if !ok {
+		if len(a.clients) >= maxTrackedClients {
+			a.forgetIdleClients(now)
+		}
+		c = &clientLimit{limit: rate.NewLimiter(clientReviewRate, clientReviewBurst)}
+		a.clients[client] = c
+	}
+	c.lastSeen = now
+	return c.limit.AllowN(now, 1)
+}
+
+func (a *reviews) forgetIdleClients(now time.Time) {
+	for k, c := range a.clients {
+		if now.Sub(c.lastSeen) > clientIdleAfter {
+			delete(a.clients, k)
+		}
+	}
+	if len(a.clients) >= maxTrackedClients {
+		clear(a.clients)
+	}
 }
 
 func (a *reviews) cached(key [sha256.Size]byte) (decision, bool) {

@@ -2,11 +2,14 @@ package catalog
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
@@ -65,4 +68,41 @@ func TestCatalogCachesDecisionsAndRateLimitsNewTokens(t *testing.T) {
 	// The cached token still works while new ones are limited.
 	status, _ := get(t, srv.Client(), srv.URL+"/v1/servers", token)
 	g.Expect(status).To(Equal(http.StatusOK))
+}
+
+// One client sending random tokens cannot use up the reviews of new tokens for everyone
+// (issue 23, finding 7): its address gets a share of the rate, another client's new token
+// is still reviewed, and an expired or malformed JWT costs no TokenReview.
+func TestOneClientFloodingNewTokensDoesNotStarveOthers(t *testing.T) {
+	g := NewWithT(t)
+	teamA := namespace(t, "flood-a")
+	publishedServer(t, teamA, "books")
+	token := serviceAccountAllowedIn(t, teamA, "agent")
+	auth := &countingAuthorizer{inner: &Authorizer{Client: k8sClient}}
+	h := newHandler(&Catalog{Reader: k8sClient}, auth, logr.Discard())
+	request := func(from, token string) int {
+		r := httptest.NewRequest(http.MethodGet, "/v1/servers", nil)
+		r.RemoteAddr = from + ":40000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+
+	for i := range 3 * reviewBurst {
+		g.Expect(request("10.0.0.66", "random-"+strconv.Itoa(i))).To(BeElementOf(http.StatusUnauthorized, http.StatusTooManyRequests))
+	}
+	g.Expect(auth.tokenReviews.Load()).To(BeNumerically("<=", clientReviewBurst+1), "one address gets only its share of reviews")
+	g.Expect(request("10.0.0.7", token)).To(Equal(http.StatusOK), "another client's new token is still reviewed")
+
+	before := auth.tokenReviews.Load()
+	expired := unsignedJWT(map[string]any{"iss": "x", "exp": time.Now().Add(-time.Hour).Unix()})
+	g.Expect(request("10.0.0.8", expired)).To(Equal(http.StatusUnauthorized))
+	g.Expect(request("10.0.0.9", "e30.!!!.x")).To(Equal(http.StatusUnauthorized))
+	g.Expect(auth.tokenReviews.Load()).To(Equal(before), "an expired or malformed JWT costs no TokenReview")
+}
+
+func unsignedJWT(claims map[string]any) string {
+	payload, _ := json.Marshal(claims)
+	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(payload) + ".c2ln"
 }
