@@ -203,6 +203,7 @@ func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.B
 	switch opts.runtime {
 	case "kubernetes":
 		kube := workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain)
+		kube.APIReader = mgr.GetAPIReader()
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			kube.Operator = workload.OperatorPeer(ns)
 		}

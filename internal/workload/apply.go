@@ -10,8 +10,10 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // applyConfiguration is what every typed apply configuration of client-go offers.
@@ -21,12 +23,35 @@ type applyConfiguration interface {
 	GetKind() *string
 }
 
+// NameConflictError is an object the operator would write that exists and is not
+// controlled by the object it would write it for: someone else's, never to be adopted.
+type NameConflictError struct {
+	Kind, Namespace, Name string
+	// Controller names the object's controller, or is empty when it has none.
+	Controller string
+}
+
+func (e *NameConflictError) Error() string {
+	owner := "no controller"
+	if e.Controller != "" {
+		owner = "controller " + e.Controller
+	}
+	return fmt.Sprintf("%s %s/%s already exists and is not controlled by this object (it has %s): the operator does not take over objects it did not create; rename or delete that %s",
+		e.Kind, e.Namespace, e.Name, owner, e.Kind)
+}
+
 // apply sends a server-side apply unless the live object already holds everything the
 // request would set, so that reconciling an unchanged SkillServer sends no write to the
 // API server, also right after the operator restarts with an empty cache. Anyone
 // else's edit of a field the operator sets makes the live object differ, and the next
 // reconcile applies again, taking the field back.
-func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.Object, desired applyConfigurationObject) error {
+//
+// An object of that name that the request's controller does not control is a
+// NameConflictError, and nothing is written: server-side apply with forced ownership
+// would otherwise take it over (and its owner reference would let the garbage collector
+// delete it with the SkillServer). The cache holds only the operator's labelled
+// children, so a name it does not know is looked up once on the API server (apiReader).
+func (c *appliedCache) apply(ctx context.Context, cl client.Client, apiReader client.Reader, live client.Object, desired applyConfigurationObject) error {
 	key := types.NamespacedName{Namespace: *desired.GetNamespace(), Name: *desired.GetName()}
 	kind := *desired.GetKind()
 	request, err := json.Marshal(desired)
@@ -36,6 +61,14 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.
 	requestID := requestHash(request)
 	if err := cl.Get(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	owner := controllerUIDOf(request)
+	if live.GetResourceVersion() != "" {
+		if err := refuseForeign(kind, live, owner); err != nil {
+			return err
+		}
+	} else if err := refuseUncachedForeign(ctx, cl, apiReader, kind, key, live, owner); err != nil {
+		return err
 	}
 	if rv := live.GetResourceVersion(); rv != "" && (c.has(kind, key, rv, requestID) || holdsRequest(live, request)) {
 		c.add(kind, key, rv, requestID)
@@ -48,6 +81,58 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, live client.
 		c.add(kind, key, rv, requestID)
 	}
 	return nil
+}
+
+// controllerUIDOf reads the UID of the controller reference an apply request sets.
+func controllerUIDOf(request []byte) types.UID {
+	var obj struct {
+		Metadata struct {
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(request, &obj) != nil {
+		return ""
+	}
+	for _, ref := range obj.Metadata.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.UID
+		}
+	}
+	return ""
+}
+
+// refuseForeign is a NameConflictError when obj is not controlled by owner.
+func refuseForeign(kind string, obj metav1.Object, owner types.UID) error {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref != nil && ref.UID == owner {
+		return nil
+	}
+	conflict := &NameConflictError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if ref != nil {
+		conflict.Controller = ref.Kind + " " + ref.Name
+	}
+	return conflict
+}
+
+// refuseUncachedForeign looks up on the API server, by metadata only, an object the cache
+// does not hold, and refuses it when it exists and owner does not control it.
+func refuseUncachedForeign(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object, owner types.UID) error {
+	if apiReader == nil {
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(live, cl.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of %s %s: %w", kind, key, err)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(gvk)
+	if err := apiReader.Get(ctx, key, meta); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	return refuseForeign(kind, meta, owner)
 }
 
 // holdsRequest says whether every field the apply request sets has that value in the

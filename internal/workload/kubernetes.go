@@ -56,6 +56,11 @@ type Kubernetes struct {
 	// connect still lets them in, since they verify the pods through the Service. Nil
 	// when unknown (the operator runs outside the cluster).
 	Operator *networkingv1.NetworkPolicyPeer
+	// APIReader reads from the API server, past the cache that holds only the operator's
+	// labelled children: a child's name that the cache does not know is looked up there
+	// before it is written, so that someone else's object is never taken over. Nil reads
+	// nothing past the cache (tests with an uncached Client).
+	APIReader client.Reader
 
 	applied *appliedCache
 }
@@ -70,7 +75,7 @@ func OperatorPeer(namespace string) *networkingv1.NetworkPolicyPeer {
 }
 
 func (k *Kubernetes) apply(ctx context.Context, live client.Object, desired applyConfigurationObject) error {
-	return k.applied.apply(ctx, k.Client, live, desired)
+	return k.applied.apply(ctx, k.Client, k.APIReader, live, desired)
 }
 
 // NewKubernetes returns the kubernetes runtime.
