@@ -125,34 +125,12 @@ func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
 	if headerFile != "" {
 		remote.HeaderFiles = map[string]string{"Authorization": headerFile}
 	}
-	cfg := &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cantus-bench-" + nameGateway, Version: "0.0.0"},
-		Transport: adapter.TransportStreamableHTTP,
-		Stateless: true,
-		Tools: []adapter.Tool{{
-			Name:        gatewayToolName,
-			Description: toolDesc,
-			InputSchema: json.RawMessage(toolSchema),
-			Remote:      remote,
-		}},
-	}
-	var opts []adapter.Option
-	if token != "" {
-		opts = append(opts, adapter.WithBearerToken(token))
-	}
-	srv, err := adapter.NewServer(cfg, opts...)
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", nameGateway, err)
-	}
-	base, stop, err := serveLabelled(nameGateway, srv.Handler())
-	if err != nil {
-		_ = srv.Close()
-		return "", nil, err
-	}
-	return base + adapter.PathMCP, func() {
-		stop()
-		_ = srv.Close() // ends the pooled session to the remote
-	}, nil
+	return startAdapter(nameGateway, token, adapter.Tool{
+		Name:        gatewayToolName,
+		Description: toolDesc,
+		InputSchema: json.RawMessage(toolSchema),
+		Remote:      remote,
+	})
 }
 
 // writeHeaderFile writes value to a new private temporary file and returns its path.

@@ -55,6 +55,7 @@ func startTemplateAdapter(label, token string) (string, func(), error) {
 }
 
 // startAdapter serves tool with the adapter as the controller renders it by default.
+// Its stop also closes the server, which ends a gateway's pooled session to its remote.
 func startAdapter(label, token string, tool adapter.Tool) (string, func(), error) {
 	cfg := &adapter.Config{
 		Server:    adapter.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
@@ -72,9 +73,13 @@ func startAdapter(label, token string, tool adapter.Tool) (string, func(), error
 	}
 	base, stop, err := serveLabelled(label, srv.Handler())
 	if err != nil {
+		_ = srv.Close()
 		return "", nil, err
 	}
-	return base + adapter.PathMCP, stop, nil
+	return base + adapter.PathMCP, func() {
+		stop()
+		_ = srv.Close()
+	}, nil
 }
 
 // stops runs the stops of what a comparison started, the last started first.
