@@ -37,7 +37,7 @@ func compileConfig(cfg *Config) ([]*compiledTool, error) {
 			fast:     newFastSchema(c.Schema),
 			template: c.Template,
 		}
-		if c.Tool.Remote != nil {
+		if c.Remote != nil {
 			tools[i].gateway = gatewayTool(tools[i])
 		}
 	}

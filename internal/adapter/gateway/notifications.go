@@ -127,6 +127,7 @@ func (w *EventWatch) sent() {
 	w.mu.Unlock()
 }
 
+// Write writes p and counts it when it is a notification event.
 func (w *EventWatch) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	if bytes.HasPrefix(p, []byte("event: message\ndata: ")) && bytes.Contains(p, []byte(`"method":"notifications/`)) {
@@ -141,12 +142,14 @@ func (w *EventWatch) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Flush flushes the response.
 func (w *EventWatch) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
+// Unwrap is the response w wraps, for http.ResponseController.
 func (w *EventWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // waitWritten returns once every notification counted by sent is written, or after
