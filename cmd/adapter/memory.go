@@ -79,7 +79,7 @@ func openMemoryFor(configPath, root string) (*memory.Store, error) {
 		if adapterCfg.Memory == nil {
 			return nil, fmt.Errorf("%s has no memory tool", configPath)
 		}
-		cfg = adapterconfig.MemoryStoreConfig(adapterCfg.Memory)
+		cfg = memory.ConfigFrom(adapterCfg.Memory)
 		if root != "" {
 			cfg.Root = root
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
-	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -29,7 +28,7 @@ func TestMemoryCommandRestoresATrashedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := memory.Open(adapterconfig.MemoryStoreConfig(cfg.Memory))
+	store, err := memory.Open(memory.ConfigFrom(cfg.Memory))
 	if err != nil {
 		t.Fatal(err)
 	}

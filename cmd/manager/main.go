@@ -30,6 +30,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 // defaultAdapterImage is the image the kubernetes runtime runs; it holds both binaries.
@@ -209,16 +210,16 @@ func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.B
 		}
 		return kube, kube.Bridges(), nil
 	case "local":
-		local := workload.NewLocal(mgr.GetAPIReader())
-		local.MemoryDir = opts.localMemoryDir
-		if err := mgr.Add(local); err != nil {
+		adapters := local.New(mgr.GetAPIReader())
+		adapters.MemoryDir = opts.localMemoryDir
+		if err := mgr.Add(adapters); err != nil {
 			return nil, nil, fmt.Errorf("add local runtime: %w", err)
 		}
 		bridges := workload.NewLocalBridges(opts.adapterBinary, ctrl.Log.WithName("bridge"))
 		if err := mgr.Add(bridges); err != nil {
 			return nil, nil, fmt.Errorf("add local stdio bridges: %w", err)
 		}
-		return local, bridges, nil
+		return adapters, bridges, nil
 	default:
 		return nil, nil, errors.New("--runtime must be kubernetes or local")
 	}

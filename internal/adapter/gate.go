@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
 // maxMCPRequestBytes bounds a JSON-RPC message; tool arguments are small, and an
@@ -194,9 +196,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				s.serveStream(w, r, next, body)
 				return
 			}
-			if defs := s.state.Load().defs; len(defs) > 0 && mayList(body) && parseHead(body).Method == string(mcp.MethodToolsList) {
-				lw := newListAnswerWriter(w, defs)
-				defer lw.finish()
+			if defs := s.state.Load().defs; len(defs) > 0 && gateway.MayList(body) && parseHead(body).Method == string(mcp.MethodToolsList) {
+				lw := gateway.NewListAnswerWriter(w, defs)
+				defer lw.Finish()
 				w = lw
 			}
 		}
@@ -210,12 +212,13 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			gb.admitted = true
 			defer gb.admission.release()
 			remote := s.state.Load().remote
-			if remote && s.passThrough(w, r, body, &gb.admission) {
+			if remote && s.streamable != nil && s.cfg.Stateless && gateway.PassThrough(w, r, body, (*gatewayServer)(s)) {
 				return
 			}
 			if remote && s.streamable != nil {
-				// A forwarded call may pass the remote's notifications on (see eventWatch).
-				gb.events = &eventWatch{ResponseWriter: w}
+				// A forwarded call may pass the remote's notifications on (see
+				// gateway.EventWatch).
+				gb.events = gateway.WatchEvents(w)
 				w = gb.events
 			}
 			next.ServeHTTP(w, r)
@@ -237,7 +240,7 @@ func callContext(ctx context.Context, r *http.Request) context.Context {
 	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
 		ctx = context.WithValue(ctx, admissionKey{}, &gb.admission)
 		if gb.events != nil {
-			ctx = context.WithValue(ctx, eventWatchKey{}, gb.events)
+			ctx = gateway.WithEventWatch(ctx, gb.events)
 		}
 	}
 	return ctx
@@ -255,13 +258,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.H
 	defer s.metrics.openStreams.Dec()
 	if s.sse != nil {
 		// The answers to the POSTs of an sse session, tools/list among them, arrive here.
-		w = streamEventWriter{ResponseWriter: w, defs: func() toolDefinitions { return s.state.Load().defs }}
+		w = gateway.StreamEventWriter{ResponseWriter: w, Definitions: func() gateway.Definitions { return s.state.Load().defs }}
 	}
 	next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
 }
 
 // mayListen is false for a body that cannot be a subscriptions/listen message, so that
-// the gate need not parse it: the method is written with "listen" in it, or escaped
+// the gate need not parse it (as gateway.MayList): the method is written with "listen" in it, or escaped
 // (a JSON string can spell a letter as \uXXXX).
 func mayListen(body []byte) bool {
 	return bytes.Contains(body, []byte("listen")) || bytes.Contains(body, []byte(`\u`))
@@ -339,10 +342,26 @@ type gatedBody struct {
 	bytes.Reader
 	admission admission
 	admitted  bool
-	events    *eventWatch
+	events    *gateway.EventWatch
 }
 
 func (*gatedBody) Close() error { return nil }
+
+// gatewayServer is the server as the gateway's pass-through sees it.
+type gatewayServer Server
+
+// RemoteTool implements gateway.Server.
+func (g *gatewayServer) RemoteTool(name string) *gateway.Tool {
+	if t := g.state.Load().byName[name]; t != nil {
+		return t.gateway
+	}
+	return nil
+}
+
+// RunCall implements gateway.Server: the call joins the admission of its request.
+func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	return (*Server)(g).runCall(callContext(r.Context(), r), name, run)
+}
 
 // writeRefusal answers 503 with a JSON-RPC error, and closes the connection so the
 // client's retry goes through the Service to a ready replica.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
 // richResult is what the remote below answers: two text items (the second annotated),
@@ -80,7 +82,7 @@ func TestGateway_ResultsPassThroughAsSent(t *testing.T) {
 	}
 
 	want["isError"] = true
-	want["content"].([]any)[0].(map[string]any)["text"] = markerRemoteError + "first"
+	want["content"].([]any)[0].(map[string]any)["text"] = gateway.MarkerRemoteError + "first"
 	if got, w := canonical(t, callTool(t, c, "up.bad", nil)), canonical(t, want); got != w {
 		t.Errorf("failed result\n got %s\nwant %s", got, w)
 	}

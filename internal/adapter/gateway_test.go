@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -221,8 +222,8 @@ func TestGateway_ForwardsCallsToTheRemoteAdapter(t *testing.T) {
 			}
 
 			wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")
-			wantToolError(t, callTool(t, c, "team.fail", nil), markerRemoteError+"http_call_failed: 500 Internal Server Error: backend exploded")
-			wantToolError(t, callTool(t, c, "team.ghost", nil), markerRemoteError, "-32602", "ghost")
+			wantToolError(t, callTool(t, c, "team.fail", nil), gateway.MarkerRemoteError+"http_call_failed: 500 Internal Server Error: backend exploded")
+			wantToolError(t, callTool(t, c, "team.ghost", nil), gateway.MarkerRemoteError, "-32602", "ghost")
 			wantSuccess(t, callTool(t, c, "team.count", nil), "ran 1")
 
 			callsBefore := remote.calls.Load()
@@ -276,7 +277,7 @@ func TestGateway_RemoteRestartDownAndBack(t *testing.T) {
 	}
 
 	second.stop()
-	wantToolError(t, callTool(t, c, "team.count", nil), markerCallFailed, "connection refused", "import team/upstream")
+	wantToolError(t, callTool(t, c, "team.count", nil), gateway.MarkerCallFailed, "connection refused", "import team/upstream")
 	third := startRemoteAdapter(t, cfg, first.addr)
 	wantSuccess(t, callTool(t, c, "team.count", nil), "ran 3")
 	if third.initializes.Load() != 1 {
@@ -292,7 +293,7 @@ func TestGateway_RemoteThatIsNoMCPServerIsCallFailed(t *testing.T) {
 	gw := serve(t, configWith(TransportStreamableHTTP, true,
 		remoteTool("x.tool", objectSchema, notMCP.URL+"/mcp", TransportStreamableHTTP, "tool")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
-	wantToolError(t, callTool(t, c, "x.tool", nil), markerCallFailed, "404")
+	wantToolError(t, callTool(t, c, "x.tool", nil), gateway.MarkerCallFailed, "404")
 }
 
 // writeFileAtomically replaces path as a Secret volume update does: a new file renamed
@@ -330,7 +331,7 @@ func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 
 	writeFileAtomically(t, headerFile, "Bearer wrong-token-5678")
 	res := callTool(t, c, "team.hello", map[string]any{"name": "Ada"})
-	wantToolError(t, res, markerCallFailed, "401")
+	wantToolError(t, res, gateway.MarkerCallFailed, "401")
 	if strings.Contains(textOf(res), "wrong-token-5678") {
 		t.Errorf("the error shows the header value: %q", textOf(res))
 	}
@@ -357,7 +358,7 @@ func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
 	gw := serve(t, configWith(TransportStreamableHTTP, true, tool))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
-	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), markerCallFailed, "401")
+	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), gateway.MarkerCallFailed, "401")
 
 	before, err := os.Stat(headerFile)
 	if err != nil {
@@ -373,7 +374,7 @@ func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || fileIdentity(after) != fileIdentity(before) {
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || !os.SameFile(after, before) {
 		t.Fatalf("the in-place rewrite changed the stat (size %d→%d, mtime %v→%v); the test needs it unchanged",
 			before.Size(), after.Size(), before.ModTime(), after.ModTime())
 	}
@@ -523,5 +524,5 @@ func TestGateway_DialsOnlyTheCheckedAddresses(t *testing.T) {
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	wantSuccess(t, callTool(t, c, "pinned.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")
-	wantToolError(t, callTool(t, c, "elsewhere.hello", map[string]any{"name": "Ada"}), markerCallFailed, "127.0.0.2")
+	wantToolError(t, callTool(t, c, "elsewhere.hello", map[string]any{"name": "Ada"}), gateway.MarkerCallFailed, "127.0.0.2")
 }

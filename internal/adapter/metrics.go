@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
 // toolMetrics live on a registry of their own: the local runtime runs several
@@ -21,10 +23,8 @@ type toolMetrics struct {
 	// refusals counts calls the authorization rules refused; by tool only, never by
 	// caller, so that callers cannot grow the series without bound.
 	refusals *prometheus.CounterVec
-	// Re-exported tools count in the per-tool series under their served name; these
-	// are per remote (its URL without the query).
-	remoteConnects *prometheus.CounterVec
-	remoteRetries  *prometheus.CounterVec
+	// gateway counts the connects and retries per remote of re-exported tools.
+	gateway *gateway.Metrics
 	// openStreams counts the long-lived streams, which carry
 	// notifications/tools/list_changed to sessions.
 	openStreams prometheus.Gauge
@@ -70,19 +70,13 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_tool_refusals_total",
 		Help: "Tool calls refused because the caller may not call the tool, by tool.",
 	}, []string{"tool"})
-	m.remoteConnects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cantus_adapter_remote_connects_total",
-		Help: "Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.",
-	}, []string{"remote", "outcome"})
-	m.remoteRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cantus_adapter_remote_call_retries_total",
-		Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
-	}, []string{"remote"})
+	m.gateway = gateway.NewMetrics()
 	m.openStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cantus_adapter_open_streams",
 		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
 	})
-	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.remoteConnects, m.remoteRetries, m.openStreams)
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.openStreams)
+	m.registry.MustRegister(m.gateway.Collectors()...)
 	m.trackTools(toolNames)
 	return m
 }
@@ -123,12 +117,6 @@ func (m *toolMetrics) forgetTools(toolNames []string) {
 		m.duration.DeleteLabelValues(name)
 		m.refusals.DeleteLabelValues(name)
 	}
-}
-
-func (m *toolMetrics) trackRemote(remote string) {
-	m.remoteConnects.WithLabelValues(remote, "succeeded")
-	m.remoteConnects.WithLabelValues(remote, "failed")
-	m.remoteRetries.WithLabelValues(remote)
 }
 
 func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) {

@@ -40,7 +40,7 @@ func (s *Server) Reload(cfg *Config) error {
 	if err := s.auth.Check(auth); err != nil {
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
-	linked, err := s.remotes.prepare(tools)
+	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
 	if err != nil {
 		return fmt.Errorf("remote tools: %w", err)
 	}
@@ -52,7 +52,7 @@ func (s *Server) Reload(cfg *Config) error {
 	old := s.state.Load()
 	next := newToolSet(tools)
 	s.state.Store(next)
-	s.remotes.commit(linked)
+	s.remotes.Commit(linked)
 	s.cfg.Tools = cfg.Tools
 	d := diffToolSets(old, next)
 	s.metrics.trackTools(d.added)

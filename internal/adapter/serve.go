@@ -78,7 +78,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 		s.log.Error(err, "serving ended unexpectedly during shutdown")
 	}
 	s.backend.CloseIdleConnections()
-	s.remotes.closeAll()
+	s.remotes.CloseAll()
 
 	if waitErr != nil {
 		return fmt.Errorf("shutdown grace %s expired with %d calls in flight: %w", s.opts.shutdownGrace, stranded, waitErr)

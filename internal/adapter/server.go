@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
@@ -70,7 +71,7 @@ type Server struct {
 	cfg Config
 	// state is the tool set being served; Reload swaps it.
 	state   atomic.Pointer[toolSet]
-	remotes *remotePool
+	remotes *gateway.Pool
 	mcp     *server.MCPServer
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
@@ -143,8 +144,8 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	if o.calls != nil {
 		s.calls = o.calls
 	}
-	s.remotes = newRemotePool(s.log, s.metrics)
-	linked, err := s.remotes.prepare(tools)
+	s.remotes = gateway.NewPool(s.log, s.metrics.gateway)
+	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
 	}
@@ -153,7 +154,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.remotes.commit(linked)
+	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools))
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
@@ -166,16 +167,16 @@ type toolSet struct {
 	tools  []*compiledTool // config order
 	byName map[string]*compiledTool
 	// defs are the imported tools' tools/list entries, as their remotes defined them.
-	defs toolDefinitions
+	defs gateway.Definitions
 	// remote is true when a tool forwards to a remote.
 	remote bool
 }
 
 func newToolSet(tools []*compiledTool) *toolSet {
-	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: definitionsOf(tools)}
+	remotes := gatewayToolsOf(tools)
+	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
 	for _, t := range tools {
 		set.byName[t.Name] = t
-		set.remote = set.remote || t.Remote != nil
 	}
 	return set
 }

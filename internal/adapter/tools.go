@@ -42,7 +42,7 @@ func (s *Server) callTool(ctx context.Context, t *compiledTool, req mcp.CallTool
 	case t.HTTP != nil:
 		return s.postToBackend(ctx, t.HTTP, args)
 	case t.Remote != nil:
-		return t.remote.call(ctx, t, args, progressTokenOf(req))
+		return t.gateway.Call(ctx, req, args)
 	default:
 		// compileConfig guarantees a backend; reaching here is a programming error.
 		return mcp.NewToolResultError(fmt.Sprintf("tool %q has no backend", t.Name))

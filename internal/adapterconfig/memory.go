@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
+
+// MemoryCommands are the memory tool's commands, in their documented order: the names
+// allowedCommands and confirmCommands may hold. Package memory implements them (its test
+// keeps the two lists equal); the contract names them so that the operator can check a
+// config without linking the store.
+var MemoryCommands = []string{"view", "create", "str_replace", "insert", "delete", "rename"}
 
 // validateMemory checks the memory tool's config; tools are the other tool names.
 func validateMemory(m *MemoryConfig, tools []string) []error {
@@ -24,26 +28,9 @@ func validateMemory(m *MemoryConfig, tools []string) []error {
 		errs = append(errs, fmt.Errorf("memory.toolName %q is also the name of a tool: rename one of them", m.ToolName))
 	}
 	for _, c := range append(slices.Clone(m.AllowedCommands), m.ConfirmCommands...) {
-		if !slices.Contains(memory.AllCommands, c) {
-			errs = append(errs, fmt.Errorf("memory command %q is unknown: use one of %v", c, memory.AllCommands))
+		if !slices.Contains(MemoryCommands, c) {
+			errs = append(errs, fmt.Errorf("memory command %q is unknown: use one of %v", c, MemoryCommands))
 		}
 	}
 	return errs
-}
-
-// MemoryStoreConfig turns the adapter's memory config into the store's; `adapter memory`
-// uses it to open the same store the server does.
-func MemoryStoreConfig(m *MemoryConfig) memory.Config {
-	return memory.Config{
-		Root:     m.Root,
-		ToolName: m.ToolName,
-		Guard: memory.Guard{
-			AllowedCommands: m.AllowedCommands,
-			ConfirmCommands: m.ConfirmCommands,
-			ReadOnly:        m.ReadOnly,
-			MaxFileBytes:    m.MaxFileBytes,
-			MaxTotalBytes:   m.MaxTotalBytes,
-			TrashRetention:  m.TrashRetention.Duration,
-		},
-	}
 }

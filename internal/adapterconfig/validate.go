@@ -15,8 +15,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/net/http/httpguts"
 
-	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // toolNamePattern is the MCP tool name grammar (spec 2025-11-25, "Tool names").
@@ -88,7 +89,7 @@ func compileTool(index int, t *Tool) (CompiledTool, []error) {
 }
 
 // ClipName keeps a name short enough to quote in a message: names can come from a remote.
-func ClipName(name string) string { return mcpclient.ClipText(name, 64) }
+func ClipName(name string) string { return clip.Line(name, 64) }
 
 // prepareTool compiles what a call needs and lists what is wrong with t.
 func prepareTool(t *Tool) (CompiledTool, []string) {
@@ -190,7 +191,7 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 		problems = append(problems, fmt.Sprintf("remote.remoteName %q is not a valid MCP tool name: use 1-128 of the characters A-Z a-z 0-9 . _ -", r.RemoteName))
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
-		if !mcpclient.ValidHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			problems = append(problems, fmt.Sprintf("remote.headerFiles: %q is not a valid HTTP header name", name))
 		}
 		if strings.TrimSpace(r.HeaderFiles[name]) == "" {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -153,7 +152,7 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, served cantusv1alpha1.ServedTool,
 		}
 	case served.Source == "memory" && ss.Spec.Memory != nil:
 		cfg := render.AdapterConfig(ss).Memory
-		if def, err := memory.ToolDefinition(adapterconfig.MemoryStoreConfig(cfg)); err == nil {
+		if def, err := memory.ToolDefinition(memory.ConfigFrom(cfg)); err == nil {
 			t.Description = def.Description
 			t.InputSchema, _ = json.Marshal(def.InputSchema)
 		}

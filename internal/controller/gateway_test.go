@@ -19,19 +19,19 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 // startGatewayManager runs both controllers, SkillServers on the local runtime.
 func startGatewayManager(t *testing.T) {
 	t.Helper()
 	mgr := newTestManager(t)
-	local := workload.NewLocal(mgr.GetAPIReader())
-	local.MemoryDir = t.TempDir()
-	if err := mgr.Add(local); err != nil {
+	adapters := local.New(mgr.GetAPIReader())
+	adapters.MemoryDir = t.TempDir()
+	if err := mgr.Add(adapters); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: local, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {

@@ -21,7 +21,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
-	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 // Agents call as their own service accounts: real tokens from TokenRequest, checked by
@@ -46,7 +46,7 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	t.Cleanup(stopWatching)
 	go func() { _ = revocations.Start(watchCtx) }()
-	startManagerVerifying(t, workload.NewLocal(nil), &MCPVerifier{}, func(r *SkillServerReconciler) {
+	startManagerVerifying(t, local.New(nil), &MCPVerifier{}, func(r *SkillServerReconciler) {
 		r.Issuer, r.Revocations, r.IssuerChanged = issuer, revocations, changed
 	})
 

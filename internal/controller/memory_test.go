@@ -17,6 +17,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
@@ -94,9 +95,9 @@ func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	local := workload.NewLocal(nil)
-	local.MemoryDir = t.TempDir()
-	startManager(t, local)
+	adapters := local.New(nil)
+	adapters.MemoryDir = t.TempDir()
+	startManager(t, adapters)
 
 	ss := newSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{}

@@ -19,6 +19,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
@@ -294,7 +295,7 @@ func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startManager(t, workload.NewLocal(nil))
+	startManager(t, local.New(nil))
 
 	ss := newSkillServer(ns, "local", templateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())

@@ -24,6 +24,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 var (
@@ -108,9 +109,9 @@ func startManager(t *testing.T, rt workload.Runtime) {
 func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister, configure ...func(*SkillServerReconciler)) {
 	t.Helper()
 	mgr := newTestManager(t)
-	if local, ok := rt.(*workload.Local); ok {
-		local.Reader = mgr.GetAPIReader()
-		if err := mgr.Add(local); err != nil {
+	if adapters, ok := rt.(*local.Runtime); ok {
+		adapters.Reader = mgr.GetAPIReader()
+		if err := mgr.Add(adapters); err != nil {
 			t.Fatalf("add local runtime: %v", err)
 		}
 	}

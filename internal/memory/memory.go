@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Commands of the Anthropic memory tool.
@@ -118,6 +120,24 @@ type Config struct {
 	// ToolName is the MCP tool name (default "memory").
 	ToolName string
 	Guard    Guard
+}
+
+// ConfigFrom turns the adapter's memory config (the contract the operator renders) into
+// the store's, so that the adapter, `adapter memory` and the catalog open or describe the
+// same store.
+func ConfigFrom(m *adapterconfig.MemoryConfig) Config {
+	return Config{
+		Root:     m.Root,
+		ToolName: m.ToolName,
+		Guard: Guard{
+			AllowedCommands: m.AllowedCommands,
+			ConfirmCommands: m.ConfirmCommands,
+			ReadOnly:        m.ReadOnly,
+			MaxFileBytes:    m.MaxFileBytes,
+			MaxTotalBytes:   m.MaxTotalBytes,
+			TrashRetention:  m.TrashRetention.Duration,
+		},
+	}
 }
 
 // Store is a guarded memory directory. Its methods are safe for concurrent use:

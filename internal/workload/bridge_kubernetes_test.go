@@ -279,7 +279,5 @@ var (
 	_ bridges          = (*LocalBridges)(nil)
 	_ bridges          = (*KubernetesBridges)(nil)
 	_ manager.Runnable = (*LocalBridges)(nil)
-	_ manager.Runnable = (*Local)(nil)
-	_ Runtime          = (*Local)(nil)
 	_ Runtime          = (*Kubernetes)(nil)
 )

@@ -3,6 +3,8 @@
 // kubernetes (children owned by the SkillServer or import and applied server-side, with
 // one set of labels, pod security settings, owner references and write cache) and local
 // (adapters served in the manager process on 127.0.0.1, bridges as its child processes).
+// The local adapters live in the subpackage local, which links the adapter itself, so that
+// this package and the controllers stay free of the data plane.
 package workload
 
 import (

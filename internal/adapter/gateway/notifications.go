@@ -1,4 +1,4 @@
-package adapter
+package gateway
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func progressTokenOf(req mcp.CallToolRequest) mcp.ProgressToken {
 }
 
 // notificationsFlushWait bounds how long a forwarded call waits for the notifications
-// it passed on to be written before its answer (see eventWatch).
+// it passed on to be written before its answer (see EventWatch).
 const notificationsFlushWait = 2 * time.Second
 
 // forwarder passes the remote's notifications about one call on to the client.
@@ -36,7 +36,7 @@ type forwarder struct {
 	ctx           context.Context
 	srv           *server.MCPServer
 	progressToken mcp.ProgressToken
-	watch         *eventWatch // nil but over streamable HTTP
+	watch         *EventWatch // nil but over streamable HTTP
 }
 
 // forwardNotifications returns the forwarder of the call of ctx; nil when ctx has no
@@ -46,7 +46,7 @@ func forwardNotifications(ctx context.Context, progressToken mcp.ProgressToken) 
 	if srv == nil {
 		return nil
 	}
-	watch, _ := ctx.Value(eventWatchKey{}).(*eventWatch)
+	watch, _ := ctx.Value(eventWatchKey{}).(*EventWatch)
 	return &forwarder{ctx: ctx, srv: srv, progressToken: progressToken, watch: watch}
 }
 
@@ -93,12 +93,15 @@ func (f *forwarder) flush() {
 
 type eventWatchKey struct{}
 
-// eventWatch counts the notifications a call passed to mcp-go and those written to the
+// EventWatch counts the notifications a call passed to mcp-go and those written to the
 // call's response (streamable HTTP). mcp-go writes them from a goroutine of its own
 // and, when the call's answer comes while that goroutine holds a notification not yet
 // written, drops it; so a forwarded call returns only once what it passed on is
 // written (the remote's last progress often arrives just before its answer).
-type eventWatch struct {
+//
+// The server wraps the response of a POST that may carry a forwarded call in one
+// (WatchEvents) and hands it to the call's context (WithEventWatch).
+type EventWatch struct {
 	http.ResponseWriter
 	mu      sync.Mutex
 	queued  int
@@ -106,8 +109,16 @@ type eventWatch struct {
 	changed chan struct{} // closed and replaced when written grows
 }
 
+// WatchEvents wraps the response w of a POST.
+func WatchEvents(w http.ResponseWriter) *EventWatch { return &EventWatch{ResponseWriter: w} }
+
+// WithEventWatch gives the call of ctx the watch of its response.
+func WithEventWatch(ctx context.Context, w *EventWatch) context.Context {
+	return context.WithValue(ctx, eventWatchKey{}, w)
+}
+
 // sent counts a notification handed to mcp-go; a nil watch ignores it.
-func (w *eventWatch) sent() {
+func (w *EventWatch) sent() {
 	if w == nil {
 		return
 	}
@@ -116,7 +127,8 @@ func (w *eventWatch) sent() {
 	w.mu.Unlock()
 }
 
-func (w *eventWatch) Write(p []byte) (int, error) {
+// Write writes p and counts it when it is a notification event.
+func (w *EventWatch) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	if bytes.HasPrefix(p, []byte("event: message\ndata: ")) && bytes.Contains(p, []byte(`"method":"notifications/`)) {
 		w.mu.Lock()
@@ -130,17 +142,19 @@ func (w *eventWatch) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *eventWatch) Flush() {
+// Flush flushes the response.
+func (w *EventWatch) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *eventWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap is the response w wraps, for http.ResponseController.
+func (w *EventWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // waitWritten returns once every notification counted by sent is written, or after
 // limit.
-func (w *eventWatch) waitWritten(limit time.Duration) {
+func (w *EventWatch) waitWritten(limit time.Duration) {
 	if w == nil {
 		return
 	}

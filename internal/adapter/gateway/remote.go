@@ -1,4 +1,4 @@
-package adapter
+package gateway
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -27,12 +28,12 @@ import (
 // program reading the transcript) can tell the remote's own failure from not reaching
 // it by prefix.
 const (
-	// markerRemoteError: the remote answered, with a failed tool result or a JSON-RPC
-	// error.
-	markerRemoteError = "mcp_remote_error: "
-	// markerCallFailed: the remote could not be reached, the handshake failed, or no
-	// answer came.
-	markerCallFailed = "mcp_call_failed: "
+	// MarkerRemoteError says that the remote answered, with a failed tool result or a
+	// JSON-RPC error.
+	MarkerRemoteError = "mcp_remote_error: "
+	// MarkerCallFailed says that the remote could not be reached, the handshake failed,
+	// or no answer came.
+	MarkerCallFailed = "mcp_call_failed: "
 )
 
 // remoteConnectTimeout bounds one connect (initialize) to a remote. A call waits for
@@ -49,7 +50,7 @@ type remoteKey struct {
 	url, transport, headerFiles, caFile, addresses string
 }
 
-func remoteKeyOf(r *RemoteBackend) remoteKey {
+func remoteKeyOf(r *adapterconfig.RemoteBackend) remoteKey {
 	pairs := make([]string, 0, len(r.HeaderFiles))
 	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
 		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
@@ -58,32 +59,36 @@ func remoteKeyOf(r *RemoteBackend) remoteKey {
 		addresses: strings.Join(r.Addresses, ",")}
 }
 
-// remotePool holds the remotes the served tools use.
-type remotePool struct {
+// Pool holds the remotes the served tools use: tools that name the same remote (URL,
+// transport, header files, CA file, addresses) share its session.
+type Pool struct {
 	log     logr.Logger
-	metrics *toolMetrics
+	metrics *Metrics
 
 	mu      sync.Mutex
 	remotes map[remoteKey]*remote
 }
 
-func newRemotePool(log logr.Logger, metrics *toolMetrics) *remotePool {
-	return &remotePool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}}
+// NewPool returns an empty pool; metrics counts its connects and retries.
+func NewPool(log logr.Logger, metrics *Metrics) *Pool {
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}}
 }
 
-// prepare links every remote tool of tools to its remote: the pooled one when the
-// pool has it (its session survives), a new one otherwise, whose files are read now
-// so that an unreadable file fails here. The pool is unchanged until commit.
-func (p *remotePool) prepare(tools []*compiledTool) (map[remoteKey]*remote, error) {
+// Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
+type Linked struct {
+	remotes map[remoteKey]*remote
+}
+
+// Prepare links every tool to its remote: the pooled one when the pool has it (its
+// session survives), a new one otherwise, whose files are read now so that an
+// unreadable file fails here. The pool is unchanged until Commit.
+func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := map[remoteKey]*remote{}
 	var errs []error
 	for _, t := range tools {
-		if t.Remote == nil {
-			continue
-		}
-		key := remoteKeyOf(t.Remote)
+		key := remoteKeyOf(t.Backend)
 		r := next[key]
 		if r == nil {
 			r = p.remotes[key]
@@ -91,7 +96,7 @@ func (p *remotePool) prepare(tools []*compiledTool) (map[remoteKey]*remote, erro
 		if r == nil {
 			var err error
 			if r, err = newRemote(key, p.log, p.metrics); err != nil {
-				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Remote.Import, err))
+				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
 				continue
 			}
 		}
@@ -99,26 +104,27 @@ func (p *remotePool) prepare(tools []*compiledTool) (map[remoteKey]*remote, erro
 		t.remote = r
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return Linked{}, err
 	}
-	return next, nil
+	return Linked{remotes: next}, nil
 }
 
-// commit makes next the pool and closes the remotes no tool uses any more (their
+// Commit makes next the pool and closes the remotes no tool uses any more (their
 // sessions end when the calls on them are done).
-func (p *remotePool) commit(next map[remoteKey]*remote) {
+func (p *Pool) Commit(next Linked) {
 	p.mu.Lock()
 	old := p.remotes
-	p.remotes = next
+	p.remotes = next.remotes
 	p.mu.Unlock()
 	for key, r := range old {
-		if next[key] != r {
+		if next.remotes[key] != r {
 			r.close()
 		}
 	}
 }
 
-func (p *remotePool) closeAll() { p.commit(map[remoteKey]*remote{}) }
+// CloseAll closes every remote; the server calls it when it closes.
+func (p *Pool) CloseAll() { p.Commit(Linked{}) }
 
 // remote is one remote MCP server as the tools see it: the current client (headers
 // and CA as last read from their files) and the pooled session.
@@ -126,7 +132,7 @@ type remote struct {
 	key     remoteKey
 	name    string // the URL without its query, for logs and metrics
 	log     logr.Logger
-	metrics *toolMetrics
+	metrics *Metrics
 
 	// loadMu serialises the re-reads of the files, so that a read that started
 	// earlier cannot replace the values of one that started later.
@@ -169,7 +175,7 @@ func (e *connectError) Unwrap() error { return e.err }
 
 var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
 
-func newRemote(key remoteKey, log logr.Logger, metrics *toolMetrics) (*remote, error) {
+func newRemote(key remoteKey, log logr.Logger, metrics *Metrics) (*remote, error) {
 	r := &remote{key: key, metrics: metrics}
 	headers, ca, stamps, err := r.load()
 	if err != nil {
@@ -182,7 +188,7 @@ func newRemote(key remoteKey, log logr.Logger, metrics *toolMetrics) (*remote, e
 	r.client, r.stamps, r.readAt, r.digest = client, stamps, time.Now(), digestOf(headers, ca)
 	r.name = client.URL()
 	r.log = log.WithValues("remote", r.name)
-	metrics.trackRemote(r.name)
+	metrics.track(r.name)
 	return r, nil
 }
 
@@ -412,14 +418,14 @@ func (r *remote) connect(f *connectFlight) {
 	switch {
 	case err != nil:
 		f.err = err
-		r.metrics.remoteConnects.WithLabelValues(r.name, "failed").Inc()
+		r.metrics.connects.WithLabelValues(r.name, "failed").Inc()
 		r.log.V(1).Info("connecting to the remote failed", "error", err.Error())
 	case r.closed || client != r.client:
 		// Removed, or its files changed, while connecting: the waiters try again.
 		go sess.Close()
 	default:
 		r.current = &remoteConn{sess: sess, client: client}
-		r.metrics.remoteConnects.WithLabelValues(r.name, "succeeded").Inc()
+		r.metrics.connects.WithLabelValues(r.name, "succeeded").Inc()
 		r.log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
 			"stateful", sess.ID() != "", "took", time.Since(start).Round(time.Millisecond).String())
 	}
@@ -482,26 +488,27 @@ func (r *remote) close() {
 
 // ---- calls ----
 
-// call forwards one validated call. A call the remote provably did not process (no
+// Call forwards one validated call, with args its arguments as JSON. A call the remote provably did not process (no
 // connection, unknown session, refused credentials that a re-read of the files
 // changed) is retried once on a new session; any other failure is reported, never
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
-func (r *remote) call(ctx context.Context, t *compiledTool, args []byte, progressToken mcp.ProgressToken) *mcp.CallToolResult {
+func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	progressToken := progressTokenOf(req)
 	fwd := forwardNotifications(ctx, progressToken)
 	defer fwd.flush()
-	raw, client, failed := r.forward(ctx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()})
+	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()})
 	if failed != nil {
 		return failed
 	}
 	return remoteResult(raw, client)
 }
 
-// forward makes the call on the remote (see call) and returns the remote's result as
+// forward makes the call on the remote (see Call) and returns the remote's result as
 // it sent it and the client that got it; or, when there is none, the failed result to
 // answer.
-func (r *remote) forward(ctx context.Context, t *compiledTool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
-	ctx, cancel := context.WithTimeout(ctx, t.Remote.Timeout.Duration)
+func (r *remote) forward(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
+	ctx, cancel := context.WithTimeout(ctx, t.Backend.Timeout.Duration)
 	defer cancel()
 	r.refresh(false)
 	for retried := false; ; retried = true {
@@ -511,20 +518,20 @@ func (r *remote) forward(ctx context.Context, t *compiledTool, args []byte, opts
 			var e *mcpclient.Error
 			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
 				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
-				r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
+				r.metrics.retries.WithLabelValues(r.name).Inc()
 				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", "tool", t.Name, "detail", e.Detail)
 				continue
 			}
 			return nil, nil, r.callFailed(ctx, t, err)
 		}
-		raw, err := conn.sess.CallToolWith(ctx, t.Remote.RemoteName, args, opts)
+		raw, err := conn.sess.CallToolWith(ctx, t.Backend.RemoteName, args, opts)
 		r.release(conn)
 		if err == nil {
 			return raw, conn.client, nil
 		}
 		var rpcErr *mcpclient.RPCError
 		if errors.As(err, &rpcErr) {
-			return nil, nil, mcp.NewToolResultError(markerRemoteError + rpcErr.Error())
+			return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
 		}
 		var e *mcpclient.Error
 		if !errors.As(err, &e) {
@@ -541,7 +548,7 @@ func (r *remote) forward(ctx context.Context, t *compiledTool, args []byte, opts
 		if !retry {
 			return nil, nil, r.callFailed(ctx, t, err)
 		}
-		r.metrics.remoteRetries.WithLabelValues(r.name).Inc()
+		r.metrics.retries.WithLabelValues(r.name).Inc()
 		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)
 	}
 }
@@ -558,23 +565,23 @@ func (r *remote) otherCredentials(used *mcpclient.Client) bool {
 	return moved || r.refresh(true) != used
 }
 
-func (r *remote) callFailed(ctx context.Context, t *compiledTool, err error) *mcp.CallToolResult {
+func (r *remote) callFailed(ctx context.Context, t *Tool, err error) *mcp.CallToolResult {
 	detail := err.Error()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		detail = fmt.Sprintf("no answer from the remote within the tool timeout %s (%s)", t.Remote.Timeout.Duration, detail)
+		detail = fmt.Sprintf("no answer from the remote within the tool timeout %s (%s)", t.Backend.Timeout.Duration, detail)
 	}
-	return mcp.NewToolResultError(fmt.Sprintf("%s%s (import %s)", markerCallFailed, detail, t.Remote.Import))
+	return mcp.NewToolResultError(fmt.Sprintf("%s%s (import %s)", MarkerCallFailed, detail, t.Backend.Import))
 }
 
 // remoteResult passes a remote result through as sent: every content item (with its
 // annotations and _meta), structuredContent, _meta and isError. A failed result keeps
-// all of that too; its first text item begins with markerRemoteError (an item holding
+// all of that too; its first text item begins with MarkerRemoteError (an item holding
 // only the marker leads when there is no text), and header values are scrubbed from
 // every text item, since a remote may echo the credentials it refused.
 func remoteResult(raw json.RawMessage, client *mcpclient.Client) *mcp.CallToolResult {
 	res, err := mcp.ParseCallToolResult(&raw)
 	if err != nil {
-		return mcp.NewToolResultError(markerRemoteError + "the remote's answer to tools/call is not a tool result: " + err.Error())
+		return mcp.NewToolResultError(MarkerRemoteError + "the remote's answer to tools/call is not a tool result: " + err.Error())
 	}
 	res.ResultType = ""
 	if res.IsError {
@@ -583,7 +590,7 @@ func remoteResult(raw json.RawMessage, client *mcpclient.Client) *mcp.CallToolRe
 	return res
 }
 
-// markRemoteError scrubs every text item with redact and puts markerRemoteError at the
+// markRemoteError scrubs every text item with redact and puts MarkerRemoteError at the
 // start of the first one.
 func markRemoteError(content []mcp.Content, redact func(string) string) []mcp.Content {
 	out := make([]mcp.Content, 0, len(content)+1)
@@ -597,12 +604,12 @@ func markRemoteError(content []mcp.Content, redact func(string) string) []mcp.Co
 		item := *text
 		item.Text = redact(item.Text)
 		if !marked {
-			item.Text, marked = markerRemoteError+item.Text, true
+			item.Text, marked = MarkerRemoteError+item.Text, true
 		}
 		out = append(out, item)
 	}
 	if !marked {
-		out = append([]mcp.Content{mcp.NewTextContent(markerRemoteError + "the remote tool failed and gave no text")}, out...)
+		out = append([]mcp.Content{mcp.NewTextContent(MarkerRemoteError + "the remote tool failed and gave no text")}, out...)
 	}
 	return out
 }

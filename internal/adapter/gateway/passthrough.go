@@ -1,4 +1,4 @@
-package adapter
+package gateway
 
 import (
 	"bytes"
@@ -19,8 +19,17 @@ import (
 // the common case itself, with the answer's bytes as the remote sent them; anything
 // else (other methods, progress tokens, _meta, the sse transport, stateful sessions,
 // protocol versions without sessions) goes to mcp-go as before. The call still gets
-// everything runCall gives every call (authorization, limits, metrics, audit) and
-// checkArguments' validation.
+// everything the server gives every call (authorization, limits, metrics, audit) and
+// its argument validation.
+
+// Server is what PassThrough needs of the adapter's server.
+type Server interface {
+	// RemoteTool is the re-exported tool served as name; nil when name is not one.
+	RemoteTool(name string) *Tool
+	// RunCall runs one call of the tool name, made by the request r, as the server runs
+	// every call (authorization, limits, metrics, audit), and returns its result.
+	RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult
+}
 
 // forwardableCall is a tools/call request as passThrough takes it.
 type forwardableCall struct {
@@ -34,11 +43,11 @@ type forwardableCall struct {
 	} `json:"params"`
 }
 
-// passThrough answers body when it is a call of a remote tool that it can forward as is,
-// and reports whether it did; when it did not, nothing is written. admitted is the
-// request's admission, which the call joins.
-func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, body []byte, admitted *admission) bool {
-	if s.streamable == nil || !s.cfg.Stateless || !mayCall(body) || !legacyProtocol(r) {
+// PassThrough answers body, the POST of r, when it is a call of a remote tool that it
+// can forward as is, and reports whether it did; when it did not, nothing is written.
+// The server asks only where it applies: the streamable HTTP transport, stateless.
+func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server) bool {
+	if !mayCall(body) || !legacyProtocol(r) {
 		return false
 	}
 	if !jsonContent(r.Header.Get("Content-Type")) {
@@ -49,16 +58,15 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, body []byte
 		!validID(call.ID) || len(call.Params.Meta) > 0 {
 		return false
 	}
-	t := s.state.Load().byName[call.Params.Name]
-	if t == nil || t.Remote == nil {
+	t := srv.RemoteTool(call.Params.Name)
+	if t == nil {
 		return false
 	}
 	out := &answerWriter{w: w, id: call.ID}
 	var passed json.RawMessage
-	ctx := context.WithValue(r.Context(), admissionKey{}, admitted)
-	result := s.runCall(ctx, t.Name, func(ctx context.Context) *mcp.CallToolResult {
+	result := srv.RunCall(r, t.Name, func(ctx context.Context) *mcp.CallToolResult {
 		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: call.Params.Name, RawArguments: call.Params.Arguments}}
-		raw, failed := s.forwardCall(ctx, t, req, out.notify)
+		raw, failed := t.forwardCall(ctx, req, out.notify)
 		if failed != nil {
 			return failed
 		}
@@ -73,15 +81,15 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, body []byte
 	return true
 }
 
-// passedThrough stands, for runCall's metrics and audit, for a successful result that
+// passedThrough stands, for the server's metrics and audit, for a successful result that
 // is answered as the remote sent it.
 var passedThrough = &mcp.CallToolResult{}
 
 // forwardCall validates the call's arguments and forwards it. A successful result the
 // remote sent is returned as sent; anything else as the result to answer (a failed
 // remote result marked and scrubbed as remoteResult does).
-func (s *Server) forwardCall(ctx context.Context, t *compiledTool, req mcp.CallToolRequest, notify func(mcpclient.Message)) (json.RawMessage, *mcp.CallToolResult) {
-	args, _, refused := validArguments(t, req)
+func (t *Tool) forwardCall(ctx context.Context, req mcp.CallToolRequest, notify func(mcpclient.Message)) (json.RawMessage, *mcp.CallToolResult) {
+	args, refused := t.Arguments(req)
 	if refused != nil {
 		return nil, refused
 	}
@@ -214,7 +222,7 @@ func (a *answerWriter) answer(result json.RawMessage) {
 func (a *answerWriter) answerResult(result *mcp.CallToolResult) {
 	raw, err := json.Marshal(result)
 	if err != nil {
-		raw, _ = json.Marshal(mcp.NewToolResultError(markerCallFailed + "the result could not be encoded: " + err.Error()))
+		raw, _ = json.Marshal(mcp.NewToolResultError(MarkerCallFailed + "the result could not be encoded: " + err.Error()))
 	}
 	a.answer(raw)
 }

@@ -1,4 +1,4 @@
-package adapter
+package gateway
 
 import (
 	"bufio"
@@ -13,20 +13,20 @@ import (
 // tools/list are rewritten on their way out: each imported tool's entry is replaced by
 // the remote's definition under the served name.
 
-// toolDefinitions maps a served name to its tools/list entry, for the tools whose
-// config carries the remote's definition.
-type toolDefinitions map[string]json.RawMessage
+// Definitions maps a served name to its tools/list entry, for the tools whose config
+// carries the remote's definition.
+type Definitions map[string]json.RawMessage
 
-// definitionsOf builds the served entries once per config: the remote's definition
+// DefinitionsOf builds the served entries once per config: the remote's definition
 // with the served name.
-func definitionsOf(tools []*compiledTool) toolDefinitions {
-	defs := toolDefinitions{}
+func DefinitionsOf(tools []*Tool) Definitions {
+	defs := Definitions{}
 	for _, t := range tools {
-		if t.Remote == nil || len(t.Remote.Definition) == 0 {
+		if len(t.Backend.Definition) == 0 {
 			continue
 		}
 		var members map[string]json.RawMessage
-		if json.Unmarshal(t.Remote.Definition, &members) != nil || members == nil {
+		if json.Unmarshal(t.Backend.Definition, &members) != nil || members == nil {
 			continue // the config check refuses this; mcp-go's entry is served meanwhile
 		}
 		members["name"], _ = json.Marshal(t.Name)
@@ -42,7 +42,7 @@ func definitionsOf(tools []*compiledTool) toolDefinitions {
 // rewriteMessage replaces the imported tools' entries in msg when it is the answer to
 // a tools/list (a result with a "tools" array); any other message, or one that needs
 // no change, is returned as is.
-func (defs toolDefinitions) rewriteMessage(msg []byte) []byte {
+func (defs Definitions) rewriteMessage(msg []byte) []byte {
 	if len(defs) == 0 || !bytes.Contains(msg, []byte(`"tools"`)) {
 		return msg
 	}
@@ -84,7 +84,7 @@ func (defs toolDefinitions) rewriteMessage(msg []byte) []byte {
 
 // rewriteEvents applies rewriteMessage to the data of every event in an event-stream
 // chunk (mcp-go writes each event whole, data on one line).
-func (defs toolDefinitions) rewriteEvents(chunk []byte) []byte {
+func (defs Definitions) rewriteEvents(chunk []byte) []byte {
 	if len(defs) == 0 || !bytes.Contains(chunk, []byte(`"tools"`)) {
 		return chunk
 	}
@@ -122,21 +122,23 @@ func scanLinesKeepingEnds(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil
 }
 
-// listAnswerWriter holds back the answer to one tools/list POST (streamable HTTP) to
-// rewrite it: a JSON body whole, an event stream event by event.
-type listAnswerWriter struct {
+// ListAnswerWriter holds back the answer to one tools/list POST (streamable HTTP) to
+// rewrite it: a JSON body whole, an event stream event by event. Finish writes it.
+type ListAnswerWriter struct {
 	http.ResponseWriter
-	defs   toolDefinitions
+	defs   Definitions
 	status int
 	body   bytes.Buffer
 	stream bool // the answer is an event stream: written through, rewritten per write
 }
 
-func newListAnswerWriter(w http.ResponseWriter, defs toolDefinitions) *listAnswerWriter {
-	return &listAnswerWriter{ResponseWriter: w, defs: defs}
+// NewListAnswerWriter rewrites the answer written to w with defs.
+func NewListAnswerWriter(w http.ResponseWriter, defs Definitions) *ListAnswerWriter {
+	return &ListAnswerWriter{ResponseWriter: w, defs: defs}
 }
 
-func (w *listAnswerWriter) WriteHeader(status int) {
+// WriteHeader holds the status back, but for an event stream.
+func (w *ListAnswerWriter) WriteHeader(status int) {
 	if w.status != 0 {
 		return
 	}
@@ -147,7 +149,8 @@ func (w *listAnswerWriter) WriteHeader(status int) {
 	}
 }
 
-func (w *listAnswerWriter) Write(p []byte) (int, error) {
+// Write holds a JSON body back and rewrites an event stream's events on their way.
+func (w *ListAnswerWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -160,7 +163,8 @@ func (w *listAnswerWriter) Write(p []byte) (int, error) {
 	return w.body.Write(p)
 }
 
-func (w *listAnswerWriter) Flush() {
+// Flush flushes an event stream.
+func (w *ListAnswerWriter) Flush() {
 	if w.stream {
 		if f, ok := w.ResponseWriter.(http.Flusher); ok {
 			f.Flush()
@@ -168,10 +172,11 @@ func (w *listAnswerWriter) Flush() {
 	}
 }
 
-func (w *listAnswerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap is the response w wraps, for http.ResponseController.
+func (w *ListAnswerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// finish writes a held-back answer, rewritten.
-func (w *listAnswerWriter) finish() {
+// Finish writes a held-back answer, rewritten.
+func (w *ListAnswerWriter) Finish() {
 	if w.stream || w.status == 0 {
 		return
 	}
@@ -184,28 +189,31 @@ func (w *listAnswerWriter) finish() {
 	_, _ = w.ResponseWriter.Write(body)
 }
 
-// streamEventWriter rewrites the events of a long-lived stream (the sse transport's
+// StreamEventWriter rewrites the events of a long-lived stream (the sse transport's
 // GET /sse, where the answers to its POSTs arrive).
 // The definitions are those of the tool set served when the event is written.
-type streamEventWriter struct {
+type StreamEventWriter struct {
 	http.ResponseWriter
-	defs func() toolDefinitions
+	Definitions func() Definitions
 }
 
-func (w streamEventWriter) Write(p []byte) (int, error) {
-	if _, err := w.ResponseWriter.Write(w.defs().rewriteEvents(p)); err != nil {
+// Write rewrites the events of p.
+func (w StreamEventWriter) Write(p []byte) (int, error) {
+	if _, err := w.ResponseWriter.Write(w.Definitions().rewriteEvents(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-func (w streamEventWriter) Flush() {
+// Flush flushes the stream.
+func (w StreamEventWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w streamEventWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap is the response w wraps, for http.ResponseController.
+func (w StreamEventWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // mediaTypeOf is the Content-Type without parameters, lower case.
 func mediaTypeOf(h http.Header) string {
@@ -213,8 +221,8 @@ func mediaTypeOf(h http.Header) string {
 	return string(bytes.ToLower(bytes.TrimSpace(mt)))
 }
 
-// mayList is false for a body that cannot be a tools/list request, so that the gate
-// need not parse it (as mayListen).
-func mayList(body []byte) bool {
+// MayList is false for a body that cannot be a tools/list request, so that the
+// server's gate need not parse it.
+func MayList(body []byte) bool {
 	return bytes.Contains(body, []byte("tools/list")) || bytes.Contains(body, []byte(`\u`))
 }

@@ -1,4 +1,8 @@
-package workload
+// Package local is the local runtime of adapters: each SkillServer's rendered config is
+// served by an adapter inside the manager process. It is its own package because it links
+// the whole data plane (internal/adapter), which the rest of the control plane must not:
+// only cmd/manager (and tests that run adapters in process) import it.
+package local
 
 import (
 	"context"
@@ -20,17 +24,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
-// Local serves every SkillServer's rendered config inside the manager process on
+// Runtime serves every SkillServer's rendered config inside the manager process on
 // 127.0.0.1, one ephemeral port each, so that the whole product runs with nothing but an
 // API server. A changed config is swapped in on the same port.
-type Local struct {
+type Runtime struct {
 	// Reader reads the auth Secret; the adapter pods of the kubernetes runtime get it
 	// mounted instead.
 	Reader client.Reader
@@ -43,9 +49,14 @@ type Local struct {
 	servers map[types.NamespacedName]*localServer
 }
 
-// NewLocal returns the local runtime.
-func NewLocal(reader client.Reader) *Local {
-	return &Local{Reader: reader, Host: "127.0.0.1", MemoryDir: filepath.Join(os.TempDir(), "cantus-memory"), servers: map[types.NamespacedName]*localServer{}}
+var (
+	_ workload.Runtime = (*Runtime)(nil)
+	_ manager.Runnable = (*Runtime)(nil)
+)
+
+// New returns the local runtime.
+func New(reader client.Reader) *Runtime {
+	return &Runtime{Reader: reader, Host: "127.0.0.1", MemoryDir: filepath.Join(os.TempDir(), "cantus-memory"), servers: map[types.NamespacedName]*localServer{}}
 }
 
 type localServer struct {
@@ -61,16 +72,16 @@ func (s *localServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.handler.Load()).ServeHTTP(w, r)
 }
 
-// OwnedTypes implements Runtime: the local runtime creates no child objects.
-func (l *Local) OwnedTypes() []client.Object { return nil }
+// OwnedTypes implements workload.Runtime: the local runtime creates no child objects.
+func (l *Runtime) OwnedTypes() []client.Object { return nil }
 
-// Apply implements Runtime.
-func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
+// Apply implements workload.Runtime.
+func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Observation, error) {
 	ss := d.SkillServer
 	key := client.ObjectKeyFromObject(ss)
 	files, err := l.readFiles(ctx, ss.Namespace, d.Files)
 	if err != nil {
-		return Observation{}, err
+		return workload.Observation{}, err
 	}
 	hash := d.ConfigHash + "/" + digest(fmt.Sprint(files))
 
@@ -82,7 +93,7 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	}
 	cfg, err := l.localConfig(key, d.Config, files)
 	if err != nil {
-		return Observation{}, err
+		return workload.Observation{}, err
 	}
 	// Same server, new tools or tokens: reload in place, so that connected sessions are
 	// told with notifications/tools/list_changed instead of being cut off; the adapter
@@ -95,14 +106,14 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 	// server, not the reconcile that started it.
 	srv, err := adapter.NewServer(cfg, adapter.WithLogger(ctrl.Log.WithName("local-adapter").WithValues("skillserver", key.String())))
 	if err != nil {
-		return Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
+		return workload.Observation{}, fmt.Errorf("build adapter for %s: %w", key, err)
 	}
 	handler := srv.Handler()
 	if running == nil {
 		running, err = l.start(ctx, key, handler, render.EndpointPath(ss))
 		if err != nil {
 			_ = srv.Close()
-			return Observation{}, err
+			return workload.Observation{}, err
 		}
 		l.servers[key] = running
 	} else {
@@ -118,7 +129,7 @@ func (l *Local) Apply(ctx context.Context, d Desired) (Observation, error) {
 
 // localConfig points the memory tool at a folder of this host instead of the claim, and
 // the re-exported imports and auth at files of this host instead of projected volumes.
-func (l *Local) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) (*adapterconfig.Config, error) {
+func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) (*adapterconfig.Config, error) {
 	local := *cfg
 	if cfg.Memory != nil {
 		memory := *cfg.Memory
@@ -202,7 +213,7 @@ func authOnHost(auth *adapterconfig.AuthConfig, moved map[string]string) *adapte
 }
 
 // readFiles reads the Secret and ConfigMap keys the kubernetes runtime would project.
-func (l *Local) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
+func (l *Runtime) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, f := range files {
 		var data map[string][]byte
@@ -231,7 +242,7 @@ func (l *Local) readFiles(ctx context.Context, namespace string, files []render.
 	return out, nil
 }
 
-func (l *Local) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {
+func (l *Runtime) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("listen for %s: %w", key, err)
@@ -253,11 +264,11 @@ func (l *Local) start(ctx context.Context, key types.NamespacedName, handler htt
 	return s, nil
 }
 
-func (l *Local) observation(ss *cantusv1alpha1.SkillServer, s *localServer) Observation {
-	return Observation{
+func (l *Runtime) observation(ss *cantusv1alpha1.SkillServer, s *localServer) workload.Observation {
+	return workload.Observation{
 		URL:           s.url,
 		ProbeURL:      s.url,
-		Selector:      Selector(ss),
+		Selector:      workload.Selector(ss),
 		Replicas:      1,
 		ReadyReplicas: 1,
 		Available:     true,
@@ -266,8 +277,8 @@ func (l *Local) observation(ss *cantusv1alpha1.SkillServer, s *localServer) Obse
 	}
 }
 
-// Forget implements Runtime: it stops the SkillServer's local adapter.
-func (l *Local) Forget(ctx context.Context, key types.NamespacedName) error {
+// Forget implements workload.Runtime: it stops the SkillServer's local adapter.
+func (l *Runtime) Forget(ctx context.Context, key types.NamespacedName) error {
 	l.mu.Lock()
 	s := l.servers[key]
 	delete(l.servers, key)
@@ -279,7 +290,7 @@ func (l *Local) Forget(ctx context.Context, key types.NamespacedName) error {
 }
 
 // Stop shuts every local adapter down; the manager calls it on exit.
-func (l *Local) Stop(ctx context.Context) error {
+func (l *Runtime) Stop(ctx context.Context) error {
 	l.mu.Lock()
 	servers := l.servers
 	l.servers = map[types.NamespacedName]*localServer{}
@@ -292,7 +303,7 @@ func (l *Local) Stop(ctx context.Context) error {
 }
 
 // Start implements manager.Runnable so that the manager stops the adapters on exit.
-func (l *Local) Start(ctx context.Context) error {
+func (l *Runtime) Start(ctx context.Context) error {
 	<-ctx.Done()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
+)
+
+// The gateway comparison: the skill re-exported through a gateway (a second adapter
+// whose tool has a Remote backend, as a SkillServer with spec.imports renders it)
+// against a direct call to the same remote.
+
+// The skill as the gateway re-exports it.
+const (
+	// gatewayToolName is its name on the gateway (an import prefix).
+	gatewayToolName = "remote_greet_reader"
+	// gatewayImport names the RemoteToolImport it comes from ("namespace/name").
+	gatewayImport = "bench/remote"
+)
+
+// gatewayTargets bound gateway/direct, from issue 4 ("Tests and figures").
+var gatewayTargets = targets{minThroughput: 0.6, maxP50: 1.5}
+
+// gatewayComparisons measures the skill re-exported through a gateway against a direct
+// call to its remote and, with -hop, a bare reverse proxy against the direct call.
+func gatewayComparisons(o options, token string, newTarget func(name, url, tool string) target) (_ []comparison, _ func(), err error) {
+	var started stops
+	defer func() {
+		if err != nil {
+			started.run()
+		}
+	}()
+	remoteURL, stopRemote, err := startRemote(o.remoteDelay, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	started = append(started, stopRemote)
+	headerFile := ""
+	if token != "" {
+		// The gateway sends the remote's token from a file, as a Secret mounted for
+		// a RemoteToolImport's headers.
+		if headerFile, err = writeHeaderFile("Bearer " + token); err != nil {
+			return nil, nil, err
+		}
+		started = append(started, func() { _ = os.Remove(headerFile) })
+	}
+	gatewayURL, stopGateway, err := startGateway(remoteURL, headerFile, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	started = append(started, stopGateway)
+	comparisons := []comparison{{
+		name: onlyGateway,
+		title: fmt.Sprintf("gateway/direct: tools/call %s on the gateway, re-exported from the remote's %s, against %s called on the remote directly%s",
+			gatewayToolName, toolName, toolName, remoteKind(o.remoteDelay)),
+		a:       newTarget(nameGateway, gatewayURL, gatewayToolName),
+		b:       newTarget(nameDirect, remoteURL, toolName),
+		targets: gatewayTargets,
+	}}
+	if o.hop {
+		c, stopHop, err := hopComparison(remoteURL, newTarget)
+		if err != nil {
+			return nil, nil, err
+		}
+		started = append(started, stopHop)
+		comparisons = append(comparisons, c)
+	}
+	return comparisons, started.run, nil
+}
+
+// startRemote serves the remote the gateway re-exports from: the template skill, or with
+// delay an HTTP-backed tool of the same name whose backend answers after delay.
+func startRemote(delay time.Duration, token string) (string, func(), error) {
+	if delay <= 0 {
+		return startTemplateAdapter(nameRemote, token)
+	}
+	backendURL, stopBackend, err := serveLabelled(nameBackend, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, wantText)
+	}))
+	if err != nil {
+		return "", nil, err
+	}
+	url, stop, err := startAdapter(nameRemote, token, adapter.Tool{
+		Name:        toolName,
+		Description: toolDesc,
+		InputSchema: json.RawMessage(toolSchema),
+		HTTP:        &adapter.HTTPBackend{URL: backendURL, Timeout: adapter.Duration{Duration: callTimeout}, MaxResponseBytes: 1 << 20},
+	})
+	if err != nil {
+		stopBackend()
+		return "", nil, err
+	}
+	return url, func() { stop(); stopBackend() }, nil
+}
+
+func remoteKind(delay time.Duration) string {
+	if delay <= 0 {
+		return " (a template: no work of its own)"
+	}
+	return fmt.Sprintf(" (an HTTP backend that takes %s)", delay)
+}
+
+// startGateway serves the skill of the remote at remoteURL re-exported, as the
+// controller renders a SkillServer whose spec.imports names a RemoteToolImport: a tool
+// with a Remote backend (streamable HTTP, the remote's schema, a prefixed name), on an
+// adapter that keeps one pooled client session to the remote. headerFile, when set,
+// holds the Authorization header the gateway sends to the remote; token, when set, is
+// the bearer token the gateway itself requires.
+func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
+	remote := &adapter.RemoteBackend{
+		Import:     gatewayImport,
+		URL:        remoteURL,
+		Transport:  adapter.TransportStreamableHTTP,
+		RemoteName: toolName,
+		Timeout:    adapter.Duration{Duration: callTimeout},
+	}
+	if headerFile != "" {
+		remote.HeaderFiles = map[string]string{"Authorization": headerFile}
+	}
+	return startAdapter(nameGateway, token, adapter.Tool{
+		Name:        gatewayToolName,
+		Description: toolDesc,
+		InputSchema: json.RawMessage(toolSchema),
+		Remote:      remote,
+	})
+}
+
+// writeHeaderFile writes value to a new private temporary file and returns its path.
+func writeHeaderFile(value string) (string, error) {
+	f, err := os.CreateTemp("", "cantus-bench-authorization-*")
+	if err != nil {
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	if _, err := f.WriteString(value); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("header file: %w", err)
+	}
+	return f.Name(), nil
+}

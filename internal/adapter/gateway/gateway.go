@@ -1,0 +1,65 @@
+// Package gateway is the adapter's gateway: the part of the MCP server that re-exports
+// the tools of remote MCP servers (RemoteToolImports). It keeps one pooled client
+// session per remote (Pool, remote.go), forwards calls and the remote's notifications
+// about them (notifications.go), answers the common forwarded call without decoding the
+// remote's result (passthrough.go), and lists imported tools exactly as their remote
+// defined them (definitions.go).
+//
+// The server (package adapter) owns what every call gets — authorization, limits,
+// metrics, audit, argument validation — and reaches the gateway through Tool, Pool and
+// the Server interface of PassThrough.
+package gateway
+
+import (
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// Tool is one re-exported tool: its served name, its backend and, once a Pool linked
+// it, the remote it calls.
+type Tool struct {
+	Name    string
+	Backend *adapterconfig.RemoteBackend
+	// Arguments checks a call's arguments against the tool's input schema and returns
+	// them as JSON, or the result refusing the call. The server compiles the schemas;
+	// the pass-through, which bypasses the server's tool handler, asks it here.
+	Arguments func(mcp.CallToolRequest) ([]byte, *mcp.CallToolResult)
+
+	remote *remote
+}
+
+// Metrics count the gateway's connects and retries per remote (its URL without the
+// query). Re-exported tools count in the server's per-tool series under their served
+// name.
+type Metrics struct {
+	connects *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+}
+
+// NewMetrics returns the gateway's metrics, to be registered with Collectors.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_remote_connects_total",
+			Help: "Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.",
+		}, []string{"remote", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_remote_call_retries_total",
+			Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
+		}, []string{"remote"}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.connects, m.retries}
+}
+
+// track creates a remote's series, so a rate() over a quiet remote reads 0, not absent.
+func (m *Metrics) track(remote string) {
+	m.connects.WithLabelValues(remote, "succeeded")
+	m.connects.WithLabelValues(remote, "failed")
+	m.retries.WithLabelValues(remote)
+}
