@@ -41,7 +41,7 @@ func newCooledKeySet(client *http.Client, url string) *cooledKeySet {
 
 // VerifySignature implements oidc.KeySet.
 func (s *cooledKeySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, joseAlgorithms())
+	jws, err := jose.ParseSignedCompact(raw, joseAlgorithms())
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
 	}

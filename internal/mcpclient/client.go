@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // ClientOptions configures a Client: the gateway's long-lived sessions, or the
@@ -299,7 +301,7 @@ func (c *Client) followRedirect(resp *http.Response, method string, hop int) (*u
 	target := Origin(next) + Path(next)
 	switch {
 	case next.Scheme != "http" && next.Scheme != "https":
-		return nil, c.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", op, ClipText(next.Scheme, 20)), nil)
+		return nil, c.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a %s: URL refused: only http and https", op, clip.Line(next.Scheme, 20)), nil)
 	case next.User != nil:
 		return nil, c.fail(ReasonRedirectRefused, fmt.Sprintf("redirect from %s to a URL with credentials refused", op), nil)
 	case resp.StatusCode == http.StatusSeeOther && method != http.MethodGet:
@@ -321,11 +323,11 @@ func (c *Client) followRedirect(resp *http.Response, method string, hop int) (*u
 // caller's refusal reason holds; every other failure is an *Error.
 func (c *Client) statusError(resp *http.Response, method string, session string) error {
 	data := ReadErrorBody(resp.Body)
-	snippet := ClipText(string(bytes.ToValidUTF8(data, nil)), 160)
+	snippet := clip.Line(string(bytes.ToValidUTF8(data, nil)), 160)
 	var rpc Message
 	hasRPC := json.Unmarshal(data, &rpc) == nil && rpc.Error != nil
 	if hasRPC {
-		snippet = fmt.Sprintf("%d %s", rpc.Error.Code, ClipText(rpc.Error.Message, 160))
+		snippet = fmt.Sprintf("%d %s", rpc.Error.Code, clip.Line(rpc.Error.Message, 160))
 	}
 	status := "HTTP " + resp.Status
 	from := resp.Request.Method + " " + Path(resp.Request.URL)
@@ -401,5 +403,5 @@ func jsonErrorText(err error) string {
 	if errors.As(err, &syntax) {
 		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	}
-	return ClipText(err.Error(), 200)
+	return clip.Line(err.Error(), 200)
 }

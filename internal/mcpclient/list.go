@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // A listing is one of MCP's paged list methods: tools/list now; prompts/list,
@@ -41,7 +43,7 @@ func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMes
 		if err != nil {
 			var rpcErr *RPCError
 			if errors.As(err, &rpcErr) {
-				return nil, s.c.fail(l.refused, fmt.Sprintf("server refused %s (page %d): %s", l.method, page, ClipText(rpcErr.Error(), 200)), err)
+				return nil, s.c.fail(l.refused, fmt.Sprintf("server refused %s (page %d): %s", l.method, page, clip.Line(rpcErr.Error(), 200)), err)
 			}
 			return nil, err
 		}
@@ -63,7 +65,7 @@ func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMes
 				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("entry %d of %s page %d: %v", i, l.method, page, err), err)
 			}
 			if seenKeys[key] {
-				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("server lists the %s %q twice in %s", l.key, ClipText(key, 80), l.method), nil)
+				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("server lists the %s %q twice in %s", l.key, clip.Line(key, 80), l.method), nil)
 			}
 			seenKeys[key] = true
 			entries = append(entries, entry)

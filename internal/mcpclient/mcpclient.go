@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // Transports, as the RemoteToolImport API and the adapter config name them.
@@ -64,7 +66,7 @@ func transportOrDefault(t string) (string, error) {
 	case TransportStreamableHTTP, TransportSSE:
 		return t, nil
 	default:
-		return "", fmt.Errorf("transport %q: use %q or %q", ClipText(t, 40), TransportStreamableHTTP, TransportSSE)
+		return "", fmt.Errorf("transport %q: use %q or %q", clip.Line(t, 40), TransportStreamableHTTP, TransportSSE)
 	}
 }
 

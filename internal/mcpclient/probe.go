@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // Options configures one Probe.
@@ -129,7 +131,7 @@ func (o Options) clientOptions(budget time.Duration) ClientOptions {
 func handshakeFailure(err error) error {
 	var e *Error
 	if !errors.As(err, &e) {
-		e = &Error{Reason: ReasonProtocolError, Detail: ClipText(err.Error(), 200), Err: err}
+		e = &Error{Reason: ReasonProtocolError, Detail: clip.Line(err.Error(), 200), Err: err}
 	}
 	out := *e
 	out.marker = HandshakeMarker

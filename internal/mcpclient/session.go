@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // Session is one initialized MCP session. It is safe for concurrent use: calls over
@@ -125,7 +127,7 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	if !acceptableVersion(init.ProtocolVersion) {
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("the server chose protocol version %q, which this client does not speak (it speaks %s and newer)",
-			ClipText(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions(), ", ")), nil)
+			clip.Line(init.ProtocolVersion, 40), strings.Join(SupportedProtocolVersions(), ", ")), nil)
 	}
 	s.protocol.Store(&init.ProtocolVersion)
 	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
@@ -420,7 +422,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
 	default:
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s has Content-Type %s, not %s or %s: is this an MCP endpoint?",
-			step, ClipText(mt, 60), ContentTypeJSON, ContentTypeSSE), nil)
+			step, clip.Line(mt, 60), ContentTypeJSON, ContentTypeSSE), nil)
 	}
 }
 
@@ -510,7 +512,7 @@ func (s *Session) answerServer(m Message) {
 	if m.Method == "ping" {
 		reply["result"] = struct{}{}
 	} else {
-		reply["error"] = ErrorObject{Code: -32601, Message: "method not supported by this client: " + ClipText(m.Method, 60)}
+		reply["error"] = ErrorObject{Code: -32601, Message: "method not supported by this client: " + clip.Line(m.Method, 60)}
 	}
 	data, _ := json.Marshal(reply)
 	endpoint, session, protocol := s.endpoint, s.id, s.ProtocolVersion()
@@ -551,7 +553,7 @@ func (s *Session) openStream(ctx context.Context) error {
 		DrainAndClose(resp.Body)
 		what := "no Content-Type"
 		if mt != "" {
-			what = "Content-Type " + ClipText(mt, 60)
+			what = "Content-Type " + clip.Line(mt, 60)
 		}
 		return s.c.fail(ReasonProtocolError, fmt.Sprintf("GET %s answered with %s, not an SSE stream (%s): is this an MCP SSE endpoint?",
 			Path(resp.Request.URL), what, ContentTypeSSE), nil)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 )
 
 // Interrupted reports whether a failure is the end of ctx or a deadline, whatever the
@@ -95,19 +94,6 @@ func InnerError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// ClipText keeps s to one line of at most max bytes, cut on a rune boundary.
-func ClipText(s string, limit int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // readError is a failure while reading a body, after n bytes of it.

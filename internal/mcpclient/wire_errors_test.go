@@ -73,24 +73,6 @@ func TestTLSDetails(t *testing.T) {
 	}
 }
 
-func TestClipText(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"short", 10, "short"},
-		{" two\nlines\t here ", 20, "two lines here"},
-		{"abcdefghij", 4, "abcd…"},
-		{"ééé", 3, "é…"}, // no cut inside a rune
-	} {
-		if got := ClipText(tc.in, tc.max); got != tc.want {
-			t.Errorf("ClipText(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
-		}
-	}
-}
-
 // TestDescribeFailure: each kind of transport failure gets its reason, its words and,
 // above all, the right notSent, which decides whether the gateway may send a call again.
 func TestDescribeFailure(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // TransportConfig is what the clients' HTTP transports differ in.
@@ -87,7 +89,7 @@ func ParseEndpoint(raw string) (*url.URL, error) {
 	case u.User != nil:
 		return nil, errors.New("the URL carries credentials: send them in a header instead")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("URL scheme %q: use http or https", ClipText(u.Scheme, 20))
+		return nil, fmt.Errorf("URL scheme %q: use http or https", clip.Line(u.Scheme, 20))
 	case u.Hostname() == "":
 		return nil, errors.New("the URL has no host")
 	}
@@ -100,7 +102,7 @@ func ParseEndpoint(raw string) (*url.URL, error) {
 func CheckHeaders(headers map[string]string) error {
 	for name, value := range headers {
 		if !ValidHeaderName(name) {
-			return fmt.Errorf("header name %q is not a valid HTTP field name", ClipText(name, 60))
+			return fmt.Errorf("header name %q is not a valid HTTP field name", clip.Line(name, 60))
 		}
 		if !ValidHeaderValue(value) {
 			return fmt.Errorf("the value of header %s holds control characters", name)
