@@ -37,7 +37,7 @@ type ItemKind struct {
 	Members []string
 }
 
-// ToolKind: a tool's name, title, description, schemas and annotations.
+// ToolKind is a tool: its name, title, description, schemas and annotations.
 var ToolKind = ItemKind{Name: "tool", Members: []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}}
 
 // Digest is the digest of one served item: the sha256 (hex) of the canonical JSON of
