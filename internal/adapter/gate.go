@@ -209,6 +209,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			gb.admitted = true
 			defer gb.admission.release()
+			if s.serveContentRequest(w, r, body) {
+				return
+			}
 			remote := s.state.Load().remote
 			if remote && s.passThrough(w, r, body, &gb.admission) {
 				return
