@@ -104,6 +104,8 @@ type jsonRPCAnswer struct {
 type jsonRPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	// Data carries the URI an unknown-resource error is about (SEP-2164).
+	Data any `json:"data,omitempty"`
 }
 
 func writeJSONRPC(w http.ResponseWriter, answer *jsonRPCAnswer) {
@@ -164,7 +166,9 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 func (s *Server) checkRead(r *http.Request, uri string) *jsonRPCAnswer {
 	set := s.content.Load()
 	if set.files[uri] == nil && !set.matchesTemplate(uri) {
-		return invalidParams("no resource is served at " + uri)
+		answer := invalidParams("no resource is served at " + uri)
+		answer.Error.Data = map[string]string{"uri": uri}
+		return answer
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(r.Context(), kind, name) {
 		s.logRead(r.Context(), "resources/read", uri, outcomeRefused)
