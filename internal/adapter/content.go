@@ -77,11 +77,6 @@ type servedPrompt struct {
 	texts map[string]*template.Template
 }
 
-// empty says whether the set serves nothing.
-func (c *contentSet) empty() bool {
-	return len(c.files) == 0 && len(c.templates) == 0 && len(c.prompts) == 0
-}
-
 // servesResources says whether the resources capability is declared.
 func (c *contentSet) servesResources() bool { return len(c.files) > 0 || len(c.templates) > 0 }
 

@@ -139,20 +139,20 @@ func mcpPrompt(p *servedPrompt) mcp.Prompt {
 // answer down to what its caller may read or get.
 func (s *Server) contentHooks(hooks *server.Hooks) {
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
-		result.Resources = visible(s, ctx, result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
+		result.Resources = visible(ctx, s, result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
-		result.ResourceTemplates = visible(s, ctx, result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
+		result.ResourceTemplates = visible(ctx, s, result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
 			return access.ItemResource, t.URITemplate.Raw()
 		})
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
-		result.Prompts = visible(s, ctx, result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = visible(ctx, s, result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
 	})
 }
 
 // visible keeps the items the request's caller may use.
-func visible[T any](s *Server, ctx context.Context, items []T, item func(T) (access.ItemKind, string)) []T {
+func visible[T any](ctx context.Context, s *Server, items []T, item func(T) (access.ItemKind, string)) []T {
 	if !s.auth.HasRules() {
 		return items
 	}

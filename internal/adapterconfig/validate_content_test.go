@@ -27,7 +27,7 @@ func TestValidateContentSaysWhatIsWrong(t *testing.T) {
 		"double hyphen":      {func(c *Config) { c.AgentSkills = []AgentSkill{skill("a--b", "a--b")} }, "single hyphens"},
 		"name too long":      {func(c *Config) { n := strings.Repeat("a", 65); c.AgentSkills = []AgentSkill{skill(n, n)} }, "longer than 64"},
 		"name differs":       {func(c *Config) { c.AgentSkills = []AgentSkill{skill("acme/refunds", "other")} }, `must equal the skill directory's name "refunds"`},
-		"dot dot path":       {func(c *Config) { c.AgentSkills = []AgentSkill{skill("acme/../refunds", "refunds")} }, `".." segment`},
+		"parent segment":     {func(c *Config) { c.AgentSkills = []AgentSkill{skill("acme/../refunds", "refunds")} }, `".." segment`},
 		"absolute path":      {func(c *Config) { c.AgentSkills = []AgentSkill{skill("/refunds", "refunds")} }, "must not start or end with /"},
 		"file escapes": {func(c *Config) {
 			c.AgentSkills = []AgentSkill{skill("r", "r", SkillFile{Path: "SKILL.md", Digest: digest, Size: 1}, SkillFile{Path: "../x", Digest: digest, Size: 1})}
