@@ -197,6 +197,12 @@ func (a *Authenticator) Allows(c *Caller, tool string) bool {
 	return a.state.Load().rules.Allows(c, tool)
 }
 
+// AllowsKind says whether the caller may use the prompt, resource or skill (or tool)
+// under the current rules.
+func (a *Authenticator) AllowsKind(c *Caller, kind ItemKind, name string) bool {
+	return a.state.Load().rules.AllowsKind(c, kind, name)
+}
+
 // HasRules says whether authorization rules restrict the tools callers see.
 func (a *Authenticator) HasRules() bool {
 	return a.state.Load().rules != nil

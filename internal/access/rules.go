@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,9 +22,25 @@ type Rules struct {
 }
 
 type rule struct {
-	tools, serviceAccounts, groups []string
-	when                           cel.Program
+	// tools and prompts are path.Match globs (names have no "/"); resources and skills
+	// are URI globs whose * also matches "/".
+	tools, prompts, serviceAccounts, groups []string
+	resources, skills                       []*regexp.Regexp
+	when                                    cel.Program
 }
+
+// ItemKind is what a rule's glob list governs.
+type ItemKind int
+
+// The kinds of things a rule allows.
+const (
+	ItemTool ItemKind = iota
+	ItemPrompt
+	// ItemResource: resource URIs, and resource templates' uriTemplates.
+	ItemResource
+	// ItemSkill: skill paths.
+	ItemSkill
+)
 
 // CompileRules checks and compiles the rules: tool globs, "namespace/name" or
 // "namespace/*" accounts, and CEL expressions over "claims" that give a bool. A nil
@@ -48,12 +65,17 @@ func CompileRules(a *adapterconfig.Authorization) (*Rules, error) {
 }
 
 func compileRule(env *cel.Env, r adapterconfig.AuthorizationRule) (rule, error) {
-	if len(r.Tools) == 0 {
-		return rule{}, fmt.Errorf("tools: name at least one tool or glob")
+	if len(r.Tools)+len(r.Prompts)+len(r.Resources)+len(r.Skills) == 0 {
+		return rule{}, fmt.Errorf("the rule allows nothing: name at least one tool, prompt, resource or skill glob")
 	}
-	for _, g := range r.Tools {
-		if _, err := path.Match(g, ""); err != nil {
-			return rule{}, fmt.Errorf("tools: %q is not a valid glob (use * and ? and [a-z])", g)
+	for _, list := range []struct {
+		field string
+		globs []string
+	}{{"tools", r.Tools}, {"prompts", r.Prompts}} {
+		for _, g := range list.globs {
+			if _, err := path.Match(g, ""); err != nil {
+				return rule{}, fmt.Errorf("%s: %q is not a valid glob (use * and ? and [a-z])", list.field, g)
+			}
 		}
 	}
 	for _, sa := range r.ServiceAccounts {
@@ -61,7 +83,14 @@ func compileRule(env *cel.Env, r adapterconfig.AuthorizationRule) (rule, error) 
 			return rule{}, fmt.Errorf("serviceAccounts: %q must be namespace/name or namespace/*", sa)
 		}
 	}
-	out := rule{tools: r.Tools, serviceAccounts: r.ServiceAccounts, groups: r.Groups}
+	out := rule{tools: r.Tools, prompts: r.Prompts, serviceAccounts: r.ServiceAccounts, groups: r.Groups}
+	var err error
+	if out.resources, err = compileURIGlobs("resources", r.Resources); err != nil {
+		return rule{}, err
+	}
+	if out.skills, err = compileURIGlobs("skills", r.Skills); err != nil {
+		return rule{}, err
+	}
 	if r.When == "" {
 		return out, nil
 	}
@@ -84,19 +113,40 @@ func compileRule(env *cel.Env, r adapterconfig.AuthorizationRule) (rule, error) 
 // the caller, and its expression (if any) is true. An expression that fails (a claim the
 // token does not have) does not allow.
 func (r *Rules) Allows(c *Caller, tool string) bool {
+	return r.AllowsKind(c, ItemTool, tool)
+}
+
+// AllowsKind says whether the caller may use the thing of that kind and name (a tool or
+// prompt name, a resource URI or template, a skill path), as Allows does for tools.
+func (r *Rules) AllowsKind(c *Caller, kind ItemKind, name string) bool {
 	if r == nil {
 		return true
 	}
 	for i := range r.rules {
-		if r.rules[i].allows(c, tool) {
+		if r.rules[i].allows(c, kind, name) {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *rule) allows(c *Caller, tool string) bool {
-	if c == nil || !matchesAnyGlob(r.tools, tool) || !r.matchesCaller(c) {
+// names says whether the rule's globs of that kind match name.
+func (r *rule) names(kind ItemKind, name string) bool {
+	switch kind {
+	case ItemTool:
+		return matchesAnyGlob(r.tools, name)
+	case ItemPrompt:
+		return matchesAnyGlob(r.prompts, name)
+	case ItemResource:
+		return matchesAnyPattern(r.resources, name)
+	case ItemSkill:
+		return matchesAnyPattern(r.skills, name)
+	}
+	return false
+}
+
+func (r *rule) allows(c *Caller, kind ItemKind, name string) bool {
+	if c == nil || !r.names(kind, name) || !r.matchesCaller(c) {
 		return false
 	}
 	if r.when == nil {
@@ -127,6 +177,51 @@ func (r *rule) matchesCaller(c *Caller) bool {
 		}
 	}
 	return slices.ContainsFunc(r.groups, func(g string) bool { return slices.Contains(c.Groups, g) })
+}
+
+func matchesAnyPattern(patterns []*regexp.Regexp, name string) bool {
+	return slices.ContainsFunc(patterns, func(p *regexp.Regexp) bool { return p.MatchString(name) })
+}
+
+// compileURIGlobs compiles globs over URIs and paths: * matches any run of characters,
+// "/" included, ? one character, [a-z] (or [^a-z]) a class.
+func compileURIGlobs(field string, globs []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(globs))
+	for _, g := range globs {
+		re, err := regexp.Compile(uriGlobExpression(g))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a valid glob (use * and ? and [a-z])", field, g)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// uriGlobExpression is the regular expression of a URI glob, anchored at both ends.
+func uriGlobExpression(glob string) string {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			b.WriteString("(?s:.*)")
+		case '?':
+			b.WriteString("(?s:.)")
+		case '[':
+			end := strings.IndexByte(glob[i+1:], ']')
+			if end < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			class := glob[i+1 : i+1+end]
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += end + 1
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString("$")
+	return b.String()
 }
 
 func matchesAnyGlob(globs []string, name string) bool {

@@ -58,7 +58,8 @@ func TestCompileRulesSaysWhatIsWrong(t *testing.T) {
 		"account without ns":   {adapterconfig.AuthorizationRule{Tools: []string{"*"}, ServiceAccounts: []string{"librarian"}}, "must be namespace/name or namespace/*"},
 		"CEL syntax":           {adapterconfig.AuthorizationRule{Tools: []string{"*"}, When: "claims.email.endsWith("}, "rule 1: when:"},
 		"CEL that is not bool": {adapterconfig.AuthorizationRule{Tools: []string{"*"}, When: "claims.email"}, "it must give a bool"},
-		"no tools":             {adapterconfig.AuthorizationRule{}, "name at least one tool"},
+		"no kind":              {adapterconfig.AuthorizationRule{}, "name at least one tool, prompt, resource or skill glob"},
+		"bad prompt glob":      {adapterconfig.AuthorizationRule{Prompts: []string{"p["}}, `prompts: "p[" is not a valid glob`},
 	}
 	for name, c := range cases {
 		_, err := CompileRules(&adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{c.rule}})
@@ -79,5 +80,42 @@ func TestCostlyExpressionAllowsNothing(t *testing.T) {
 	}
 	if rules.Allows(&Caller{Kind: KindBearer}, "x") {
 		t.Fatal("an expression over the cost limit allowed the call")
+	}
+}
+
+// Each kind is governed by its own globs only: tools: ["*"] allows no prompt, resource
+// or skill; URI and skill-path globs cross "/".
+func TestRulesGovernEachKindByItsOwnGlobs(t *testing.T) {
+	rules, err := CompileRules(&adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{
+		{Tools: []string{"*"}, ServiceAccounts: []string{"agents/tools"}},
+		{Prompts: []string{"review_*"}, Resources: []string{"docs://team/*"}, Skills: []string{"acme/*"}, ServiceAccounts: []string{"agents/reader"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := &Caller{ServiceAccount: "agents/tools"}
+	reader := &Caller{ServiceAccount: "agents/reader"}
+	cases := []struct {
+		caller *Caller
+		kind   ItemKind
+		name   string
+		want   bool
+	}{
+		{tools, ItemTool, "anything", true},
+		{tools, ItemPrompt, "review_code", false},
+		{tools, ItemResource, "docs://team/guide", false},
+		{tools, ItemSkill, "acme/billing", false},
+		{reader, ItemTool, "anything", false},
+		{reader, ItemPrompt, "review_code", true},
+		{reader, ItemPrompt, "deploy", false},
+		{reader, ItemResource, "docs://team/a/b/c", true},
+		{reader, ItemResource, "docs://other/guide", false},
+		{reader, ItemSkill, "acme/billing/refunds", true},
+		{reader, ItemSkill, "acmex/refunds", false},
+	}
+	for _, c := range cases {
+		if got := rules.AllowsKind(c.caller, c.kind, c.name); got != c.want {
+			t.Errorf("%s, kind %d, %s: allowed %v, want %v", c.caller, c.kind, c.name, got, c.want)
+		}
 	}
 }

@@ -211,6 +211,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			gb.admitted = true
 			defer gb.admission.release()
+			if s.serveContentRequest(w, r, body) {
+				return
+			}
 			remote := s.state.Load().remote
 			if remote && s.streamable != nil && s.cfg.Stateless && gateway.PassThrough(w, r, body, (*gatewayServer)(s)) {
 				return

@@ -32,6 +32,13 @@ func (s *Server) Reload(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("invalid adapter config: %w", err)
 	}
+	// Content that is missing or differs from its digest is refused like an invalid
+	// config: on Kubernetes the content volume and the config update at different
+	// moments, and the next poll tries again.
+	content, err := loadContent(cfg)
+	if err != nil {
+		return fmt.Errorf("adapter config content: %w", err)
+	}
 	if fixed := s.fixedFieldsChanged(cfg); len(fixed) > 0 {
 		return fmt.Errorf("the new config changes %s, which a running adapter cannot change in place: restart the adapter to apply it",
 			strings.Join(fixed, ", "))
@@ -61,6 +68,7 @@ func (s *Server) Reload(cfg *Config) error {
 		// One notifications/tools/list_changed to every session that listens.
 		s.mcp.SetTools(s.serverTools(next)...)
 	}
+	s.reloadContent(cfg, content)
 	if d.empty() {
 		s.log.Info("config reloaded: the tools are unchanged")
 	} else {
@@ -87,6 +95,9 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	}
 	if cfg.Server != s.cfg.Server {
 		changed = append(changed, "the server info (name, version, instructions)")
+	}
+	if (len(cfg.AgentSkills) > 0) != (len(s.cfg.AgentSkills) > 0) {
+		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}
 	return changed
 }
@@ -134,4 +145,31 @@ func sameListing(a, b *compiledTool) bool {
 
 func backendOf(t *compiledTool) [3]any {
 	return [3]any{t.Template, t.HTTP, t.Remote}
+}
+
+// reloadContent swaps the skills, resources and prompts served, and tells listening
+// clients when their lists changed.
+func (s *Server) reloadContent(cfg *Config, next *contentSet) {
+	old := s.content.Swap(next)
+	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.Resources
+	s.cfg.ResourceTemplates, s.cfg.Prompts = cfg.ResourceTemplates, cfg.Prompts
+	filesChanged := !bytes.Equal(filesListing(old), filesListing(next))
+	templatesChanged := !bytes.Equal(templatesListing(old), templatesListing(next))
+	promptsChanged := !bytes.Equal(promptsListing(old), promptsListing(next))
+	// Each sends its notifications/resources/list_changed (mcp-go has no quiet set).
+	if filesChanged {
+		s.registerFiles(s.mcp, next)
+	}
+	if templatesChanged {
+		s.registerTemplates(s.mcp, next)
+	}
+	resourcesChanged := filesChanged || templatesChanged
+	if promptsChanged {
+		s.registerPrompts(s.mcp, next)
+	}
+	if resourcesChanged || promptsChanged {
+		s.log.Info("content reloaded", "skills", len(next.skills), "resources", len(next.files),
+			"resourceTemplates", len(next.templates), "prompts", len(next.prompts),
+			"resourcesChanged", resourcesChanged, "promptsChanged", promptsChanged)
+	}
 }

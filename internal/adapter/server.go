@@ -70,9 +70,14 @@ type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
 	cfg Config
 	// state is the tool set being served; Reload swaps it.
-	state   atomic.Pointer[toolSet]
-	remotes *gateway.Pool
-	mcp     *server.MCPServer
+	state atomic.Pointer[toolSet]
+	// content is what is served besides tools (skills, resources, prompts); Reload
+	// swaps it.
+	content atomic.Pointer[contentSet]
+	// servedTemplates: mcp-go holds resource templates (it cannot list them back).
+	servedTemplates bool
+	remotes         *gateway.Pool
+	mcp             *server.MCPServer
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
 
@@ -107,6 +112,10 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	tools, err := compileConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid adapter config: %w", err)
+	}
+	content, err := loadContent(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("adapter config content: %w", err)
 	}
 	o := options{
 		shutdownGrace: DefaultShutdownGrace,
@@ -156,6 +165,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools))
+	s.content.Store(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
@@ -213,10 +223,14 @@ func (s *Server) newMCPServer() *server.MCPServer {
 	if s.cfg.Server.Instructions != "" {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
+	opts = append(opts, s.contentOptions(s.content.Load())...)
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)
 	}
+	s.registerFiles(m, s.content.Load())
+	s.registerTemplates(m, s.content.Load())
+	s.registerPrompts(m, s.content.Load())
 	return m
 }
 
@@ -309,6 +323,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		result.Tools = s.visibleTools(ctx, result.Tools)
 	})
+	s.contentHooks(hooks)
 	return hooks
 }
 

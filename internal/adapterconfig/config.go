@@ -49,6 +49,18 @@ type Config struct {
 	Tools []Tool      `json:"tools"`
 	// Memory, when set, adds the guarded memory tool.
 	Memory *MemoryConfig `json:"memory,omitempty"`
+
+	// ContentDir is the folder of content-addressed files (see content.go): the file
+	// named by a digest's 64 hex digits holds the bytes of that digest.
+	ContentDir string `json:"contentDir,omitempty"`
+	// AgentSkills are served per the MCP Skills extension.
+	AgentSkills []AgentSkill `json:"agentSkills,omitempty"`
+	// Resources are static resources.
+	Resources []Resource `json:"resources,omitempty"`
+	// ResourceTemplates are resources computed from their URI's variables.
+	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
+	// Prompts are prompt templates.
+	Prompts []Prompt `json:"prompts,omitempty"`
 }
 
 // Issuer kinds: how a verified token's claims name the caller.
@@ -99,17 +111,30 @@ type Issuer struct {
 	MaxTokenLifetime *Duration `json:"maxTokenLifetime,omitempty"`
 }
 
-// Authorization is a list of rules; a caller may call a tool when any rule allows it.
+// Authorization is a list of rules; a caller may use a tool, prompt, resource or skill
+// when any rule allows it.
 type Authorization struct {
 	Rules []AuthorizationRule `json:"rules"`
 }
 
-// AuthorizationRule allows callers to call tools. A caller matches when
-// ServiceAccounts and Groups are both empty, or it is one of ServiceAccounts or in one
-// of Groups; and When, if set, is true.
+// AuthorizationRule allows callers to use what its globs name: tools, prompts,
+// resources and skills, each kind only by its own list (tools: ["*"] covers tools
+// only). A rule names at least one kind. A caller matches when ServiceAccounts and
+// Groups are both empty, or it is one of ServiceAccounts or in one of Groups; and When,
+// if set, is true.
 type AuthorizationRule struct {
-	// Tools are globs over the served tool names ("search_*").
-	Tools []string `json:"tools"`
+	// Tools are globs over the served tool names ("search_*"): * matches any run of
+	// characters, ? one, [a-z] a class.
+	Tools []string `json:"tools,omitempty"`
+	// Prompts are globs over prompt names, as Tools.
+	Prompts []string `json:"prompts,omitempty"`
+	// Resources are globs over resource URIs, and over the uriTemplate of a resource
+	// template for listing it and the URI read for reading through it; * also
+	// matches "/" ("docs://*").
+	Resources []string `json:"resources,omitempty"`
+	// Skills are globs over skill paths ("acme/*"); * also matches "/". They govern
+	// the skill's entry and every one of its files (skill:// URIs).
+	Skills []string `json:"skills,omitempty"`
 	// ServiceAccounts are "namespace/name", "namespace/*" for any in the namespace.
 	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
 	// Groups the caller's token puts it in.

@@ -72,6 +72,7 @@ func Compile(cfg *Config) ([]CompiledTool, error) {
 		tools = append(tools, compiled)
 	}
 	errs = append(errs, validateMemory(cfg.Memory, toolNames(cfg.Tools))...)
+	errs = append(errs, validateContent(cfg)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ import (
 // hung peer from hanging CI.
 const (
 	testTimeout        = 90 * time.Second
-	conformanceTimeout = 3 * time.Minute
+	conformanceTimeout = 10 * time.Minute
 )
 
 const (
@@ -153,6 +155,9 @@ type configOptions struct {
 	bearerTokenFile string
 	// backend is the URL of the http skills' backend; writeConfig starts one if empty.
 	backend string
+	// content adds the skills, resources, resource templates and prompts of
+	// testdata/conformance-content.json, whose files are in testdata/content.
+	content bool
 }
 
 // writeConfig writes an adapter config JSON file into t.TempDir() and returns its path.
@@ -172,6 +177,9 @@ func writeConfig(t *testing.T, o configOptions) string {
 	}
 	if o.bearerTokenFile != "" {
 		cfg["bearerTokenFile"] = o.bearerTokenFile
+	}
+	if o.content {
+		addContentFixture(t, cfg)
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -220,4 +228,26 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	xb, _ := json.Marshal(x)
 	yb, _ := json.Marshal(y)
 	return bytes.Equal(xb, yb)
+}
+
+// addContentFixture adds the members of testdata/conformance-content.json to cfg, its
+// contentDir made absolute.
+func addContentFixture(t *testing.T, cfg map[string]any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "conformance-content.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fixture map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fixture); err != nil {
+		t.Fatalf("testdata/conformance-content.json: %v", err)
+	}
+	for k, v := range fixture {
+		cfg[k] = v
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", "content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg["contentDir"] = dir
 }

@@ -50,12 +50,12 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 	if !mayCall(body) || !legacyProtocol(r) {
 		return false
 	}
-	if !jsonContent(r.Header.Get("Content-Type")) {
+	if !JSONContentType(r.Header.Get("Content-Type")) {
 		return false
 	}
 	var call forwardableCall
 	if json.Unmarshal(body, &call) != nil || call.JSONRPC != mcp.JSONRPC_VERSION || call.Method != string(mcp.MethodToolsCall) ||
-		!validID(call.ID) || len(call.Params.Meta) > 0 {
+		!ValidRequestID(call.ID) || len(call.Params.Meta) > 0 {
 		return false
 	}
 	t := srv.RemoteTool(call.Params.Name)
@@ -126,15 +126,15 @@ func legacyProtocol(r *http.Request) bool {
 	return v != "" && mcp.IsValidProtocolVersion(v) && !mcp.IsModernProtocol(v)
 }
 
-// validID is true for a JSON-RPC request id, a string or a number; id is a JSON value
+// ValidRequestID is true for a JSON-RPC request id, a string or a number; id is a JSON value
 // as the decoder found it, so its first byte tells.
-func validID(id json.RawMessage) bool {
+func ValidRequestID(id json.RawMessage) bool {
 	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
 }
 
-// jsonContent is true for a Content-Type of application/json, with or without
+// JSONContentType is true for a Content-Type of application/json, with or without
 // parameters (charset).
-func jsonContent(contentType string) bool {
+func JSONContentType(contentType string) bool {
 	if contentType == "application/json" {
 		return true
 	}

@@ -1,0 +1,401 @@
+package adapter
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// SkillsExtension is the MCP Skills extension's identifier in the capabilities.
+const SkillsExtension = "io.modelcontextprotocol/skills"
+
+// markerNotAllowed starts the message of a refused read or get; it names neither the
+// rules nor other callers.
+const markerNotAllowed = "not_allowed: "
+
+// contentOptions are the mcp-go options for what set serves besides tools. A server
+// that serves none of it keeps the capabilities it always had.
+func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
+	var opts []server.ServerOption
+	if set.servesResources() {
+		opts = append(opts, server.WithResourceCapabilities(false, true))
+	}
+	if len(set.prompts) > 0 {
+		opts = append(opts, server.WithPromptCapabilities(true))
+	}
+	if s.servesSkillMethods() {
+		opts = append(opts, server.WithExtensions(map[string]any{SkillsExtension: map[string]any{"directoryRead": true}}))
+	}
+	return opts
+}
+
+// servesSkillMethods says whether skills/list, skills/get and resources/directory/read
+// are served: only on streamable HTTP, where the adapter reads each request before
+// mcp-go (which does not route these methods); on sse the answer would have to go
+// through mcp-go's session stream.
+func (s *Server) servesSkillMethods() bool {
+	return s.cfg.Transport != TransportSSE && len(s.content.Load().skills) > 0
+}
+
+// registerFiles gives mcp-go the skill files and resources of set; when m already
+// serves some, mcp-go sends notifications/resources/list_changed.
+func (s *Server) registerFiles(m *server.MCPServer, set *contentSet) {
+	resources := make([]server.ServerResource, 0, len(set.fileURIs))
+	for _, uri := range set.fileURIs {
+		resources = append(resources, server.ServerResource{Resource: set.files[uri].listing, Handler: s.readFile})
+	}
+	// Setting an empty list on a server that never served any would declare the
+	// resources capability: a tools-only server keeps its capabilities.
+	if len(resources) > 0 || len(m.ListResources()) > 0 {
+		m.SetResources(resources...)
+	}
+}
+
+// registerTemplates gives mcp-go the resource templates of set, as registerFiles.
+func (s *Server) registerTemplates(m *server.MCPServer, set *contentSet) {
+	templates := make([]server.ServerResourceTemplate, 0, len(set.templates))
+	for _, t := range set.templates {
+		templates = append(templates, server.ServerResourceTemplate{Template: mcpResourceTemplate(t), Handler: s.readTemplate(t.URITemplate)})
+	}
+	if len(templates) > 0 || s.servedTemplates {
+		m.SetResourceTemplates(templates...)
+		s.servedTemplates = len(templates) > 0
+	}
+}
+
+// registerPrompts gives mcp-go the prompts of set; when m already serves some, mcp-go
+// sends notifications/prompts/list_changed.
+func (s *Server) registerPrompts(m *server.MCPServer, set *contentSet) {
+	prompts := make([]server.ServerPrompt, 0, len(set.prompts))
+	for _, p := range set.prompts {
+		prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: s.getPrompt})
+	}
+	if len(prompts) > 0 || len(m.ListPrompts()) > 0 {
+		m.SetPrompts(prompts...)
+	}
+}
+
+// filesListing is everything a resources/list or skills/list client sees of set (the
+// skills' digests included), to tell whether a reload changed it.
+func filesListing(set *contentSet) []byte {
+	parts := []any{}
+	for _, uri := range set.fileURIs {
+		parts = append(parts, set.files[uri].listing)
+	}
+	for _, skill := range set.skills {
+		parts = append(parts, skill.entry)
+	}
+	b, _ := json.Marshal(parts)
+	return b
+}
+
+// templatesListing is what a resources/templates/list client sees of set.
+func templatesListing(set *contentSet) []byte {
+	parts := make([]mcp.ResourceTemplate, 0, len(set.templates))
+	for _, t := range set.templates {
+		parts = append(parts, mcpResourceTemplate(t))
+	}
+	b, _ := json.Marshal(parts)
+	return b
+}
+
+// promptsListing is what a prompts/list client sees of set.
+func promptsListing(set *contentSet) []byte {
+	parts := make([]mcp.Prompt, 0, len(set.prompts))
+	for _, p := range set.prompts {
+		parts = append(parts, mcpPrompt(p))
+	}
+	b, _ := json.Marshal(parts)
+	return b
+}
+
+func mcpResourceTemplate(t *servedTemplate) mcp.ResourceTemplate {
+	out := mcp.NewResourceTemplate(t.URITemplate, t.Name,
+		mcp.WithTemplateDescription(t.Description), mcp.WithTemplateMIMEType(t.MimeType))
+	out.Title = t.Title
+	out.Annotations = mcpAnnotations(t.Annotations)
+	return out
+}
+
+func mcpPrompt(p *servedPrompt) mcp.Prompt {
+	out := mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description}
+	for _, a := range p.Arguments {
+		out.Arguments = append(out.Arguments, mcp.PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
+	}
+	return out
+}
+
+// contentHooks filter every resources/list, resources/templates/list and prompts/list
+// answer down to what its caller may read or get.
+func (s *Server) contentHooks(hooks *server.Hooks) {
+	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
+		result.Resources = visible(ctx, s, result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
+	})
+	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
+		result.ResourceTemplates = visible(ctx, s, result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
+			return access.ItemResource, t.URITemplate.Raw()
+		})
+	})
+	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
+		result.Prompts = visible(ctx, s, result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+	})
+}
+
+// visible keeps the items the request's caller may use.
+func visible[T any](ctx context.Context, s *Server, items []T, item func(T) (access.ItemKind, string)) []T {
+	if !s.auth.HasRules() {
+		return items
+	}
+	caller, _ := access.CallerFrom(ctx)
+	out := items[:0:0]
+	for _, it := range items {
+		if kind, name := item(it); s.auth.AllowsKind(caller, kind, name) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// resourceItem is what governs reading uri: a skill file's skill path, or the URI.
+func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
+	set := s.content.Load()
+	if f := set.files[uri]; f != nil && f.skillPath != "" {
+		return access.ItemSkill, f.skillPath
+	}
+	if d := set.dirs[uri]; d != nil {
+		return access.ItemSkill, d.skillPath
+	}
+	return access.ItemResource, uri
+}
+
+// allows says whether the request's caller may use the item.
+func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
+	if !s.auth.HasRules() {
+		return true
+	}
+	caller, _ := access.CallerFrom(ctx)
+	return s.auth.AllowsKind(caller, kind, name)
+}
+
+// errNotAllowed says the caller may not read or get what it named. On streamable HTTP
+// the adapter answers such requests itself, with -32602 (see serveContentRequest);
+// mcp-go answers a handler's error with -32603.
+func errNotAllowed(what string) error {
+	return errors.New(markerNotAllowed + what + " is not allowed for this caller; ask the owner of the server for access")
+}
+
+// readFile serves resources/read of a skill file or static resource.
+func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	uri := req.Params.URI
+	f := s.content.Load().files[uri]
+	if f == nil {
+		// Listed just before a reload removed it.
+		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
+	}
+	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
+		s.logRead(ctx, "resources/read", uri, outcomeRefused)
+		return nil, errNotAllowed("resource " + uri)
+	}
+	s.logRead(ctx, "resources/read", uri, outcomeOK)
+	return []mcp.ResourceContents{fileContents(uri, f)}, nil
+}
+
+func fileContents(uri string, f *servedFile) mcp.ResourceContents {
+	if f.text {
+		return mcp.TextResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Text: string(f.data)}
+	}
+	return mcp.BlobResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Blob: base64.StdEncoding.EncodeToString(f.data)}
+}
+
+// readTemplate serves resources/read of a URI that matched a resource template.
+func (s *Server) readTemplate(uriTemplate string) server.ResourceTemplateHandlerFunc {
+	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		t := s.templateOf(uriTemplate)
+		uri := req.Params.URI
+		if t == nil {
+			return nil, fmt.Errorf("resource template %s is no longer served: %w", uriTemplate, mcp.ErrResourceNotFound)
+		}
+		if !s.allows(ctx, access.ItemResource, uri) {
+			s.logRead(ctx, "resources/read", uri, outcomeRefused)
+			return nil, errNotAllowed("resource " + uri)
+		}
+		text, err := s.renderTemplateResource(ctx, t, templateArguments(req.Params.Arguments))
+		if err != nil {
+			s.logRead(ctx, "resources/read", uri, outcomeError)
+			return nil, err
+		}
+		s.logRead(ctx, "resources/read", uri, outcomeOK)
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: t.MimeType, Text: text}}, nil
+	}
+}
+
+func (s *Server) templateOf(uriTemplate string) *servedTemplate {
+	for _, t := range s.content.Load().templates {
+		if t.URITemplate == uriTemplate {
+			return t
+		}
+	}
+	return nil
+}
+
+// templateArguments turns the URI's variables into strings (a list variable joins
+// with ",", as it was written in the URI).
+func templateArguments(vars map[string]any) map[string]string {
+	out := make(map[string]string, len(vars))
+	for k, v := range vars {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case []string:
+			out[k] = strings.Join(v, ",")
+		default:
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// renderTemplateResource runs the template's backend over the arguments.
+func (s *Server) renderTemplateResource(ctx context.Context, t *servedTemplate, args map[string]string) (string, error) {
+	if t.template != nil {
+		return executeTemplate(t.template, args)
+	}
+	body, err := json.Marshal(args)
+	if err != nil {
+		return "", fmt.Errorf("%sencode the arguments: %w", markerHTTPFailed, err)
+	}
+	result := s.postToBackend(ctx, t.HTTP, body)
+	if result.IsError {
+		return "", errors.New(resultText(result))
+	}
+	return resultText(result), nil
+}
+
+func executeTemplate(tmpl *template.Template, data any) (string, error) {
+	var out strings.Builder
+	if err := tmpl.Execute(&out, data); err != nil {
+		return "", fmt.Errorf("%s%w", markerTemplateFailed, err)
+	}
+	return out.String(), nil
+}
+
+// getPrompt serves prompts/get.
+func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p := s.content.Load().promptByName[req.Params.Name]
+	if p == nil {
+		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
+	}
+	if !s.allows(ctx, access.ItemPrompt, p.Name) {
+		s.logRead(ctx, "prompts/get", p.Name, outcomeRefused)
+		return nil, errNotAllowed("prompt " + p.Name)
+	}
+	if missing := missingArgument(p, req.Params.Arguments); missing != "" {
+		return nil, fmt.Errorf("%w: prompt %q needs the argument %q", mcp.ErrInvalidParams, p.Name, missing)
+	}
+	result, err := s.renderPrompt(ctx, p, req.Params.Arguments)
+	outcome := outcomeOK
+	if err != nil {
+		outcome = outcomeError
+	}
+	s.logRead(ctx, "prompts/get", p.Name, outcome)
+	return result, err
+}
+
+// missingArgument names the first required argument args lacks.
+func missingArgument(p *servedPrompt, args map[string]string) string {
+	for _, a := range p.Arguments {
+		if _, ok := args[a.Name]; a.Required && !ok {
+			return a.Name
+		}
+	}
+	return ""
+}
+
+// renderPrompt renders the prompt's messages over the arguments, or asks its backend.
+func (s *Server) renderPrompt(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
+	if args == nil {
+		args = map[string]string{}
+	}
+	if p.HTTP != nil {
+		return s.promptFromBackend(ctx, p, args)
+	}
+	result := &mcp.GetPromptResult{Description: p.Description, Messages: make([]mcp.PromptMessage, 0, len(p.Messages))}
+	for i, m := range p.Messages {
+		content, err := p.renderContent(i, m.Content, args)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %q, message %d: %w", p.Name, i, err)
+		}
+		result.Messages = append(result.Messages, mcp.PromptMessage{Role: mcp.Role(m.Role), Content: content})
+	}
+	return result, nil
+}
+
+func (p *servedPrompt) renderContent(i int, c adapterconfig.PromptContent, args map[string]string) (mcp.Content, error) {
+	key := fmt.Sprint(i)
+	switch c.Type {
+	case adapterconfig.ContentImage:
+		return mcp.NewImageContent(c.Data, c.MimeType), nil
+	case adapterconfig.ContentAudio:
+		return mcp.NewAudioContent(c.Data, c.MimeType), nil
+	case adapterconfig.ContentResource:
+		uri, err := executeTemplate(p.texts[key+".uri"], args)
+		if err != nil {
+			return nil, err
+		}
+		if c.Resource.Blob != nil {
+			return mcp.NewEmbeddedResource(mcp.BlobResourceContents{URI: uri, MIMEType: c.Resource.MimeType, Blob: *c.Resource.Blob}), nil
+		}
+		text, err := executeTemplate(p.texts[key+".text"], args)
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: c.Resource.MimeType, Text: text}), nil
+	default:
+		text, err := executeTemplate(p.texts[key], args)
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewTextContent(text), nil
+	}
+}
+
+// promptFromBackend POSTs the arguments and reads the answer as a prompts/get result.
+func (s *Server) promptFromBackend(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("%sencode the arguments: %w", markerHTTPFailed, err)
+	}
+	answer := s.postToBackend(ctx, p.HTTP, body)
+	if answer.IsError {
+		return nil, errors.New(resultText(answer))
+	}
+	result, err := mcp.ParseGetPromptResult(rawMessage(resultText(answer)))
+	if err != nil {
+		return nil, fmt.Errorf("%sthe answer is not a prompts/get result (messages): %w", markerHTTPFailed, err)
+	}
+	return result, nil
+}
+
+func rawMessage(s string) *json.RawMessage {
+	raw := json.RawMessage(s)
+	return &raw
+}
+
+// logRead writes the audit line of a read or get when callers authenticate.
+func (s *Server) logRead(ctx context.Context, method, what, outcome string) {
+	if !s.auth.Enabled() {
+		return
+	}
+	caller, _ := access.CallerFrom(ctx)
+	s.log.Info("read", "caller", caller.String(), "method", method, "target", what, "outcome", outcome)
+}
