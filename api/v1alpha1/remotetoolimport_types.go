@@ -200,6 +200,9 @@ type DiscoveredTool struct {
 
 // RemoteToolImportStatus is what the operator observed of the remote.
 type RemoteToolImportStatus struct {
+	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
+	ReconcileRequestStatus `json:",inline"`
+
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready, SourceAllowed, HandshakeSucceeded, ToolsDiscovered, Stale.

@@ -467,6 +467,9 @@ type ServedTool struct {
 
 // SkillServerStatus is what the operator observed.
 type SkillServerStatus struct {
+	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
+	ReconcileRequestStatus `json:",inline"`
+
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

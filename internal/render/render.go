@@ -34,8 +34,8 @@ const (
 // emptyObjectSchema is served for a skill that declares no inputSchema.
 var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
 
-// AdapterConfig renders the adapter config of a SkillServer.
-func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
+// adapterConfig renders the adapter config of a SkillServer.
+func adapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 	cfg := &adapterconfig.Config{
 		Server:    serverInfo(ss),
 		Transport: string(ss.Spec.TransportOrDefault()),
@@ -88,8 +88,8 @@ func commands(in []cantusv1alpha1.MemoryCommand) []string {
 	return out
 }
 
-// Hash identifies a rendered config; a change of hash rolls the adapter pods.
-func Hash(cfg *adapterconfig.Config) (string, error) {
+// hashOf identifies a rendered config; a change of hash rolls the adapter pods.
+func hashOf(cfg *adapterconfig.Config) (string, error) {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("encode adapter config: %w", err)
