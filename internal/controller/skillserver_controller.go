@@ -116,7 +116,9 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
 	}
-	verified := alreadyVerified(ss, rendered.Hash, obs.URL)
+	// A cantus.dev/requestedAt request not handled yet verifies the pods again.
+	_, requested := ss.Status.ReconcileRequested(ss.Annotations)
+	verified := alreadyVerified(ss, rendered.Hash, obs.URL) && !requested
 	setObserved(ss, obs, rendered.Hash, rendered.Report.Imports.Served)
 	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
 	return ctrl.Result{RequeueAfter: retry}, nil
