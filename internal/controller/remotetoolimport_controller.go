@@ -31,10 +31,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
-// Defaults when the API server's defaulting did not run (objects built in Go).
 const (
-	defaultRefreshInterval = 5 * time.Minute
-	defaultProbeTimeout    = 10 * time.Second
 	// Failed probes are retried from retryBase, doubling, up to retryCap.
 	retryBase = 5 * time.Second
 	retryCap  = 5 * time.Minute
@@ -346,11 +343,11 @@ func filterTools(tools []mcpclient.Tool, f *cantusv1alpha1.ToolFilter) []mcpclie
 }
 
 func refreshInterval(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	return cantusv1alpha1.DurationOf(imp.Spec.RefreshInterval, defaultRefreshInterval)
+	return imp.Spec.RefreshIntervalOrDefault()
 }
 
 func probeTimeout(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	return cantusv1alpha1.DurationOf(imp.Spec.Timeout, defaultProbeTimeout)
+	return imp.Spec.TimeoutOrDefault()
 }
 
 // retryDelay backs off exponentially with jitter after consecutive failures, capped by

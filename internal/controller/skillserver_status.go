@@ -146,11 +146,7 @@ func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {
 		tools = append(tools, cantusv1alpha1.ServedTool{Name: s.Name, Source: "skill"})
 	}
 	if m := ss.Spec.Memory; m != nil {
-		name := m.ToolName
-		if name == "" {
-			name = render.DefaultMemoryToolName
-		}
-		tools = append(tools, cantusv1alpha1.ServedTool{Name: name, Source: "memory"})
+		tools = append(tools, cantusv1alpha1.ServedTool{Name: m.ToolNameOrDefault(), Source: "memory"})
 	}
 	return tools
 }
