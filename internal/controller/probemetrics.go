@@ -32,4 +32,3 @@ func keepProbeTimesIfNothingElseChanged(before, after *cantusv1alpha1.RemoteTool
 		after.Status = *candidate
 	}
 }
-

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"encoding/json"
 	"testing"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -113,7 +112,7 @@ func TestSkillServerRendersTheClusterIssuer(t *testing.T) {
 		t.Fatalf("render: %v, %v", err, got.Report.Invalid)
 	}
 	issuers := got.Config.Auth.Issuers
-	if len(issuers) != 1 || issuers[0].URL != clusterIssuer.URL || string(issuers[0].JWKS) != string(json.RawMessage(clusterIssuer.JWKS)) {
+	if len(issuers) != 1 || issuers[0].URL != clusterIssuer.URL || string(issuers[0].JWKS) != string(clusterIssuer.JWKS) {
 		t.Errorf("issuers %+v", issuers)
 	}
 }
