@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // Condition types shared by the kinds of this group. Ready is the summary; the others
 // explain it.
 const (
@@ -97,3 +99,15 @@ const (
 	ReasonAllServable     = "AllServable"
 	ReasonToolsSkipped    = "ToolsSkipped"
 )
+
+// GetConditions returns the SkillServer's status conditions.
+func (s *SkillServer) GetConditions() []metav1.Condition { return s.Status.Conditions }
+
+// SetConditions replaces the SkillServer's status conditions.
+func (s *SkillServer) SetConditions(c []metav1.Condition) { s.Status.Conditions = c }
+
+// GetConditions returns the RemoteToolImport's status conditions.
+func (i *RemoteToolImport) GetConditions() []metav1.Condition { return i.Status.Conditions }
+
+// SetConditions replaces the RemoteToolImport's status conditions.
+func (i *RemoteToolImport) SetConditions(c []metav1.Condition) { i.Status.Conditions = c }

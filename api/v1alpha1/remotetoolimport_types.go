@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -16,6 +18,16 @@ const (
 	ImportTransportSSE ImportTransport = "sse"
 	// ImportTransportStdio runs a command behind a bridge that serves it over streamable HTTP.
 	ImportTransportStdio ImportTransport = "stdio"
+)
+
+// The defaults of a RemoteToolImport, one constant each, as its +kubebuilder:default
+// markers say (a test holds the CRD to these).
+const (
+	DefaultImportTransport = ImportTransportStreamableHTTP
+	DefaultRefreshInterval = 5 * time.Minute
+	DefaultProbeTimeout    = 10 * time.Second
+	// DefaultCABundleKey is the key read from a CA bundle's ConfigMap that names none.
+	DefaultCABundleKey = "ca.crt"
 )
 
 // RemoteToolImportSpec names a remote MCP server whose tools the cluster may use.
@@ -200,6 +212,9 @@ type DiscoveredTool struct {
 
 // RemoteToolImportStatus is what the operator observed of the remote.
 type RemoteToolImportStatus struct {
+	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
+	ReconcileRequestStatus `json:",inline"`
+
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready, SourceAllowed, HandshakeSucceeded, ToolsDiscovered, Stale.
@@ -282,10 +297,16 @@ func init() {
 	register(&RemoteToolImport{}, &RemoteToolImportList{})
 }
 
-// KeyOrDefault is the ConfigMap key to read: Key, or "ca.crt" when it is empty.
-func (r ConfigMapKeyRef) KeyOrDefault() string {
-	if r.Key == "" {
-		return "ca.crt"
-	}
-	return r.Key
+// KeyOrDefault is the ConfigMap key to read: Key, or DefaultCABundleKey.
+func (r ConfigMapKeyRef) KeyOrDefault() string { return orDefault(r.Key, DefaultCABundleKey) }
+
+// RefreshIntervalOrDefault is how often the tools are listed again: RefreshInterval, or
+// DefaultRefreshInterval.
+func (s *RemoteToolImportSpec) RefreshIntervalOrDefault() time.Duration {
+	return DurationOf(s.RefreshInterval, DefaultRefreshInterval)
+}
+
+// TimeoutOrDefault bounds one handshake: Timeout, or DefaultProbeTimeout.
+func (s *RemoteToolImportSpec) TimeoutOrDefault() time.Duration {
+	return DurationOf(s.Timeout, DefaultProbeTimeout)
 }

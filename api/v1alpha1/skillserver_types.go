@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +17,33 @@ const (
 	TransportStreamableHTTP Transport = "streamable-http"
 	// TransportSSE is the older HTTP+SSE transport, served on /sse and /message.
 	TransportSSE Transport = "sse"
+)
+
+// The defaults of a SkillServer, one constant each. The API server fills in the fields
+// that carry a +kubebuilder:default marker (markers cannot name a constant; a test holds
+// the CRD's defaults to these); the *OrDefault methods apply the same values to objects
+// built in Go, which skip the API server's defaulting.
+const (
+	DefaultTransport = TransportStreamableHTTP
+	DefaultPort      = int32(8765)
+	DefaultReplicas  = int32(1)
+	DefaultStateless = true
+	// DefaultServerVersion is served when spec.serverInfo.version is empty (no marker:
+	// the name's default is the object's name, which a marker cannot say either).
+	DefaultServerVersion = "0.0.0"
+
+	DefaultHTTPTimeout      = 10 * time.Second
+	DefaultMaxResponseBytes = int64(1 << 20)
+
+	DefaultMemoryToolName       = "memory"
+	DefaultMemorySize           = "1Gi"
+	DefaultMemoryAccessMode     = corev1.ReadWriteOnce
+	DefaultMemoryMaxFileBytes   = int64(1 << 20)
+	DefaultMemoryMaxTotalBytes  = int64(64 << 20)
+	DefaultMemoryTrashRetention = 168 * time.Hour
+
+	// DefaultSecretKey is the key read from a Secret when a reference names none.
+	DefaultSecretKey = "token"
 )
 
 // SkillServerSpec is the skill set to serve as one MCP server.
@@ -467,6 +496,9 @@ type ServedTool struct {
 
 // SkillServerStatus is what the operator observed.
 type SkillServerStatus struct {
+	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
+	ReconcileRequestStatus `json:",inline"`
+
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -544,20 +576,70 @@ func init() {
 // String returns the transport's name.
 func (t Transport) String() string { return string(t) }
 
-// TransportOrDefault is the transport served: Transport, or streamable HTTP when it is
-// empty (objects built in Go skip the API server's defaulting).
+// TransportOrDefault is the transport served: Transport, or DefaultTransport.
 func (s *SkillServerSpec) TransportOrDefault() Transport {
-	if s.Transport == "" {
-		return TransportStreamableHTTP
-	}
-	return s.Transport
+	return orDefault(s.Transport, DefaultTransport)
 }
 
-// KeyOrDefault is the Secret key to read: Key, or "token" when it is empty (objects built
-// in Go skip the API server's defaulting).
-func (r SecretKeyRef) KeyOrDefault() string {
-	if r.Key == "" {
-		return "token"
+// PortOrDefault is the port served: Port, or DefaultPort.
+func (s *SkillServerSpec) PortOrDefault() int32 { return orDefault(s.Port, DefaultPort) }
+
+// StatelessOrDefault says whether sessions are stateless: Stateless, or DefaultStateless.
+func (s *SkillServerSpec) StatelessOrDefault() bool {
+	if s.Stateless == nil {
+		return DefaultStateless
 	}
-	return r.Key
+	return *s.Stateless
+}
+
+// VersionOrDefault is the version served: Version, or DefaultServerVersion.
+func (i ServerInfo) VersionOrDefault() string { return orDefault(i.Version, DefaultServerVersion) }
+
+// TimeoutOrDefault bounds one call of the backend: Timeout, or DefaultHTTPTimeout.
+func (b *HTTPBackend) TimeoutOrDefault() time.Duration {
+	return DurationOf(b.Timeout, DefaultHTTPTimeout)
+}
+
+// MaxResponseBytesOrDefault bounds an answer: MaxResponseBytes, or DefaultMaxResponseBytes.
+func (b *HTTPBackend) MaxResponseBytesOrDefault() int64 {
+	return derefOr(b.MaxResponseBytes, DefaultMaxResponseBytes)
+}
+
+// ToolNameOrDefault is the memory tool's name: ToolName, or DefaultMemoryToolName.
+func (m *MemorySpec) ToolNameOrDefault() string { return orDefault(m.ToolName, DefaultMemoryToolName) }
+
+// MaxFileBytesOrDefault bounds one file: MaxFileBytes, or DefaultMemoryMaxFileBytes.
+func (m *MemorySpec) MaxFileBytesOrDefault() int64 {
+	return derefOr(m.MaxFileBytes, DefaultMemoryMaxFileBytes)
+}
+
+// MaxTotalBytesOrDefault bounds the store: MaxTotalBytes, or DefaultMemoryMaxTotalBytes.
+func (m *MemorySpec) MaxTotalBytesOrDefault() int64 {
+	return derefOr(m.MaxTotalBytes, DefaultMemoryMaxTotalBytes)
+}
+
+// TrashRetentionOrDefault is how long the trash keeps content: TrashRetention, or
+// DefaultMemoryTrashRetention.
+func (m *MemorySpec) TrashRetentionOrDefault() time.Duration {
+	return DurationOf(m.TrashRetention, DefaultMemoryTrashRetention)
+}
+
+// KeyOrDefault is the Secret key to read: Key, or DefaultSecretKey.
+func (r SecretKeyRef) KeyOrDefault() string { return orDefault(r.Key, DefaultSecretKey) }
+
+// orDefault is value, or def when value is the zero value (a field the API server's
+// defaulting did not fill in).
+func orDefault[T comparable](value, def T) T {
+	var zero T
+	if value == zero {
+		return def
+	}
+	return value
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }

@@ -101,7 +101,7 @@ type viewer struct {
 	user       authnv1.UserInfo
 	namespaces map[string]bool
 	caller     *access.Caller
-	rules      *rulesCache
+	rendered   *renderCache
 }
 
 // SeesNamespace says whether the caller may list SkillServers in namespace.
@@ -117,10 +117,7 @@ func (v *viewer) MayCall(ss *cantusv1alpha1.SkillServer, tool string) bool {
 	if ss.Spec.Authorization == nil {
 		return true
 	}
-	rules, err := v.rules.of(ss)
-	// Rules that do not compile leave the server Stalled; its adapter keeps the last good
-	// ones, which the catalog does not know, so it shows nothing rather than too much.
-	return err == nil && rules.Allows(v.caller, tool)
+	return v.rendered.of(ss).Authorization.Allows(v.caller, tool)
 }
 
 // callerOf is the catalog's caller as a server's rules see it: a service account as
@@ -148,34 +145,41 @@ func unverifiedClaims(token string) map[string]any {
 	return claims
 }
 
-// rulesCache compiles each server's authorization rules once per generation, so that a
-// catalog request does not compile CEL for every server it lists.
-type rulesCache struct {
+// renderCache renders each server once per generation, so that a catalog request
+// neither renders nor compiles the rules of every server it lists. Rendering is the
+// controller's own (render.SkillServer), so the catalog judges calls by the rules the
+// adapter applies.
+type renderCache struct {
 	mu    sync.Mutex
-	byUID map[types.UID]compiledRules
+	byUID map[types.UID]rendered
 }
 
-type compiledRules struct {
+type rendered struct {
 	generation int64
-	rules      *access.Rules
-	err        error
+	result     render.Result
 }
 
-// maxCachedRules bounds the cache; past it (deleted servers), it starts again.
-const maxCachedRules = 8192
+// maxCachedRenders bounds the cache; past it (deleted servers), it starts again.
+const maxCachedRenders = 8192
 
-func (c *rulesCache) of(ss *cantusv1alpha1.SkillServer) (*access.Rules, error) {
+func (c *renderCache) of(ss *cantusv1alpha1.SkillServer) render.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if got, ok := c.byUID[ss.UID]; ok && got.generation == ss.Generation {
-		return got.rules, got.err
+		return got.result
 	}
-	if c.byUID == nil || len(c.byUID) >= maxCachedRules {
-		c.byUID = map[types.UID]compiledRules{}
+	if c.byUID == nil || len(c.byUID) >= maxCachedRenders {
+		c.byUID = map[types.UID]rendered{}
 	}
-	rules, err := access.CompileRules(render.Authorization(ss.Spec.Authorization))
-	c.byUID[ss.UID] = compiledRules{generation: ss.Generation, rules: rules, err: err}
-	return rules, err
+	// The catalog reads no imports nor issuer keys: it needs the rules and the memory
+	// tool, which the spec alone decides. An encoding error leaves a Result whose
+	// Authorization allows nothing and whose Config is nil.
+	result, err := render.SkillServer(ss, render.Inputs{})
+	if err != nil {
+		result = render.Result{Authorization: render.Refuse(err)}
+	}
+	c.byUID[ss.UID] = rendered{generation: ss.Generation, result: result}
+	return result
 }
 
 // clientAddress is the caller's IP address without its port.

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
-	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
 // Server is one MCP server in the catalog.
@@ -52,7 +52,7 @@ func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
 type Catalog struct {
 	Reader client.Reader
 
-	rules rulesCache
+	rendered renderCache
 }
 
 // Viewer decides what one caller of the catalog sees: the namespaces where it may list
@@ -78,7 +78,7 @@ func (c *Catalog) Servers(ctx context.Context, who Viewer) ([]Server, error) {
 		if !who.SeesNamespace(ss.Namespace) {
 			continue
 		}
-		out = append(out, serverEntry(ss, imports, who))
+		out = append(out, serverEntry(ss, c.rendered.of(ss).Config, imports, who))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref() < out[j].Ref() })
 	return out, nil
@@ -117,7 +117,7 @@ func (c *Catalog) importSchemas(ctx context.Context) (map[string]cantusv1alpha1.
 	return out, nil
 }
 
-func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alpha1.DiscoveredTool, who Viewer) Server {
+func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, imports map[string]cantusv1alpha1.DiscoveredTool, who Viewer) Server {
 	transport := string(ss.Spec.TransportOrDefault())
 	entry := Server{
 		Namespace: ss.Namespace,
@@ -135,12 +135,12 @@ func serverEntry(ss *cantusv1alpha1.SkillServer, imports map[string]cantusv1alph
 		if !who.MayCall(ss, served.Name) {
 			continue
 		}
-		entry.Tools = append(entry.Tools, toolEntry(ss, served, skills, imports))
+		entry.Tools = append(entry.Tools, toolEntry(ss, cfg, served, skills, imports))
 	}
 	return entry
 }
 
-func toolEntry(ss *cantusv1alpha1.SkillServer, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports map[string]cantusv1alpha1.DiscoveredTool) Tool {
+func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports map[string]cantusv1alpha1.DiscoveredTool) Tool {
 	t := Tool{Name: served.Name, Source: served.Source}
 	switch {
 	case served.Source == "skill" && skills[served.Name] != nil:
@@ -150,9 +150,8 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, served cantusv1alpha1.ServedTool,
 		if s.InputSchema != nil && len(s.InputSchema.Raw) > 0 {
 			t.InputSchema = s.InputSchema.Raw
 		}
-	case served.Source == "memory" && ss.Spec.Memory != nil:
-		cfg := render.AdapterConfig(ss).Memory
-		if def, err := memory.ToolDefinition(memory.ConfigFrom(cfg)); err == nil {
+	case served.Source == "memory" && cfg != nil && cfg.Memory != nil:
+		if def, err := memory.ToolDefinition(memory.ConfigFrom(cfg.Memory)); err == nil {
 			t.Description = def.Description
 			t.InputSchema, _ = json.Marshal(def.InputSchema)
 		}

@@ -126,7 +126,7 @@ func (a *reviews) review(ctx context.Context, token string) (*viewer, error) {
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("access review: %w", err)
 	}
-	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces)), caller: callerOf(user, token), rules: &a.catalog.rules}
+	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces)), caller: callerOf(user, token), rendered: &a.catalog.rendered}
 	for i, ns := range namespaces {
 		v.namespaces[ns] = allowed[i]
 	}

@@ -1,12 +1,9 @@
 package controller
 
 import (
-	"encoding/json"
-	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -34,19 +31,4 @@ func keepProbeTimesIfNothingElseChanged(before, after *cantusv1alpha1.RemoteTool
 	if sameJSON(*candidate, before.Status) {
 		after.Status = *candidate
 	}
-}
-
-// sameJSON compares two statuses as the API server stores them: input schemas are raw
-// JSON, and the stored bytes may differ from the remote's in spacing and key order.
-func sameJSON(a, b cantusv1alpha1.RemoteToolImportStatus) bool {
-	if equality.Semantic.DeepEqual(a, b) {
-		return true
-	}
-	var va, vb any
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	if errA != nil || errB != nil || json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,10 +31,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
-// Defaults when the API server's defaulting did not run (objects built in Go).
 const (
-	defaultRefreshInterval = 5 * time.Minute
-	defaultProbeTimeout    = 10 * time.Second
 	// Failed probes are retried from retryBase, doubling, up to retryCap.
 	retryBase = 5 * time.Second
 	retryCap  = 5 * time.Minute
@@ -87,15 +83,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	before := imp.DeepCopy()
 	defer func() {
 		summarizeImportReady(imp)
-		finishStatus(&imp.Status.Conditions, &imp.Status.ObservedGeneration, imp.Generation, retErr)
-		keepProbeTimesIfNothingElseChanged(before, imp)
-		written, err := patchStatusIfChanged(ctx, r.Client, before, imp, !sameJSON(before.Status, imp.Status))
-		if err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		if written {
-			r.recordHandshakeTransition(before, imp)
-		}
+		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }
@@ -106,7 +94,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		setImportStalled(imp, strings.Join(problems, "; "))
 		return ctrl.Result{}, nil
 	}
-	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStalled)
+	removeCondition(imp, cantusv1alpha1.ConditionStalled)
 	checker, err := r.checkerFor(ctx, imp.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -355,11 +343,11 @@ func filterTools(tools []mcpclient.Tool, f *cantusv1alpha1.ToolFilter) []mcpclie
 }
 
 func refreshInterval(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	return cantusv1alpha1.DurationOf(imp.Spec.RefreshInterval, defaultRefreshInterval)
+	return imp.Spec.RefreshIntervalOrDefault()
 }
 
 func probeTimeout(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
-	return cantusv1alpha1.DurationOf(imp.Spec.Timeout, defaultProbeTimeout)
+	return imp.Spec.TimeoutOrDefault()
 }
 
 // retryDelay backs off exponentially with jitter after consecutive failures, capped by
@@ -371,17 +359,13 @@ func retryDelay(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
 	return wait.Jitter(min(d, limit), 0.2)
 }
 
-func (r *RemoteToolImportReconciler) recordHandshakeTransition(before, after *cantusv1alpha1.RemoteToolImport) {
-	was := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded)
-	now := apimeta.FindStatusCondition(after.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
-		return
-	}
-	switch now.Status {
-	case metav1.ConditionTrue:
-		r.event(after, corev1.EventTypeNormal, "HandshakeSucceeded", now.Message)
-	case metav1.ConditionFalse:
-		r.event(after, corev1.EventTypeWarning, "HandshakeFailed", now.Message)
+// statusWriter announces changes of the handshake as events.
+func (r *RemoteToolImportReconciler) statusWriter() statusWriter {
+	return statusWriter{
+		client: r.Client, recorder: r.Recorder, announced: cantusv1alpha1.ConditionHandshakeSucceeded, action: "Handshake",
+		settle: func(before, after conditioned) {
+			keepProbeTimesIfNothingElseChanged(before.(*cantusv1alpha1.RemoteToolImport), after.(*cantusv1alpha1.RemoteToolImport))
+		},
 	}
 }
 
@@ -411,7 +395,7 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	return b.
-		For(&cantusv1alpha1.RemoteToolImport{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&cantusv1alpha1.RemoteToolImport{}, builder.WithPredicates(specOrRequestChanged)).
 		Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.allImports),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.importsInNamespace),

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -15,10 +14,10 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
 
-func setImportCondition(imp *cantusv1alpha1.RemoteToolImport, condType string, status metav1.ConditionStatus, reason, message string) {
-	apimeta.SetStatusCondition(&imp.Status.Conditions, metav1.Condition{
-		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: imp.Generation,
-	})
+// importStatus gives writeStatus a RemoteToolImport's status.
+func importStatus(obj conditioned) statusParts {
+	imp := obj.(*cantusv1alpha1.RemoteToolImport)
+	return statusParts{observedGeneration: &imp.Status.ObservedGeneration, requests: &imp.Status.ReconcileRequestStatus, status: &imp.Status}
 }
 
 // setSourceAllowed records the policy decision.
@@ -27,7 +26,7 @@ func setSourceAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 	if d.Allowed {
 		status = metav1.ConditionTrue
 	}
-	setImportCondition(imp, cantusv1alpha1.ConditionSourceAllowed, status, d.Reason, d.Message)
+	setCondition(imp, cantusv1alpha1.ConditionSourceAllowed, status, d.Reason, d.Message)
 }
 
 // setNotAllowed withdraws the tools of a source the policies refuse: they must not be
@@ -41,23 +40,23 @@ func setNotAllowed(imp *cantusv1alpha1.RemoteToolImport, d policy.Decision) {
 	imp.Status.ServerInfo = nil
 	imp.Status.Addresses = nil
 	msg := "no connection attempted: the source is not allowed"
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, msg)
-	setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAttempted, msg)
-	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
+	setCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonNotAttempted, msg)
+	setCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAttempted, msg)
+	removeCondition(imp, cantusv1alpha1.ConditionStale)
 }
 
 // setImportStalled records a spec that can never work; summarizeImportReady gives Ready the
 // same message so that `kubectl get` and `kubectl wait` show why.
 func setImportStalled(imp *cantusv1alpha1.RemoteToolImport, problems string) {
 	msg := "the spec cannot work, fix it and re-apply: " + problems
-	setImportCondition(imp, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
+	setCondition(imp, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec, msg)
 }
 
 // setPrerequisiteMissing is for what the import needs before a handshake (a Secret, the
 // stdio bridge): the handshake is Unknown for that reason, and the tools of an earlier
 // success are kept but marked stale.
 func setPrerequisiteMissing(imp *cantusv1alpha1.RemoteToolImport, reason, message string) {
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, reason, message)
+	setCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, reason, message)
 	markStaleIfTools(imp, message)
 }
 
@@ -66,9 +65,9 @@ func setHandshakeFailed(imp *cantusv1alpha1.RemoteToolImport, err error, now tim
 	reason, message := handshakeFailure(err)
 	imp.Status.ConsecutiveFailures++
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, reason, message)
+	setCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, reason, message)
 	if len(imp.Status.Tools) == 0 {
-		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, reason, "no handshake has succeeded yet")
+		setCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, reason, "no handshake has succeeded yet")
 	}
 	markStaleIfTools(imp, message)
 }
@@ -82,7 +81,7 @@ func markStaleIfTools(imp *cantusv1alpha1.RemoteToolImport, why string) {
 	if imp.Status.LastSuccessTime != nil {
 		since = "the handshake of " + imp.Status.LastSuccessTime.UTC().Format(time.RFC3339)
 	}
-	setImportCondition(imp, cantusv1alpha1.ConditionStale, metav1.ConditionTrue, cantusv1alpha1.ReasonLastProbeFailed,
+	setCondition(imp, cantusv1alpha1.ConditionStale, metav1.ConditionTrue, cantusv1alpha1.ReasonLastProbeFailed,
 		fmt.Sprintf("the %d tools listed are from %s; the last probe failed: %s", len(imp.Status.Tools), since, why))
 }
 
@@ -107,14 +106,14 @@ func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.
 	imp.Status.LastProbeTime = &metav1.Time{Time: now}
 	imp.Status.LastSuccessTime = &metav1.Time{Time: now}
 
-	setImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
+	setCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded,
 		"initialized with "+remoteIdentity(imp.Status.ServerInfo))
 	if len(tools) == 0 {
-		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
+		setCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonNoTools, "the server lists no tools that pass spec.tools")
 	} else {
-		setImportCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsListed, toolsSummary(imp))
+		setCondition(imp, cantusv1alpha1.ConditionToolsDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsListed, toolsSummary(imp))
 	}
-	apimeta.RemoveStatusCondition(&imp.Status.Conditions, cantusv1alpha1.ConditionStale)
+	removeCondition(imp, cantusv1alpha1.ConditionStale)
 	return added, removed
 }
 
@@ -130,7 +129,7 @@ func summarizeImportReady(imp *cantusv1alpha1.RemoteToolImport) {
 	if info := imp.Status.ServerInfo; info != nil {
 		readyMessage = toolsSummary(imp) + " from " + remoteIdentity(info)
 	}
-	summarizeReady(&imp.Status.Conditions, imp.Generation, importReadyPrerequisites, cantusv1alpha1.ReasonHandshakeSucceeded, readyMessage)
+	summarizeReady(imp, importReadyPrerequisites, cantusv1alpha1.ReasonHandshakeSucceeded, readyMessage)
 }
 
 // remoteIdentity names the remote as its initialize answer did.

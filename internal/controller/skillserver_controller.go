@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -21,12 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
@@ -93,64 +88,55 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	before := ss.DeepCopy()
 	defer func() {
 		summarizeSkillServerReady(ss)
-		finishStatus(&ss.Status.Conditions, &ss.Status.ObservedGeneration, ss.Generation, retErr)
-		written, err := patchStatusIfChanged(ctx, r.Client, before, ss, !equality.Semantic.DeepEqual(before.Status, ss.Status))
-		if err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		if written {
-			r.recordReadyTransition(before, ss)
-		}
+		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
 	}()
 	return r.reconcile(ctx, ss)
 }
 
+// reconcile gathers what the config needs from the cluster, renders it, applies it and
+// verifies what the workload serves.
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
-	if problems := ss.Spec.Problems(); len(problems) > 0 {
-		setStalled(ss, errors.New(strings.Join(problems, "; ")))
-		return ctrl.Result{}, nil
-	}
-	cfg := render.AdapterConfig(ss)
-	setSchemaPortable(ss, render.NonPortableKeys(ss.Spec.Skills))
-	imports, err := r.importsOf(ctx, ss)
+	inputs, err := r.inputsOf(ctx, ss)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	reexported := render.RenderImports(ss, imports, servedNames(cfg))
-	cfg.Tools = append(cfg.Tools, reexported.Tools...)
-	setImportsResolved(ss, reexported)
-	auth, err := r.renderAuth(ctx, ss)
+	rendered, err := render.SkillServer(ss, inputs)
 	if err != nil {
-		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
 		return ctrl.Result{}, err
 	}
-	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
-	if err := errors.Join(adapterconfig.Validate(cfg), access.ValidateAuth(cfg.Auth)); err != nil {
+	if !setRendered(ss, rendered.Report, rendered.Config != nil) {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
-		setStalled(ss, err)
 		return ctrl.Result{}, nil
 	}
-	clearStalled(ss)
-
-	hash, err := render.Hash(cfg)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	rollout, err := render.RolloutHash(cfg)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	files := slices.Concat(reexported.Files, auth.Files)
-	obs, err := r.Runtime.Apply(ctx, workload.Desired{SkillServer: ss, Config: cfg, ConfigHash: hash, RolloutHash: rollout, Files: files})
+	obs, err := r.Runtime.Apply(ctx, workload.Desired{
+		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
+	})
 	if err != nil {
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err
 	}
-	verified := alreadyVerified(ss, hash, obs.URL)
-	setObserved(ss, obs, hash, reexported.Served)
+	// A cantus.dev/requestedAt request not handled yet verifies the pods again.
+	_, requested := ss.Status.ReconcileRequested(ss.Annotations)
+	verified := alreadyVerified(ss, rendered.Hash, obs.URL) && !requested
+	setObserved(ss, obs, rendered.Hash, rendered.Report.Imports.Served)
 	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
 	return ctrl.Result{RequeueAfter: retry}, nil
+}
+
+// inputsOf gathers what rendering reads from the cluster: the imports the server
+// re-exports and, when it accepts service-account tokens, the cluster issuer's keys.
+func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1.SkillServer) (render.Inputs, error) {
+	imports, err := r.importsOf(ctx, ss)
+	if err != nil {
+		return render.Inputs{}, err
+	}
+	cluster, err := r.clusterIssuer(ctx, ss)
+	if err != nil {
+		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
+		return render.Inputs{}, err
+	}
+	return render.Inputs{Imports: imports, Cluster: cluster}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.
@@ -170,62 +156,38 @@ func (r *SkillServerReconciler) importsOf(ctx context.Context, ss *cantusv1alpha
 	return out, nil
 }
 
-// renderAuth renders spec.auth, with the cluster issuer's keys when the server accepts
-// service-account tokens.
-func (r *SkillServerReconciler) renderAuth(ctx context.Context, ss *cantusv1alpha1.SkillServer) (render.Auth, error) {
-	var cluster adapterconfig.Issuer
-	if render.ServesServiceAccountTokens(ss) {
-		if r.Issuer == nil {
-			return render.Auth{}, errors.New("this operator was started without the cluster's service-account issuer keys, so it cannot check service-account tokens")
-		}
-		keys, err := r.Issuer.Current(ctx)
-		if err != nil {
-			return render.Auth{}, fmt.Errorf("read the cluster's service-account issuer keys to check service-account tokens: %w", err)
-		}
-		cluster = adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
-		if r.Revocations != nil {
-			if cluster.RevokedUIDs, err = r.Revocations.UIDs(ctx); err != nil {
-				return render.Auth{}, err
-			}
-			cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
-		}
+// clusterIssuer reads the cluster issuer's keys and the revoked bindings when the server
+// accepts service-account tokens; other servers need neither.
+func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1alpha1.SkillServer) (adapterconfig.Issuer, error) {
+	if !render.ServesServiceAccountTokens(ss) {
+		return adapterconfig.Issuer{}, nil
 	}
-	return render.RenderAuth(ss, cluster), nil
+	if r.Issuer == nil {
+		return adapterconfig.Issuer{}, errors.New("this operator was started without the cluster's service-account issuer keys, so it cannot check service-account tokens")
+	}
+	keys, err := r.Issuer.Current(ctx)
+	if err != nil {
+		return adapterconfig.Issuer{}, fmt.Errorf("read the cluster's service-account issuer keys to check service-account tokens: %w", err)
+	}
+	cluster := adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
+	if r.Revocations != nil {
+		if cluster.RevokedUIDs, err = r.Revocations.UIDs(ctx); err != nil {
+			return adapterconfig.Issuer{}, fmt.Errorf("read the revoked service-account bindings: %w", err)
+		}
+		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
+	}
+	return cluster, nil
 }
 
-// servedNames are the names the server's own tools take; imports may not shadow them.
-func servedNames(cfg *adapterconfig.Config) []string {
-	names := make([]string, 0, len(cfg.Tools)+1)
-	for _, t := range cfg.Tools {
-		names = append(names, t.Name)
-	}
-	if cfg.Memory != nil {
-		names = append(names, cfg.Memory.ToolName)
-	}
-	return names
-}
-
-// recordReadyTransition records an event when Ready changes.
-func (r *SkillServerReconciler) recordReadyTransition(before, after *cantusv1alpha1.SkillServer) {
-	if r.Recorder == nil {
-		return
-	}
-	was := apimeta.FindStatusCondition(before.Status.Conditions, cantusv1alpha1.ConditionReady)
-	now := apimeta.FindStatusCondition(after.Status.Conditions, cantusv1alpha1.ConditionReady)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
-		return
-	}
-	eventType := corev1.EventTypeNormal
-	if now.Status != metav1.ConditionTrue {
-		eventType = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(after, nil, eventType, now.Reason, "Reconcile", "%s", now.Message)
+// statusWriter announces changes of Ready as events.
+func (r *SkillServerReconciler) statusWriter() statusWriter {
+	return statusWriter{client: r.Client, recorder: r.Recorder, announced: cantusv1alpha1.ConditionReady, action: "Reconcile"}
 }
 
 // SetupWithManager registers the reconciler; the runtime says which children to watch.
 func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&cantusv1alpha1.SkillServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&cantusv1alpha1.SkillServer{}, builder.WithPredicates(specOrRequestChanged)).
 		Named("skillserver")
 	for _, owned := range r.Runtime.OwnedTypes() {
 		b = b.Owns(owned)

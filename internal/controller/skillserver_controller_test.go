@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
@@ -334,4 +335,41 @@ func findCondition(ss *cantusv1alpha1.SkillServer, condType string) *metav1.Cond
 		}
 	}
 	return nil
+}
+
+// One entry renders a server: reconciles of one generation validate its schemas and
+// compile its rules once between them, however often they run; a new generation does
+// both once more.
+func TestReconcilesValidateAndCompileOncePerGeneration(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ss := newSkillServer(ns, "once", templateSkill("search_book", "found: {{ .title }}"), templateSkill("greet", "hi {{ .title }}"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}}}
+	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+		{Tools: []string{"search_book"}, When: `claims.email.endsWith("@example.com")`},
+	}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
+	reconcileTimes := func(n int) render.Counts {
+		before := render.CountsSoFar()
+		for range n {
+			_, err := r.Reconcile(ctx, reconcileRequest(ss))
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		after := render.CountsSoFar()
+		return render.Counts{
+			SpecValidations:  after.SpecValidations - before.SpecValidations,
+			RuleCompilations: after.RuleCompilations - before.RuleCompilations,
+		}
+	}
+
+	g.Expect(reconcileTimes(3)).To(Equal(render.Counts{SpecValidations: 1, RuleCompilations: 1}), "generation 1")
+	got, err := getSkillServer(ctx, ns, "once")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Status.ConfigHash).NotTo(BeEmpty(), "rendered and applied")
+
+	got.Spec.Skills[1].Description = "a new description"
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(reconcileTimes(2)).To(Equal(render.Counts{SpecValidations: 1, RuleCompilations: 1}), "generation 2")
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -15,14 +14,10 @@ import (
 // The setters below are pure: they change only the status they are given, so the
 // reconciler computes the whole status in memory and writes it once.
 
-func setCondition(ss *cantusv1alpha1.SkillServer, condType string, status metav1.ConditionStatus, reason, message string) {
-	apimeta.SetStatusCondition(&ss.Status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: ss.Generation,
-	})
+// skillServerStatus gives writeStatus a SkillServer's status.
+func skillServerStatus(obj conditioned) statusParts {
+	ss := obj.(*cantusv1alpha1.SkillServer)
+	return statusParts{observedGeneration: &ss.Status.ObservedGeneration, requests: &ss.Status.ReconcileRequestStatus, status: &ss.Status}
 }
 
 // setStalled records a spec that cannot work; summarizeReady then gives Ready the same
@@ -33,7 +28,7 @@ func setStalled(ss *cantusv1alpha1.SkillServer, err error) {
 }
 
 func clearStalled(ss *cantusv1alpha1.SkillServer) {
-	apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionStalled)
+	removeCondition(ss, cantusv1alpha1.ConditionStalled)
 }
 
 // setSchemaPortable warns about schema keys strict clients reject; the schemas are
@@ -49,6 +44,22 @@ func setSchemaPortable(ss *cantusv1alpha1.SkillServer, nonPortable []string) {
 			"drop title/examples and additionalProperties: false if a client refuses the tool", strings.Join(nonPortable, ", ")))
 }
 
+// setRendered records what rendering reported and says whether the config can be
+// applied: a spec with problems (nothing rendered) or a rendered config the adapter would
+// refuse leaves the server Stalled.
+func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered bool) bool {
+	if rendered {
+		setSchemaPortable(ss, report.NonPortableKeys)
+		setImportsResolved(ss, report.Imports)
+	}
+	if report.Invalid != nil {
+		setStalled(ss, report.Invalid)
+		return false
+	}
+	clearStalled(ss)
+	return true
+}
+
 // setApplyFailed records a failure to run the workload; the reconciler retries it.
 func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
 	msg := fmt.Sprintf("could not apply the adapter workload: %v", err)
@@ -59,9 +70,9 @@ func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
 // and neither are imported tools whose names were taken.
 func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) {
 	if len(ss.Spec.Imports) == 0 {
-		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionImportsResolved)
-		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionToolNamesUnique)
-		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionImportedToolsServable)
+		removeCondition(ss, cantusv1alpha1.ConditionImportsResolved)
+		removeCondition(ss, cantusv1alpha1.ConditionToolNamesUnique)
+		removeCondition(ss, cantusv1alpha1.ConditionImportedToolsServable)
 		return
 	}
 	if len(imports.Skipped) == 0 {
@@ -116,7 +127,7 @@ var skillServerReadyPrerequisites = []readyPrerequisite{
 }
 
 func summarizeSkillServerReady(ss *cantusv1alpha1.SkillServer) {
-	summarizeReady(&ss.Status.Conditions, ss.Generation, skillServerReadyPrerequisites, cantusv1alpha1.ReasonReconciled,
+	summarizeReady(ss, skillServerReadyPrerequisites, cantusv1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, ss.Status.URL))
 }
 
@@ -135,11 +146,7 @@ func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {
 		tools = append(tools, cantusv1alpha1.ServedTool{Name: s.Name, Source: "skill"})
 	}
 	if m := ss.Spec.Memory; m != nil {
-		name := m.ToolName
-		if name == "" {
-			name = render.DefaultMemoryToolName
-		}
-		tools = append(tools, cantusv1alpha1.ServedTool{Name: name, Source: "memory"})
+		tools = append(tools, cantusv1alpha1.ServedTool{Name: m.ToolNameOrDefault(), Source: "memory"})
 	}
 	return tools
 }

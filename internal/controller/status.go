@@ -2,18 +2,143 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
-// Both reconcilers compute a whole status in memory and end with the same three steps:
-// summarizeReady, finishStatus, then patchStatusIfChanged.
+// Both reconcilers compute a whole status in memory, set its conditions with
+// setCondition, and end with writeStatus.
+
+// conditioned is a kind of this group: its status has conditions and records the
+// reconcile request it handled last.
+type conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+}
+
+// setCondition sets one condition for the object's current generation. It is pure: it
+// changes only the status in memory, which the reconciler writes once.
+func setCondition(obj conditioned, condType string, status metav1.ConditionStatus, reason, message string) {
+	conditions := obj.GetConditions()
+	apimeta.SetStatusCondition(&conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: message, ObservedGeneration: obj.GetGeneration(),
+	})
+	obj.SetConditions(conditions)
+}
+
+// removeCondition drops a condition that no longer applies.
+func removeCondition(obj conditioned, condType string) {
+	conditions := obj.GetConditions()
+	apimeta.RemoveStatusCondition(&conditions, condType)
+	obj.SetConditions(conditions)
+}
+
+// statusWriter ends every reconcile of one kind the same way.
+type statusWriter struct {
+	client   client.Client
+	recorder events.EventRecorder
+	// announced is the condition whose transitions are recorded as events, and action
+	// the events' action: Ready for a SkillServer, the handshake for an import.
+	announced, action string
+	// settle, when set, adjusts the finished status before it is compared with the
+	// stored one (an import keeps its probe times when nothing else changed).
+	settle func(before, after conditioned)
+}
+
+// write finishes the status computed in memory (observedGeneration, Reconciling, the
+// reconcile request handled), patches it when it changed, and then records an event when
+// the announced condition changed status or reason.
+func (w statusWriter) write(ctx context.Context, before, after conditioned, parts func(conditioned) statusParts, reconcileErr error) error {
+	common := parts(after)
+	finishStatus(after, common.observedGeneration, reconcileErr)
+	if value, pending := common.requests.ReconcileRequested(after.GetAnnotations()); pending && reconcileErr == nil {
+		common.requests.LastHandledReconcileAt = value
+	}
+	if w.settle != nil {
+		w.settle(before, after)
+	}
+	written, err := patchStatusIfChanged(ctx, w.client, before, after, !sameJSON(parts(before).status, common.status))
+	if err != nil {
+		return errors.Join(reconcileErr, err)
+	}
+	if written {
+		w.recordTransition(before, after)
+	}
+	return reconcileErr
+}
+
+// statusParts are what every status of this group has, by address, and the whole
+// status, compared to decide whether to write.
+type statusParts struct {
+	observedGeneration *int64
+	requests           *cantusv1alpha1.ReconcileRequestStatus
+	status             any
+}
+
+// recordTransition records an event when the announced condition changed status or
+// reason: Normal when it became True, Warning when False, with its reason and message.
+func (w statusWriter) recordTransition(before, after conditioned) {
+	was := apimeta.FindStatusCondition(before.GetConditions(), w.announced)
+	now := apimeta.FindStatusCondition(after.GetConditions(), w.announced)
+	if w.recorder == nil || now == nil || now.Status == metav1.ConditionUnknown ||
+		(was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if now.Status != metav1.ConditionTrue {
+		eventType = corev1.EventTypeWarning
+	}
+	w.recorder.Eventf(after, nil, eventType, now.Reason, w.action, "%s", now.Message)
+}
+
+// sameJSON says whether two statuses would be stored the same: a nil and an empty list,
+// or two encodings of one value, are no change worth a write.
+func sameJSON(a, b any) bool {
+	if equality.Semantic.DeepEqual(a, b) {
+		return true
+	}
+	var va, vb any
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil || json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// reconcileRequested lets through an update that only changed the cantus.dev/requestedAt
+// annotation: the generation does not move, and the request must still be handled.
+var reconcileRequested = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		value, ok := e.ObjectNew.GetAnnotations()[cantusv1alpha1.ReconcileRequestAnnotation]
+		return ok && value != e.ObjectOld.GetAnnotations()[cantusv1alpha1.ReconcileRequestAnnotation]
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// specOrRequestChanged is the predicate of both kinds: a new generation, or a new
+// reconcile request.
+var specOrRequestChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reconcileRequested)
 
 // readyPrerequisite is a condition Ready waits for. One with an unsetMessage is required:
 // until it is set, Ready is False (Progressing) with that message; one without counts
@@ -27,18 +152,17 @@ type readyPrerequisite struct {
 // with Stalled's reason and message; otherwise the first prerequisite that is not True
 // gives Ready its reason and message; otherwise Ready is True with readyReason and
 // readyMessage. Setters record what they observed and never write Ready themselves.
-func summarizeReady(conditions *[]metav1.Condition, generation int64, prerequisites []readyPrerequisite, readyReason, readyMessage string) {
+func summarizeReady(obj conditioned, prerequisites []readyPrerequisite, readyReason, readyMessage string) {
 	setReady := func(status metav1.ConditionStatus, reason, message string) {
-		apimeta.SetStatusCondition(conditions, metav1.Condition{
-			Type: cantusv1alpha1.ConditionReady, Status: status, Reason: reason, Message: message, ObservedGeneration: generation,
-		})
+		setCondition(obj, cantusv1alpha1.ConditionReady, status, reason, message)
 	}
-	if c := apimeta.FindStatusCondition(*conditions, cantusv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+	conditions := obj.GetConditions()
+	if c := apimeta.FindStatusCondition(conditions, cantusv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		setReady(metav1.ConditionFalse, c.Reason, c.Message)
 		return
 	}
 	for _, p := range prerequisites {
-		c := apimeta.FindStatusCondition(*conditions, p.condType)
+		c := apimeta.FindStatusCondition(conditions, p.condType)
 		switch {
 		case c == nil && p.unsetMessage != "":
 			setReady(metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing, p.unsetMessage)
@@ -55,24 +179,21 @@ func summarizeReady(conditions *[]metav1.Condition, generation int64, prerequisi
 // reconcile has looked at the whole spec without error, and Reconciling, so that
 // kstatus (Flux, Argo CD, `kubectl wait`) tells "working on it" from "stuck" from "done":
 // Ready True is Current, Stalled True is Failed, anything else is Reconciling.
-func finishStatus(conditions *[]metav1.Condition, observedGeneration *int64, generation int64, reconcileErr error) {
+func finishStatus(obj conditioned, observedGeneration *int64, reconcileErr error) {
 	if reconcileErr == nil {
-		*observedGeneration = generation
+		*observedGeneration = obj.GetGeneration()
 	}
-	ready := apimeta.FindStatusCondition(*conditions, cantusv1alpha1.ConditionReady)
-	stalled := apimeta.FindStatusCondition(*conditions, cantusv1alpha1.ConditionStalled)
+	ready := apimeta.FindStatusCondition(obj.GetConditions(), cantusv1alpha1.ConditionReady)
+	stalled := apimeta.FindStatusCondition(obj.GetConditions(), cantusv1alpha1.ConditionStalled)
 	if (ready != nil && ready.Status == metav1.ConditionTrue) || (stalled != nil && stalled.Status == metav1.ConditionTrue) {
-		apimeta.RemoveStatusCondition(conditions, cantusv1alpha1.ConditionReconciling)
+		removeCondition(obj, cantusv1alpha1.ConditionReconciling)
 		return
 	}
 	reason, message := cantusv1alpha1.ReasonProgressing, "reconciling"
 	if ready != nil {
 		reason, message = ready.Reason, ready.Message
 	}
-	apimeta.SetStatusCondition(conditions, metav1.Condition{
-		Type: cantusv1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
-		Reason: reason, Message: message, ObservedGeneration: generation,
-	})
+	setCondition(obj, cantusv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, message)
 }
 
 // patchStatusIfChanged writes after's status when changed says it differs from before's,

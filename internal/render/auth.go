@@ -29,23 +29,23 @@ func ServesServiceAccountTokens(ss *cantusv1alpha1.SkillServer) bool {
 	return ss.Spec.Auth != nil && ss.Spec.Auth.ServiceAccountTokens != nil
 }
 
-// Auth is what a SkillServer's auth and authorization add to its adapter config.
-type Auth struct {
+// renderedAuth is what a SkillServer's auth and authorization add to its adapter config.
+type renderedAuth struct {
 	BearerTokenFile string
 	Config          *adapterconfig.AuthConfig
 	// Files are the bearer tokens and the OIDC CA bundle.
 	Files []File
 }
 
-// RenderAuth renders spec.auth and spec.authorization. cluster is this cluster's
+// renderAuth renders spec.auth and spec.authorization. cluster is this cluster's
 // service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
 // read only when the server accepts service-account tokens.
-func RenderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) Auth {
+func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) renderedAuth {
 	spec := ss.Spec.Auth
 	if spec == nil {
-		return Auth{}
+		return renderedAuth{}
 	}
-	var out Auth
+	var out renderedAuth
 	if ref := spec.BearerTokenSecretRef; ref != nil {
 		out.BearerTokenFile = BearerTokenFile
 		out.Files = append(out.Files, File{Path: BearerTokenFile, Secret: ref.Name, Key: ref.KeyOrDefault()})
@@ -59,9 +59,9 @@ func RenderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) Au
 		issuers = append(issuers, issuer)
 		out.Files = append(out.Files, file...)
 	}
-	authorization := Authorization(ss.Spec.Authorization)
-	if len(issuers) > 0 || authorization != nil {
-		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: authorization}
+	rules := authorization(ss.Spec.Authorization)
+	if len(issuers) > 0 || rules != nil {
+		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: rules}
 	}
 	return out
 }
@@ -91,9 +91,9 @@ func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth) (adapterconfig.Issuer, []File) {
 	return issuer, []File{{Path: oidcCAFile, ConfigMap: ref.Name, Key: ref.KeyOrDefault()}}
 }
 
-// Authorization is the adapter's form of a SkillServer's rules; the catalog evaluates the
+// authorization is the adapter's form of a SkillServer's rules; the catalog evaluates the
 // same form to show each caller only what it may call.
-func Authorization(in *cantusv1alpha1.AuthorizationSpec) *adapterconfig.Authorization {
+func authorization(in *cantusv1alpha1.AuthorizationSpec) *adapterconfig.Authorization {
 	if in == nil {
 		return nil
 	}

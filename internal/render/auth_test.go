@@ -21,7 +21,7 @@ func authServer(auth *cantusv1alpha1.AuthSpec, authz *cantusv1alpha1.Authorizati
 }
 
 func TestRenderAuthWithoutAuthRendersNothing(t *testing.T) {
-	if got := RenderAuth(authServer(nil, nil), clusterIssuer); !reflect.DeepEqual(got, Auth{}) {
+	if got := renderAuth(authServer(nil, nil), clusterIssuer); !reflect.DeepEqual(got, renderedAuth{}) {
 		t.Fatalf("got %+v, want nothing", got)
 	}
 }
@@ -38,9 +38,9 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 		{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}, When: "claims.sub != ''"},
 	}})
 
-	got := RenderAuth(ss, clusterIssuer)
+	got := renderAuth(ss, clusterIssuer)
 
-	want := Auth{
+	want := renderedAuth{
 		BearerTokenFile: BearerTokenFile,
 		Config: &adapterconfig.AuthConfig{
 			Issuers: []adapterconfig.Issuer{
@@ -65,7 +65,7 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 
 func TestRenderAuthKeepsTheAudiencesGiven(t *testing.T) {
 	ss := authServer(&cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: []string{"a", "b"}}}, nil)
-	got := RenderAuth(ss, clusterIssuer)
+	got := renderAuth(ss, clusterIssuer)
 	if got.BearerTokenFile != "" || len(got.Files) != 0 {
 		t.Errorf("a server without a token Secret got a token file: %+v", got)
 	}
@@ -77,16 +77,16 @@ func TestRenderAuthKeepsTheAudiencesGiven(t *testing.T) {
 // Rotated issuer keys and changed rules reach the adapter by reload, not by rolling pods.
 func TestRolloutHashIgnoresAuth(t *testing.T) {
 	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "s"}, Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{clusterIssuer}}}
-	before, _ := RolloutHash(cfg)
+	before, _ := rolloutHashOf(cfg)
 	cfg.Auth.Issuers[0].JWKS = json.RawMessage(`{"keys":[{"kid":"rotated"}]}`)
 	cfg.Auth.Authorization = &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{Tools: []string{"*"}}}}
-	after, _ := RolloutHash(cfg)
+	after, _ := rolloutHashOf(cfg)
 	if before != after {
 		t.Fatal("a change of auth would roll the pods")
 	}
-	full1, _ := Hash(cfg)
+	full1, _ := hashOf(cfg)
 	cfg.Auth.Issuers[0].JWKS = json.RawMessage(`{"keys":[]}`)
-	full2, _ := Hash(cfg)
+	full2, _ := hashOf(cfg)
 	if full1 == full2 {
 		t.Fatal("the config hash misses a change of issuer keys, so the new keys would never be written")
 	}

@@ -34,14 +34,19 @@ type File struct {
 	Key       string
 }
 
-// Imports is what re-exporting the imports adds to a SkillServer.
+// reexported is what re-exporting the imports adds to a SkillServer's config.
+type reexported struct {
+	// tools are served besides the skills, in spec.imports order.
+	tools []adapterconfig.Tool
+	// files are the header values and CA bundles the tools need.
+	files  []File
+	report Imports
+}
+
+// Imports reports what became of the imports a SkillServer re-exports.
 type Imports struct {
-	// Tools are served besides the skills, in spec.imports order.
-	Tools []adapterconfig.Tool
 	// Served says where each imported tool comes from.
 	Served []cantusv1alpha1.ServedTool
-	// Files are the header values and CA bundles the tools need.
-	Files []File
 	// Unresolved names the imports that are not served and why.
 	Unresolved []string
 	// Collisions names the imported tools left out because their name was taken.
@@ -52,12 +57,12 @@ type Imports struct {
 	Skipped []string
 }
 
-// RenderImports re-exports the tools of the imports in spec.imports. imports holds the
+// reexport re-exports the tools of the imports in spec.imports. imports holds the
 // RemoteToolImports of the namespace by name (absent ones are reported). taken are the
 // names already served (skills, memory): an imported tool never shadows one of them, and
 // two imported tools never shadow each other; both are reported instead.
-func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string) Imports {
-	var out Imports
+func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string) reexported {
+	var out reexported
 	owner := map[string]string{}
 	for _, name := range taken {
 		owner[name] = "a skill of this server"
@@ -67,11 +72,11 @@ func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1a
 	for _, spec := range ss.Spec.Imports {
 		imp, why := readyImport(imports, spec.Name)
 		if why != "" {
-			out.Unresolved = append(out.Unresolved, fmt.Sprintf("%s (%s)", spec.Name, why))
+			out.report.Unresolved = append(out.report.Unresolved, fmt.Sprintf("%s (%s)", spec.Name, why))
 			continue
 		}
 		backend, files := remoteBackend(imp)
-		out.Files = append(out.Files, files...)
+		out.files = append(out.files, files...)
 		for _, t := range imp.Status.Tools {
 			if !selected(spec, t.Name) {
 				continue
@@ -86,21 +91,21 @@ func RenderImports(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1a
 	for _, name := range order {
 		cands := candidates[name]
 		if who, ok := owner[name]; ok || len(cands) > 1 {
-			out.Collisions = append(out.Collisions, describeCollision(name, who, cands))
+			out.report.Collisions = append(out.report.Collisions, describeCollision(name, who, cands))
 			continue
 		}
 		c := cands[0]
 		tool := c.adapterTool(name)
-		if err := adapterconfig.CheckTool(&tool); err != nil {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("%q from import %s: %v", adapterconfig.ClipName(name), c.spec.Name, err))
+		if err := checkImportedTool(&tool); err != nil {
+			out.report.Skipped = append(out.report.Skipped, fmt.Sprintf("%q from import %s: %v", adapterconfig.ClipName(name), c.spec.Name, err))
 			continue
 		}
-		out.Tools = append(out.Tools, tool)
+		out.tools = append(out.tools, tool)
 		served := cantusv1alpha1.ServedTool{Name: name, Source: "import:" + c.spec.Name}
 		if name != c.tool.Name {
 			served.RemoteName = c.tool.Name
 		}
-		out.Served = append(out.Served, served)
+		out.report.Served = append(out.report.Served, served)
 	}
 	return out
 }
@@ -258,12 +263,12 @@ func servedName(spec cantusv1alpha1.SkillImport, remote string) string {
 	return spec.Prefix + remote
 }
 
-// RolloutHash identifies what the adapter pods cannot pick up without a restart. The
+// rolloutHashOf identifies what the adapter pods cannot pick up without a restart. The
 // imported tool lists are left out: the adapter reloads them from its config file and
 // tells connected sessions with notifications/tools/list_changed, so a change of a
 // remote's tools does not roll the pods. So is auth: rotated issuer keys and changed
 // rules apply to the next request.
-func RolloutHash(cfg *adapterconfig.Config) (string, error) {
+func rolloutHashOf(cfg *adapterconfig.Config) (string, error) {
 	stable := *cfg
 	stable.Auth = nil
 	stable.Tools = nil
@@ -283,7 +288,7 @@ func RolloutHash(cfg *adapterconfig.Config) (string, error) {
 	for _, k := range keys {
 		stable.Tools = append(stable.Tools, adapterconfig.Tool{Name: "remote-endpoint", Description: k})
 	}
-	return Hash(&stable)
+	return hashOf(&stable)
 }
 
 func sortedHeaderFiles(m map[string]string) []string {

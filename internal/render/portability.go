@@ -10,11 +10,11 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
-// NonPortableKeys lists, per skill, the schema keywords that strict MCP clients are known
+// nonPortableKeys lists, per skill, the schema keywords that strict MCP clients are known
 // to reject: `title` (which Pydantic writes on every model and property),
 // `additionalProperties: false` and `examples`. The schemas are still served unchanged; this only feeds a warning.
 // Each entry reads `skill "name": /json/pointer/title`.
-func NonPortableKeys(skills []cantusv1alpha1.Skill) []string {
+func nonPortableKeys(skills []cantusv1alpha1.Skill) []string {
 	var found []string
 	for i := range skills {
 		s := &skills[i]

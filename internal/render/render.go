@@ -7,40 +7,24 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
-// Defaults applied when the API server's defaulting did not run (objects built in Go).
-const (
-	DefaultPort             = 8765
-	DefaultVersion          = "0.0.0"
-	DefaultHTTPTimeout      = 10 * time.Second
-	DefaultMaxResponseBytes = 1 << 20
-	// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
-	MemoryMountPath = "/var/lib/cantus/memory"
-
-	// The memory store's own defaults, written into the config so that it shows every
-	// limit the adapter enforces.
-	DefaultMemoryToolName       = memory.DefaultToolName
-	DefaultMemoryMaxFileBytes   = memory.DefaultMaxFileBytes
-	DefaultMemoryMaxTotalBytes  = memory.DefaultMaxTotalBytes
-	DefaultMemoryTrashRetention = memory.DefaultTrashRetention
-)
+// MemoryMountPath is where the kubernetes runtime mounts the memory claim.
+const MemoryMountPath = "/var/lib/cantus/memory"
 
 // emptyObjectSchema is served for a skill that declares no inputSchema.
 var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
 
-// AdapterConfig renders the adapter config of a SkillServer.
-func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
+// adapterConfig renders the adapter config of a SkillServer.
+func adapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 	cfg := &adapterconfig.Config{
 		Server:    serverInfo(ss),
 		Transport: string(ss.Spec.TransportOrDefault()),
-		Port:      PortOf(ss),
-		Stateless: ss.Spec.Stateless == nil || *ss.Spec.Stateless,
+		Port:      ss.Spec.PortOrDefault(),
+		Stateless: ss.Spec.StatelessOrDefault(),
 		Tools:     make([]adapterconfig.Tool, 0, len(ss.Spec.Skills)),
 	}
 	for i := range ss.Spec.Skills {
@@ -53,26 +37,16 @@ func AdapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 }
 
 func memoryConfig(in *cantusv1alpha1.MemorySpec) *adapterconfig.MemoryConfig {
-	out := &adapterconfig.MemoryConfig{
+	return &adapterconfig.MemoryConfig{
 		Root:            MemoryMountPath,
-		ToolName:        in.ToolName,
+		ToolName:        in.ToolNameOrDefault(),
 		AllowedCommands: commands(in.AllowedCommands),
 		ConfirmCommands: commands(in.ConfirmCommands),
 		ReadOnly:        in.ReadOnly,
-		MaxFileBytes:    DefaultMemoryMaxFileBytes,
-		MaxTotalBytes:   DefaultMemoryMaxTotalBytes,
-		TrashRetention:  adapterconfig.Duration{Duration: cantusv1alpha1.DurationOf(in.TrashRetention, DefaultMemoryTrashRetention)},
+		MaxFileBytes:    in.MaxFileBytesOrDefault(),
+		MaxTotalBytes:   in.MaxTotalBytesOrDefault(),
+		TrashRetention:  adapterconfig.Duration{Duration: in.TrashRetentionOrDefault()},
 	}
-	if out.ToolName == "" {
-		out.ToolName = DefaultMemoryToolName
-	}
-	if in.MaxFileBytes != nil {
-		out.MaxFileBytes = *in.MaxFileBytes
-	}
-	if in.MaxTotalBytes != nil {
-		out.MaxTotalBytes = *in.MaxTotalBytes
-	}
-	return out
 }
 
 // commands keeps nil apart from empty: no confirmCommands means the default set, an
@@ -88,8 +62,8 @@ func commands(in []cantusv1alpha1.MemoryCommand) []string {
 	return out
 }
 
-// Hash identifies a rendered config; a change of hash rolls the adapter pods.
-func Hash(cfg *adapterconfig.Config) (string, error) {
+// hashOf identifies a rendered config; a change of hash rolls the adapter pods.
+func hashOf(cfg *adapterconfig.Config) (string, error) {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("encode adapter config: %w", err)
@@ -99,12 +73,7 @@ func Hash(cfg *adapterconfig.Config) (string, error) {
 }
 
 // PortOf returns the port the server listens on.
-func PortOf(ss *cantusv1alpha1.SkillServer) int32 {
-	if ss.Spec.Port == 0 {
-		return DefaultPort
-	}
-	return ss.Spec.Port
-}
+func PortOf(ss *cantusv1alpha1.SkillServer) int32 { return ss.Spec.PortOrDefault() }
 
 // EndpointPath is the path MCP clients connect to for the server's transport.
 func EndpointPath(ss *cantusv1alpha1.SkillServer) string {
@@ -117,14 +86,11 @@ func EndpointPath(ss *cantusv1alpha1.SkillServer) string {
 func serverInfo(ss *cantusv1alpha1.SkillServer) adapterconfig.ServerInfo {
 	info := adapterconfig.ServerInfo{
 		Name:         ss.Spec.ServerInfo.Name,
-		Version:      ss.Spec.ServerInfo.Version,
+		Version:      ss.Spec.ServerInfo.VersionOrDefault(),
 		Instructions: ss.Spec.ServerInfo.Instructions,
 	}
 	if info.Name == "" {
 		info.Name = ss.Name
-	}
-	if info.Version == "" {
-		info.Version = DefaultVersion
 	}
 	return info
 }
@@ -149,15 +115,11 @@ func tool(skill *cantusv1alpha1.Skill) adapterconfig.Tool {
 }
 
 func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapterconfig.HTTPBackend {
-	out := &adapterconfig.HTTPBackend{
+	return &adapterconfig.HTTPBackend{
 		URL:              in.URL,
-		Timeout:          adapterconfig.Duration{Duration: cantusv1alpha1.DurationOf(in.Timeout, DefaultHTTPTimeout)},
-		MaxResponseBytes: DefaultMaxResponseBytes,
+		Timeout:          adapterconfig.Duration{Duration: in.TimeoutOrDefault()},
+		MaxResponseBytes: in.MaxResponseBytesOrDefault(),
 	}
-	if in.MaxResponseBytes != nil {
-		out.MaxResponseBytes = *in.MaxResponseBytes
-	}
-	return out
 }
 
 func annotations(in *cantusv1alpha1.ToolAnnotations) *adapterconfig.ToolAnnotations {

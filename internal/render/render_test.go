@@ -33,7 +33,7 @@ func TestAdapterConfigRendersDefaultsAndBackends(t *testing.T) {
 			},
 		},
 	}
-	got := AdapterConfig(ss)
+	got := adapterConfig(ss)
 	want := &adapterconfig.Config{
 		Server:    adapterconfig.ServerInfo{Name: "library", Version: "0.0.0"},
 		Transport: "streamable-http",
@@ -57,10 +57,10 @@ func TestHashChangesWithTheConfig(t *testing.T) {
 	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: cantusv1alpha1.SkillServerSpec{
 		Skills: []cantusv1alpha1.Skill{{Name: "a", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}}},
 	}}
-	h1, _ := Hash(AdapterConfig(ss))
-	h2, _ := Hash(AdapterConfig(ss))
+	h1, _ := hashOf(adapterConfig(ss))
+	h2, _ := hashOf(adapterConfig(ss))
 	ss.Spec.Skills[0].Template.Text = "y"
-	h3, _ := Hash(AdapterConfig(ss))
+	h3, _ := hashOf(adapterConfig(ss))
 	if h1 != h2 || h1 == h3 {
 		t.Fatalf("hash must be stable and follow the config: %s %s %s", h1, h2, h3)
 	}
@@ -81,7 +81,7 @@ func TestNonPortableKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NonPortableKeys([]cantusv1alpha1.Skill{{Name: "s", InputSchema: schema(tc.schema)}})
+			got := nonPortableKeys([]cantusv1alpha1.Skill{{Name: "s", InputSchema: schema(tc.schema)}})
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
