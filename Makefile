@@ -8,6 +8,9 @@ CONTROLLER_GEN := go tool controller-gen
 # golangci-lint is pinned in its own module (hack/tools) so that its dependencies never
 # move the operator's; it is built once into bin/.
 GOLANGCI_LINT := bin/golangci-lint
+# Helm is pinned the same way, in a module of its own (hack/tools/helm).
+HELM := bin/helm
+CHART := charts/cantus-operator
 KUBECTL ?= kubectl
 
 .PHONY: help
@@ -25,20 +28,39 @@ manifests: ## Generate CRDs and RBAC from the code markers.
 	$(CONTROLLER_GEN) crd rbac:roleName=cantus-operator paths=./api/... paths=./internal/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
+.PHONY: chart
+chart: manifests ## Copy the CRDs and RBAC rules of config/ into the Helm chart (its files/ folder).
+	rm -rf $(CHART)/files/crds $(CHART)/files/rbac
+	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac
+	cp config/crd/bases/*.yaml $(CHART)/files/crds/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml $(CHART)/files/rbac/
+
 .PHONY: verify-gen
-verify-gen: generate manifests ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config/crd config/rbac || { echo "generated files drifted: run 'make generate manifests' and commit"; exit 1; }
+verify-gen: generate manifests chart ## Fail when generated files (the chart's copies included) differ from what is committed.
+	@git diff --exit-code -- api config/crd config/rbac $(CHART)/files || { echo "generated files drifted: run 'make generate manifests chart' and commit"; exit 1; }
+	@untracked="$$(git ls-files --others --exclude-standard -- config/crd config/rbac $(CHART)/files)"; \
+		[[ -z "$${untracked}" ]] || { echo "generated files not committed: $${untracked}"; exit 1; }
 
 .PHONY: verify-tidy
 verify-tidy: ## Fail when go.mod or go.sum (the operator's or hack/tools') are not tidy.
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@go -C hack/tools mod tidy -diff || { echo "hack/tools is not tidy: run 'go -C hack/tools mod tidy' and commit"; exit 1; }
+	@go -C hack/tools/helm mod tidy -diff || { echo "hack/tools/helm is not tidy: run 'go -C hack/tools/helm mod tidy' and commit"; exit 1; }
 
 .PHONY: verify
-verify: verify-gen verify-tidy lint ## Every check that generated and module files are as committed, and the linters.
+verify: verify-gen verify-tidy lint helm-lint ## Every check that generated and module files are as committed, the linters, and the chart's lint.
 
 $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 	go -C hack/tools build -o $(CURDIR)/$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	go -C hack/tools/helm build -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint the chart and render it with its defaults and with every option on.
+	$(HELM) lint --strict $(CHART)
+	$(HELM) template cantus-operator $(CHART) -n cantus-system >/dev/null
+	$(HELM) template cantus-operator $(CHART) -n cantus-system --set serviceMonitor.enabled=true,replicas=2,catalog.tlsSecretName=catalog-tls >/dev/null
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): linters and gofmt/goimports.

@@ -471,6 +471,7 @@ cluster_test() {
   up
   deploy_operator
   "${ROOT}/hack/test-images.sh"
+  make -C "${ROOT}" --no-print-directory bin/helm # TestHelmChartAcceptedByTheNode renders the chart
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
   (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true

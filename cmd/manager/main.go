@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -52,6 +53,7 @@ type options struct {
 	catalogAPIQPS  float64
 	catalogAud     string
 	verifyServers  bool
+	registryDomain string
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -107,6 +109,7 @@ func main() {
 	flag.StringVar(&opts.catalogAud, "catalog-audience", catalog.DefaultAudience, "the audience a service-account token must be issued for to be accepted by the catalog (kubectl create token --audience)")
 	flag.Float64Var(&opts.catalogAPIQPS, "catalog-api-qps", 20, "API requests per second the catalog's access reviews may make, apart from the controllers' budget")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
+	flag.StringVar(&opts.registryDomain, "registry-domain", "", "DNS domain that, reversed, begins the server names of the catalog's MCP Registry API (cluster.local: SkillServer team-a/books is local.cluster.team-a/books); --cluster-domain when empty")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -182,7 +185,7 @@ func run(opts options) error {
 		if err != nil {
 			return fmt.Errorf("catalog review client: %w", err)
 		}
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient()}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud}, ctrl.Log.WithName("catalog"))
+		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud}, ctrl.Log.WithName("catalog"))
 		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
 			return fmt.Errorf("add catalog: %w", err)
 		}

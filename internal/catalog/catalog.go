@@ -51,6 +51,10 @@ func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
 // Catalog reads the cluster's SkillServers and RemoteToolImports.
 type Catalog struct {
 	Reader client.Reader
+	// RegistryDomain is the DNS domain, reversed, that begins the names of the registry
+	// API (registry.go): cluster.local (the default) names SkillServer team-a/books
+	// local.cluster.team-a/books.
+	RegistryDomain string
 
 	rendered renderCache
 }

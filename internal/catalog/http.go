@@ -33,6 +33,7 @@ func newHandler(c *Catalog, a authorizer, log logr.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/servers", h.listServers)
 	mux.HandleFunc("GET /v1/tools", h.searchTools)
 	mux.HandleFunc("GET /v1/servers/{namespace}/{name}/tools/{tool}", h.getTool)
+	h.registerRegistry(mux) // the MCP Registry API, /v0.1/servers (registry.go)
 	mcpServer := server.NewStreamableHTTPServer(newMCPServer(c),
 		server.WithStateLess(true),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {

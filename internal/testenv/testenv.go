@@ -47,6 +47,16 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 // StartWithAPIServerFlags is Start with extra kube-apiserver flags, such as a service
 // range larger than envtest's default /24 for more than 250 Services.
 func StartWithAPIServerFlags(flags map[string]string) (*envtest.Environment, *rest.Config, error) {
+	return start(flags, true)
+}
+
+// StartWithoutCRDs starts a control plane without the cantus.dev CRDs, for tests that
+// install them the way a user would (the Helm chart).
+func StartWithoutCRDs() (*envtest.Environment, *rest.Config, error) {
+	return start(nil, false)
+}
+
+func start(flags map[string]string, crds bool) (*envtest.Environment, *rest.Config, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, nil, err
@@ -57,11 +67,10 @@ func StartWithAPIServerFlags(flags map[string]string) (*envtest.Environment, *re
 			return nil, nil, err
 		}
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                Scheme(),
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: Scheme()}
+	if crds {
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
 	}
 	for name, value := range flags {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
