@@ -31,6 +31,9 @@ const (
 	ReasonProgressing        = "Progressing"
 	ReasonInvalidSpec        = "InvalidSpec"
 	ReasonApplyFailed        = "ApplyFailed"
+	// ReasonNameConflict: a child the operator would create has a name already taken by
+	// an object it does not control; it is never taken over.
+	ReasonNameConflict = "NameConflict"
 	ReasonScaledToZero       = "ScaledToZero"
 	ReasonPortable           = "Portable"
 	ReasonNonPortableKeys    = "NonPortableKeys"

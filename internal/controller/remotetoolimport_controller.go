@@ -29,6 +29,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 const (
@@ -214,6 +215,9 @@ func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv
 		return "", cantusv1alpha1.ReasonBridgeNotReady, errors.New("this operator runs no stdio bridges")
 	}
 	url, ready, err := r.Bridges.Ensure(ctx, imp)
+	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
+		return "", cantusv1alpha1.ReasonNameConflict, fmt.Errorf("stdio bridge: %w", err)
+	}
 	if err != nil {
 		return "", cantusv1alpha1.ReasonBridgeNotReady, fmt.Errorf("stdio bridge: %w", err)
 	}

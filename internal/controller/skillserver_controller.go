@@ -112,6 +112,12 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	obs, err := r.Runtime.Apply(ctx, workload.Desired{
 		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
 	})
+	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
+		// Someone else's object is not watched: look again now and then, without the
+		// error backoff's churn.
+		setNameConflict(ss, conflict)
+		return ctrl.Result{RequeueAfter: nameConflictRetry}, nil
+	}
 	if err != nil {
 		setApplyFailed(ss, err)
 		return ctrl.Result{}, err

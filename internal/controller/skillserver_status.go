@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -58,6 +59,16 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	}
 	clearStalled(ss)
 	return true
+}
+
+// nameConflictRetry is how often a SkillServer whose child name is taken looks again.
+const nameConflictRetry = time.Minute
+
+// setNameConflict records a child whose name someone else's object holds: nothing was
+// written, and only the owner of that object or a rename of the SkillServer can fix it.
+func setNameConflict(ss *cantusv1alpha1.SkillServer, conflict *workload.NameConflictError) {
+	setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonNameConflict, conflict.Error())
+	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonNameConflict, conflict.Error())
 }
 
 // setApplyFailed records a failure to run the workload; the reconciler retries it.

@@ -116,7 +116,7 @@ func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolListe
 		}
 	}
 	if kube, ok := rt.(*workload.Kubernetes); ok {
-		kube.Client = mgr.GetClient()
+		kube.Client, kube.APIReader = mgr.GetClient(), mgr.GetAPIReader()
 	}
 	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
 	for _, c := range configure {
