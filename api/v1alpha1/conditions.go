@@ -27,13 +27,13 @@ const (
 
 // Condition reasons, CamelCase as Kubernetes expects.
 const (
-	ReasonAvailable          = "Available"
-	ReasonProgressing        = "Progressing"
-	ReasonInvalidSpec        = "InvalidSpec"
-	ReasonApplyFailed        = "ApplyFailed"
+	ReasonAvailable   = "Available"
+	ReasonProgressing = "Progressing"
+	ReasonInvalidSpec = "InvalidSpec"
+	ReasonApplyFailed = "ApplyFailed"
 	// ReasonNameConflict: a child the operator would create has a name already taken by
 	// an object it does not control; it is never taken over.
-	ReasonNameConflict = "NameConflict"
+	ReasonNameConflict       = "NameConflict"
 	ReasonScaledToZero       = "ScaledToZero"
 	ReasonPortable           = "Portable"
 	ReasonNonPortableKeys    = "NonPortableKeys"

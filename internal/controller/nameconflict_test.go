@@ -50,7 +50,7 @@ func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 		ready := findCondition(got, cantusv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Message).To(ContainSubstring(tc.kind+" "+ns+"/"+tc.name+" already exists and is not controlled by this object"))
+		g.Expect(ready.Message).To(ContainSubstring(tc.kind + " " + ns + "/" + tc.name + " already exists and is not controlled by this object"))
 	}
 
 	// Both objects are as their owners left them, a while after the conflicts.
