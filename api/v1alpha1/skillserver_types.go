@@ -52,7 +52,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.skills) || !self.skills.exists(s, s.name == self.memory.toolName)",message="memory.toolName collides with a skill of the same name: rename one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.stateless) || self.stateless || self.transport != 'streamable-http' || !has(self.replicas) || self.replicas <= 1",message="a stateful streamable-http server keeps sessions in memory and cannot run more than one replica without session affinity: set stateless: true or replicas: 1"
 // +kubebuilder:validation:XValidation:rule="self.transport != 'sse' || !has(self.replicas) || self.replicas <= 1",message="an sse server keeps each session's stream in one pod, and a client's follow-up POST may reach another replica: use transport: streamable-http with stateless: true to scale out, or replicas: 1"
-// +kubebuilder:validation:XValidation:rule="(has(self.skills) && size(self.skills) > 0) || has(self.memory) || (has(self.imports) && size(self.imports) > 0)",message="a SkillServer must serve something: add skills, memory or imports"
+// +kubebuilder:validation:XValidation:rule="(has(self.skills) && size(self.skills) > 0) || has(self.memory) || (has(self.imports) && size(self.imports) > 0) || (has(self.agentSkills) && size(self.agentSkills) > 0) || (has(self.resources) && size(self.resources) > 0) || (has(self.resourceTemplates) && size(self.resourceTemplates) > 0) || (has(self.prompts) && size(self.prompts) > 0)",message="a SkillServer must serve something: add skills, memory, imports, agentSkills, resources, resourceTemplates or prompts"
 type SkillServerSpec struct {
 	// ServerInfo is what the server reports about itself in the MCP initialize answer.
 	// +optional
@@ -96,6 +96,34 @@ type SkillServerSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Imports []SkillImport `json:"imports,omitempty"`
+
+	// AgentSkills are Agent Skills served per the MCP Skills extension (skills/list,
+	// skills/get, skill:// resources), from ConfigMaps or images.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	AgentSkills []AgentSkill `json:"agentSkills,omitempty"`
+
+	// Resources are static MCP resources.
+	// +listType=map
+	// +listMapKey=uri
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Resources []ServedResource `json:"resources,omitempty"`
+
+	// ResourceTemplates are MCP resource templates, answered by a template or http backend.
+	// +listType=map
+	// +listMapKey=uriTemplate
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ResourceTemplates []ServedResourceTemplate `json:"resourceTemplates,omitempty"`
+
+	// Prompts are MCP prompts.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Prompts []ServedPrompt `json:"prompts,omitempty"`
 
 	// Memory adds the memory tool: the Anthropic memory-tool commands over files kept on a
 	// PersistentVolumeClaim, behind a guard so that an agent cannot lose data.
@@ -415,9 +443,11 @@ type AuthorizationSpec struct {
 	Rules []AuthorizationRule `json:"rules"`
 }
 
-// AuthorizationRule allows some callers to call some tools. A caller matches when
-// serviceAccounts and groups are both empty, or it is one of serviceAccounts or in one of
-// groups; and when, if set, is true for its token's claims.
+// AuthorizationRule allows some callers to use some tools, prompts, resources and
+// skills; each kind is governed only by its own list (tools: ["*"] covers tools only). A
+// caller matches when serviceAccounts and groups are both empty, or it is one of
+// serviceAccounts or in one of groups; and when, if set, is true for its token's claims.
+// +kubebuilder:validation:XValidation:rule="has(self.tools) || has(self.prompts) || has(self.resources) || has(self.skills)",message="an authorization rule must allow something: set tools, prompts, resources or skills (globs)"
 type AuthorizationRule struct {
 	// Tools are globs over the served tool names, e.g. "search_*".
 	// +listType=atomic
@@ -425,8 +455,34 @@ type AuthorizationRule struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=128
-	// +required
-	Tools []string `json:"tools"`
+	// +optional
+	Tools []string `json:"tools,omitempty"`
+	// Prompts are globs over prompt names.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +optional
+	Prompts []string `json:"prompts,omitempty"`
+	// Resources are globs over resource URIs (and resource templates' uriTemplates);
+	// * also matches "/", e.g. "docs://*".
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +optional
+	Resources []string `json:"resources,omitempty"`
+	// Skills are globs over skill paths, e.g. "acme/*"; they govern the skill and
+	// every one of its files.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +optional
+	Skills []string `json:"skills,omitempty"`
 	// ServiceAccounts are "namespace/name", or "namespace/*" for any in the namespace.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
@@ -522,6 +578,37 @@ type SkillServerStatus struct {
 	// +optional
 	ToolCount int32 `json:"toolCount,omitempty"`
 
+	// AgentSkills are the agent skills served (at most spec.agentSkills' 64).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	AgentSkills []ServedAgentSkill `json:"agentSkills,omitempty"`
+
+	// AgentSkillCount is len(agentSkills), for kubectl get.
+	// +optional
+	AgentSkillCount int32 `json:"agentSkillCount,omitempty"`
+
+	// Prompts are the names of the prompts served (at most spec.prompts' 128).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Prompts []string `json:"prompts,omitempty"`
+
+	// PromptCount is len(prompts), for kubectl get.
+	// +optional
+	PromptCount int32 `json:"promptCount,omitempty"`
+
+	// Resources are the URIs of the static resources served (at most spec.resources'
+	// 256); resource templates are counted in resourceCount only.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Resources []string `json:"resources,omitempty"`
+
+	// ResourceCount is the number of static resources and resource templates served.
+	// +optional
+	ResourceCount int32 `json:"resourceCount,omitempty"`
+
 	// Replicas is the number of adapter pods.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -547,6 +634,9 @@ type SkillServerStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Skills",type=integer,JSONPath=`.status.agentSkillCount`,description="agent skills served"
+// +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1,description="resources and resource templates served"
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,description="ready adapter pods"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1

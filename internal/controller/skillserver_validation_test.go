@@ -106,7 +106,7 @@ func TestAPIServerRefusesBadSkillServers(t *testing.T) {
   replicas: 2
   skills:` + validSkill, "an sse server keeps each session's stream in one pod"},
 		{"server that serves nothing", `
-  port: 8080`, "a SkillServer must serve something: add skills, memory or imports"},
+  port: 8080`, "a SkillServer must serve something: add skills, memory, imports, agentSkills, resources, resourceTemplates or prompts"},
 		{"empty allowFrom peer", `
   allowFrom: [{}]
   skills:` + validSkill, "each allowFrom peer needs a podSelector, a namespaceSelector or an ipBlock"},

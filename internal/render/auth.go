@@ -100,7 +100,8 @@ func authorization(in *cantusv1alpha1.AuthorizationSpec) *adapterconfig.Authoriz
 	out := &adapterconfig.Authorization{Rules: make([]adapterconfig.AuthorizationRule, 0, len(in.Rules))}
 	for _, r := range in.Rules {
 		out.Rules = append(out.Rules, adapterconfig.AuthorizationRule{
-			Tools: r.Tools, ServiceAccounts: r.ServiceAccounts, Groups: r.Groups, When: r.When,
+			Tools: r.Tools, Prompts: r.Prompts, Resources: r.Resources, Skills: r.Skills,
+			ServiceAccounts: r.ServiceAccounts, Groups: r.Groups, When: r.When,
 		})
 	}
 	return out
