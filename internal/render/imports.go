@@ -272,6 +272,7 @@ func rolloutHashOf(cfg *adapterconfig.Config) (string, error) {
 	stable := *cfg
 	stable.Auth = nil
 	stable.Tools = nil
+	withoutContent(&stable)
 	endpoints := map[string]bool{}
 	for _, t := range cfg.Tools {
 		if t.Remote == nil {

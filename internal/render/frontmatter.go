@@ -1,0 +1,162 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// SkillFrontmatter reads the YAML frontmatter of a SKILL.md (between a first line "---"
+// and the next "---") and returns it as a JSON object. It is read with YAML 1.2
+// semantics, as the Skills extension's clients read it: yes, no, on and off stay
+// strings; timestamps stay the text written, since JSON has no time type.
+func SkillFrontmatter(skillMD []byte) (json.RawMessage, error) {
+	block, err := frontmatterBlock(skillMD)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(block, &doc); err != nil {
+		return nil, fmt.Errorf("the frontmatter is not YAML: %w", err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("the frontmatter is not a YAML mapping (name: ..., description: ...)")
+	}
+	v, err := yamlToJSON(doc.Content[0], 0)
+	if err != nil {
+		return nil, fmt.Errorf("the frontmatter cannot be carried as JSON: %w", err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode the frontmatter as JSON: %w", err)
+	}
+	return out, nil
+}
+
+// frontmatterBlock is the text between the opening and closing "---" lines.
+func frontmatterBlock(md []byte) ([]byte, error) {
+	md = bytes.TrimPrefix(md, []byte("\ufeff"))
+	lines := bytes.SplitAfter(md, []byte("\n"))
+	if len(lines) == 0 || !isDelimiter(lines[0]) {
+		return nil, errors.New("SKILL.md does not start with a YAML frontmatter: its first line must be ---")
+	}
+	var block []byte
+	for _, line := range lines[1:] {
+		if isDelimiter(line) {
+			return block, nil
+		}
+		block = append(block, line...)
+	}
+	return nil, errors.New("SKILL.md's frontmatter has no closing --- line")
+}
+
+func isDelimiter(line []byte) bool {
+	return string(bytes.TrimRight(line, " \t\r\n")) == "---"
+}
+
+// maxFrontmatterDepth bounds nesting, so that a hostile SKILL.md cannot make the
+// conversion recurse without end (aliases can loop).
+const maxFrontmatterDepth = 32
+
+// yamlToJSON converts a YAML node into values encoding/json writes faithfully: numbers
+// keep their digits, tags decide the type as YAML 1.2's core schema resolves them.
+func yamlToJSON(n *yaml.Node, depth int) (any, error) {
+	if depth > maxFrontmatterDepth {
+		return nil, fmt.Errorf("nested deeper than %d levels", maxFrontmatterDepth)
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return yamlToJSON(n.Alias, depth+1)
+	case yaml.MappingNode:
+		return yamlMapping(n, depth)
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := yamlToJSON(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		return yamlScalar(n)
+	}
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+}
+
+func yamlMapping(n *yaml.Node, depth int) (any, error) {
+	out := make(map[string]any, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i]
+		if key.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: a key is not a scalar", key.Line)
+		}
+		if _, dup := out[key.Value]; dup {
+			return nil, fmt.Errorf("line %d: key %q appears twice", key.Line, key.Value)
+		}
+		v, err := yamlToJSON(n.Content[i+1], depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out[key.Value] = v
+	}
+	return out, nil
+}
+
+func yamlScalar(n *yaml.Node) (any, error) {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		var b bool
+		err := n.Decode(&b)
+		return b, err
+	case "!!int":
+		return yaml12Int(n.Value), nil
+	case "!!float":
+		var f float64
+		if !yaml12Float.MatchString(n.Value) || n.Decode(&f) != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return n.Value, nil // .inf, .nan and forms YAML 1.2 does not read as numbers: the text
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+	default:
+		// !!str, !!timestamp, !!binary and custom tags: the text as written.
+		return n.Value, nil
+	}
+}
+
+// YAML 1.2 core schema forms of numbers. go.yaml.in/yaml/v3 still reads some YAML 1.1
+// forms (017 as octal, 1_000); they are read here as YAML 1.2 reads them.
+var (
+	yaml12Decimal = regexp.MustCompile(`^[-+]?[0-9]+$`)
+	yaml12Float   = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+)
+
+// yaml12Int reads an integer as YAML 1.2's core schema does: decimal, 0o octal, 0x hex;
+// anything else (or beyond int64) stays the text written.
+func yaml12Int(v string) any {
+	var i int64
+	var err error
+	switch {
+	case yaml12Decimal.MatchString(v):
+		i, err = strconv.ParseInt(v, 10, 64)
+	case strings.HasPrefix(v, "0o"):
+		i, err = strconv.ParseInt(v[2:], 8, 64)
+	case strings.HasPrefix(v, "0x"):
+		i, err = strconv.ParseInt(v[2:], 16, 64)
+	default:
+		return v
+	}
+	if err != nil {
+		return v
+	}
+	return json.Number(strconv.FormatInt(i, 10))
+}
