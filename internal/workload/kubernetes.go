@@ -99,6 +99,10 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 	if err := k.reconcileNetworkPolicy(ctx, ss); err != nil {
 		return Observation{}, err
 	}
+	shards := contentShards(d.Content)
+	if err := k.applyContent(ctx, ss, shards); err != nil {
+		return Observation{}, err
+	}
 	configMap, err := configMapFor(ss, d.Config)
 	if err != nil {
 		return Observation{}, err
@@ -111,7 +115,12 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 			return Observation{}, err
 		}
 	}
-	if err := k.apply(ctx, &appsv1.Deployment{}, k.deploymentFor(ss, d.RolloutHash, d.Files)); err != nil {
+	dep := k.deploymentFor(ss, d.RolloutHash, d.Files)
+	withContentVolumes(dep, ss, len(shards), d.ImageSkills)
+	if err := k.apply(ctx, &appsv1.Deployment{}, dep); err != nil {
+		return Observation{}, err
+	}
+	if err := k.deleteContentShardsFrom(ctx, ss, len(shards)); err != nil {
 		return Observation{}, err
 	}
 	if err := k.apply(ctx, &corev1.Service{}, serviceFor(ss)); err != nil {

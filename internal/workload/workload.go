@@ -28,6 +28,10 @@ type Desired struct {
 	RolloutHash string
 	// Files are the header values and CA bundles of re-exported imports.
 	Files []render.File
+	// Content are the files the config names by digest (key: the 64 hex digits).
+	Content map[string][]byte
+	// ImageSkills are agent skills mounted from images (kubernetes runtime only).
+	ImageSkills []render.ImageSkill
 }
 
 // Observation is what a runtime found after applying: enough for the status.
