@@ -25,7 +25,10 @@ type AgentSkill struct {
 	// Path is an optional organizational prefix: "acme/billing" serves the skill at
 	// skill://acme/billing/<name>/SKILL.md.
 	// +kubebuilder:validation:MaxLength=190
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$') && !self.split('/').exists(s, s == '.' || s == '..')",message="path is segments of A-Z a-z 0-9 _ . - joined by single /, without . or .. segments and without a leading or trailing /, e.g. acme/billing"
+	// It is segments of A-Z a-z 0-9 _ . - joined by single /, without . or .. segments
+	// and without a leading or trailing /. (A pattern, not a CEL rule: CEL's cost budget
+	// would not admit a split over every skill.)
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_-][A-Za-z0-9_.-]*|\.[A-Za-z0-9_-][A-Za-z0-9_.-]*|\.\.[A-Za-z0-9_.-]+)(/([A-Za-z0-9_-][A-Za-z0-9_.-]*|\.[A-Za-z0-9_-][A-Za-z0-9_.-]*|\.\.[A-Za-z0-9_.-]+))*$`
 	// +optional
 	Path string `json:"path,omitempty"`
 
@@ -71,8 +74,10 @@ type SkillFileItem struct {
 
 	// Path of the file relative to the skill's directory, "/"-separated.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//') && !self.split('/').exists(s, s == '.' || s == '..')",message="path must be relative to the skill's directory: no leading or trailing /, no empty, . or .. segments, e.g. references/FORMS.md"
+	// +kubebuilder:validation:MaxLength=512
+	// It is relative to the skill's directory: no leading or trailing /, no empty, . or
+	// .. segments.
+	// +kubebuilder:validation:Pattern=`^([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*$`
 	// +required
 	Path string `json:"path"`
 }
@@ -113,10 +118,11 @@ func (s *AgentSkill) SkillPath() string {
 // ServedResource is one static MCP resource.
 // +kubebuilder:validation:XValidation:rule="(has(self.text) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) == 1",message="a resource needs exactly one content: set either text or configMapKeyRef"
 type ServedResource struct {
-	// URI identifies the resource, e.g. docs://team/guide.
+	// URI identifies the resource: an absolute URI with a scheme and no spaces, e.g.
+	// docs://team/guide.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9+.-]*:[^ ]+$')",message="uri must be an absolute URI with a scheme and no spaces, e.g. docs://team/guide"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9+.-]*:[^ ]+$`
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('skill://')",message="skill:// URIs are the files of agentSkills: serve the file as part of an agent skill"
 	// +required
 	URI string `json:"uri"`

@@ -163,6 +163,9 @@ func run(opts options) error {
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
+	if err := servers.UseContentCache(mgr); err != nil {
+		return err
+	}
 	if err := servers.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
 	}

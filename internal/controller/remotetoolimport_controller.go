@@ -143,15 +143,20 @@ func (r *RemoteToolImportReconciler) now() time.Time {
 
 // checkerFor gathers the policies whose namespaceSelector selects the namespace.
 func (r *RemoteToolImportReconciler) checkerFor(ctx context.Context, namespace string) (*policy.Checker, error) {
+	return policyCheckerFor(ctx, r.Client, namespace, r.Resolver)
+}
+
+// policyCheckerFor gathers the policies whose namespaceSelector selects the namespace.
+func policyCheckerFor(ctx context.Context, c client.Reader, namespace string, resolver policy.Resolver) (*policy.Checker, error) {
 	ns := &corev1.Namespace{}
-	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
 		return nil, fmt.Errorf("get namespace %s: %w", namespace, err)
 	}
 	all := &cantusv1alpha1.ToolSourcePolicyList{}
-	if err := r.List(ctx, all); err != nil {
+	if err := c.List(ctx, all); err != nil {
 		return nil, fmt.Errorf("list ToolSourcePolicies: %w", err)
 	}
-	checker := &policy.Checker{Namespace: namespace, Resolver: r.Resolver}
+	checker := &policy.Checker{Namespace: namespace, Resolver: resolver}
 	for _, p := range all.Items {
 		selector := labels.Everything()
 		if p.Spec.NamespaceSelector != nil {

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// createManifest creates a SkillServer from the YAML of its spec.
+// createSkillServerSpec creates a SkillServer from the YAML of its spec.
 func createSkillServerSpec(ctx context.Context, ns, name, spec string) (*unstructured.Unstructured, error) {
 	obj := &unstructured.Unstructured{}
 	manifest := "apiVersion: cantus.dev/v1alpha1\nkind: SkillServer\nmetadata:\n  name: " + name + "\n  namespace: " + ns + "\nspec:" + spec
@@ -38,19 +38,19 @@ func TestAPIServerRefusesBadContent(t *testing.T) {
 		{"skill name longer than 64", `
   agentSkills: [{name: ` + strings.Repeat("a", 65) + `, configMap: {name: pdf}}]`, "may not be more than 64"},
 		{"skill path with ..", `
-  agentSkills: [{name: pdf, path: "acme/../x", configMap: {name: pdf}}]`, "path is segments of A-Z a-z 0-9 _ . - joined by single /"},
+  agentSkills: [{name: pdf, path: "acme/../x", configMap: {name: pdf}}]`, "spec.agentSkills[0].path in body should match"},
 		{"skill path with a leading /", `
-  agentSkills: [{name: pdf, path: "/acme", configMap: {name: pdf}}]`, "path is segments of"},
+  agentSkills: [{name: pdf, path: "/acme", configMap: {name: pdf}}]`, "spec.agentSkills[0].path in body should match"},
 		{"item path that climbs out", `
-  agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "../a"}]}}]`, "path must be relative to the skill's directory"},
+  agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "../a"}]}}]`, "spec.agentSkills[0].configMap.items[0].path in body should match"},
 		{"item path that is absolute", `
-  agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "/etc/a"}]}}]`, "path must be relative to the skill's directory"},
+  agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "/etc/a"}]}}]`, "spec.agentSkills[0].configMap.items[0].path in body should match"},
 		{"item key with a /", `
   agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: "a/b", path: "a/b"}]}}]`, "items[0].key in body should match"},
 		{"resource without content", `
   resources: [{uri: "docs://a", name: a}]`, "a resource needs exactly one content: set either text or configMapKeyRef"},
 		{"resource with a relative URI", `
-  resources: [{uri: "guide", name: a, text: hi}]`, "uri must be an absolute URI with a scheme"},
+  resources: [{uri: "guide", name: a, text: hi}]`, "spec.resources[0].uri in body should match"},
 		{"resource at a skill URI", `
   resources: [{uri: "skill://a/SKILL.md", name: a, text: hi}]`, "skill:// URIs are the files of agentSkills"},
 		{"duplicate resource URIs", `

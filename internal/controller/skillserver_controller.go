@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -46,6 +47,13 @@ type SkillServerReconciler struct {
 	// IssuerChanged, when set, says that the issuer's keys rotated or the revocations
 	// changed; the servers that accept service-account tokens are then rendered again.
 	IssuerChanged <-chan event.GenericEvent
+	// ContentCache holds the ConfigMaps labelled cantus.dev/content=true and is watched
+	// for their changes; nil reads them through Client and sees changes only when the
+	// SkillServer is reconciled again (see UseContentCache).
+	ContentCache cache.Cache
+	// APIReader reads a content ConfigMap the cache does not hold, to tell one without the
+	// label from one that does not exist.
+	APIReader client.Reader
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -71,6 +79,7 @@ type ToolLister interface {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete
 
 // Reconcile computes the whole status in memory and patches it once, at the end.
 func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -100,6 +109,11 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	content, serve, err := r.renderContent(ctx, ss)
+	if !serve || err != nil {
+		return ctrl.Result{}, err
+	}
+	inputs.Content = content
 	rendered, err := render.SkillServer(ss, inputs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -111,6 +125,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	}
 	obs, err := r.Runtime.Apply(ctx, workload.Desired{
 		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
+		Content: content.Files, ImageSkills: content.ImageSkills,
 	})
 	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
 		// Someone else's object is not watched: look again now and then, without the
@@ -200,6 +215,10 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, importRefIndex, importRefs); err != nil {
 		return fmt.Errorf("index SkillServers by import: %w", err)
+	}
+	b, err := r.watchContent(mgr, b)
+	if err != nil {
+		return err
 	}
 	// An import that changes (tools, readiness) changes the servers that re-export it.
 	b = b.Watches(&cantusv1alpha1.RemoteToolImport{}, handler.EnqueueRequestsFromMapFunc(r.serversReexporting))

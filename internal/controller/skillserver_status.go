@@ -130,6 +130,7 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 // set. A gateway that leaves out some of what it was asked to serve is not Ready, even
 // though it serves the rest: `kubectl wait` should not pass on half a spec.
 var skillServerReadyPrerequisites = []readyPrerequisite{
+	{condType: conditionContentValid},
 	{condType: cantusv1alpha1.ConditionAvailable, unsetMessage: "waiting for the workload"},
 	{condType: cantusv1alpha1.ConditionImportsResolved},
 	{condType: cantusv1alpha1.ConditionToolNamesUnique},
@@ -139,7 +140,7 @@ var skillServerReadyPrerequisites = []readyPrerequisite{
 
 func summarizeSkillServerReady(ss *cantusv1alpha1.SkillServer) {
 	summarizeReady(ss, skillServerReadyPrerequisites, cantusv1alpha1.ReasonReconciled,
-		fmt.Sprintf("%d tools served at %s", ss.Status.ToolCount, ss.Status.URL))
+		fmt.Sprintf("%d tools%s served at %s", ss.Status.ToolCount, contentSummary(ss), ss.Status.URL))
 }
 
 // listAtMost joins the first n items with sep and says how many more there are, so

@@ -119,6 +119,9 @@ func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolListe
 		kube.Client, kube.APIReader = mgr.GetClient(), mgr.GetAPIReader()
 	}
 	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
+	if err := r.UseContentCache(mgr); err != nil {
+		t.Fatalf("content cache: %v", err)
+	}
 	for _, c := range configure {
 		c(r)
 	}

@@ -132,14 +132,30 @@ func (c *Checker) checkHostPortAgainst(ctx context.Context, p *cantusv1alpha1.To
 // CheckStdio decides on a stdio source: one policy must allow both the image (by prefix)
 // and the command (by argv[0]).
 func (c *Checker) CheckStdio(image string, command []string) Decision {
-	what := fmt.Sprintf("image %q with command %q", image, argv0(command))
+	return c.checkListed(fmt.Sprintf("image %q with command %q", image, argv0(command)),
+		func(p *cantusv1alpha1.ToolSourcePolicy) bool {
+			return imageListed(p.Spec.Images, image) && slices.Contains(p.Spec.Commands, argv0(command))
+		},
+		fmt.Sprintf("add an image prefix of %q to spec.images and %q to spec.commands", image, argv0(command)))
+}
+
+// CheckImage decides on an image mounted as a volume (an agent skill's): one policy
+// must allow it by prefix, as it allows the images of stdio imports.
+func (c *Checker) CheckImage(image string) Decision {
+	return c.checkListed(fmt.Sprintf("image %q", image),
+		func(p *cantusv1alpha1.ToolSourcePolicy) bool { return imageListed(p.Spec.Images, image) },
+		fmt.Sprintf("add an image prefix of %q to spec.images", image))
+}
+
+// checkListed passes what the first Enforce policy allows (or else an Audit one).
+func (c *Checker) checkListed(what string, allows func(*cantusv1alpha1.ToolSourcePolicy) bool, fix string) Decision {
 	if len(c.Policies) == 0 {
 		return c.noPolicy(what)
 	}
 	var audit *Decision
 	for i := range c.Policies {
 		p := &c.Policies[i]
-		if !imageListed(p.Spec.Images, image) || !slices.Contains(p.Spec.Commands, argv0(command)) {
+		if !allows(p) {
 			continue
 		}
 		d := Decision{Allowed: true, Reason: allowedReason(p), Message: allowedMessage(p, what), Policy: p.Name}
@@ -155,8 +171,8 @@ func (c *Checker) CheckStdio(image string, command []string) Decision {
 	}
 	return Decision{
 		Reason: ReasonNotAllowlisted,
-		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s; to allow it, add an image prefix of %q to spec.images and %q to spec.commands of one ToolSourcePolicy that selects this namespace",
-			c.Namespace, what, image, argv0(command)),
+		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s; to allow it, %s of one ToolSourcePolicy that selects this namespace",
+			c.Namespace, what, fix),
 	}
 }
 

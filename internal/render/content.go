@@ -378,3 +378,16 @@ func promptContent(in cantusv1alpha1.PromptContent) adapterconfig.PromptContent 
 func withoutContent(cfg *adapterconfig.Config) {
 	cfg.ContentDir, cfg.AgentSkills, cfg.Resources, cfg.ResourceTemplates, cfg.Prompts = "", nil, nil, nil, nil
 }
+
+// validContent runs the contract's validation on the content alone (the rest of the
+// config is validated once per generation): a prompt or resource template that cannot
+// work is a spec problem.
+func validContent(cfg *adapterconfig.Config) error {
+	if len(cfg.AgentSkills)+len(cfg.Resources)+len(cfg.ResourceTemplates)+len(cfg.Prompts) == 0 {
+		return nil
+	}
+	return adapterconfig.Validate(&adapterconfig.Config{
+		Transport: cfg.Transport, ContentDir: cfg.ContentDir,
+		AgentSkills: cfg.AgentSkills, Resources: cfg.Resources, ResourceTemplates: cfg.ResourceTemplates, Prompts: cfg.Prompts,
+	})
+}

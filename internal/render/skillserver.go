@@ -24,6 +24,9 @@ type Inputs struct {
 	// Cluster is this cluster's service-account issuer with its keys (URL and JWKS) and
 	// the bindings it revoked; read only when the server accepts service-account tokens.
 	Cluster adapterconfig.Issuer
+	// Content is the server's agent skills, resources, resource templates and prompts,
+	// rendered from its ConfigMaps by RenderContent.
+	Content Content
 }
 
 // Result is a SkillServer rendered: what the runtimes apply and what the status reports.
@@ -88,10 +91,11 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	cfg.Tools = append(make([]adapterconfig.Tool, 0, len(own.config.Tools)+len(imported.tools)), own.config.Tools...)
 	cfg.Tools = append(cfg.Tools, imported.tools...)
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
+	in.Content.Apply(&cfg, ContentMountPath)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
-		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config)),
+		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg)),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
 	}

@@ -89,6 +89,10 @@ func (k *Kubernetes) deleteContentShardsFrom(ctx context.Context, ss *cantusv1al
 	}
 }
 
+// ServesImageVolumes says that the kubernetes runtime mounts images as volumes (agent
+// skills from images).
+func (k *Kubernetes) ServesImageVolumes() bool { return true }
+
 // withContentVolumes mounts the content shards (one projected volume at the config's
 // ContentDir) and the image skills into the adapter pods.
 func withContentVolumes(dep *appsv1ac.DeploymentApplyConfiguration, ss *cantusv1alpha1.SkillServer, shards int, images []render.ImageSkill) {
