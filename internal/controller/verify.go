@@ -38,6 +38,8 @@ type VerifyTarget struct {
 	Transport string
 	// Headers carry the bearer token when the SkillServer requires one.
 	Headers map[string]string
+	// Skills and Prompts ask a ContentLister to list them.
+	Skills, Prompts bool
 }
 
 // ListTools returns the names of the tools the server lists, sorted.
@@ -141,6 +143,9 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if !want.Equal(got) {
 		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
+	}
+	if reason, msg, ok := r.verifyContent(ctx, ss, target); !ok {
+		return r.notVerified(ss, reason, msg)
 	}
 	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
 		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools", obs.ProbeURL, len(served)))

@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+)
+
+// ReasonContentMismatch: the pods answer, but their skills (by manifest digest) or
+// prompts are not the ones the operator rendered: they serve stale content.
+const ReasonContentMismatch = "ContentMismatch"
+
+// ContentLister lists what an MCP server serves besides tools; a Verifier that
+// implements it also has the pods' skills and prompts checked.
+type ContentLister interface {
+	ListContent(ctx context.Context, target VerifyTarget) (ServedContent, error)
+}
+
+// ServedContent is what a server lists besides tools.
+type ServedContent struct {
+	// SkillDigests are the manifest digests (render.SkillManifestDigest) of the skills
+	// skills/list lists, by the URI of their SKILL.md.
+	SkillDigests map[string]string
+	// Prompts are the names prompts/list lists.
+	Prompts []string
+}
+
+// Bounds of one verification's listings: the spec allows 64 skills and 128 prompts.
+const (
+	maxListedEntries = 1024
+	maxListedPages   = 64
+)
+
+// ListContent lists the server's skills (when asked for) and prompts, every page.
+func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (ServedContent, error) {
+	timeout := v.Timeout
+	if timeout <= 0 {
+		timeout = DefaultVerifyTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := mcpclient.New(mcpclient.ClientOptions{URL: target.URL, Transport: target.Transport, Headers: target.Headers, ConnectTimeout: timeout, Dial: v.Dial})
+	if err != nil {
+		return ServedContent{}, err
+	}
+	s, err := c.Connect(ctx)
+	if err != nil {
+		return ServedContent{}, err
+	}
+	defer s.Close()
+	out := ServedContent{SkillDigests: map[string]string{}}
+	if target.Skills {
+		skills, err := listAll(ctx, s, "skills/list", "skills")
+		if err != nil {
+			return out, err
+		}
+		for _, raw := range skills {
+			uri, digest, err := skillEntryDigest(raw)
+			if err != nil {
+				return out, err
+			}
+			out.SkillDigests[uri] = digest
+		}
+	}
+	if target.Prompts {
+		prompts, err := listAll(ctx, s, "prompts/list", "prompts")
+		if err != nil {
+			return out, err
+		}
+		for _, raw := range prompts {
+			var p struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return out, fmt.Errorf("a prompts/list entry is not an object with a name: %w", err)
+			}
+			out.Prompts = append(out.Prompts, p.Name)
+		}
+	}
+	return out, nil
+}
+
+// listAll pages through a list method, bounded in entries and pages.
+func listAll(ctx context.Context, s *mcpclient.Session, method, member string) ([]json.RawMessage, error) {
+	var entries []json.RawMessage
+	cursor := ""
+	for range maxListedPages {
+		var params any
+		if cursor != "" {
+			params = map[string]string{"cursor": cursor}
+		}
+		raw, err := s.Request(ctx, method, params)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		page := map[string]json.RawMessage{}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("%s answered something that is not an object: %w", method, err)
+		}
+		var batch []json.RawMessage
+		if err := json.Unmarshal(page[member], &batch); err != nil {
+			return nil, fmt.Errorf("%s answered no %s array: %w", method, member, err)
+		}
+		entries = append(entries, batch...)
+		if len(entries) > maxListedEntries {
+			return nil, fmt.Errorf("%s lists more than %d entries", method, maxListedEntries)
+		}
+		next := ""
+		if c, ok := page["nextCursor"]; ok {
+			_ = json.Unmarshal(c, &next)
+		}
+		if next == "" {
+			return entries, nil
+		}
+		cursor = next
+	}
+	return nil, fmt.Errorf("%s did not end within %d pages", method, maxListedPages)
+}
+
+// skillEntryDigest reads a skills/list entry into its SKILL.md URI and the digest of
+// its manifest, computed as the operator computes it for the status.
+func skillEntryDigest(raw json.RawMessage) (string, string, error) {
+	var entry struct {
+		URI       string `json:"uri"`
+		Resources []struct {
+			URI    string `json:"uri"`
+			Digest string `json:"digest"`
+			Size   int64  `json:"size"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(raw, &entry); err != nil {
+		return "", "", fmt.Errorf("a skills/list entry does not list its resources: %w", err)
+	}
+	root := strings.TrimSuffix(entry.URI, adapterconfig.SkillManifestFile)
+	files := make([]adapterconfig.SkillFile, 0, len(entry.Resources))
+	for _, r := range entry.Resources {
+		files = append(files, adapterconfig.SkillFile{Path: strings.TrimPrefix(r.URI, root), Digest: r.Digest, Size: r.Size})
+	}
+	return entry.URI, render.SkillManifestDigest(files), nil
+}
+
+// contentMismatch compares what the pods serve with what the status says was rendered,
+// and says what differs; empty when they match.
+func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent) string {
+	var parts []string
+	want := map[string]string{}
+	for _, s := range ss.Status.AgentSkills {
+		want[s.URI] = s.Digest
+	}
+	var stale, missing, extra []string
+	for uri, digest := range want {
+		got, ok := served.SkillDigests[uri]
+		switch {
+		case !ok:
+			missing = append(missing, uri)
+		case got != digest:
+			stale = append(stale, uri)
+		}
+	}
+	for uri := range served.SkillDigests {
+		if _, ok := want[uri]; !ok {
+			extra = append(extra, uri)
+		}
+	}
+	wantPrompts, gotPrompts := sets.New(ss.Status.Prompts...), sets.New(served.Prompts...)
+	missing = append(missing, sets.List(wantPrompts.Difference(gotPrompts))...)
+	extra = append(extra, sets.List(gotPrompts.Difference(wantPrompts))...)
+	for _, l := range []struct {
+		what  string
+		items []string
+	}{{"skills with other files than rendered", stale}, {"missing", missing}, {"not expected", extra}} {
+		if len(l.items) > 0 {
+			parts = append(parts, l.what+": "+listAtMost(sets.List(sets.New(l.items...)), 10, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "the adapter serves skills or prompts that are not the ones rendered (" + strings.Join(parts, "; ") +
+		"); pods pick up new content within a minute or two, as the kubelet refreshes their volumes"
+}
+
+// verifyContent checks the pods' skills and prompts, when the verifier can list them
+// and the server serves some. It returns false after recording why Verified is False.
+func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget) (string, string, bool) {
+	lister, ok := r.Verifier.(ContentLister)
+	if !ok || (len(ss.Status.AgentSkills) == 0 && len(ss.Status.Prompts) == 0) {
+		return "", "", true
+	}
+	target.Skills, target.Prompts = len(ss.Status.AgentSkills) > 0, len(ss.Status.Prompts) > 0
+	served, err := lister.ListContent(ctx, target)
+	if err != nil {
+		return cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("the adapter at %s did not list its skills and prompts: %v", target.URL, err), false
+	}
+	if msg := contentMismatch(ss, served); msg != "" {
+		return ReasonContentMismatch, msg, false
+	}
+	return "", "", true
+}
