@@ -14,7 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -307,4 +309,31 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 	cmd := exec.CommandContext(context.Background(), filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append(flags, args...)...) //nolint:gosec // the test's own binary and arguments
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestAgentSkillsSample: the sample's ConfigMap and SkillServer are accepted by the API
+// server and render the skill, the prompt and the resource.
+func TestAgentSkillsSample(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "cantus_v1alpha1_skillserver_agentskills.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var ss *cantusv1alpha1.SkillServer
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal([]byte(doc), &obj.Object)).To(Succeed())
+		obj.SetNamespace(ns)
+		g.Expect(k8sClient.Create(ctx, obj)).To(Succeed(), obj.GetKind())
+		if obj.GetKind() == "SkillServer" {
+			ss = &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: obj.GetName()}}
+		}
+	}
+	_, err = kubernetesReconciler().Reconcile(ctx, reconcileRequest(ss))
+	g.Expect(err).NotTo(HaveOccurred())
+	got, _ := getSkillServer(ctx, ns, ss.Name)()
+	g.Expect(got.Status.AgentSkills).To(ConsistOf(HaveField("URI", "skill://acme/support/pdf-forms/SKILL.md")))
+	g.Expect(got.Status.Prompts).To(Equal([]string{"summarize_ticket"}))
+	g.Expect(got.Status.Resources).To(Equal([]string{"docs://support/escalation"}))
+	g.Expect(stalledMessage(got)).To(BeEmpty())
 }
