@@ -306,7 +306,7 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 		"--certificate-authority", write("ca.crt", restConfig.CAData),
 		"--client-certificate", write("client.crt", restConfig.CertData),
 		"--client-key", write("client.key", restConfig.KeyData)}
-	cmd := exec.CommandContext(context.Background(), filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append(flags, args...)...) //nolint:gosec // the test's own binary and arguments
+	cmd := exec.CommandContext(context.Background(), filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append(flags, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

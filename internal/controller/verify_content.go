@@ -14,7 +14,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
-// ReasonContentMismatch: the pods answer, but their skills (by manifest digest) or
+// ReasonContentMismatch says that the pods answer, but their skills (by manifest digest) or
 // prompts are not the ones the operator rendered: they serve stale content.
 const ReasonContentMismatch = "ContentMismatch"
 
