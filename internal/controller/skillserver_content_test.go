@@ -337,3 +337,33 @@ func TestAgentSkillsSample(t *testing.T) {
 	g.Expect(got.Status.Resources).To(Equal([]string{"docs://support/escalation"}))
 	g.Expect(stalledMessage(got)).To(BeEmpty())
 }
+
+// TestLocalRuntimeWritesContentByDigest: under the local runtime the skill's files are
+// written to a folder of the host, each named by the sha256 of its bytes, and an edit
+// writes the new file and removes the one no longer named.
+func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	local := workload.NewLocal(nil)
+	local.MemoryDir = t.TempDir()
+	startManagerVerifying(t, local, nil)
+	forms := "# Forms"
+	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
+	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	dir := filepath.Join(local.MemoryDir, ".content", ns, "docs")
+	read := func(data string) func() (string, error) {
+		return func() (string, error) {
+			b, err := os.ReadFile(filepath.Join(dir, hexSHA256([]byte(data))))
+			return string(b), err
+		}
+	}
+	g.Eventually(read(formsSkillMD)).Should(Equal(formsSkillMD))
+	g.Expect(read(forms)()).To(Equal(forms))
+
+	cm.Data["references.FORMS.md"] = "# Forms, edited"
+	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+	g.Eventually(read("# Forms, edited")).Should(Equal("# Forms, edited"))
+	g.Eventually(func() bool { _, err := read(forms)(); return os.IsNotExist(err) }).Should(BeTrue(), "the old file is removed")
+}
