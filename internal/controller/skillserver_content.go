@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -222,6 +223,8 @@ func (r *SkillServerReconciler) watchContent(mgr ctrl.Manager, b *builder.Builde
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, contentConfigMapIndex, contentConfigMaps); err != nil {
 		return nil, fmt.Errorf("index SkillServers by content ConfigMap: %w", err)
 	}
+	// A policy that starts or stops allowing an image changes the servers mounting one.
+	b = b.Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversWithImageSkills))
 	if r.ContentCache == nil {
 		return b, nil
 	}
@@ -237,5 +240,17 @@ func (r *SkillServerReconciler) serversReadingContent(ctx context.Context, cm cl
 		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a content ConfigMap")
 		return nil
 	}
+	return requestsFor(list.Items)
+}
+
+func (r *SkillServerReconciler) serversWithImageSkills(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that mount skills from images")
+		return nil
+	}
+	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
+		return !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
+	})
 	return requestsFor(list.Items)
 }

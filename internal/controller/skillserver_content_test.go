@@ -367,3 +367,24 @@ func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 	g.Eventually(read("# Forms, edited")).Should(Equal("# Forms, edited"))
 	g.Eventually(func() bool { _, err := read(forms)(); return os.IsNotExist(err) }).Should(BeTrue(), "the old file is removed")
 }
+
+// TestPolicyChangeReleasesImageSkill: a ToolSourcePolicy that comes to allow an image
+// re-renders the servers mounting it, without a change to them.
+func TestPolicyChangeReleasesImageSkill(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
+	image := "registry.example.com/released/" + ns
+	ss := newSkillServer(ns, "imaged")
+	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: image + ":1"}}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, ContainSubstring(image)))
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "released-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		Images:            []string{image},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, BeEmpty()))
+}
