@@ -144,11 +144,12 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
 	}
-	if reason, msg, ok := r.verifyContent(ctx, ss, target); !ok {
+	reason, msg, ok := r.verifyContent(ctx, ss, target)
+	if !ok {
 		return r.notVerified(ss, reason, msg)
 	}
 	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
-		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools", obs.ProbeURL, len(served)))
+		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools%s", obs.ProbeURL, len(served), msg))
 	return 0
 }
 

@@ -189,7 +189,8 @@ func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent) strin
 }
 
 // verifyContent checks the pods' skills and prompts, when the verifier can list them
-// and the server serves some. It returns false after recording why Verified is False.
+// and the server serves some. It returns the reason and message of a failed check and
+// false, or what the passed check adds to Verified's message and true.
 func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget) (string, string, bool) {
 	lister, ok := r.Verifier.(ContentLister)
 	if !ok || (len(ss.Status.AgentSkills) == 0 && len(ss.Status.Prompts) == 0) {
@@ -203,5 +204,5 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 	if msg := contentMismatch(ss, served); msg != "" {
 		return ReasonContentMismatch, msg, false
 	}
-	return "", "", true
+	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest) and %d prompts rendered", len(ss.Status.AgentSkills), len(ss.Status.Prompts)), true
 }
