@@ -33,11 +33,9 @@ type ServedContent struct {
 	Prompts []string
 }
 
-// Bounds of one verification's listings: the spec allows 64 skills and 128 prompts.
-const (
-	maxListedEntries = 1024
-	maxListedPages   = 64
-)
+// maxListedEntries bounds one verification's listings: the spec allows 64 skills and
+// 128 prompts.
+const maxListedEntries = 1024
 
 // ListContent lists the server's skills (when asked for) and prompts, every page.
 func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (ServedContent, error) {
@@ -58,7 +56,7 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 	defer s.Close()
 	out := ServedContent{SkillDigests: map[string]string{}}
 	if target.Skills {
-		skills, err := listAll(ctx, s, "skills/list", "skills")
+		skills, err := s.ListSkills(ctx, maxListedEntries)
 		if err != nil {
 			return out, err
 		}
@@ -71,7 +69,7 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 		}
 	}
 	if target.Prompts {
-		prompts, err := listAll(ctx, s, "prompts/list", "prompts")
+		prompts, err := s.ListPrompts(ctx, maxListedEntries)
 		if err != nil {
 			return out, err
 		}
@@ -86,43 +84,6 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 		}
 	}
 	return out, nil
-}
-
-// listAll pages through a list method, bounded in entries and pages.
-func listAll(ctx context.Context, s *mcpclient.Session, method, member string) ([]json.RawMessage, error) {
-	var entries []json.RawMessage
-	cursor := ""
-	for range maxListedPages {
-		var params any
-		if cursor != "" {
-			params = map[string]string{"cursor": cursor}
-		}
-		raw, err := s.Request(ctx, method, params)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", method, err)
-		}
-		page := map[string]json.RawMessage{}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("%s answered something that is not an object: %w", method, err)
-		}
-		var batch []json.RawMessage
-		if err := json.Unmarshal(page[member], &batch); err != nil {
-			return nil, fmt.Errorf("%s answered no %s array: %w", method, member, err)
-		}
-		entries = append(entries, batch...)
-		if len(entries) > maxListedEntries {
-			return nil, fmt.Errorf("%s lists more than %d entries", method, maxListedEntries)
-		}
-		next := ""
-		if c, ok := page["nextCursor"]; ok {
-			_ = json.Unmarshal(c, &next)
-		}
-		if next == "" {
-			return entries, nil
-		}
-		cursor = next
-	}
-	return nil, fmt.Errorf("%s did not end within %d pages", method, maxListedPages)
 }
 
 // skillEntryDigest reads a skills/list entry into its SKILL.md URI and the digest of

@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// pagedServer is a streamable HTTP server whose tools/list answers are pages, by the
-// cursor asked for ("" for the first).
+// pagedServer is a streamable HTTP server whose tools/list (and prompts/list and
+// skills/list) answers are pages, by the cursor asked for ("" for the first).
 func pagedServer(t *testing.T, pages map[string]string) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +28,7 @@ func pagedServer(t *testing.T, pages map[string]string) string {
 		switch m.Method {
 		case "initialize":
 			writeJSON(w, http.StatusOK, result(m.ID, initResult))
-		case "tools/list":
+		case "tools/list", "prompts/list", "skills/list":
 			writeJSON(w, http.StatusOK, result(m.ID, json.RawMessage(pages[m.Params.Cursor])))
 		default:
 			w.WriteHeader(http.StatusAccepted)
