@@ -322,7 +322,8 @@ type ServedAgentSkill struct {
 	URI string `json:"uri"`
 	// Name of the skill.
 	Name string `json:"name"`
-	// Digest of its manifest: "sha256:" and the hex sha256 of its file list (each file's
-	// path, digest and size), so that any change to any file changes it.
+	// Digest of its manifest: "sha256:" and the item digest of its skills/list entry
+	// (uri, frontmatter, and each file's uri, digest and size), so that any change to
+	// any file or to the frontmatter changes it.
 	Digest string `json:"digest"`
 }

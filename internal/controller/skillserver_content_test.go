@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,12 +57,14 @@ func kubernetesReconciler() *SkillServerReconciler {
 	return &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 }
 
+// expectedManifestDigest is the manifest digest of the skill acme/pdf-forms with the
+// frontmatter of formsSkillMD and these files.
 func expectedManifestDigest(files map[string][]byte) string {
 	var list []adapterconfig.SkillFile
 	for p, data := range files {
 		list = append(list, adapterconfig.SkillFile{Path: p, Digest: "sha256:" + hexSHA256(data), Size: int64(len(data))})
 	}
-	return render.SkillManifestDigest(list)
+	return render.SkillManifestDigest("acme/pdf-forms", json.RawMessage(`{"name":"pdf-forms","description":"Fill PDF forms.","enabled":"yes"}`), list)
 }
 
 // TestSkillFromConfigMapIsDeliveredByDigest: the skill's files reach an owned content

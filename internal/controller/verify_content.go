@@ -90,8 +90,9 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 // its manifest, computed as the operator computes it for the status.
 func skillEntryDigest(raw json.RawMessage) (string, string, error) {
 	var entry struct {
-		URI       string `json:"uri"`
-		Resources []struct {
+		URI         string          `json:"uri"`
+		Frontmatter json.RawMessage `json:"frontmatter"`
+		Resources   []struct {
 			URI    string `json:"uri"`
 			Digest string `json:"digest"`
 			Size   int64  `json:"size"`
@@ -105,7 +106,8 @@ func skillEntryDigest(raw json.RawMessage) (string, string, error) {
 	for _, r := range entry.Resources {
 		files = append(files, adapterconfig.SkillFile{Path: strings.TrimPrefix(r.URI, root), Digest: r.Digest, Size: r.Size})
 	}
-	return entry.URI, render.SkillManifestDigest(files), nil
+	skillPath := strings.TrimSuffix(strings.TrimPrefix(root, adapterconfig.SkillURIScheme), "/")
+	return entry.URI, render.SkillManifestDigest(skillPath, entry.Frontmatter, files), nil
 }
 
 // contentMismatch compares what the pods serve with what the status says was rendered,

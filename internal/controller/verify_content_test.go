@@ -20,7 +20,7 @@ func TestSkillEntryDigestMatchesTheStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := render.SkillManifestDigest([]adapterconfig.SkillFile{{Path: "SKILL.md", Digest: md, Size: 70}, {Path: "references/FORMS.md", Digest: forms, Size: 7}})
+	want := render.SkillManifestDigest("acme/pdf-forms", json.RawMessage(`{"description":"d","name":"pdf-forms"}`), []adapterconfig.SkillFile{{Path: "SKILL.md", Digest: md, Size: 70}, {Path: "references/FORMS.md", Digest: forms, Size: 7}})
 	if uri != "skill://acme/pdf-forms/SKILL.md" || digest != want {
 		t.Errorf("got %s %s, want the status digest %s", uri, digest, want)
 	}

@@ -9,6 +9,10 @@ import (
 // looping cursor.
 const ReasonContentListFailed = "ContentListFailed"
 
+// SkillKind: a skill's manifest, the Skills extension's skills/list entry: the URI of
+// its SKILL.md, its frontmatter and its resources (each file's uri, digest and size).
+var SkillKind = ItemKind{Name: "skill", Members: []string{"uri", "frontmatter", "resources"}}
+
 var (
 	promptsListing = listing{method: "prompts/list", member: "prompts", key: "name", refused: ReasonContentListFailed}
 	// skillsListing is the Skills extension's skills/list: entries named by the URI of

@@ -3,6 +3,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"path"
@@ -14,6 +15,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // ContentMountPath is where the kubernetes runtime mounts the content files (the
@@ -108,7 +110,7 @@ func RenderContent(ss *cantusv1alpha1.SkillServer, in ContentInputs) (Content, [
 		out.Skills = append(out.Skills, cantusv1alpha1.ServedAgentSkill{
 			URI:    adapterconfig.SkillURI(skill.Path, adapterconfig.SkillManifestFile),
 			Name:   spec.Name,
-			Digest: SkillManifestDigest(skill.Files),
+			Digest: SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files),
 		})
 	}
 	for i := range ss.Spec.Resources {
@@ -139,18 +141,34 @@ func (c *Content) Apply(cfg *adapterconfig.Config, contentDir string) {
 	}
 }
 
-// SkillManifestDigest is the digest of a skill's manifest: "sha256:" and the hex sha256
-// of its files' lines "<path> <digest> <size>\n" sorted by path. Any change to a file's
-// bytes, name or the set of files changes it; it is what status.agentSkills and the
-// verification of the pods compare.
-func SkillManifestDigest(files []adapterconfig.SkillFile) string {
-	lines := make([]string, 0, len(files))
-	for _, f := range files {
-		lines = append(lines, fmt.Sprintf("%s %s %d\n", f.Path, f.Digest, f.Size))
+// SkillManifestDigest is the digest of a skill's manifest: "sha256:" and the item
+// digest (mcpclient.SkillKind) of its skills/list entry, with its resources (uri,
+// digest, size) sorted by uri. Any change to a file's bytes or name, to the set of files
+// or to the frontmatter changes it; the status shows it, and the verification of the
+// pods computes it again from what they list.
+func SkillManifestDigest(skillPath string, frontmatter json.RawMessage, files []adapterconfig.SkillFile) string {
+	type resource struct {
+		URI    string `json:"uri"`
+		Digest string `json:"digest"`
+		Size   int64  `json:"size"`
 	}
-	slices.Sort(lines)
-	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
-	return adapterconfig.DigestPrefix + hex.EncodeToString(sum[:])
+	resources := make([]resource, 0, len(files))
+	for _, f := range files {
+		resources = append(resources, resource{adapterconfig.SkillURI(skillPath, f.Path), f.Digest, f.Size})
+	}
+	slices.SortFunc(resources, func(a, b resource) int { return strings.Compare(a.URI, b.URI) })
+	entry, err := json.Marshal(map[string]any{
+		"uri": adapterconfig.SkillURI(skillPath, adapterconfig.SkillManifestFile), "frontmatter": frontmatter, "resources": resources,
+	})
+	if err != nil {
+		// Only a frontmatter that is not JSON can fail, and it was encoded as JSON.
+		panic("render: encode a skill's manifest: " + err.Error())
+	}
+	digest, err := mcpclient.SkillKind.Digest(entry)
+	if err != nil {
+		panic("render: digest a skill's manifest: " + err.Error())
+	}
+	return adapterconfig.DigestPrefix + digest
 }
 
 // sourceConfigMap finds a ConfigMap the content names, or says why it cannot be read.

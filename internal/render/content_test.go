@@ -90,7 +90,7 @@ func TestRenderContentSkillFromConfigMap(t *testing.T) {
 		t.Errorf("frontmatter %s", skill.Frontmatter)
 	}
 	served := content.Skills[0]
-	if served.URI != "skill://acme/billing/pdf-forms/SKILL.md" || served.Name != "pdf-forms" || served.Digest != SkillManifestDigest(skill.Files) {
+	if served.URI != "skill://acme/billing/pdf-forms/SKILL.md" || served.Name != "pdf-forms" || served.Digest != SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files) {
 		t.Errorf("status entry %+v", served)
 	}
 	cfg := AdapterConfig(ss)
