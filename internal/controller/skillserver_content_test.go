@@ -23,6 +23,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 const formsSkillMD = "---\nname: pdf-forms\ndescription: Fill PDF forms.\nenabled: yes\n---\n# PDF forms\nRead references/FORMS.md first.\n"
@@ -190,8 +191,8 @@ func TestImageSkills(t *testing.T) {
 	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: "registry.example.com/skills/" + ns + ":1", PullPolicy: corev1.PullIfNotPresent}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
-	local := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewLocal(k8sClient)}
-	_, err := local.Reconcile(ctx, reconcileRequest(ss))
+	onHost := &SkillServerReconciler{Client: k8sClient, Runtime: local.New(k8sClient)}
+	_, err := onHost.Reconcile(ctx, reconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 	got, _ := getSkillServer(ctx, ns, "imaged")()
 	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
@@ -348,14 +349,14 @@ func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	local := workload.NewLocal(nil)
-	local.MemoryDir = t.TempDir()
-	startManagerVerifying(t, local, nil)
+	adapters := local.New(nil)
+	adapters.MemoryDir = t.TempDir()
+	startManagerVerifying(t, adapters, nil)
 	forms := "# Forms"
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	dir := filepath.Join(local.MemoryDir, ".content", ns, "docs")
+	dir := filepath.Join(adapters.MemoryDir, ".content", ns, "docs")
 	read := func(data string) func() (string, error) {
 		return func() (string, error) {
 			b, err := os.ReadFile(filepath.Join(dir, hexSHA256([]byte(data))))

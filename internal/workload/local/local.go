@@ -92,14 +92,14 @@ func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Obser
 		return l.observation(ss, running), nil
 	}
 	if len(d.ImageSkills) > 0 {
-		return Observation{}, fmt.Errorf("agent skills from images need the kubernetes runtime")
+		return workload.Observation{}, fmt.Errorf("agent skills from images need the kubernetes runtime")
 	}
 	cfg, err := l.localConfig(key, d.Config, files)
 	if err != nil {
 		return workload.Observation{}, err
 	}
 	if err := l.writeLocalContent(key, cfg, d.Content); err != nil {
-		return Observation{}, err
+		return workload.Observation{}, err
 	}
 	// Same server, new tools or tokens: reload in place, so that connected sessions are
 	// told with notifications/tools/list_changed instead of being cut off; the adapter
