@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 )
 
-// ReasonContentListFailed: a JSON-RPC error answer to prompts/list or skills/list, or a
+// ReasonContentListFailed is a JSON-RPC error answer to prompts/list or skills/list, or a
 // looping cursor.
 const ReasonContentListFailed = "ContentListFailed"
 
-// SkillKind: a skill's manifest, the Skills extension's skills/list entry: the URI of
+// SkillKind is a skill's manifest, the Skills extension's skills/list entry: the URI of
 // its SKILL.md, its frontmatter and its resources (each file's uri, digest and size).
 var SkillKind = ItemKind{Name: "skill", Members: []string{"uri", "frontmatter", "resources"}}
 
