@@ -392,3 +392,35 @@ func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
 	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, BeEmpty()))
 }
+
+// TestRealAdapterServesVerifiedContent: with the real adapter (local runtime), a skill
+// from a ConfigMap, a prompt and a resource are served, and Verified compares the pods'
+// skills/list digests and prompts/list names with what was rendered; after an edit of
+// SKILL.md the digest changes and the pods are verified again.
+func TestRealAdapterServesVerifiedContent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	adapters := local.New(nil)
+	adapters.MemoryDir = t.TempDir()
+	startManager(t, adapters)
+	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
+	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	verified := And(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
+		WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
+			for _, c := range ss.Status.Conditions {
+				if c.Type == cantusv1alpha1.ConditionVerified {
+					return c.Message
+				}
+			}
+			return ""
+		}, ContainSubstring("skills/list and prompts/list with the 1 skills (by manifest digest) and 1 prompts rendered")))
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
+	before, _ := getSkillServer(ctx, ns, "docs")()
+
+	cm.Data["SKILL.md"] = formsSkillMD + "edited\n"
+	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+	g.Eventually(func() string { s, _ := getSkillServer(ctx, ns, "docs")(); return s.Status.AgentSkills[0].Digest }).ShouldNot(Equal(before.Status.AgentSkills[0].Digest))
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
+}

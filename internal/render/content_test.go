@@ -93,8 +93,7 @@ func TestRenderContentSkillFromConfigMap(t *testing.T) {
 	if served.URI != "skill://acme/billing/pdf-forms/SKILL.md" || served.Name != "pdf-forms" || served.Digest != SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files) {
 		t.Errorf("status entry %+v", served)
 	}
-	cfg := AdapterConfig(ss)
-	content.Apply(cfg, ContentMountPath)
+	cfg := renderedWith(t, ss, content).Config
 	if err := adapterconfig.Validate(cfg); err != nil {
 		t.Errorf("the contract refuses the rendered config: %v", err)
 	}
@@ -217,8 +216,7 @@ func TestRenderContentResourcesAndPrompts(t *testing.T) {
 	if r[2].Text == nil || *r[2].Text != text || r[2].Content != nil || *r[2].Annotations.Priority != 0.5 {
 		t.Errorf("inline resource %+v", r[2])
 	}
-	cfg := AdapterConfig(ss)
-	content.Apply(cfg, ContentMountPath)
+	cfg := renderedWith(t, ss, content).Config
 	if err := adapterconfig.Validate(cfg); err != nil {
 		t.Errorf("the contract refuses the rendered config: %v", err)
 	}
@@ -236,17 +234,8 @@ func TestContentEditKeepsRolloutHash(t *testing.T) {
 		if len(problems) > 0 {
 			t.Fatal(problems)
 		}
-		cfg := AdapterConfig(ss)
-		content.Apply(cfg, ContentMountPath)
-		h, err := Hash(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := RolloutHash(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h, r
+		rendered := renderedWith(t, ss, content)
+		return rendered.Hash, rendered.RolloutHash
 	}
 	h1, r1 := hashes(pdfSkillMD)
 	h2, r2 := hashes(pdfSkillMD + "more\n")
@@ -292,4 +281,14 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
+}
+
+// renderedWith renders ss with content through the one render entry, which must accept it.
+func renderedWith(t *testing.T, ss *cantusv1alpha1.SkillServer, content Content) Result {
+	t.Helper()
+	rendered, err := SkillServer(ss, Inputs{Content: content})
+	if err != nil || rendered.Report.Invalid != nil {
+		t.Fatalf("render: %v %v", err, rendered.Report.Invalid)
+	}
+	return rendered
 }
