@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: a real kube-apiserver + etcd, the CRDs, the operator with the local runtime,
-# the samples, `kubectl wait`, and a tool call through status.url with the MCP Inspector CLI.
+# the samples, `kubectl wait`, and a tool call through status.url with the MCP Inspector CLI,
+# then an Agent Skill, a prompt and a resource read the same way.
 # `make demo-down` stops what it started. Running `up` twice restarts cleanly.
 set -euo pipefail
 
@@ -90,6 +91,14 @@ up() {
     --tool-arg 'path="/memories/reading.md"' --tool-arg 'file_text="Dune: chapter 3\n"'
   inspector "${notebook}" --method tools/call --tool-name memory --tool-arg 'command="view"' --tool-arg 'path="/memories"'
   inspector "${notebook}" --method tools/call --tool-name memory --tool-arg 'command="delete"' --tool-arg 'path="/memories/reading.md"'
+
+  kubectl wait --for=condition=Ready skillserver/handbook --timeout=60s
+  local handbook; handbook="$(kubectl get skillserver handbook -o jsonpath='{.status.url}')"
+  say "skillserver/handbook: an Agent Skill from a labelled ConfigMap, a prompt and a resource"
+  kubectl get skillserver handbook -o jsonpath='{range .status.agentSkills[*]}{.uri}{"  "}{.digest}{"\n"}{end}'
+  inspector "${handbook}" --method resources/list
+  inspector "${handbook}" --method resources/read --uri skill://acme/support/pdf-forms/SKILL.md
+  inspector "${handbook}" --method prompts/get --prompt-name summarize_ticket --prompt-args 'ticket=The printer in room 4 is on fire'
 
   say "RemoteToolImport of the library SkillServer, allowed by ToolSourcePolicy demo-loopback"
   kubectl apply -f - <<YAML

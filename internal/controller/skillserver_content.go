@@ -164,7 +164,13 @@ func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentPr
 		return
 	}
 	if len(problems) == 0 {
-		setCondition(ss, conditionContentValid, metav1.ConditionTrue, reasonContentValid, "every agent skill and resource content passed its checks")
+		msg := "every agent skill and resource content passed its checks"
+		if n := imageSkillCount(ss); n > 0 {
+			// Said where kubectl describe shows it: an image skill is mounted but no
+			// client can load it yet.
+			msg += fmt.Sprintf("; %d skill(s) from images are mounted in the pods but not served yet: this version's adapter serves skills from ConfigMaps only", n)
+		}
+		setCondition(ss, conditionContentValid, metav1.ConditionTrue, reasonContentValid, msg)
 		return
 	}
 	messages := make([]string, 0, len(problems))
@@ -175,10 +181,21 @@ func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentPr
 		"not served, the pods keep serving the last good content: "+listAtMost(messages, 10, "; "))
 }
 
+func imageSkillCount(ss *cantusv1alpha1.SkillServer) int {
+	n := 0
+	for _, s := range ss.Spec.AgentSkills {
+		if s.Image != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // setServedContent records the skills, prompts and resources served.
 func setServedContent(ss *cantusv1alpha1.SkillServer, content render.Content) {
 	ss.Status.AgentSkills = content.Skills
-	ss.Status.AgentSkillCount = int32(len(content.Skills) + len(content.ImageSkills))
+	// Only what clients can load counts: skills from images are mounted, not served.
+	ss.Status.AgentSkillCount = int32(len(content.Skills))
 	ss.Status.Prompts = nil
 	for _, p := range content.Prompts {
 		ss.Status.Prompts = append(ss.Status.Prompts, p.Name)

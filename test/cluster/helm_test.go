@@ -17,7 +17,9 @@ import (
 // server (kubectl apply --dry-run=server): CRDs, RBAC, the manager and the catalog's
 // Service. The suite runs the operator once, from `make deploy`, so the chart is not
 // installed beside it (two operators would reconcile the same objects); test/helm
-// installs, upgrades and uninstalls it against envtest.
+// installs, upgrades and uninstalls it against envtest. The release goes to a namespace
+// of its own: in cantus-system the dry run would meet make deploy's Deployment, whose
+// selector (immutable) kustomize wrote differently.
 func TestHelmChartAcceptedByTheNode(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -29,8 +31,15 @@ func TestHelmChartAcceptedByTheNode(t *testing.T) {
 		image = "cantus.local/cantus-operator:dev"
 	}
 	repository, tag, _ := strings.Cut(image, ":")
+	const namespace = "cantus-helm-dry-run"
+	if out, err := exec.Command("kubectl", "--kubeconfig", kubeconfigPath(), "create", "namespace", namespace).CombinedOutput(); err != nil {
+		t.Fatalf("create namespace %s: %v\n%s", namespace, err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("kubectl", "--kubeconfig", kubeconfigPath(), "delete", "namespace", namespace, "--wait=false").Run()
+	})
 	rendered, err := exec.Command(helm, "template", "cantus-operator", filepath.Join(root, "charts", "cantus-operator"),
-		"-n", "cantus-system", "--set", "image.repository="+repository+",image.tag="+tag+",image.pullPolicy=Never").CombinedOutput()
+		"-n", namespace, "--set", "image.repository="+repository+",image.tag="+tag+",image.pullPolicy=Never").CombinedOutput()
 	if err != nil {
 		t.Fatalf("helm template (make bin/helm builds helm): %v\n%s", err, rendered)
 	}
