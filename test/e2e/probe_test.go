@@ -113,6 +113,19 @@ var conformanceClientScenarios = map[string]string{
 	"elicitation-sep1034-client-defaults": "the client must answer elicitation/create during a tool call; a probe calls no tool and declares no elicitation capability",
 	"sse-retry": "the scenario closes the stream of a tools/call and checks the GET reconnection timing; a probe calls no tool " +
 		"(resuming a closed stream with Last-Event-ID is covered for tools/list in internal/mcpclient's TestProbeResumesClosedStream)",
+	// New in 0.2.0-alpha.12. The 2026-07-28 client obligations belong to the probe's
+	// move to that protocol (the relay issue); today it negotiates 2025-11-25 and older.
+	"request-metadata":                   "per-request _meta and MCP-Protocol-Version obligations of protocol 2026-07-28 (SEP-2575); the probe negotiates 2025-11-25 and older",
+	"http-standard-headers":              "Mcp-Method and Mcp-Name headers are a 2026-07-28 obligation (SEP-2243); the probe negotiates 2025-11-25 and older",
+	"sep-2322-client-request-state":      "input-required results (SEP-2322) answer tool calls; a probe calls no tool",
+	"http-custom-headers":                "mirrors x-mcp-header parameters of a tools/call into headers; a probe calls no tool",
+	"http-invalid-tool-headers":          "the client must refuse to call tools whose x-mcp-header annotations are invalid; a probe calls no tool",
+	"json-schema-ref-no-deref":           "not run yet: the probe keeps schemas as data and resolves no $ref, which this scenario would confirm; it comes with the probe's 2026-07-28 work",
+	"json-schema-2020-12-preservation":   "not run yet: the probe keeps schemas byte for byte (TestGatewayServesImportedDefinitionsAsTheRemoteDefinedThem checks it end to end); it comes with the probe's 2026-07-28 work",
+	"sep-2640-client-no-prefetch":        "a host's obligation when it loads Agent Skills; a probe lists tools and loads no skill",
+	"sep-2640-client-verify-digest":      "a host's obligation when it loads Agent Skills; a probe lists tools and loads no skill",
+	"sep-2640-client-verify-size":        "a host's obligation when it loads Agent Skills; a probe lists tools and loads no skill",
+	"sep-2640-client-verify-frontmatter": "a host's obligation when it loads Agent Skills; a probe lists tools and loads no skill",
 }
 
 // notApplicableClientPrefix: the auth/* scenarios need OAuth (discovery, dynamic
