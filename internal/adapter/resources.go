@@ -100,20 +100,17 @@ func filesListing(set *contentSet) []byte {
 }
 
 // templatesListing is what a resources/templates/list client sees of set.
-func templatesListing(set *contentSet) []byte {
-	parts := make([]mcp.ResourceTemplate, 0, len(set.templates))
-	for _, t := range set.templates {
-		parts = append(parts, mcpResourceTemplate(t))
-	}
-	b, _ := json.Marshal(parts)
-	return b
-}
+func templatesListing(set *contentSet) []byte { return listingJSON(set.templates, mcpResourceTemplate) }
 
 // promptsListing is what a prompts/list client sees of set.
-func promptsListing(set *contentSet) []byte {
-	parts := make([]mcp.Prompt, 0, len(set.prompts))
-	for _, p := range set.prompts {
-		parts = append(parts, mcpPrompt(p))
+func promptsListing(set *contentSet) []byte { return listingJSON(set.prompts, mcpPrompt) }
+
+// listingJSON is the JSON of items in their MCP shape, to compare one listing with the
+// next.
+func listingJSON[T, U any](items []T, shape func(T) U) []byte {
+	parts := make([]U, 0, len(items))
+	for _, it := range items {
+		parts = append(parts, shape(it))
 	}
 	b, _ := json.Marshal(parts)
 	return b
