@@ -211,6 +211,12 @@ func (a *answerWriter) answer(result json.RawMessage) {
 	a.done = true
 	response := [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), a.id, []byte(`,"result":`), result, []byte("}")}
 	if a.streamed {
+		// An event's data is one line: a remote's pretty-printed result would end the
+		// event at its first newline and leave the rest as stray fields.
+		var compact bytes.Buffer
+		if json.Compact(&compact, result) == nil {
+			response[3] = compact.Bytes()
+		}
 		a.writeEvent(response...)
 		return
 	}
