@@ -58,7 +58,21 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 		return false
 	}
 	clearStalled(ss)
+	setSkippedToolsStalled(ss, report.Imports)
 	return true
+}
+
+// setSkippedToolsStalled makes a gateway that leaves out imported tools it cannot serve
+// Stalled (kstatus: Failed), not Reconciling for ever: it serves the rest, but nothing it
+// does will serve those tools; the owner excludes them or the remote fixes them (an import
+// whose tools change reconciles the gateway again).
+func setSkippedToolsStalled(ss *cantusv1alpha1.SkillServer, imports render.Imports) {
+	if len(ss.Spec.Imports) == 0 || len(imports.Skipped) == 0 {
+		return
+	}
+	setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsSkipped,
+		fmt.Sprintf("%d imported tools cannot be served (the others are): %s; exclude them with spec.imports[].exclude, or fix them at the remote",
+			len(imports.Skipped), listAtMost(imports.Skipped, 10, "; ")))
 }
 
 // nameConflictRetry is how often a SkillServer whose child name is taken looks again.
