@@ -7,12 +7,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -69,19 +65,9 @@ func (k *Kubernetes) applyContent(ctx context.Context, ss *cantusv1alpha1.SkillS
 // broken by a shard that went away.
 func (k *Kubernetes) deleteContentShardsFrom(ctx context.Context, ss *cantusv1alpha1.SkillServer, n int) error {
 	for i := n; ; i++ {
-		cm := &corev1.ConfigMap{}
-		err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ContentConfigMapName(ss, i)}, cm)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("get content ConfigMap %s: %w", cm.Name, err)
-		}
-		if !metav1.IsControlledBy(cm, ss) {
-			return nil
-		}
-		if err := k.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete content ConfigMap %s no longer needed: %w", cm.Name, err)
+		deleted, err := k.deleteIfControlled(ctx, "ConfigMap", &corev1.ConfigMap{}, ContentConfigMapName(ss, i), ss, "that no content needs any more")
+		if err != nil || !deleted {
+			return err
 		}
 	}
 }

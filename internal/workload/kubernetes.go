@@ -78,6 +78,25 @@ func (k *Kubernetes) apply(ctx context.Context, live client.Object, desired appl
 	return k.applied.apply(ctx, k.Client, k.APIReader, live, desired)
 }
 
+// deleteIfControlled deletes the child obj (of kind) named name when it exists and ss controls it,
+// and says whether there was one so controlled; why ends the error message.
+func (k *Kubernetes) deleteIfControlled(ctx context.Context, kind string, obj client.Object, name string, ss *cantusv1alpha1.SkillServer, why string) (bool, error) {
+	err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %s %s: %w", kind, name, err)
+	}
+	if !metav1.IsControlledBy(obj, ss) {
+		return false, nil
+	}
+	if err := k.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("delete %s %s %s: %w", kind, name, why, err)
+	}
+	return true, nil
+}
+
 // NewKubernetes returns the kubernetes runtime.
 func NewKubernetes(c client.Client, image, clusterDomain string) *Kubernetes {
 	return &Kubernetes{Client: c, Image: image, ClusterDomain: clusterDomain, applied: newAppliedCache()}
@@ -133,21 +152,8 @@ func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alp
 	if len(ss.Spec.AllowFrom) > 0 {
 		return k.apply(ctx, &networkingv1.NetworkPolicy{}, networkPolicyFor(ss, k.Operator))
 	}
-	np := &networkingv1.NetworkPolicy{}
-	err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, np)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get NetworkPolicy %s: %w", ss.Name, err)
-	}
-	if !metav1.IsControlledBy(np, ss) {
-		return nil
-	}
-	if err := k.Client.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete NetworkPolicy %s that allowFrom no longer asks for: %w", ss.Name, err)
-	}
-	return nil
+	_, err := k.deleteIfControlled(ctx, "NetworkPolicy", &networkingv1.NetworkPolicy{}, ss.Name, ss, "that allowFrom no longer asks for")
+	return err
 }
 
 func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer) (Observation, error) {
