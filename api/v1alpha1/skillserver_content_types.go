@@ -1,6 +1,9 @@
 package v1alpha1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // What a SkillServer serves besides tools: Agent Skills (the MCP Skills extension),
 // resources, resource templates and prompts.
@@ -326,4 +329,18 @@ type ServedAgentSkill struct {
 	// (uri, frontmatter, and each file's uri, digest and size), so that any change to
 	// any file or to the frontmatter changes it.
 	Digest string `json:"digest"`
+	// Description is the frontmatter's description, which agents read to decide whether
+	// to load the skill.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Frontmatter is SKILL.md's frontmatter as the skill's skills/list entry carries it,
+	// for the discovery catalog; omitted when larger than 4 KiB (FrontmatterClipped).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	Frontmatter *runtime.RawExtension `json:"frontmatter,omitempty"`
+	// FrontmatterClipped says the frontmatter was too large for the status.
+	// +optional
+	FrontmatterClipped bool `json:"frontmatterClipped,omitempty"`
 }

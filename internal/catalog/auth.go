@@ -111,13 +111,19 @@ func (v *viewer) SeesNamespace(namespace string) bool { return v != nil && v.nam
 // adapter would decide for the same token's account; a server without rules lets every
 // caller it authenticates call every tool.
 func (v *viewer) MayCall(ss *cantusv1alpha1.SkillServer, tool string) bool {
+	return v.MayUse(ss, access.ItemTool, tool)
+}
+
+// MayUse says whether the server's rules let the caller use the prompt, resource or
+// skill (or tool), as its adapter decides for lists and reads.
+func (v *viewer) MayUse(ss *cantusv1alpha1.SkillServer, kind access.ItemKind, name string) bool {
 	if v == nil {
 		return false
 	}
 	if ss.Spec.Authorization == nil {
 		return true
 	}
-	return v.rendered.of(ss).Authorization.Allows(v.caller, tool)
+	return v.rendered.of(ss).Authorization.Allows(v.caller, kind, name)
 }
 
 // callerOf is the catalog's caller as a server's rules see it: a service account as

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
@@ -28,6 +29,49 @@ type Server struct {
 	Transport string `json:"transport"`
 	Ready     bool   `json:"ready"`
 	Tools     []Tool `json:"tools"`
+	// AgentSkills, Prompts, Resources and ResourceTemplates are what the server serves
+	// besides tools, filtered by its rules as tools are.
+	AgentSkills       []AgentSkill       `json:"agentSkills,omitempty"`
+	Prompts           []Prompt           `json:"prompts,omitempty"`
+	Resources         []Resource         `json:"resources,omitempty"`
+	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
+}
+
+// AgentSkill is one Agent Skill a server serves (the MCP Skills extension): the URI of
+// its SKILL.md, its frontmatter and the digest of its manifest, which a client compares
+// with the server's skills/list entry.
+type AgentSkill struct {
+	URI         string          `json:"uri"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Digest      string          `json:"digest"`
+	Frontmatter json.RawMessage `json:"frontmatter,omitempty"`
+}
+
+// Prompt is one prompt a server serves.
+type Prompt struct {
+	Name        string                          `json:"name"`
+	Title       string                          `json:"title,omitempty"`
+	Description string                          `json:"description,omitempty"`
+	Arguments   []cantusv1alpha1.PromptArgument `json:"arguments,omitempty"`
+}
+
+// Resource is one static resource a server serves.
+type Resource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
+}
+
+// ResourceTemplate is one resource template a server serves.
+type ResourceTemplate struct {
+	URITemplate string `json:"uriTemplate"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
 }
 
 // Tool is one tool of a server, with where it comes from.
@@ -64,6 +108,9 @@ type Catalog struct {
 type Viewer interface {
 	SeesNamespace(namespace string) bool
 	MayCall(ss *cantusv1alpha1.SkillServer, tool string) bool
+	// MayUse decides for prompts (by name), resources (by URI or uriTemplate) and
+	// skills (by skill path) as MayCall does for tools.
+	MayUse(ss *cantusv1alpha1.SkillServer, kind access.ItemKind, name string) bool
 }
 
 // Servers lists the servers and tools who may see.
@@ -141,7 +188,54 @@ func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, impo
 		}
 		entry.Tools = append(entry.Tools, toolEntry(ss, cfg, served, skills, imports))
 	}
+	addContent(&entry, ss, who)
 	return entry
+}
+
+// addContent adds the skills, prompts and resources the caller may use. The status says
+// which are served (content that failed its checks is not); the spec describes them.
+func addContent(entry *Server, ss *cantusv1alpha1.SkillServer, who Viewer) {
+	for _, s := range ss.Status.AgentSkills {
+		if !who.MayUse(ss, access.ItemSkill, skillPath(s.URI)) {
+			continue
+		}
+		skill := AgentSkill{URI: s.URI, Name: s.Name, Description: s.Description, Digest: s.Digest}
+		if s.Frontmatter != nil {
+			skill.Frontmatter = s.Frontmatter.Raw
+		}
+		entry.AgentSkills = append(entry.AgentSkills, skill)
+	}
+	served := make(map[string]bool, len(ss.Status.Prompts)+len(ss.Status.Resources))
+	for _, name := range ss.Status.Prompts {
+		served["prompt:"+name] = true
+	}
+	for _, uri := range ss.Status.Resources {
+		served["resource:"+uri] = true
+	}
+	for _, p := range ss.Spec.Prompts {
+		if served["prompt:"+p.Name] && who.MayUse(ss, access.ItemPrompt, p.Name) {
+			entry.Prompts = append(entry.Prompts, Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments})
+		}
+	}
+	for _, r := range ss.Spec.Resources {
+		if served["resource:"+r.URI] && who.MayUse(ss, access.ItemResource, r.URI) {
+			entry.Resources = append(entry.Resources, Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType})
+		}
+	}
+	// Templates are served whenever the content is (the status counts them only).
+	if ss.Status.ResourceCount == 0 {
+		return
+	}
+	for _, t := range ss.Spec.ResourceTemplates {
+		if who.MayUse(ss, access.ItemResource, t.URITemplate) {
+			entry.ResourceTemplates = append(entry.ResourceTemplates, ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MimeType})
+		}
+	}
+}
+
+// skillPath is the path of the skill whose SKILL.md is at uri: what rules name.
+func skillPath(uri string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(uri, adapterconfig.SkillURIScheme), "/"+adapterconfig.SkillManifestFile)
 }
 
 func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports map[string]cantusv1alpha1.DiscoveredTool) Tool {
@@ -219,16 +313,24 @@ func RenderTool(servers []Server, serverRef, tool, format string) (any, error) {
 	if format == "" {
 		format = "mcp"
 	}
-	for _, s := range servers {
-		if s.Ref() != serverRef && s.Name != serverRef {
-			continue
-		}
-		for _, t := range s.Tools {
-			if t.Name == tool {
-				return formats.Render(formats.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}, format)
-			}
-		}
-		return nil, fmt.Errorf("server %s has no tool %q", s.Ref(), tool)
+	s, err := FindServer(servers, serverRef)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no server %q that you may see; give namespace/name", serverRef)
+	for _, t := range s.Tools {
+		if t.Name == tool {
+			return formats.Render(formats.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}, format)
+		}
+	}
+	return nil, fmt.Errorf("server %s has no tool %q", s.Ref(), tool)
+}
+
+// FindServer finds a server by namespace/name (or by name alone).
+func FindServer(servers []Server, serverRef string) (Server, error) {
+	for _, s := range servers {
+		if s.Ref() == serverRef || s.Name == serverRef {
+			return s, nil
+		}
+	}
+	return Server{}, fmt.Errorf("no server %q that you may see; give namespace/name", serverRef)
 }

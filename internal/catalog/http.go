@@ -17,7 +17,8 @@ type handler struct {
 
 // NewHandler serves the catalog:
 //
-//	GET /v1/servers                                  servers and their tools
+//	GET /v1/servers                                  servers and what they serve
+//	GET /v1/servers/{namespace}/{name}               one server
 //	GET /v1/tools?q=WORDS                            tools whose name or description has every word
 //	GET /v1/servers/{namespace}/{name}/tools/{tool}?format=F   one tool in a framework's shape
 //	/mcp                                             the same as an MCP server (streamable HTTP)
@@ -31,6 +32,7 @@ func newHandler(c *Catalog, a authorizer, log logr.Logger) http.Handler {
 	h := &handler{catalog: c, reviews: newReviews(a, c), log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/servers", h.listServers)
+	mux.HandleFunc("GET /v1/servers/{namespace}/{name}", h.getServer)
 	mux.HandleFunc("GET /v1/tools", h.searchTools)
 	mux.HandleFunc("GET /v1/servers/{namespace}/{name}/tools/{tool}", h.getTool)
 	h.registerRegistry(mux) // the MCP Registry API, /v0.1/servers (registry.go)
@@ -50,6 +52,20 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, map[string]any{"servers": nonNil(servers)})
+}
+
+func (h *handler) getServer(w http.ResponseWriter, r *http.Request) {
+	servers, err := h.catalog.Servers(r.Context(), viewerFrom(r.Context()))
+	if err != nil {
+		h.fail(w, err, http.StatusServiceUnavailable)
+		return
+	}
+	s, err := FindServer(servers, r.PathValue("namespace")+"/"+r.PathValue("name"))
+	if err != nil {
+		h.fail(w, err, http.StatusNotFound)
+		return
+	}
+	writeJSON(w, s)
 }
 
 func (h *handler) searchTools(w http.ResponseWriter, r *http.Request) {

@@ -19,9 +19,14 @@ func newMCPServer(c *Catalog) *server.MCPServer {
 		server.WithInstructions("Discover the MCP servers of this cluster and their tools: list_servers, then search_tools, then get_tool in the shape your framework needs."))
 	readOnly := mcp.WithReadOnlyHintAnnotation(true)
 	s.AddTool(mcp.NewTool("list_servers",
-		mcp.WithDescription("List the MCP servers you may see (namespace, name, URL, transport, Ready) with their tool names."),
+		mcp.WithDescription("List the MCP servers you may see (namespace, name, URL, transport, Ready) with the names of their tools, prompts, Agent Skills and resources."),
 		readOnly,
 	), c.listServersTool)
+	s.AddTool(mcp.NewTool("get_server",
+		mcp.WithDescription("Get one server with everything it serves you: tools with their schemas, Agent Skills with their frontmatter and manifest digests, prompts with their arguments, resources and resource templates."),
+		mcp.WithString("server", mcp.Required(), mcp.Description("The server as namespace/name, as list_servers shows it.")),
+		readOnly,
+	), c.getServerTool)
 	s.AddTool(mcp.NewTool("search_tools",
 		mcp.WithDescription("Find tools whose name or description contains every word of the query."),
 		mcp.WithString("query", mcp.Required(), mcp.Description("Words to look for, e.g. \"book search\".")),
@@ -50,20 +55,55 @@ func (c *Catalog) listServersTool(ctx context.Context, _ mcp.CallToolRequest) (*
 	if err != nil {
 		return mcp.NewToolResultError("catalog_call_failed: " + err.Error()), nil
 	}
-	type summary struct {
-		Server
-		Tools []string `json:"tools"`
-	}
-	out := make([]summary, 0, len(servers))
+	out := make([]serverSummary, 0, len(servers))
 	for _, s := range servers {
-		names := make([]string, 0, len(s.Tools))
-		for _, t := range s.Tools {
-			names = append(names, t.Name)
-		}
-		s.Tools = nil
-		out = append(out, summary{Server: s, Tools: names})
+		out = append(out, summarize(s))
 	}
 	return jsonResult(map[string]any{"servers": out})
+}
+
+// serverSummary is a server with the names of what it serves instead of their definitions.
+type serverSummary struct {
+	Namespace   string   `json:"namespace"`
+	Name        string   `json:"name"`
+	URL         string   `json:"url"`
+	Transport   string   `json:"transport"`
+	Ready       bool     `json:"ready"`
+	Tools       []string `json:"tools"`
+	AgentSkills []string `json:"agentSkills,omitempty"`
+	Prompts     []string `json:"prompts,omitempty"`
+	// Resources are the static resources' URIs and the templates' uriTemplates.
+	Resources []string `json:"resources,omitempty"`
+}
+
+func summarize(s Server) serverSummary {
+	out := serverSummary{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Transport: s.Transport, Ready: s.Ready,
+		Tools: names(s.Tools, func(t Tool) string { return t.Name })}
+	out.AgentSkills = names(s.AgentSkills, func(k AgentSkill) string { return k.URI })
+	out.Prompts = names(s.Prompts, func(p Prompt) string { return p.Name })
+	out.Resources = append(names(s.Resources, func(r Resource) string { return r.URI }),
+		names(s.ResourceTemplates, func(r ResourceTemplate) string { return r.URITemplate })...)
+	return out
+}
+
+func names[T any](items []T, name func(T) string) []string {
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, name(it))
+	}
+	return out
+}
+
+func (c *Catalog) getServerTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	servers, err := c.visibleServers(ctx)
+	if err != nil {
+		return mcp.NewToolResultError("catalog_call_failed: " + err.Error()), nil
+	}
+	s, err := FindServer(servers, req.GetString("server", ""))
+	if err != nil {
+		return mcp.NewToolResultError("catalog_call_failed: " + err.Error()), nil
+	}
+	return jsonResult(s)
 }
 
 func (c *Catalog) searchToolsTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

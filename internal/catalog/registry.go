@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/access"
 )
 
 // The MCP Registry API (v0.1) over the catalog, so that registry clients (VS Code's MCP
@@ -114,6 +115,9 @@ type SkillServerMeta struct {
 	VerifiedConfigHash string `json:"verifiedConfigHash,omitempty"`
 	// ImportDigests are the catalog digests of the RemoteToolImports the server re-exports.
 	ImportDigests map[string]string `json:"importDigests,omitempty"`
+	// AgentSkills maps the SKILL.md URI of each Agent Skill the caller may load to its
+	// manifest digest, which a client compares with the server's skills/list entry.
+	AgentSkills map[string]string `json:"agentSkills,omitempty"`
 }
 
 // registryList is the answer of GET /v0.1/servers.
@@ -316,6 +320,14 @@ func clusterMeta(ss *cantusv1alpha1.SkillServer, digests map[string]string, who 
 	for _, t := range ss.Status.Tools {
 		if who.MayCall(ss, t.Name) {
 			meta.Tools++
+		}
+	}
+	for _, k := range ss.Status.AgentSkills {
+		if who.MayUse(ss, access.ItemSkill, skillPath(k.URI)) {
+			if meta.AgentSkills == nil {
+				meta.AgentSkills = map[string]string{}
+			}
+			meta.AgentSkills[k.URI] = k.Digest
 		}
 	}
 	if apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionVerified) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -107,11 +108,7 @@ func RenderContent(ss *cantusv1alpha1.SkillServer, in ContentInputs) (Content, [
 			out.Files[k] = v
 		}
 		out.AgentSkills = append(out.AgentSkills, skill)
-		out.Skills = append(out.Skills, cantusv1alpha1.ServedAgentSkill{
-			URI:    adapterconfig.SkillURI(skill.Path, adapterconfig.SkillManifestFile),
-			Name:   spec.Name,
-			Digest: SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files),
-		})
+		out.Skills = append(out.Skills, servedSkill(spec.Name, skill))
 	}
 	for i := range ss.Spec.Resources {
 		r, data, p := renderResource(&ss.Spec.Resources[i], in)
@@ -131,6 +128,32 @@ func RenderContent(ss *cantusv1alpha1.SkillServer, in ContentInputs) (Content, [
 		out.Prompts = append(out.Prompts, prompt(&ss.Spec.Prompts[i]))
 	}
 	return out, problems
+}
+
+// maxStatusFrontmatter bounds the frontmatter a skill's status entry carries: 64 skills
+// then add at most 256 KiB to the status.
+const maxStatusFrontmatter = 4 << 10
+
+// servedSkill is the status entry of a rendered skill.
+func servedSkill(name string, skill adapterconfig.AgentSkill) cantusv1alpha1.ServedAgentSkill {
+	served := cantusv1alpha1.ServedAgentSkill{
+		URI:    adapterconfig.SkillURI(skill.Path, adapterconfig.SkillManifestFile),
+		Name:   name,
+		Digest: SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files),
+	}
+	var fm struct {
+		Description string `json:"description"`
+	}
+	// The contract's validation has checked that the frontmatter is an object with a
+	// string description of at most 1024 characters.
+	_ = json.Unmarshal(skill.Frontmatter, &fm)
+	served.Description = fm.Description
+	if len(skill.Frontmatter) <= maxStatusFrontmatter {
+		served.Frontmatter = &runtime.RawExtension{Raw: skill.Frontmatter}
+	} else {
+		served.FrontmatterClipped = true
+	}
+	return served
 }
 
 // Apply puts the content into cfg, with contentDir as the folder of its files.

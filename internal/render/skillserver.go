@@ -62,10 +62,11 @@ type Authorization struct {
 	err   error
 }
 
-// Allows says whether the rules let caller call tool. Rules that do not compile allow
-// nothing: the server is Stalled and its adapter keeps rules this caller cannot know.
-func (a Authorization) Allows(caller *access.Caller, tool string) bool {
-	return a.err == nil && a.rules.Allows(caller, tool)
+// Allows says whether the rules let caller use the tool, prompt, resource or skill.
+// Rules that do not compile allow nothing: the server is Stalled and its adapter keeps
+// rules this caller cannot know.
+func (a Authorization) Allows(caller *access.Caller, kind access.ItemKind, name string) bool {
+	return a.err == nil && a.rules.AllowsKind(caller, kind, name)
 }
 
 // Refuse is an Authorization that allows nothing, for a server that could not be rendered.

@@ -69,7 +69,7 @@ func TestSkillServerChecksEachPartOnce(t *testing.T) {
 		t.Errorf("a new generation: %+v", c)
 	}
 	reader := &access.Caller{Groups: []string{"readers"}}
-	if !got.Authorization.Allows(reader, "a") || got.Authorization.Allows(&access.Caller{}, "a") {
+	if !got.Authorization.Allows(reader, access.ItemTool, "a") || got.Authorization.Allows(&access.Caller{}, access.ItemTool, "a") {
 		t.Error("the compiled rules do not decide as written")
 	}
 }
