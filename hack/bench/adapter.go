@@ -58,6 +58,12 @@ func startBare() (string, func(), error) {
 			}
 			return mcp.NewToolResultText(sb.String()), nil
 		})
+	return serveBare(m)
+}
+
+// serveBare serves a bare mcp-go server as the adapter serves: streamable HTTP,
+// stateless, at the same path.
+func serveBare(m *server.MCPServer) (string, func(), error) {
 	streamable := server.NewStreamableHTTPServer(m,
 		server.WithEndpointPath(adapter.PathMCP),
 		server.WithStateLess(true),

@@ -23,11 +23,13 @@ import (
 // The clients: one side's pool of initialized mcp-go clients, the slices it runs, and
 // what a slice measures (calls, latency, CPU, allocations).
 
-// target is one side of a comparison: an endpoint and the tool called there.
+// target is one side of a comparison: an endpoint and the tool called there (or, with
+// uri, the resource read there).
 type target struct {
 	name    string
 	url     string
 	tool    string
+	uri     string
 	headers map[string]string
 	http    *http.Client
 }
@@ -94,14 +96,26 @@ func callOnce(c *client.Client, req mcp.CallToolRequest) error {
 	return nil
 }
 
+// request is the one request the side repeats, built once: tools/call of its tool,
+// or resources/read of its uri; it checks the answer.
+func (t target) request() func(*client.Client) error {
+	if t.uri != "" {
+		req := mcp.ReadResourceRequest{}
+		req.Params.URI = t.uri
+		return func(c *client.Client) error { return readOnce(c, req) }
+	}
+	req := callRequest(t.tool)
+	return func(c *client.Client) error { return callOnce(c, req) }
+}
+
 func (t target) check() error {
 	c, err := t.connect()
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", t.name, t.url, err)
 	}
 	defer c.Close()
-	if err := callOnce(c, callRequest(t.tool)); err != nil {
-		return fmt.Errorf("%s: tools/call %s: %w", t.name, t.tool, err)
+	if err := t.request()(c); err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	return nil
 }
@@ -142,7 +156,7 @@ type sliceResult struct {
 	latencies []time.Duration
 }
 
-// slice has every client loop tools/call for settle+window, and keeps the calls that
+// slice has every client repeat its request for settle+window, and keeps the calls that
 // complete inside the window [start+settle, start+settle+window].
 func (p *pool) slice(settle, window time.Duration) (sliceResult, error) {
 	type workerResult struct {
@@ -156,14 +170,14 @@ func (p *pool) slice(settle, window time.Duration) (sliceResult, error) {
 	var wg sync.WaitGroup
 	for i, c := range p.clients {
 		wg.Go(func() {
-			req := callRequest(p.t.tool)
+			request := p.t.request()
 			w := &results[i]
 			for {
 				s := time.Now()
 				if !s.Before(until) {
 					return
 				}
-				err := callOnce(c, req)
+				err := request(c)
 				e := time.Now()
 				if e.Before(from) || e.After(until) {
 					continue

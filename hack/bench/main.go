@@ -3,6 +3,8 @@
 //
 //   - adapter: the adapter (internal/adapter) against a bare mcp-go server that renders
 //     the same text with the same text/template;
+//   - resources: resources/read of a 64 KiB Agent Skill file on the adapter against a
+//     bare mcp-go server serving the same bytes;
 //   - gateway: the skill re-exported through a gateway (a second adapter whose tool has
 //     a Remote backend, as a SkillServer with spec.imports renders it) against a direct
 //     call to the same remote (an adapter serving the skill; with -remote-delay, an
@@ -19,7 +21,7 @@
 // The targets are printed, never asserted: the command exits 0 whatever the figures,
 // and fails only when a server cannot be set up or does not answer the expected text.
 //
-//	go run ./hack/bench [-only adapter|gateway|all] [-duration 3s] [-rounds 6]
+//	go run ./hack/bench [-only adapter|gateway|resources|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
 //	                    [-remote-delay 1ms] [-hop]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
@@ -31,7 +33,7 @@
 // `go tool pprof -tagfocus server=adapter`; what carries no label is the runtime's own
 // work, mostly GC.
 //
-// Each comparison has its file (adapter.go, gateway.go, hop.go); servers.go, clients.go
+// Each comparison has its file (adapter.go, resources.go, gateway.go, hop.go); servers.go, clients.go
 // and report.go are what they share.
 package main
 
@@ -95,7 +97,8 @@ const (
 const (
 	onlyAll     = "all"
 	onlyAdapter = "adapter"
-	onlyGateway = "gateway"
+	onlyGateway   = "gateway"
+	onlyResources = "resources"
 )
 
 type options struct {
@@ -120,7 +123,7 @@ func (o options) settle() time.Duration { return min(maxSettle, o.slice()/5) }
 func (o options) comparisons() int {
 	n := 1
 	if o.only == onlyAll {
-		n = 2
+		n = 3
 	}
 	if o.hop && o.wants(onlyGateway) {
 		n++
@@ -146,7 +149,7 @@ func main() {
 func parseFlags() (options, error) {
 	var o options
 	var conc string
-	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct) or all")
+	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct), resources (resources/read adapter/bare) or all")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each side of a comparison at each concurrency level")
 	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (ABBA or BAAB); each side's -duration is cut into 2×rounds slices")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each side before each level")
@@ -161,8 +164,8 @@ func parseFlags() (options, error) {
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	if o.only != onlyAll && o.only != onlyAdapter && o.only != onlyGateway {
-		return o, fmt.Errorf("-only %q: use %s, %s or %s", o.only, onlyAdapter, onlyGateway, onlyAll)
+	if !slices.Contains([]string{onlyAll, onlyAdapter, onlyGateway, onlyResources}, o.only) {
+		return o, fmt.Errorf("-only %q: use %s, %s, %s or %s", o.only, onlyAdapter, onlyGateway, onlyResources, onlyAll)
 	}
 	if o.rounds < 1 || o.rounds > 100 {
 		return o, fmt.Errorf("-rounds %d must be in 1..100", o.rounds)
@@ -186,7 +189,7 @@ func parseFlags() (options, error) {
 // comparison is two sides measured against each other: a is the candidate, b the
 // baseline, and the ratios are a/b.
 type comparison struct {
-	name    string // onlyAdapter or onlyGateway
+	name    string // onlyAdapter, onlyResources or onlyGateway
 	title   string // what is compared, for the report
 	a, b    target
 	targets targets
@@ -234,6 +237,14 @@ func run() error {
 	var comparisons []comparison
 	if o.wants(onlyAdapter) {
 		c, stop, err := adapterComparison(token, newTarget)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		comparisons = append(comparisons, c)
+	}
+	if o.wants(onlyResources) {
+		c, stop, err := resourcesComparison(token, newTarget)
 		if err != nil {
 			return err
 		}

@@ -208,7 +208,7 @@ func (r *report) print(out io.Writer) {
 	}
 	fmt.Fprintln(out, r.Env.line())
 	fmt.Fprintf(out, "load average %s at start, %s at end\n", r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
-	fmt.Fprintf(out, "tools/call over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
+	fmt.Fprintf(out, "tools/call (resources/read in the resources comparison) over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
 		protocolVersion, auth)
 	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating ABBA / BAAB\n",
 		r.Warmup, r.DurationPerSide, 2*r.Rounds, r.Slice)

@@ -57,12 +57,16 @@ func startTemplateAdapter(label, token string) (string, func(), error) {
 // startAdapter serves tool with the adapter as the controller renders it by default.
 // Its stop also closes the server, which ends a gateway's pooled session to its remote.
 func startAdapter(label, token string, tool adapter.Tool) (string, func(), error) {
-	cfg := &adapter.Config{
+	return serveConfig(label, token, &adapter.Config{
 		Server:    adapter.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
 		Transport: adapter.TransportStreamableHTTP,
 		Stateless: true,
 		Tools:     []adapter.Tool{tool},
-	}
+	})
+}
+
+// serveConfig serves an adapter config under the pprof label.
+func serveConfig(label, token string, cfg *adapter.Config) (string, func(), error) {
 	var opts []adapter.Option
 	if token != "" {
 		opts = append(opts, adapter.WithBearerToken(token))

@@ -3,6 +3,7 @@ package adapter
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -51,11 +52,22 @@ type servedSkill struct {
 type servedFile struct {
 	// listing is its resources/list entry.
 	listing mcp.Resource
-	data    []byte
-	// text serves data as text, otherwise as a base64 blob.
+	// body is what resources/read answers, made once at load rather than per read: the
+	// text, or the base64 of a blob.
+	body string
+	// text serves body as text, otherwise as a blob.
 	text bool
 	// skillPath is the skill a skill file belongs to; "" for a resource.
 	skillPath string
+}
+
+func (f *servedFile) setBody(data []byte, text bool) {
+	f.text = text
+	if text {
+		f.body = string(data)
+	} else {
+		f.body = base64.StdEncoding.EncodeToString(data)
+	}
 }
 
 // servedDir is a directory of a skill: its direct children, sorted by URI.
@@ -201,11 +213,11 @@ func (c *contentSet) addSkill(s *adapterconfig.AgentSkill, store *contentReader)
 		}
 		uri := adapterconfig.SkillURI(s.Path, f.Path)
 		entry.Resources = append(entry.Resources, skillResource{URI: uri, Digest: f.Digest, Size: f.Size})
-		file := &servedFile{data: data, skillPath: s.Path, listing: mcp.Resource{URI: uri, Name: path.Base(f.Path), MIMEType: skillFileMimeType(f), Size: &f.Size}}
+		file := &servedFile{skillPath: s.Path, listing: mcp.Resource{URI: uri, Name: path.Base(f.Path), MIMEType: skillFileMimeType(f), Size: &f.Size}}
 		if f.Path == adapterconfig.SkillManifestFile {
 			file.listing.Name, file.listing.Description = fm.Name, fm.Description
 		}
-		file.text = isTextMimeType(file.listing.MIMEType)
+		file.setBody(data, isTextMimeType(file.listing.MIMEType))
 		c.files[uri] = file
 		c.addToDirectory(s.Path, f.Path, file.listing)
 	}
@@ -254,16 +266,16 @@ func (c *contentSet) addToDirectory(skillPath, filePath string, file mcp.Resourc
 }
 
 func (c *contentSet) addResource(r *adapterconfig.Resource, store *contentReader) error {
-	file := &servedFile{listing: mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MimeType}, text: true}
+	file := &servedFile{listing: mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MimeType}}
 	file.listing.Annotations = mcpAnnotations(r.Annotations)
 	if r.Text != nil {
-		file.data = []byte(*r.Text)
+		file.body, file.text = *r.Text, true
 	} else {
 		data, err := store.bytesOf(r.Content.Digest, r.Content.Size)
 		if err != nil {
 			return fmt.Errorf("resource %s: %w", r.URI, err)
 		}
-		file.data, file.text = data, !r.Content.Binary
+		file.setBody(data, !r.Content.Binary)
 		file.listing.Size = &r.Content.Size
 	}
 	c.files[r.URI] = file

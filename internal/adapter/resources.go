@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,9 +208,9 @@ func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]m
 
 func fileContents(uri string, f *servedFile) mcp.ResourceContents {
 	if f.text {
-		return mcp.TextResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Text: string(f.data)}
+		return mcp.TextResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Text: f.body}
 	}
-	return mcp.BlobResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Blob: base64.StdEncoding.EncodeToString(f.data)}
+	return mcp.BlobResourceContents{URI: uri, MIMEType: f.listing.MIMEType, Blob: f.body}
 }
 
 // readTemplate serves resources/read of a URI that matched a resource template.
