@@ -95,8 +95,8 @@ const (
 
 // Values of -only.
 const (
-	onlyAll     = "all"
-	onlyAdapter = "adapter"
+	onlyAll       = "all"
+	onlyAdapter   = "adapter"
 	onlyGateway   = "gateway"
 	onlyResources = "resources"
 )
