@@ -10,6 +10,7 @@
 #   hack/cluster.sh test-images  build and import the images only the cluster tests run
 #   hack/cluster.sh demo   `up`, `make deploy`, the samples, and MCP calls through the Services
 #   hack/cluster.sh test   `up`, `make deploy`, go test -tags cluster ./test/cluster/, then `down`
+#                          (CLUSTER_TEST_RUN=REGEXP runs only the tests it matches)
 #   hack/cluster.sh down   stop everything and remove every container, mount, netdev,
 #                          iptables rule and file of ours
 set -euo pipefail
@@ -473,7 +474,7 @@ cluster_test() {
   "${ROOT}/hack/test-images.sh"
   make -C "${ROOT}" --no-print-directory bin/helm # TestHelmChartAcceptedByTheNode renders the chart
   say "go test -tags cluster ./test/cluster/"
-  (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m) || rc=$?
+  (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m ${CLUSTER_TEST_RUN:+-run "${CLUSTER_TEST_RUN}"}) || rc=$?
   (( rc == 0 )) || kubectl -n cantus-system logs deploy/cantus-operator --tail=100 >&2 || true
   say "cluster tests: exit ${rc} in $(( SECONDS - started ))s"
   return "${rc}"

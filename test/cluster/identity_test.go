@@ -82,7 +82,7 @@ func TestAgentPodCallsAsItsServiceAccount(t *testing.T) {
 		}, "ERROR … the bearer token was refused …"},
 	}
 	for _, c := range cases {
-		if err := k8s.Create(ctx, agentPod(ns, c.pod, c.account, c.audience, url)); err != nil {
+		if err := k8s.Create(ctx, agentPod(ns, c.pod, c.account, c.audience, url, agentScript)); err != nil {
 			t.Fatalf("creating pod %s: %v", c.pod, err)
 		}
 	}
@@ -93,9 +93,9 @@ func TestAgentPodCallsAsItsServiceAccount(t *testing.T) {
 	}
 }
 
-// agentPod runs agentScript as account with a projected token for audience, admitted
-// under the restricted profile.
-func agentPod(ns, name, account, audience, url string) *corev1.Pod {
+// agentPod runs a Node script (an ES module) as account with a projected token for
+// audience at /var/run/secrets/cantus/token, admitted under the restricted profile.
+func agentPod(ns, name, account, audience, url, script string) *corev1.Pod {
 	no, yes := false, true
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -110,7 +110,7 @@ func agentPod(ns, name, account, audience, url string) *corev1.Pod {
 			Containers: []corev1.Container{{
 				Name:    "agent",
 				Image:   everythingImage,
-				Command: []string{"node", "--input-type=module", "-e", agentScript},
+				Command: []string{"node", "--input-type=module", "-e", script},
 				Env:     []corev1.EnvVar{{Name: "MCP_URL", Value: url}},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
