@@ -54,6 +54,10 @@ type options struct {
 	catalogAud     string
 	verifyServers  bool
 	registryDomain string
+	serverWorkers  int
+	apiQPS         float64
+	apiBurst       int
+	pprofAddr      string
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -93,6 +97,16 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	return watcher, revocations, changed, nil
 }
 
+// restConfig is the API client configuration of the controllers, with their budget.
+func restConfig(opts options) *rest.Config {
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(opts.apiQPS), opts.apiBurst
+	if cfg.Burst == 0 && cfg.QPS > 0 {
+		cfg.Burst = int(2 * cfg.QPS)
+	}
+	return cfg
+}
+
 func main() {
 	opts := options{}
 	flag.StringVar(&opts.runtime, "runtime", "kubernetes", "where adapters run: kubernetes (Deployments) or local (in this process on 127.0.0.1)")
@@ -110,6 +124,10 @@ func main() {
 	flag.Float64Var(&opts.catalogAPIQPS, "catalog-api-qps", 20, "API requests per second the catalog's access reviews may make, apart from the controllers' budget")
 	flag.IntVar(&opts.maxHandshakes, "max-concurrent-handshakes", 32, "RemoteToolImport handshakes run at once; a hanging remote holds one for at most its timeout")
 	flag.StringVar(&opts.registryDomain, "registry-domain", "", "DNS domain that, reversed, begins the server names of the catalog's MCP Registry API (cluster.local: SkillServer team-a/books is local.cluster.team-a/books); --cluster-domain when empty")
+	flag.IntVar(&opts.serverWorkers, "skillserver-workers", 16, "SkillServers reconciled at once; each mostly waits for the API server, which takes many writers in parallel")
+	flag.Float64Var(&opts.apiQPS, "kube-api-qps", -1, "API requests per second the controllers may make; -1 leaves the pace to the API server's priority and fairness (controller-runtime's default)")
+	flag.IntVar(&opts.apiBurst, "kube-api-burst", 0, "API requests the controllers may make in a burst above --kube-api-qps; 0 is twice the QPS")
+	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -131,10 +149,11 @@ func run(opts options) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig(opts), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: opts.probeAddr,
+		PprofBindAddress:       opts.pprofAddr,
 		LeaderElection:         opts.leaderElection,
 		LeaderElectionID:       "cantus-operator.cantus.dev",
 		Cache:                  controller.CacheOptions(),
@@ -159,6 +178,7 @@ func run(opts options) error {
 		Issuer:        issuer,
 		Revocations:   revocations,
 		IssuerChanged: issuerChanged,
+		Workers:       opts.serverWorkers,
 	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}

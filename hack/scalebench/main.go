@@ -5,6 +5,11 @@
 //
 //	go run ./hack/scalebench -servers 1000 -imports 1000 -idle 1m
 //
+// First a yardstick (yardstick.go): 16 parallel writers apply the operator's mix of kinds
+// to the same API server, which gives the write rate it accepts on these cores. Then the
+// SkillServers are created, the manager is started, and its write rate until every child
+// is applied and every status written is printed beside the yardstick's, as a ratio.
+//
 // Writes are the manager's own count of API requests (rest_client_requests_total by
 // method) read from its metrics endpoint. Without nodes no adapter pod runs, so
 // SkillServers stay at "pods not available" and are not verified; what is measured is
@@ -17,11 +22,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,10 +49,16 @@ import (
 
 const namespaces = 10
 
+// yardstickUnits is how many servers' worth of writes the yardstick makes: enough for a
+// steady rate, few enough to take seconds.
+const yardstickUnits = 400
+
 type options struct {
 	servers, imports int
 	idle             time.Duration
 	manager          string
+	cpuprofile       string
+	managerArgs      string
 }
 
 func main() {
@@ -54,6 +67,8 @@ func main() {
 	flag.IntVar(&o.imports, "imports", 1000, "RemoteToolImports to create, refreshed every 30s against an unchanged remote")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "how long to count writes once everything settled")
 	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
+	flag.StringVar(&o.managerArgs, "manager-args", "", "more flags for the manager, space-separated (e.g. --skillserver-workers=32)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the manager while it brings the SkillServers up to this file")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "scalebench:", err)
@@ -84,17 +99,20 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := startManager(o.manager, admin)
-	if err != nil {
-		return err
-	}
-	defer mgr.stop()
-
 	if err := setUp(ctx, c); err != nil {
 		return err
 	}
 	fmt.Printf("scalebench: %d SkillServers and %d RemoteToolImports in %d namespaces; manager %s\n", o.servers, o.imports, namespaces, o.manager)
 
+	yardstick, err := parallelWriteRate(ctx, c, yardstickUnits)
+	if err != nil {
+		return fmt.Errorf("the yardstick: %w", err)
+	}
+	fmt.Printf("API server: %.0f writes/s from %d parallel writers applying a ConfigMap, a Deployment, a Service and a NetworkPolicy and patching a status (%d writes)\n",
+		yardstick, yardstickWriters, yardstickUnits*writesPerUnit)
+
+	// The servers exist before the manager starts, so that what is measured is the
+	// operator's pace, not the pace of one client creating them.
 	start := time.Now()
 	for i := range o.servers {
 		if err := c.Create(ctx, skillServer(i)); err != nil {
@@ -102,12 +120,37 @@ func run(o options) error {
 		}
 	}
 	created := time.Since(start)
+	fmt.Printf("SkillServers: %d created in %s by one client (%.0f creates/s)\n", o.servers, created.Round(time.Millisecond), float64(o.servers)/created.Seconds())
+
+	start = time.Now()
+	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), admin)
+	if err != nil {
+		return err
+	}
+	defer mgr.stop()
+	if o.cpuprofile != "" {
+		go func() {
+			if err := mgr.profileCPU(o.cpuprofile, 15); err != nil {
+				fmt.Fprintln(os.Stderr, "scalebench:", err)
+			}
+		}()
+	}
 	if err := waitFor(ctx, func() (bool, error) { return serversApplied(ctx, c, o.servers) }); err != nil {
 		return fmt.Errorf("waiting for the children of every SkillServer: %w", err)
 	}
 	applied := time.Since(start)
-	fmt.Printf("SkillServers: created in %s, every child applied and every status written %s after the first create (%.0f servers/s)\n",
-		created.Round(time.Millisecond), applied.Round(time.Millisecond), float64(o.servers)/applied.Seconds())
+	writes, err := mgr.writes()
+	if err != nil {
+		return err
+	}
+	reads, err := mgr.requests("GET")
+	if err != nil {
+		return err
+	}
+	operatorRate := writes / applied.Seconds()
+	fmt.Printf("operator: every child applied and every status written %s after it started (%.0f servers/s): %.0f writes (%.0f/s) and %.0f GETs\n",
+		applied.Round(time.Millisecond), float64(o.servers)/applied.Seconds(), writes, operatorRate, reads)
+	fmt.Printf("ratio: %.2f x of the API server's parallel write rate (%.0f/s against %.0f/s)\n", operatorRate/yardstick, operatorRate, yardstick)
 
 	start = time.Now()
 	for i := range o.imports {
@@ -253,9 +296,26 @@ func startRemote() (*remoteServer, error) {
 type managerProcess struct {
 	cmd     *exec.Cmd
 	metrics string
+	pprof   string
 }
 
-func startManager(binary string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
+// profileCPU writes a CPU profile of the manager over the next seconds to path.
+func (m *managerProcess) profileCPU(path string, seconds int) error {
+	resp, err := http.Get(fmt.Sprintf("%sprofile?seconds=%d", m.pprof, seconds))
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+func startManager(binary string, extraArgs []string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
 		return nil, err
@@ -273,9 +333,15 @@ func startManager(binary string, admin *envtest.AuthenticatedUser) (*managerProc
 		return nil, err
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", port)
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
 	cmd := exec.Command(binary, "--runtime=kubernetes", "--verify-servers=false",
-		"--metrics-bind-address="+metrics, "--metrics-secure=false",
+		"--metrics-bind-address="+metrics, "--metrics-secure=false", "--pprof-bind-address="+pprofAddr,
 		"--health-probe-bind-address=0", "--catalog-bind-address=0")
+	cmd.Args = append(cmd.Args, extraArgs...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
 	log, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
@@ -286,7 +352,7 @@ func startManager(binary string, admin *envtest.AuthenticatedUser) (*managerProc
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	fmt.Printf("manager log: %s\n", log.Name())
-	m := &managerProcess{cmd: cmd, metrics: "http://" + metrics + "/metrics"}
+	m := &managerProcess{cmd: cmd, metrics: "http://" + metrics + "/metrics", pprof: "http://" + pprofAddr + "/debug/pprof/"}
 	return m, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := m.writes()
 		return err == nil, nil
@@ -300,6 +366,11 @@ func (m *managerProcess) stop() {
 
 // writes sums the manager's API requests that write: POST, PUT, PATCH and DELETE.
 func (m *managerProcess) writes() (float64, error) {
+	return m.requests("POST", "PUT", "PATCH", "DELETE")
+}
+
+// requests sums the manager's API requests of those methods.
+func (m *managerProcess) requests(methods ...string) (float64, error) {
 	resp, err := http.Get(m.metrics)
 	if err != nil {
 		return 0, err
@@ -312,8 +383,7 @@ func (m *managerProcess) writes() (float64, error) {
 		if !strings.HasPrefix(line, "rest_client_requests_total{") {
 			continue
 		}
-		if !strings.Contains(line, `method="POST"`) && !strings.Contains(line, `method="PUT"`) &&
-			!strings.Contains(line, `method="PATCH"`) && !strings.Contains(line, `method="DELETE"`) {
+		if !slices.ContainsFunc(methods, func(m string) bool { return strings.Contains(line, `method="`+m+`"`) }) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)

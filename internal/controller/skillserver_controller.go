@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -54,6 +55,8 @@ type SkillServerReconciler struct {
 	// APIReader reads a content ConfigMap the cache does not hold, to tell one without the
 	// label from one that does not exist.
 	APIReader client.Reader
+	// Workers is how many SkillServers are reconciled at once (1 when zero).
+	Workers int
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -209,7 +212,8 @@ func (r *SkillServerReconciler) statusWriter() statusWriter {
 func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&cantusv1alpha1.SkillServer{}, builder.WithPredicates(specOrRequestChanged)).
-		Named("skillserver")
+		Named("skillserver").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)})
 	for _, owned := range r.Runtime.OwnedTypes() {
 		b = b.Owns(owned)
 	}
