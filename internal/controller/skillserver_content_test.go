@@ -87,10 +87,15 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	got, _ := getSkillServer(ctx, ns, "docs")()
-	g.Expect(got.Status.AgentSkills).To(Equal([]cantusv1alpha1.ServedAgentSkill{{
-		URI: "skill://acme/pdf-forms/SKILL.md", Name: "pdf-forms",
-		Digest: expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte(forms)}),
-	}}))
+	g.Expect(got.Status.AgentSkills).To(HaveLen(1))
+	served := got.Status.AgentSkills[0]
+	g.Expect(served).To(And(
+		HaveField("URI", "skill://acme/pdf-forms/SKILL.md"), HaveField("Name", "pdf-forms"),
+		HaveField("Digest", expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte(forms)})),
+		HaveField("Description", "Fill PDF forms."), HaveField("FrontmatterClipped", false),
+	))
+	g.Expect(served.Frontmatter).NotTo(BeNil())
+	g.Expect(served.Frontmatter.Raw).To(MatchJSON(`{"name":"pdf-forms","description":"Fill PDF forms.","enabled":"yes"}`))
 	g.Expect(got.Status.Prompts).To(Equal([]string{"greet"}))
 	g.Expect(got.Status.Resources).To(Equal([]string{"docs://guide"}))
 	g.Expect([]int32{got.Status.AgentSkillCount, got.Status.PromptCount, got.Status.ResourceCount}).To(Equal([]int32{1, 1, 1}))
