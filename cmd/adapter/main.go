@@ -35,6 +35,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v0.1.0".
@@ -158,6 +159,17 @@ func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
 	if flags.portSet {
 		cfg.Port = int32(flags.port)
 	}
+	// Tracing is set by the operator through the OTEL_* variables of the pod, never by
+	// the adapter config a tenant's SkillServer renders.
+	endTracing, err := tracing.Setup(context.Background(), "cantus-adapter")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err := endTracing(context.Background()); err != nil {
+			log.Error(err, "flushing the last spans failed")
+		}
+	}()
 	srv, err := adapter.NewServer(cfg,
 		adapter.WithLogger(log),
 		adapter.WithDrainDelay(flags.drainDelay),

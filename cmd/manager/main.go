@@ -30,6 +30,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
@@ -58,6 +59,7 @@ type options struct {
 	apiQPS         float64
 	apiBurst       int
 	pprofAddr      string
+	adapterTracing bool
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -128,6 +130,7 @@ func main() {
 	flag.Float64Var(&opts.apiQPS, "kube-api-qps", -1, "API requests per second the controllers may make; -1 leaves the pace to the API server's priority and fairness (controller-runtime's default)")
 	flag.IntVar(&opts.apiBurst, "kube-api-burst", 0, "API requests the controllers may make in a burst above --kube-api-qps; 0 is twice the QPS")
 	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
+	flag.BoolVar(&opts.adapterTracing, "adapter-tracing", true, "kubernetes runtime: when the manager's OTEL_* environment turns tracing on, give adapter pods the same exporter, endpoint and sampler (never OTEL_EXPORTER_OTLP_HEADERS)")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -141,6 +144,18 @@ func main() {
 }
 
 func run(opts options) error {
+	// Tracing is the operator's to configure (OTEL_* variables of its own process),
+	// never a SkillServer's: a tenant must not choose where spans go.
+	endTracing, err := tracing.Setup(context.Background(), "cantus-operator")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err := endTracing(context.Background()); err != nil {
+			ctrl.Log.Error(err, "flushing the last spans failed")
+		}
+	}()
+	ctrl.Log.Info("tracing", "enabled", tracing.Enabled())
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cantusv1alpha1.AddToScheme(scheme))
@@ -231,6 +246,9 @@ func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.B
 	case "kubernetes":
 		kube := workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain)
 		kube.APIReader = mgr.GetAPIReader()
+		if opts.adapterTracing {
+			kube.TracingEnv = tracing.AdapterEnv(os.Getenv)
+		}
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			kube.Operator = workload.OperatorPeer(ns)
 		}

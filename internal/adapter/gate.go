@@ -185,11 +185,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 		case http.MethodPost:
 			var err error
 			if gb, body, err = readBody(w, r, s.bodyReadTimeout()); err != nil {
-				status := http.StatusRequestTimeout
-				if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-					status = http.StatusRequestEntityTooLarge
-				}
-				http.Error(w, err.Error(), status)
+				refuseBody(w, err)
 				return
 			}
 			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
@@ -235,6 +231,15 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 		defer a.release()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
 	})
+}
+
+// refuseBody answers a POST whose body could not be read.
+func refuseBody(w http.ResponseWriter, err error) {
+	status := http.StatusRequestTimeout
+	if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	http.Error(w, err.Error(), status)
 }
 
 // callContext is mcp-go's context hook: it gives the call of an admitted POST its

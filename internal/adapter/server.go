@@ -296,10 +296,13 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 	if !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
 		s.logCall(caller, name, outcomeRefused, nil, 0)
-		return notAllowed(name)
+		refused := notAllowed(name)
+		traceCall(ctx, caller, outcomeRefused, refused)
+		return refused
 	}
 	if refused := s.calls.acquire(ctx); refused != nil {
 		s.logCall(caller, name, outcomeBusy, refused, 0)
+		traceCall(ctx, caller, outcomeBusy, refused)
 		return refused
 	}
 	defer s.calls.release()
@@ -312,6 +315,7 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 		outcome = outcomeError
 	}
 	s.logCall(caller, name, outcome, result, took)
+	traceCall(ctx, caller, outcome, result)
 	return result
 }
 
@@ -320,6 +324,7 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 // refused call "tool not found" before serveCall can say why and audit it.
 func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
+	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		result.Tools = s.visibleTools(ctx, result.Tools)
 	})
@@ -340,7 +345,7 @@ func resultText(r *mcp.CallToolResult) string {
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux := http.NewServeMux()
 	protect := func(h http.Handler) http.Handler {
-		return s.requireCaller(s.gateMCP(h))
+		return s.traceMCP(s.requireCaller(s.gateMCP(h)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {

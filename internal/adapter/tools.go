@@ -205,7 +205,9 @@ func (s *Server) postToBackend(ctx context.Context, b *HTTPBackend, args []byte)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.8")
 
+	req, span := startBackendSpan(ctx, req)
 	resp, err := s.backend.Do(req)
+	endBackendSpan(span, resp, err)
 	if err != nil {
 		return mcp.NewToolResultError(markerHTTPFailed + describeTransportError(ctx, b, err))
 	}

@@ -414,7 +414,7 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentHandshakes}).
 		Named("remotetoolimport").
-		Complete(r)
+		Complete(traced("remotetoolimport", r))
 }
 
 func secretRefs(obj client.Object) []string {

@@ -235,7 +235,7 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.IssuerChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.IssuerChanged, handler.EnqueueRequestsFromMapFunc(r.serversTrustingServiceAccounts)))
 	}
-	return b.Complete(r)
+	return b.Complete(traced("skillserver", r))
 }
 
 const authSecretIndex = "cantus.dev/bearer-secret" //nolint:gosec // G101: an index name, not a credential

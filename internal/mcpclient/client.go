@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // ClientOptions configures a Client: the gateway's long-lived sessions, or the
@@ -254,7 +255,13 @@ func (c *Client) buildRequest(ctx context.Context, r exchange, u *url.URL) (*htt
 	if c.trusted(u) {
 		configured, h.SessionID = c.opts.Headers, r.session
 	}
-	return NewRequest(ctx, r.method, u, r.body, configured, h)
+	req, err := NewRequest(ctx, r.method, u, r.body, configured, h)
+	if err == nil {
+		// Trace context goes to every target, trusted or not: it names a trace, it is
+		// no credential.
+		tracing.InjectHeaders(ctx, req.Header)
+	}
+	return req, err
 }
 
 // trusted reports whether the headers (which may be secrets) may go to target: the

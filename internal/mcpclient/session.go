@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // Session is one initialized MCP session. It is safe for concurrent use: calls over
@@ -278,10 +279,16 @@ func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMe
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "the arguments are not JSON", NotProcessed: true}
 	}
 	params := callParams{Name: name, Arguments: args}
+	if tc := tracing.MetaOf(ctx); tc.Traceparent != "" {
+		params.Meta = &callMeta{Meta: tc}
+	}
 	notify := opts.Notify
 	if opts.Progress && notify != nil {
 		token := fmt.Sprintf("cantus-%d", s.progressSeq.Add(1))
-		params.Meta = &callMeta{ProgressToken: token}
+		if params.Meta == nil {
+			params.Meta = &callMeta{}
+		}
+		params.Meta.ProgressToken = token
 		s.mu.Lock()
 		s.progress[token] = notify
 		s.mu.Unlock()
@@ -300,8 +307,11 @@ type callParams struct {
 	Meta      *callMeta       `json:"_meta,omitempty"`
 }
 
+// callMeta is a tools/call's params._meta: the progress token when progress is asked
+// for, and the trace context (traceparent, tracestate) when the call is traced.
 type callMeta struct {
-	ProgressToken string `json:"progressToken"`
+	ProgressToken string `json:"progressToken,omitempty"`
+	tracing.Meta
 }
 
 // request sends one JSON-RPC request and returns its result. notify, when set,

@@ -28,6 +28,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // Paths inside the adapter container.
@@ -61,6 +62,10 @@ type Kubernetes struct {
 	// before it is written, so that someone else's object is never taken over. Nil reads
 	// nothing past the cache (tests with an uncached Client).
 	APIReader client.Reader
+	// TracingEnv are the OTEL_* variables (name → value) every adapter container gets
+	// (tracing.AdapterEnv): set by the operator, never by a SkillServer, so that a tenant
+	// cannot choose where spans go. Empty: adapters trace nothing.
+	TracingEnv map[string]string
 
 	applied *appliedCache
 }
@@ -264,7 +269,28 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render
 		WithLivenessProbe(httpProbe(adapterconfig.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
 		WithVolumeMounts(volumeMountsFor(ss, files)...).
+		WithEnv(k.tracingEnvFor(ss)...).
 		WithSecurityContext(restrictedContainerSecurityContext())
+}
+
+// tracingEnvFor is the adapter container's tracing env: the operator's TracingEnv, with
+// the SkillServer's namespace and name added to the resource attributes.
+func (k *Kubernetes) tracingEnvFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.EnvVarApplyConfiguration {
+	if len(k.TracingEnv) == 0 {
+		return nil
+	}
+	env := maps.Clone(k.TracingEnv)
+	attrs := "k8s.namespace.name=" + ss.Namespace + ",k8s.deployment.name=" + ss.Name
+	if v := env["OTEL_RESOURCE_ATTRIBUTES"]; v != "" {
+		attrs = v + "," + attrs
+	}
+	env["OTEL_RESOURCE_ATTRIBUTES"] = attrs
+	env["OTEL_SERVICE_NAME"] = "cantus-adapter"
+	out := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(env))
+	for _, name := range tracing.SortedNames(env) {
+		out = append(out, corev1ac.EnvVar().WithName(name).WithValue(env[name]))
+	}
+	return out
 }
 
 // AdapterCommand is the adapter binary's path in the image.

@@ -507,7 +507,14 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 // forward makes the call on the remote (see Call) and returns the remote's result as
 // it sent it and the client that got it; or, when there is none, the failed result to
 // answer.
-func (r *remote) forward(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
+func (r *remote) forward(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (raw json.RawMessage, client *mcpclient.Client, failed *mcp.CallToolResult) {
+	ctx, span := r.startForwardSpan(ctx, t)
+	defer func() { endForwardSpan(span, failed, raw) }()
+	return r.forwardOnce(ctx, t, args, opts)
+}
+
+// forwardOnce is forward's work: one call, retried at most once on a new session.
+func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
 	ctx, cancel := context.WithTimeout(ctx, t.Backend.Timeout.Duration)
 	defer cancel()
 	r.refresh(false)
