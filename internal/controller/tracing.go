@@ -49,4 +49,3 @@ func traced(name string, next reconcile.Reconciler) reconcile.Reconciler {
 		return result, err
 	})
 }
-
