@@ -2,9 +2,9 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -202,7 +202,6 @@ func reconcileToDeployment(t *testing.T, r *SkillServerReconciler, ss *cantusv1a
 	g.Expect(k8sClient.Get(context.Background(), crclient.ObjectKeyFromObject(ss), dep)).To(Succeed())
 	return dep
 }
-
 
 // TestReconcileSpans: every reconcile is a span named for its controller, with the
 // object and the outcome; a failed one carries the error.
