@@ -53,6 +53,10 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // The skill under test: greet_reader of config/samples/cantus_v1alpha1_skillserver.yaml.
@@ -113,6 +117,7 @@ type options struct {
 	memprofile  string
 	remoteDelay time.Duration
 	hop         bool
+	tracing     bool
 }
 
 // slice is the measured part of one slice; settle is the unmeasured start of each.
@@ -159,6 +164,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
 	flag.BoolVar(&o.hop, "hop", false, "with the gateway comparison, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone over the gateway's transport, the floor of a gateway served by net/http")
 	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
+	flag.BoolVar(&o.tracing, "tracing", false, "trace the adapters (not the bare server) with the OpenTelemetry SDK, every call sampled, spans batched to an exporter that drops them: what tracing costs when it is on (off, the default, is how adapters run without OTEL_* settings)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -213,6 +219,11 @@ func run() error {
 	fmt.Fprintf(os.Stderr, "%s\nmeasuring %d comparison(s), %s per side at %d levels in slices of %s; about %s\n",
 		env.line(), o.comparisons(), o.duration, len(o.concurrency), o.slice().Round(time.Millisecond), o.expected().Round(time.Second))
 
+	if o.tracing {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		tracing.Use(tp)
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+	}
 	token := ""
 	if o.auth {
 		token = benchToken
@@ -293,6 +304,7 @@ func run() error {
 		Slice:           o.slice().Round(time.Millisecond).String(),
 		Warmup:          o.warmup.String(),
 		Auth:            o.auth,
+		Tracing:         o.tracing,
 	}
 	for _, c := range comparisons {
 		fmt.Fprintf(os.Stderr, "%s:\n", c.name)

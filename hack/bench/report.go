@@ -142,6 +142,7 @@ type report struct {
 	Slice           string             `json:"slice"`
 	Warmup          string             `json:"warmup"`
 	Auth            bool               `json:"auth"`
+	Tracing         bool               `json:"tracing"`
 	Comparisons     []comparisonResult `json:"comparisons"`
 }
 
@@ -208,8 +209,12 @@ func (r *report) print(out io.Writer) {
 	}
 	fmt.Fprintln(out, r.Env.line())
 	fmt.Fprintf(out, "load average %s at start, %s at end\n", r.Env.LoadAvgStart, r.Env.LoadAvgEnd)
-	fmt.Fprintf(out, "tools/call (resources/read in the resources comparison) over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s\n",
-		protocolVersion, auth)
+	traced := "off"
+	if r.Tracing {
+		traced = "on (adapters sample every call; spans batched to a discarding exporter)"
+	}
+	fmt.Fprintf(out, "tools/call (resources/read in the resources comparison) over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s, tracing %s\n",
+		protocolVersion, auth, traced)
 	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating ABBA / BAAB\n",
 		r.Warmup, r.DurationPerSide, 2*r.Rounds, r.Slice)
 	for _, c := range r.Comparisons {

@@ -300,6 +300,13 @@ func (s *Server) streamContext(parent context.Context) context.Context {
 // readBody reads the body, bounded by maxMCPRequestBytes, and puts it back for the MCP
 // handler.
 func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (*gatedBody, []byte, error) {
+	if tb, ok := r.Body.(*tracedBody); ok && tb.Len() == len(tb.body) {
+		// traceMCP read it already, to name its span.
+		gb := new(gatedBody)
+		gb.Reset(tb.body)
+		r.Body = gb
+		return gb, tb.body, nil
+	}
 	size := 512 // as io.ReadAll
 	if n := r.ContentLength; n >= 0 && n < maxMCPRequestBytes {
 		size = int(n) + 1 // room to see EOF without growing

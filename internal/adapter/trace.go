@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,9 @@ func (s *Server) traceMCP(next http.Handler) http.Handler {
 				refuseBody(w, err)
 				return
 			}
+			tb := &tracedBody{body: body}
+			tb.Reset(body)
+			r.Body = tb
 			_ = json.Unmarshal(body, &head) // a batch or garbage: a span without the MCP names
 		}
 		ctx := head.Params.Meta.Extract(tracing.ExtractHeaders(r.Context(), r.Header))
@@ -51,6 +55,15 @@ func (s *Server) traceMCP(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// tracedBody is a POST body traceMCP read, handed on so that the gate need not read it
+// again (readBody).
+type tracedBody struct {
+	bytes.Reader
+	body []byte
+}
+
+func (*tracedBody) Close() error { return nil }
 
 // tracedRequest is what the server span names of a JSON-RPC request.
 type tracedRequest struct {
