@@ -60,7 +60,7 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 helm-lint: $(HELM) ## helm lint the chart and render it with its defaults and with every option on.
 	$(HELM) lint --strict $(CHART)
 	$(HELM) template cantus-operator $(CHART) -n cantus-system >/dev/null
-	$(HELM) template cantus-operator $(CHART) -n cantus-system --set serviceMonitor.enabled=true,replicas=2,catalog.tlsSecretName=catalog-tls >/dev/null
+	$(HELM) template cantus-operator $(CHART) -n cantus-system --set serviceMonitor.enabled=true,replicas=2,catalog.tlsSecretName=catalog-tls,tracing.enabled=true,tracing.endpoint=http://otel-collector.observability:4318,tracing.sampler=parentbased_traceidratio,tracing.samplerArg=0.25,tracing.resourceAttributes.deployment\\.environment\\.name=prod,tracing.headersSecret.name=otel,tracing.headersSecret.key=headers >/dev/null
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): linters and gofmt/goimports.

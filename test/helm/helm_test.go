@@ -117,6 +117,7 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 		"defaults":   "",
 		"options on": "replicas=2,logLevel=debug,verifyServers=false,catalog.tlsSecretName=catalog-tls,metrics.service=true,adapterImage=example.com/adapter:1",
 		"no catalog": "catalog.enabled=false",
+		"tracing":    "tracing.enabled=true,tracing.endpoint=http://otel-collector.observability:4317,tracing.protocol=grpc,tracing.sampler=parentbased_traceidratio,tracing.samplerArg=0.25,tracing.resourceAttributes.team=platform,tracing.headersSecret.name=otel,tracing.headersSecret.key=headers",
 	} {
 		args := []string{"template", "cantus-operator", chart, "-n", "dry-run"}
 		if set != "" {
@@ -150,6 +151,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"image.digest=sha256:abc":              "digest",
 		"catalog.service.port=70000":           "port",
 		"resources.requests.memory=lots of it": "memory",
+		"tracing.enabled=true":                 "tracing.enabled needs tracing.endpoint",
+		"tracing.protocol=http/json":           "/tracing/protocol",
+		"tracing.endpoint=collector:4317":      "/tracing/endpoint",
+		"tracing.samplerArg=2":                 "/tracing/samplerArg",
+		"tracing.sampler=sometimes":            "/tracing/sampler",
 	} {
 		out, err := command(t, nil, helmBin, "template", "x", chart, "--set", set)
 		g.Expect(err).To(HaveOccurred(), set)
