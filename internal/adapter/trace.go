@@ -224,6 +224,11 @@ func endBackendSpan(span trace.Span, resp *http.Response, err error) {
 	defer span.End()
 	if err != nil {
 		span.SetAttributes(tracing.ErrorType.String("transport_error"))
+		// Not the *url.Error's own text: it quotes the URL with its query.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
 		span.SetStatus(codes.Error, err.Error())
 		return
 	}

@@ -3,6 +3,7 @@ package adapter
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,5 +193,22 @@ func TestTracing_FailedCallsMarkTheirSpans(t *testing.T) {
 	backend := spanNamed(t, spans, "POST", trace.SpanKindClient)
 	if attr(backend, tracing.HTTPStatusCode) != "500" || backend.Status().Code.String() != "Error" {
 		t.Errorf("backend span: status code %q, status %v", attr(backend, tracing.HTTPStatusCode), backend.Status())
+	}
+}
+
+// TestTracing_BackendSpanKeepsTheURLsQueryOut: a backend URL's query may hold a key; the
+// client span names the URL without it, also when the call fails.
+func TestTracing_BackendSpanKeepsTheURLsQueryOut(t *testing.T) {
+	rec := recordSpans(t)
+	srv := serve(t, configWith(TransportStreamableHTTP, true, httpTool("down", objectSchema, "http://127.0.0.1:1/search?key=backend-secret", time.Second, 1<<20)))
+	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"traceparent": "00-33333333333333333333333333333333-4444444444444444-01"})
+	wantToolError(t, callTool(t, c, "down", map[string]any{}), markerHTTPFailed)
+	id, _ := trace.TraceIDFromHex("33333333333333333333333333333333")
+	backend := spanNamed(t, spansOf(t, rec, id, 3), "POST", trace.SpanKindClient)
+	if got := attr(backend, tracing.URLFull); got != "http://127.0.0.1:1/search" {
+		t.Errorf("url.full = %q, want the URL without its query", got)
+	}
+	if strings.Contains(backend.Status().Description, "backend-secret") || backend.Status().Code.String() != "Error" {
+		t.Errorf("backend span status %v names the query or is not an error", backend.Status())
 	}
 }
