@@ -87,7 +87,7 @@ func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string, kind tr
 func attr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
