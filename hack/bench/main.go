@@ -23,7 +23,7 @@
 //
 //	go run ./hack/bench [-only adapter|gateway|resources|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
-//	                    [-remote-delay 1ms] [-hop]
+//	                    [-remote-delay 1ms] [-hop] [-tracing]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
 // Each server's connections are served under the pprof label server=adapter,
