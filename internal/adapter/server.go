@@ -345,7 +345,9 @@ func resultText(r *mcp.CallToolResult) string {
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux := http.NewServeMux()
 	protect := func(h http.Handler) http.Handler {
-		return s.traceMCP(s.requireCaller(s.gateMCP(h)))
+		// Traced after authentication: an unauthenticated request is refused before its
+		// body is read, as it is without tracing.
+		return s.requireCaller(s.traceMCP(s.gateMCP(h)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {

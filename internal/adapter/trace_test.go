@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -210,5 +211,47 @@ func TestTracing_BackendSpanKeepsTheURLsQueryOut(t *testing.T) {
 	}
 	if strings.Contains(backend.Status().Description, "backend-secret") || backend.Status().Code.String() != "Error" {
 		t.Errorf("backend span status %v names the query or is not an error", backend.Status())
+	}
+}
+
+// readCounter is a request body that counts the reads of it.
+type readCounter struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestTracing_AuthenticatesBeforeReadingTheBody: with tracing on, a request without a
+// valid token is still refused before its body is read (up to 16 MiB of it otherwise,
+// for anyone), and an authenticated call's span names the kind of identity only.
+func TestTracing_AuthenticatesBeforeReadingTheBody(t *testing.T) {
+	rec := recordSpans(t)
+	const token = "good-token-1234"
+	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")), WithBearerToken(token))
+
+	body := &readCounter{r: strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet"}}`)}
+	req := httptest.NewRequest(http.MethodPost, PathMCP, body)
+	req.Header.Set("Content-Type", "application/json")
+	answer := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(answer, req)
+	if answer.Code != http.StatusUnauthorized || body.reads != 0 {
+		t.Errorf("unauthenticated POST: %d with %d reads of its body, want 401 and none", answer.Code, body.reads)
+	}
+
+	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"Authorization": "Bearer " + token, "traceparent": "00-55555555555555555555555555555555-6666666666666666-01"})
+	wantSuccess(t, callTool(t, c, "greet", map[string]any{"name": "Ada"}), "Hello, Ada!")
+	id, _ := trace.TraceIDFromHex("55555555555555555555555555555555")
+	server := spanNamed(t, spansOf(t, rec, id, 2), "tools/call greet", trace.SpanKindServer)
+	if got := attr(server, tracing.CallerKind); got != "bearer" {
+		t.Errorf("%s = %q, want bearer", tracing.CallerKind, got)
+	}
+	for _, kv := range server.Attributes() {
+		if strings.Contains(kv.Value.String(), token) {
+			t.Errorf("attribute %s holds the token", kv.Key)
+		}
 	}
 }

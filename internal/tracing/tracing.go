@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -132,12 +133,10 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if err != nil {
 		return noop, fmt.Errorf("OTLP trace exporter (%s): %w", cfg.Protocol, err)
 	}
-	if os.Getenv("OTEL_SERVICE_NAME") == "" {
-		if err := os.Setenv("OTEL_SERVICE_NAME", serviceName); err != nil {
-			return noop, fmt.Errorf("set OTEL_SERVICE_NAME: %w", err)
-		}
-	}
-	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
+	// serviceName first: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, read after it,
+	// win.
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return noop, fmt.Errorf("trace resource: %w", err)
 	}
