@@ -58,6 +58,8 @@ type options struct {
 	apiQPS         float64
 	apiBurst       int
 	pprofAddr      string
+	// allowLocalInCluster lets --runtime=local run inside a cluster (single-tenant).
+	allowLocalInCluster bool
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -129,6 +131,7 @@ func main() {
 	flag.IntVar(&opts.apiBurst, "kube-api-burst", 0, "API requests the controllers may make in a burst above --kube-api-qps; 0 is twice the QPS")
 	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
+	flag.BoolVar(&opts.allowLocalInCluster, "allow-local-runtime-in-cluster", false, "let --runtime=local run inside a cluster; its adapters and stdio commands then run with this manager's token and files, so every tenant acts with the operator's power: single-tenant clusters only")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -141,6 +144,9 @@ func main() {
 }
 
 func run(opts options) error {
+	if err := checkLocalRuntime(opts.runtime, opts.allowLocalInCluster); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cantusv1alpha1.AddToScheme(scheme))
