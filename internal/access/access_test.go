@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -341,5 +343,66 @@ func TestUnknownKeyIDsFetchTheIssuersKeysOncePerCooldown(t *testing.T) {
 	}
 	if n := keyFetches.Load(); n != 2 {
 		t.Errorf("keys fetched %d times, want 2", n)
+	}
+}
+
+// servedOIDCIssuer is an OIDC issuer discovered over TLS; it returns the issuer and its
+// CA bundle's file.
+func servedOIDCIssuer(t *testing.T) (*testIssuer, string) {
+	t.Helper()
+	var issuer *testIssuer
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": issuer.url, "jwks_uri": issuer.url + "/keys",
+				"authorization_endpoint": issuer.url + "/auth", "id_token_signing_alg_values_supported": []string{"RS256"}})
+		case "/keys":
+			_, _ = w.Write(issuer.jwks(t))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	issuer = newTestIssuer(t, srv.URL, "o1")
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return issuer, caFile
+}
+
+// An identity provider's group named like a Kubernetes group does not satisfy a rule
+// meant for service accounts: OIDC groups are prefixed, and system: groups are never
+// taken from an OIDC token, whatever the prefix (issue 23 #5). Before, the caller was in
+// system:serviceaccounts:prod and the rule let it deploy.
+func TestOIDCGroupsCannotPassForKubernetesGroups(t *testing.T) {
+	issuer, caFile := servedOIDCIssuer(t)
+	token := issuer.token(t, []string{"cantus"}, time.Now().Add(time.Hour), map[string]any{"sub": "mallory",
+		"groups": []string{"system:serviceaccounts:prod", "system:masters", "readers"}})
+	rules := &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{
+		{Tools: []string{"deploy"}, Groups: []string{"system:serviceaccounts:prod"}},
+		{Tools: []string{"read"}, Groups: []string{"oidc:readers"}},
+	}}
+	for _, prefix := range []string{"oidc:", ""} {
+		t.Run("prefix "+strconv.Quote(prefix), func(t *testing.T) {
+			a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Authorization: rules, Issuers: []adapterconfig.Issuer{
+				{Kind: adapterconfig.IssuerOIDC, URL: issuer.url, Audiences: []string{"cantus"}, CAFile: caFile, GroupsPrefix: prefix}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			caller, err := a.Authenticate(requestWith(token))
+			if err != nil {
+				t.Fatalf("the token was refused: %v", err)
+			}
+			if want := []string{prefix + "readers"}; !slices.Equal(caller.Groups, want) {
+				t.Errorf("caller groups %v, want %v", caller.Groups, want)
+			}
+			if a.Allows(caller, "deploy") {
+				t.Error("an OIDC group named system:serviceaccounts:prod satisfied the service-account rule")
+			}
+			if got := a.Allows(caller, "read"); got != (prefix == "oidc:") {
+				t.Errorf("read allowed = %v with prefix %q", got, prefix)
+			}
+		})
 	}
 }

@@ -108,7 +108,22 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		}
 		return serviceAccountCaller(token, claims)
 	}
-	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer, Groups: stringsOf(claims["groups"]), Claims: claims}, nil
+	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer,
+		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims}, nil
+}
+
+// oidcGroups are an OIDC token's groups as rules see them: prefixed, and without any
+// "system:" group, which names Kubernetes identities (system:serviceaccounts:prod)
+// that an identity provider must not be able to claim.
+func oidcGroups(claimed []string, prefix string) []string {
+	groups := make([]string, 0, len(claimed))
+	for _, g := range claimed {
+		if strings.HasPrefix(g, "system:") {
+			continue
+		}
+		groups = append(groups, prefix+g)
+	}
+	return groups
 }
 
 // checkBinding refuses a service-account token that lives longer than the revocations

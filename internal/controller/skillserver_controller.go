@@ -101,6 +101,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	defer func() {
 		summarizeSkillServerReady(ss)
 		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
+		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)
 }
@@ -160,7 +161,11 @@ func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1
 		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
 		return render.Inputs{}, err
 	}
-	return render.Inputs{Imports: imports, Cluster: cluster}, nil
+	auditPolicy, err := r.auditPolicyFor(ctx, ss)
+	if err != nil {
+		return render.Inputs{}, err
+	}
+	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.

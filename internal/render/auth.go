@@ -2,6 +2,8 @@ package render
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -35,12 +37,27 @@ type renderedAuth struct {
 	Config          *adapterconfig.AuthConfig
 	// Files are the bearer tokens and the OIDC CA bundle.
 	Files []File
+	// Groups says how OIDC groups are matched; nil without spec.auth.oidc.
+	Groups *GroupsReport
+}
+
+// GroupsReport says how a server matches OIDC groups against its rules.
+type GroupsReport struct {
+	// Prefix is put before every OIDC group.
+	Prefix string
+	// Unprefixed are the rule groups that lack DefaultOIDCGroupsPrefix and are not
+	// Kubernetes groups (system:…): meant for OIDC tokens, written before the prefix.
+	Unprefixed []string
+	// AuditPolicy, when set, names the Audit-mode ToolSourcePolicy that keeps OIDC groups
+	// unprefixed (Prefix "") because Unprefixed rules would stop matching.
+	AuditPolicy string
 }
 
 // renderAuth renders spec.auth and spec.authorization. cluster is this cluster's
 // service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
-// read only when the server accepts service-account tokens.
-func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) renderedAuth {
+// read only when the server accepts service-account tokens. auditPolicy names the
+// Audit-mode ToolSourcePolicy when only such policies cover the namespace.
+func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, auditPolicy string) renderedAuth {
 	spec := ss.Spec.Auth
 	if spec == nil {
 		return renderedAuth{}
@@ -55,7 +72,8 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) re
 		issuers = append(issuers, serviceAccountIssuer(ss, sa, cluster))
 	}
 	if oidc := spec.OIDC; oidc != nil {
-		issuer, file := oidcIssuer(oidc)
+		out.Groups = oidcGroupsOf(oidc, ss.Spec.Authorization, auditPolicy)
+		issuer, file := oidcIssuer(oidc, out.Groups.Prefix)
 		issuers = append(issuers, issuer)
 		out.Files = append(out.Files, file...)
 	}
@@ -81,8 +99,42 @@ func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.Ser
 	}
 }
 
-func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth) (adapterconfig.Issuer, []File) {
-	issuer := adapterconfig.Issuer{Kind: adapterconfig.IssuerOIDC, URL: oidc.IssuerURL, Audiences: oidc.Audiences}
+// oidcGroupsOf decides the OIDC groups prefix: the one the spec sets, else the default;
+// but where only an Audit-mode policy covers the namespace and rules still name groups
+// without the default prefix, none yet, so that a server working before the prefix
+// existed keeps working while its owner moves the rules (the status warns).
+func oidcGroupsOf(oidc *cantusv1alpha1.OIDCAuth, authz *cantusv1alpha1.AuthorizationSpec, auditPolicy string) *GroupsReport {
+	report := &GroupsReport{Prefix: cantusv1alpha1.DefaultOIDCGroupsPrefix}
+	if oidc.GroupsPrefix != nil {
+		report.Prefix = *oidc.GroupsPrefix
+		return report
+	}
+	report.Unprefixed = unprefixedGroups(authz, report.Prefix)
+	if len(report.Unprefixed) > 0 && auditPolicy != "" {
+		report.Prefix, report.AuditPolicy = "", auditPolicy
+	}
+	return report
+}
+
+// unprefixedGroups are the rules' groups that are neither Kubernetes groups nor
+// prefixed, each once, in rule order.
+func unprefixedGroups(authz *cantusv1alpha1.AuthorizationSpec, prefix string) []string {
+	if authz == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range authz.Rules {
+		for _, g := range r.Groups {
+			if !strings.HasPrefix(g, "system:") && !strings.HasPrefix(g, prefix) && !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth, groupsPrefix string) (adapterconfig.Issuer, []File) {
+	issuer := adapterconfig.Issuer{Kind: adapterconfig.IssuerOIDC, URL: oidc.IssuerURL, Audiences: oidc.Audiences, GroupsPrefix: groupsPrefix}
 	if oidc.CABundle == nil {
 		return issuer, nil
 	}

@@ -24,6 +24,9 @@ type Inputs struct {
 	// Cluster is this cluster's service-account issuer with its keys (URL and JWKS) and
 	// the bindings it revoked; read only when the server accepts service-account tokens.
 	Cluster adapterconfig.Issuer
+	// AuditPolicy names the ToolSourcePolicy in Audit mode when only such policies cover
+	// the server's namespace: refusals new in this version then warn instead.
+	AuditPolicy string
 	// Content is the server's agent skills, resources, resource templates and prompts,
 	// rendered from its ConfigMaps by RenderContent.
 	Content Content
@@ -54,6 +57,8 @@ type Report struct {
 	NonPortableKeys []string
 	// Imports says which imported tools are served and why the others are not.
 	Imports Imports
+	// Groups says how OIDC groups meet the rules; nil without spec.auth.oidc.
+	Groups *GroupsReport
 }
 
 // Authorization is a server's compiled authorization rules.
@@ -85,7 +90,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		return out, nil
 	}
 	imported := reexport(ss, in.Imports, servedNames(own.config))
-	auth := renderAuth(ss, in.Cluster)
+	auth := renderAuth(ss, in.Cluster, in.AuditPolicy)
 	cfg := *own.config
 	// Never nil: a config without tools says "tools": [], as it always did, so that its
 	// hash does not change.
@@ -99,6 +104,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg)),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
+		Groups:          auth.Groups,
 	}
 	if out.Report.Invalid != nil {
 		return out, nil
