@@ -27,6 +27,9 @@ const (
 	// authorization rules name groups that OIDC tokens' groups, prefixed, never match,
 	// or that only an Audit-mode ToolSourcePolicy lets match unprefixed for now.
 	ConditionGroupsPrefixed = "GroupsPrefixed"
+	// ConditionAudiencesAllowed (SkillServers with spec.auth.serviceAccountTokens) is
+	// False when the audiences name the API server's or another server's audience.
+	ConditionAudiencesAllowed = "AudiencesAllowed"
 )
 
 // Condition reasons, CamelCase as Kubernetes expects.
@@ -63,6 +66,14 @@ const (
 	// ReasonUnprefixedGroupsAudited: rules name groups without the OIDC prefix and an
 	// Audit-mode ToolSourcePolicy keeps OIDC groups unprefixed until they are moved.
 	ReasonUnprefixedGroupsAudited = "UnprefixedGroupsAudited"
+	// ReasonAudiencesAllowed: no audience is the API server's or another server's.
+	ReasonAudiencesAllowed = "AudiencesAllowed"
+	// ReasonForbiddenAudience: an audience is the API server's or another server's; it
+	// is not accepted, and the server is Stalled until the spec drops it.
+	ReasonForbiddenAudience = "ForbiddenAudience"
+	// ReasonForbiddenAudienceAudited: as ReasonForbiddenAudience, but an Audit-mode
+	// ToolSourcePolicy lets the audience be accepted for now.
+	ReasonForbiddenAudienceAudited = "ForbiddenAudienceAudited"
 )
 
 // Condition types of RemoteToolImport.

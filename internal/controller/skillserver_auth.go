@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
@@ -64,7 +66,50 @@ func setGroupsPrefixed(ss *cantusv1alpha1.SkillServer, groups *render.GroupsRepo
 // warningConditions are conditions that warn without making the server un-Ready; a
 // change of one to False is recorded as a Warning event, so that `kubectl events` shows
 // it where the Ready transitions are.
-var warningConditions = []string{cantusv1alpha1.ConditionGroupsPrefixed}
+var warningConditions = []string{cantusv1alpha1.ConditionGroupsPrefixed, cantusv1alpha1.ConditionAudiencesAllowed}
+
+// kubernetesAudiences are the audiences API servers are commonly configured with
+// (--api-audiences defaults to the issuer, which is often the in-cluster URL).
+var kubernetesAudiences = []string{
+	"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local",
+	"kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+}
+
+// reservedAudiences are audiences no tenant's server may accept: the cluster issuer's
+// URL (the API server's default audience), the usual in-cluster ones, and those the
+// operator was told of (--api-audiences).
+func (r *SkillServerReconciler) reservedAudiences(cluster adapterconfig.Issuer) []string {
+	reserved := slices.Concat(kubernetesAudiences, r.APIAudiences)
+	if cluster.URL != "" {
+		reserved = append(reserved, cluster.URL)
+	}
+	return reserved
+}
+
+// setAudiencesAllowed says whether the service-account audiences are the server's to
+// accept. Under Enforce (or with no policy) a forbidden one was left out of the config
+// and the server is Stalled naming it, so that kubectl wait fails with the reason; an
+// Audit-mode policy lets it be accepted for now, with a warning.
+func setAudiencesAllowed(ss *cantusv1alpha1.SkillServer, audiences *render.AudiencesReport) {
+	switch {
+	case audiences == nil:
+		removeCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed)
+	case len(audiences.Forbidden) == 0:
+		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed,
+			"no audience is the API server's or another SkillServer's")
+	case audiences.AuditPolicy != "":
+		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited,
+			fmt.Sprintf("spec.auth.serviceAccountTokens.audiences names %s, the API server's or another SkillServer's audience: a token for it works elsewhere. "+
+				"ToolSourcePolicy %s is in Audit mode, so it is accepted for now; Enforce refuses it. Remove it and let agents ask for this server's own audience %s",
+				listAtMost(audiences.Forbidden, 4, ", "), audiences.AuditPolicy, render.DefaultServiceAccountAudience(ss)))
+	default:
+		msg := fmt.Sprintf("spec.auth.serviceAccountTokens.audiences names %s, the API server's or another SkillServer's audience: a token for it works elsewhere, "+
+			"so it is not accepted; remove it and let agents ask for this server's own audience %s",
+			listAtMost(audiences.Forbidden, 4, ", "), render.DefaultServiceAccountAudience(ss))
+		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience, msg)
+		setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience, msg)
+	}
+}
 
 // recordWarnings records a Warning event for each warning condition that became False
 // or changed its reason or message while False.

@@ -10,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -97,4 +99,78 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	bad.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To("system:")}}
 	err := k8sClient.Create(ctx, bad)
 	g.Expect(err).To(MatchError(ContainSubstring("groupsPrefix must not begin with system:")))
+}
+
+// renderedAudiences are the service-account issuer's audiences in a server's config.
+func renderedAudiences(ctx context.Context, ns, name string) func() ([]string, error) {
+	return func() ([]string, error) {
+		issuers, err := renderedIssuers(ctx, ns, name)()
+		for _, i := range issuers {
+			if i.Kind == adapterconfig.IssuerServiceAccount {
+				return i.Audiences, err
+			}
+		}
+		return nil, err
+	}
+}
+
+// A server may not accept tokens for the API server's audience or another server's
+// default audience (issue 23 #4). Under an Audit-only policy they are accepted for now
+// with an AudiencesAllowed warning and event; under Enforce they are left out of the
+// config and the server is Stalled with reason ForbiddenAudience. Before, both were
+// rendered and the server was Ready.
+func TestForbiddenAudiencesAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
+	keys, err := issuer.Current(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys.URL).NotTo(BeEmpty())
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		r.Issuer = issuer
+		r.APIAudiences = []string{"https://vault.example.com"}
+	})
+
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "audiences-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		Mode:              cantusv1alpha1.PolicyAudit,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		Hosts:             []string{"example.com"},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+
+	other := "payroll." + ns + ".skillserver.cantus.dev"
+	audiences := []string{keys.URL, other, "https://vault.example.com", "room." + ns + ".skillserver.cantus.dev", "library-agents"}
+	ss := newSkillServer(ns, "room", templateSkill("search_book", "found"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: audiences}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal(audiences))
+	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	got, _ := getSkillServer(ctx, ns, "room")()
+	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
+	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
+	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal([]string{"room." + ns + ".skillserver.cantus.dev", "library-agents"}))
+	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
+	got, _ = getSkillServer(ctx, ns, "room")()
+	for _, c := range got.Status.Conditions {
+		if c.Type == cantusv1alpha1.ConditionReady {
+			g.Expect(c.Message).To(And(ContainSubstring(keys.URL), ContainSubstring(other)))
+		}
+	}
+
+	// The audiences fixed, the server is no longer Stalled for them.
+	got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
+	got, _ = getSkillServer(ctx, ns, "room")()
+	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
 }

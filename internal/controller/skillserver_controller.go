@@ -57,6 +57,10 @@ type SkillServerReconciler struct {
 	APIReader client.Reader
 	// Workers is how many SkillServers are reconciled at once (1 when zero).
 	Workers int
+	// APIAudiences are audiences of the API server (or of other services taking
+	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
+	// SkillServer may accept tokens issued for them.
+	APIAudiences []string
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -165,7 +169,7 @@ func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1
 	if err != nil {
 		return render.Inputs{}, err
 	}
-	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy}, nil
+	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy, ReservedAudiences: r.reservedAudiences(cluster)}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.

@@ -60,6 +60,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	}
 	clearStalled(ss)
 	setSkippedToolsStalled(ss, report.Imports)
+	setAudiencesAllowed(ss, report.Audiences)
 	return true
 }
 

@@ -39,6 +39,42 @@ type renderedAuth struct {
 	Files []File
 	// Groups says how OIDC groups are matched; nil without spec.auth.oidc.
 	Groups *GroupsReport
+	// Audiences says which service-account audiences were refused; nil without
+	// spec.auth.serviceAccountTokens.
+	Audiences *AudiencesReport
+}
+
+// AudiencesReport names the audiences of spec.auth.serviceAccountTokens that a tenant's
+// server must not accept: a token for them works elsewhere (the API server, another
+// server), so an agent sending the wrong one would hand it to this server's owner.
+type AudiencesReport struct {
+	// Forbidden are the audiences refused, in spec order.
+	Forbidden []string
+	// AuditPolicy, when set, names the Audit-mode ToolSourcePolicy that lets them be
+	// accepted for now; otherwise they were left out of the rendered config.
+	AuditPolicy string
+}
+
+// skillServerAudienceSuffix ends every server's default audience.
+const skillServerAudienceSuffix = ".skillserver.cantus.dev"
+
+// forbiddenAudiences are the audiences that are reserved (the API server's) or another
+// server's default audience.
+func forbiddenAudiences(ss *cantusv1alpha1.SkillServer, audiences, reserved []string) []string {
+	own := DefaultServiceAccountAudience(ss)
+	var out []string
+	for _, a := range audiences {
+		norm := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/")
+		norm = strings.TrimSuffix(norm, ".")
+		otherServer := strings.HasSuffix(norm, skillServerAudienceSuffix) && norm != own
+		isReserved := slices.ContainsFunc(reserved, func(r string) bool {
+			return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(r), "/"), ".") == norm
+		})
+		if otherServer || isReserved {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // GroupsReport says how a server matches OIDC groups against its rules.
@@ -57,7 +93,7 @@ type GroupsReport struct {
 // service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
 // read only when the server accepts service-account tokens. auditPolicy names the
 // Audit-mode ToolSourcePolicy when only such policies cover the namespace.
-func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, auditPolicy string) renderedAuth {
+func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, auditPolicy string, reserved ...string) renderedAuth {
 	spec := ss.Spec.Auth
 	if spec == nil {
 		return renderedAuth{}
@@ -69,7 +105,14 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, au
 	}
 	var issuers []adapterconfig.Issuer
 	if sa := spec.ServiceAccountTokens; sa != nil {
-		issuers = append(issuers, serviceAccountIssuer(ss, sa, cluster))
+		issuer := serviceAccountIssuer(ss, sa, cluster)
+		out.Audiences = &AudiencesReport{Forbidden: forbiddenAudiences(ss, issuer.Audiences, reserved)}
+		if len(out.Audiences.Forbidden) > 0 && auditPolicy != "" {
+			out.Audiences.AuditPolicy = auditPolicy
+		} else if len(out.Audiences.Forbidden) > 0 {
+			issuer.Audiences = allowedAudiences(ss, issuer.Audiences, out.Audiences.Forbidden)
+		}
+		issuers = append(issuers, issuer)
 	}
 	if oidc := spec.OIDC; oidc != nil {
 		out.Groups = oidcGroupsOf(oidc, ss.Spec.Authorization, auditPolicy)
@@ -82,6 +125,16 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, au
 		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: rules}
 	}
 	return out
+}
+
+// allowedAudiences are audiences without the forbidden ones; the server's own default
+// when none is left, so that a refused spec never widens what the server accepts.
+func allowedAudiences(ss *cantusv1alpha1.SkillServer, audiences, forbidden []string) []string {
+	kept := slices.DeleteFunc(slices.Clone(audiences), func(a string) bool { return slices.Contains(forbidden, a) })
+	if len(kept) == 0 {
+		kept = []string{DefaultServiceAccountAudience(ss)}
+	}
+	return kept
 }
 
 func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.ServiceAccountTokenAuth, cluster adapterconfig.Issuer) adapterconfig.Issuer {

@@ -55,7 +55,8 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 			{Path: BearerTokenFile, Secret: "tokens", Key: "token"},
 			{Path: oidcCAFile, ConfigMap: "issuer-ca", Key: "ca.crt"},
 		},
-		Groups: &GroupsReport{Prefix: "oidc:"},
+		Groups:    &GroupsReport{Prefix: "oidc:"},
+		Audiences: &AudiencesReport{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		gotJSON, _ := json.MarshalIndent(got, "", " ")

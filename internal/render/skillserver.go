@@ -27,6 +27,9 @@ type Inputs struct {
 	// AuditPolicy names the ToolSourcePolicy in Audit mode when only such policies cover
 	// the server's namespace: refusals new in this version then warn instead.
 	AuditPolicy string
+	// ReservedAudiences are the API server's audiences: a server may not accept tokens
+	// issued for them (nor for another server's default audience).
+	ReservedAudiences []string
 	// Content is the server's agent skills, resources, resource templates and prompts,
 	// rendered from its ConfigMaps by RenderContent.
 	Content Content
@@ -59,6 +62,9 @@ type Report struct {
 	Imports Imports
 	// Groups says how OIDC groups meet the rules; nil without spec.auth.oidc.
 	Groups *GroupsReport
+	// Audiences names the refused service-account audiences; nil without
+	// spec.auth.serviceAccountTokens.
+	Audiences *AudiencesReport
 }
 
 // Authorization is a server's compiled authorization rules.
@@ -90,7 +96,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		return out, nil
 	}
 	imported := reexport(ss, in.Imports, servedNames(own.config))
-	auth := renderAuth(ss, in.Cluster, in.AuditPolicy)
+	auth := renderAuth(ss, in.Cluster, in.AuditPolicy, in.ReservedAudiences...)
 	cfg := *own.config
 	// Never nil: a config without tools says "tools": [], as it always did, so that its
 	// hash does not change.
@@ -105,6 +111,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
 		Groups:          auth.Groups,
+		Audiences:       auth.Audiences,
 	}
 	if out.Report.Invalid != nil {
 		return out, nil
