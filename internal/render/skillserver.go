@@ -80,6 +80,15 @@ func (a Authorization) Allows(caller *access.Caller, kind access.ItemKind, name 
 	return a.err == nil && a.rules.AllowsKind(caller, kind, name)
 }
 
+// AllowsWithin is Allows spending the CEL work from budget; complete is false when the
+// budget ran out before the rules could decide (the answer is then no, not to be kept).
+func (a Authorization) AllowsWithin(caller *access.Caller, kind access.ItemKind, name string, budget *access.Budget) (allowed, complete bool) {
+	if a.err != nil {
+		return false, true
+	}
+	return a.rules.AllowsKindWithin(caller, kind, name, budget)
+}
+
 // Refuse is an Authorization that allows nothing, for a server that could not be rendered.
 func Refuse(why error) Authorization { return Authorization{err: why} }
 
