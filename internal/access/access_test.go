@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,6 +156,47 @@ func TestServiceAccountTokenBindings(t *testing.T) {
 		_, err := a.Authenticate(requestWith(tc.token))
 		if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: got %v, want ErrInvalidToken saying %q", name, err, tc.says)
+		}
+	}
+}
+
+// A token bound to a Secret, or to a Node without a pod, is refused: the API server
+// refuses it once that object is deleted, and the operator does not watch those
+// deletions (issue 23 #15). A pod's projected token names its node too and passes.
+// Before, all three were accepted.
+func TestTokensBoundToSecretsOrNodesAreRefused(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: aud, JWKS: cluster.jwks(t),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundTo := func(objects map[string]any) string {
+		k8s := map[string]any{"namespace": "agents", "serviceaccount": map[string]any{"name": "reader", "uid": "u1"}}
+		maps.Copy(k8s, objects)
+		return cluster.token(t, aud, time.Now().Add(time.Hour), map[string]any{"sub": "system:serviceaccount:agents:reader", "kubernetes.io": k8s})
+	}
+	pod := map[string]any{"name": "reader-0", "uid": "p1"}
+	node := map[string]any{"name": "node-a", "uid": "n1"}
+	secret := map[string]any{"name": "reader-token", "uid": "s1"}
+
+	for name, objects := range map[string]map[string]any{"unbound": nil, "a pod (and its node)": {"pod": pod, "node": node}} {
+		if _, err := a.Authenticate(requestWith(boundTo(objects))); err != nil {
+			t.Errorf("a token bound to %s was refused: %v", name, err)
+		}
+	}
+	for name, tc := range map[string]struct {
+		objects map[string]any
+		says    string
+	}{
+		"a Secret":          {map[string]any{"secret": secret}, "bound to a Secret"},
+		"a Node and no pod": {map[string]any{"node": node}, "bound to a Node and no pod"},
+	} {
+		_, err := a.Authenticate(requestWith(boundTo(tc.objects)))
+		if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("a token bound to %s: got %v, want ErrInvalidToken saying %q", name, err, tc.says)
 		}
 	}
 }
