@@ -6,7 +6,7 @@ import (
 )
 
 // inClusterTokenFile is where the kubelet mounts a pod's service-account token.
-var inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+var inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token" //nolint:gosec // G101: a path, not a credential
 
 // errLocalRuntimeInCluster refuses the local runtime inside a cluster: its adapters and
 // stdio children run as the manager, beside its credentials (the in-cluster token above
