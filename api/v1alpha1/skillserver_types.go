@@ -422,7 +422,21 @@ type OIDCAuth struct {
 	// discovery document and keys.
 	// +optional
 	CABundle *OIDCCABundle `json:"caBundle,omitempty"`
+	// GroupsPrefix is put before every group of a token's "groups" claim, so that an
+	// identity provider's group cannot pass for a Kubernetes one: with the default
+	// "oidc:", rules name OIDC groups as "oidc:<group>". Groups beginning with
+	// "system:" are never taken from an OIDC token. "" matches the groups as they are.
+	// Default: "oidc:" (in namespaces covered only by a ToolSourcePolicy in Audit mode,
+	// "" while rules name unprefixed groups, with a GroupsPrefixed warning).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system:')",message="groupsPrefix must not begin with system:, which names Kubernetes groups"
+	// +optional
+	GroupsPrefix *string `json:"groupsPrefix,omitempty"`
 }
+
+// DefaultOIDCGroupsPrefix is put before OIDC groups when spec.auth.oidc.groupsPrefix is
+// not set.
+const DefaultOIDCGroupsPrefix = "oidc:"
 
 // OIDCCABundle names where the issuer's CA certificates are.
 type OIDCCABundle struct {

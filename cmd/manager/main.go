@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +59,11 @@ type options struct {
 	apiQPS         float64
 	apiBurst       int
 	pprofAddr      string
+	// allowLocalInCluster lets --runtime=local run inside a cluster (single-tenant).
+	allowLocalInCluster bool
+	// apiAudiences are the API server's audiences (its --api-audiences) besides the
+	// issuer URL: no SkillServer may accept tokens for them.
+	apiAudiences []string
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -129,6 +135,15 @@ func main() {
 	flag.IntVar(&opts.apiBurst, "kube-api-burst", 0, "API requests the controllers may make in a burst above --kube-api-qps; 0 is twice the QPS")
 	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
+	flag.BoolVar(&opts.allowLocalInCluster, "allow-local-runtime-in-cluster", false, "let --runtime=local run inside a cluster; its adapters and stdio commands then run with this manager's token and files, so every tenant acts with the operator's power: single-tenant clusters only")
+	flag.Func("api-audiences", "comma-separated audiences of the API server (its --api-audiences) or of other services taking service-account tokens, besides the issuer URL and https://kubernetes.default.svc[.cluster.local]; no SkillServer may accept tokens for them", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				opts.apiAudiences = append(opts.apiAudiences, a)
+			}
+		}
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -141,6 +156,9 @@ func main() {
 }
 
 func run(opts options) error {
+	if err := checkLocalRuntime(opts.runtime, opts.allowLocalInCluster); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cantusv1alpha1.AddToScheme(scheme))
@@ -179,6 +197,9 @@ func run(opts options) error {
 		Revocations:   revocations,
 		IssuerChanged: issuerChanged,
 		Workers:       opts.serverWorkers,
+		// The catalog's audience too: a catalog token handed to a tenant's server would
+		// let its owner read the catalog as the agent.
+		APIAudiences: append(opts.apiAudiences, opts.catalogAud),
 	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}

@@ -108,7 +108,22 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		}
 		return serviceAccountCaller(token, claims)
 	}
-	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer, Groups: stringsOf(claims["groups"]), Claims: claims}, nil
+	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer,
+		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims}, nil
+}
+
+// oidcGroups are an OIDC token's groups as rules see them: prefixed, and without any
+// "system:" group, which names Kubernetes identities (system:serviceaccounts:prod)
+// that an identity provider must not be able to claim.
+func oidcGroups(claimed []string, prefix string) []string {
+	groups := make([]string, 0, len(claimed))
+	for _, g := range claimed {
+		if strings.HasPrefix(g, "system:") {
+			continue
+		}
+		groups = append(groups, prefix+g)
+	}
+	return groups
 }
 
 // checkBinding refuses a service-account token that lives longer than the revocations
@@ -116,6 +131,9 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 // checks against its own store, the adapter checks against the deletions the operator
 // saw.
 func (i *issuer) checkBinding(token *oidc.IDToken) error {
+	if err := refuseUnwatchedBinding(token); err != nil {
+		return err
+	}
 	if limit := i.cfg.MaxTokenLifetime; limit != nil {
 		var times struct {
 			IssuedAt int64 `json:"iat"`
@@ -146,6 +164,34 @@ func (i *issuer) checkBinding(token *oidc.IDToken) error {
 		return errors.New("token refused: its service account was deleted")
 	case bound.Kubernetes.Pod != nil && i.revoked[bound.Kubernetes.Pod.UID]:
 		return errors.New("token refused: the pod it was issued to was deleted")
+	}
+	return nil
+}
+
+// refuseUnwatchedBinding refuses a token bound to a Secret, or to a Node and no pod: the
+// API server refuses it once that object is deleted, but the operator watches only
+// service-account and pod deletions, so this server could not. A pod's projected token
+// names its node too and is accepted; so is an unbound one (kubectl create token).
+func refuseUnwatchedBinding(token *oidc.IDToken) error {
+	var bound struct {
+		Kubernetes struct {
+			Secret *struct {
+				Name string `json:"name"`
+			} `json:"secret"`
+			Node *struct {
+				Name string `json:"name"`
+			} `json:"node"`
+			Pod *struct {
+				Name string `json:"name"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	_ = token.Claims(&bound)
+	switch k := bound.Kubernetes; {
+	case k.Secret != nil:
+		return errors.New("token refused: it is bound to a Secret, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
+	case k.Node != nil && k.Pod == nil:
+		return errors.New("token refused: it is bound to a Node and no pod, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
 	}
 	return nil
 }

@@ -208,9 +208,18 @@ func (s *Server) ToolNames() []string {
 	return names
 }
 
-// Handler returns the adapter's routes: the MCP endpoint(s), /healthz, /readyz and
-// /metrics.
+// Handler returns the adapter's routes: the MCP endpoint(s), /healthz and /readyz.
+// /metrics is not among them: it names every tool, also those tools/list hides from a
+// caller, so it is served on a port of its own (MetricsHandler) that the Service does
+// not expose.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// MetricsHandler serves /metrics, to be mounted on the metrics port only.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(PathMetrics, s.metrics.handler())
+	return mux
+}
 
 func (s *Server) newMCPServer() *server.MCPServer {
 	opts := []server.ServerOption{
@@ -368,7 +377,6 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
 	mux.HandleFunc(PathHealthz, s.serveHealthz)
 	mux.HandleFunc(PathReadyz, s.serveReadyz)
-	mux.Handle(PathMetrics, s.metrics.handler())
 	return mux
 }
 

@@ -101,6 +101,10 @@ type Issuer struct {
 	JWKS json.RawMessage `json:"jwks,omitempty"`
 	// CAFile, when set, is a PEM bundle: the only CAs discovery trusts.
 	CAFile string `json:"caFile,omitempty"`
+	// GroupsPrefix (OIDC issuer) is put before each group of the token's "groups"
+	// claim; groups beginning with "system:" are dropped whatever the prefix, so that an
+	// identity provider cannot name a Kubernetes group.
+	GroupsPrefix string `json:"groupsPrefix,omitempty"`
 	// RevokedUIDs (service-account issuer) are the UIDs of the service accounts and pods
 	// deleted within MaxTokenLifetime, as the operator saw them: a token bound to one of
 	// them is refused, as the API server would refuse it.

@@ -104,8 +104,8 @@ func startAsPodOn(t *testing.T, ctx context.Context, dep *appsv1.Deployment, hos
 	}
 
 	// The pod listens on all interfaces of its own network namespace; here it shares the
-	// host's, so bind the given host and an ephemeral port instead (later flags win).
-	args := append(append([]string{}, c.Args...), "--host", host, "--port", "0")
+	// host's, so bind the given host and ephemeral ports instead (later flags win).
+	args := append(append([]string{}, c.Args...), "--host", host, "--port", "0", "--metrics-port", "0")
 	cmd := exec.Command(c.Command[0], args...)
 	cmd.Env = []string{}
 	for _, e := range c.Env {

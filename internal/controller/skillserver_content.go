@@ -240,7 +240,8 @@ func (r *SkillServerReconciler) watchContent(mgr ctrl.Manager, b *builder.Builde
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, contentConfigMapIndex, contentConfigMaps); err != nil {
 		return nil, fmt.Errorf("index SkillServers by content ConfigMap: %w", err)
 	}
-	// A policy that starts or stops allowing an image changes the servers mounting one.
+	// A policy that starts or stops allowing an image changes the servers mounting one;
+	// one that changes mode changes the servers whose new refusals warn in Audit mode.
 	b = b.Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversWithImageSkills))
 	if r.ContentCache == nil {
 		return b, nil
@@ -267,7 +268,7 @@ func (r *SkillServerReconciler) serversWithImageSkills(ctx context.Context, _ cl
 		return nil
 	}
 	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
-		return !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
+		return !dependsOnPolicyMode(&ss) && !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
 	})
 	return requestsFor(list.Items)
 }

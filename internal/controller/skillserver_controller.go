@@ -57,6 +57,10 @@ type SkillServerReconciler struct {
 	APIReader client.Reader
 	// Workers is how many SkillServers are reconciled at once (1 when zero).
 	Workers int
+	// APIAudiences are audiences of the API server (or of other services taking
+	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
+	// SkillServer may accept tokens issued for them.
+	APIAudiences []string
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -101,6 +105,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	defer func() {
 		summarizeSkillServerReady(ss)
 		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
+		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)
 }
@@ -160,7 +165,11 @@ func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1
 		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
 		return render.Inputs{}, err
 	}
-	return render.Inputs{Imports: imports, Cluster: cluster}, nil
+	auditPolicy, err := r.auditPolicyFor(ctx, ss)
+	if err != nil {
+		return render.Inputs{}, err
+	}
+	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy, ReservedAudiences: r.reservedAudiences(cluster)}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.

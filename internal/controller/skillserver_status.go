@@ -52,6 +52,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	if rendered {
 		setSchemaPortable(ss, report.NonPortableKeys)
 		setImportsResolved(ss, report.Imports)
+		setGroupsPrefixed(ss, report.Groups)
 	}
 	if report.Invalid != nil {
 		setStalled(ss, report.Invalid)
@@ -59,6 +60,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	}
 	clearStalled(ss)
 	setSkippedToolsStalled(ss, report.Imports)
+	setAudiencesAllowed(ss, report.Audiences)
 	return true
 }
 

@@ -285,3 +285,19 @@ func hostListed(patterns []string, host string) bool {
 	}
 	return false
 }
+
+// AuditOnly names the first Audit-mode policy when no Enforce policy covers the
+// namespace, and is "" otherwise (Enforce, or no policy at all): refusals new in a
+// version warn where it is set, and refuse where it is not.
+func (c *Checker) AuditOnly() string {
+	audit := ""
+	for i := range c.Policies {
+		if !isAudit(&c.Policies[i]) {
+			return ""
+		}
+		if audit == "" {
+			audit = c.Policies[i].Name
+		}
+	}
+	return audit
+}

@@ -259,7 +259,7 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render
 		WithImage(image).
 		WithCommand(AdapterCommand).
 		WithArgs(AdapterArgs(ss)...).
-		WithPorts(mcpContainerPort(render.PortOf(ss))).
+		WithPorts(mcpContainerPort(render.PortOf(ss)), metricsContainerPort(MetricsPort(ss))).
 		WithReadinessProbe(httpProbe(adapterconfig.PathReadyz, 2)).
 		WithLivenessProbe(httpProbe(adapterconfig.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
@@ -276,9 +276,22 @@ func AdapterArgs(ss *cantusv1alpha1.SkillServer) []string {
 		"serve",
 		"--config", ConfigPath,
 		"--port", fmt.Sprint(render.PortOf(ss)),
+		"--metrics-port", fmt.Sprint(MetricsPort(ss)),
 		"--drain-delay", drainDelay.String(),
 		"--shutdown-grace", shutdownGrace.String(),
 	}
+}
+
+// DefaultMetricsPort is the adapter container's metrics port, named "metrics".
+const DefaultMetricsPort = int32(9090)
+
+// MetricsPort is the adapter's metrics port: DefaultMetricsPort, or the next one when
+// the MCP port is DefaultMetricsPort.
+func MetricsPort(ss *cantusv1alpha1.SkillServer) int32 {
+	if render.PortOf(ss) == DefaultMetricsPort {
+		return DefaultMetricsPort + 1
+	}
+	return DefaultMetricsPort
 }
 
 func resourcesFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ResourceRequirementsApplyConfiguration {
