@@ -340,7 +340,7 @@ func resultText(r *mcp.CallToolResult) string {
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux := http.NewServeMux()
 	protect := func(h http.Handler) http.Handler {
-		return s.requireCaller(s.gateMCP(h))
+		return s.requireCaller(s.bindSessions(s.gateMCP(h)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -353,16 +353,23 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
+			server.WithSessionIDGenerator(newSSESessionID),
 		)
 		mux.Handle(PathSSE, protect(s.sse))
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
-		s.streamable = server.NewStreamableHTTPServer(m,
+		opts := []server.StreamableHTTPOption{
 			server.WithHTTPContextFunc(callContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
-		)
+		}
+		if !s.cfg.Stateless {
+			// Session ids name their owner (sessions.go); applied after
+			// WithStateLess, which would otherwise replace it.
+			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
+		}
+		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
