@@ -52,8 +52,11 @@ type issuer struct {
 }
 
 func newIssuer(cfg adapterconfig.Issuer) (*issuer, error) {
-	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs))}
+	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs)+len(cfg.RevokedServiceAccountUIDs))}
 	for _, uid := range cfg.RevokedUIDs {
+		i.revoked[uid] = true
+	}
+	for _, uid := range cfg.RevokedServiceAccountUIDs {
 		i.revoked[uid] = true
 	}
 	if len(cfg.JWKS) == 0 {
@@ -116,16 +119,8 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 // checks against its own store, the adapter checks against the deletions the operator
 // saw.
 func (i *issuer) checkBinding(token *oidc.IDToken) error {
-	if limit := i.cfg.MaxTokenLifetime; limit != nil {
-		var times struct {
-			IssuedAt int64 `json:"iat"`
-		}
-		if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
-			return errors.New("token refused: it has no issue time (iat)")
-		}
-		if lifetime := token.Expiry.Sub(time.Unix(times.IssuedAt, 0)); lifetime > limit.Duration {
-			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
-		}
+	if err := i.checkIssueTime(token); err != nil {
+		return err
 	}
 	if len(i.revoked) == 0 {
 		return nil
@@ -146,6 +141,32 @@ func (i *issuer) checkBinding(token *oidc.IDToken) error {
 		return errors.New("token refused: its service account was deleted")
 	case bound.Kubernetes.Pod != nil && i.revoked[bound.Kubernetes.Pod.UID]:
 		return errors.New("token refused: the pod it was issued to was deleted")
+	}
+	return nil
+}
+
+// checkIssueTime refuses a service-account token that lives longer than the revocations
+// are remembered, or that was issued before the operator had to drop deletions (any of
+// which it may be bound to).
+func (i *issuer) checkIssueTime(token *oidc.IDToken) error {
+	limit, before := i.cfg.MaxTokenLifetime, i.cfg.RefuseIssuedBefore
+	if limit == nil && before == nil {
+		return nil
+	}
+	var times struct {
+		IssuedAt int64 `json:"iat"`
+	}
+	if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
+		return errors.New("token refused: it has no issue time (iat)")
+	}
+	issued := time.Unix(times.IssuedAt, 0)
+	if limit != nil {
+		if lifetime := token.Expiry.Sub(issued); lifetime > limit.Duration {
+			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
+		}
+	}
+	if before != nil && issued.Before(*before) {
+		return fmt.Errorf("token refused: it was issued before %s, when the operator had more deletions of service accounts and pods than it keeps; get a new token", before.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -101,10 +101,19 @@ type Issuer struct {
 	JWKS json.RawMessage `json:"jwks,omitempty"`
 	// CAFile, when set, is a PEM bundle: the only CAs discovery trusts.
 	CAFile string `json:"caFile,omitempty"`
-	// RevokedUIDs (service-account issuer) are the UIDs of the service accounts and pods
-	// deleted within MaxTokenLifetime, as the operator saw them: a token bound to one of
-	// them is refused, as the API server would refuse it.
+	// RevokedUIDs (service-account issuer) are the UIDs of the pods (and, in configs
+	// rendered before RevokedServiceAccountUIDs, service accounts) deleted within
+	// MaxTokenLifetime, as the operator saw them: a token bound to one of them is
+	// refused, as the API server would refuse it.
 	RevokedUIDs []string `json:"revokedUIDs,omitempty"`
+	// RevokedServiceAccountUIDs (service-account issuer) are the UIDs of the service
+	// accounts deleted within MaxTokenLifetime; kept apart from the pods so that a
+	// restarted operator bounds each kind as it did.
+	RevokedServiceAccountUIDs []string `json:"revokedServiceAccountUIDs,omitempty"`
+	// RefuseIssuedBefore (service-account issuer), when set, refuses every token issued
+	// before it: the operator had to drop deletions it could not keep, and the tokens
+	// bound to them were all issued before then.
+	RefuseIssuedBefore *time.Time `json:"refuseIssuedBefore,omitempty"`
 	// MaxTokenLifetime (service-account issuer), when set, refuses a token that lives
 	// longer (exp - iat): the revocations are remembered that long, so they cover every
 	// token accepted.

@@ -67,7 +67,7 @@ type ServiceAccountIssuer interface {
 // BindingRevocations are the UIDs of the service accounts and pods deleted within the
 // longest token lifetime the servers accept.
 type BindingRevocations interface {
-	UIDs(ctx context.Context) ([]string, error)
+	Current(ctx context.Context) (saissuer.Revoked, error)
 	Lifetime() time.Duration
 }
 
@@ -195,8 +195,15 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 	}
 	cluster := adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
 	if r.Revocations != nil {
-		if cluster.RevokedUIDs, err = r.Revocations.UIDs(ctx); err != nil {
+		revoked, err := r.Revocations.Current(ctx)
+		if err != nil {
 			return adapterconfig.Issuer{}, fmt.Errorf("read the revoked service-account bindings: %w", err)
+		}
+		cluster.RevokedUIDs, cluster.RevokedServiceAccountUIDs = revoked.Pods, revoked.ServiceAccounts
+		if !revoked.RefuseIssuedBefore.IsZero() {
+			// Up to the next second: a token's iat has whole seconds.
+			at := revoked.RefuseIssuedBefore.UTC().Add(time.Second - 1).Truncate(time.Second)
+			cluster.RefuseIssuedBefore = &at
 		}
 		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 	}
