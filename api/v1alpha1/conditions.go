@@ -23,6 +23,10 @@ const (
 	// promises. Pods that are running but serve the wrong tools, or do not answer MCP,
 	// are not Ready.
 	ConditionVerified = "Verified"
+	// ConditionPodAllowed says whether the ToolSourcePolicies that select the namespace
+	// allow a SkillServer's pod overrides (spec.pod.image, spec.pod.serviceAccountName);
+	// absent when it sets neither.
+	ConditionPodAllowed = "PodAllowed"
 )
 
 // Condition reasons, CamelCase as Kubernetes expects.
@@ -50,6 +54,11 @@ const (
 	// 401, as it should when only callers' own tokens are accepted; the tools it serves
 	// could not be listed by the operator.
 	ReasonAsksForToken = "AsksForToken"
+	// ReasonPodAllowed, ReasonPodAllowedByAudit and ReasonPodNotAllowlisted are the
+	// reasons of PodAllowed (and of Stalled, when refused).
+	ReasonPodAllowed        = "Allowed"
+	ReasonPodAllowedByAudit = "AllowedByAudit"
+	ReasonPodNotAllowlisted = "NotAllowlisted"
 )
 
 // Condition types of RemoteToolImport.

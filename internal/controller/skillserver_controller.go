@@ -108,6 +108,10 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // reconcile gathers what the config needs from the cluster, renders it, applies it and
 // verifies what the workload serves.
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
+	if allowed, err := r.checkPodOverrides(ctx, ss); !allowed || err != nil {
+		// Refused: terminal until the spec or a policy changes (both are watched).
+		return ctrl.Result{}, err
+	}
 	inputs, err := r.inputsOf(ctx, ss)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -233,6 +237,8 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// An import that changes (tools, readiness) changes the servers that re-export it.
 	b = b.Watches(&cantusv1alpha1.RemoteToolImport{}, handler.EnqueueRequestsFromMapFunc(r.serversReexporting))
+	// A policy that comes to allow (or stops allowing) a pod override decides anew.
+	b = b.Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversWithPodOverrides))
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, authSecretIndex, authSecrets); err != nil {
 		return fmt.Errorf("index SkillServers by bearer token Secret: %w", err)
 	}
