@@ -98,4 +98,3 @@ func (r *SkillServerReconciler) serversWithPodOverrides(ctx context.Context, _ c
 	})
 	return requestsFor(list.Items)
 }
-
