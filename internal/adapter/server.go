@@ -88,6 +88,8 @@ type Server struct {
 	backend *http.Client
 	gate    *callGate
 	calls   *callLimiter
+	// callers rate-limits each caller's tool calls; nil without spec.limits.perCaller.
+	callers *callerRates
 	handler http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
@@ -147,7 +149,8 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
-		calls:   newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait),
+		calls:   callLimiterFor(cfg.Limits),
+		callers: newCallerRates(perCallerOf(cfg.Limits)),
 		auth:    auth,
 	}
 	if o.calls != nil {
@@ -298,7 +301,8 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 		s.logCall(caller, name, outcomeRefused, nil, 0)
 		return notAllowed(name)
 	}
-	if refused := s.calls.acquire(ctx); refused != nil {
+	if refused, reason := s.calls.acquire(ctx); refused != nil {
+		s.metrics.observeRejection(reason)
 		s.logCall(caller, name, outcomeBusy, refused, 0)
 		return refused
 	}

@@ -61,6 +61,28 @@ type Config struct {
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
 	// Prompts are prompt templates.
 	Prompts []Prompt `json:"prompts,omitempty"`
+
+	// Limits, when set, replace the adapter's default call limits (64 running, 64
+	// waiting up to 10s, no per-caller rate). They apply to this process (one pod).
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits bound the tool calls of one adapter.
+type Limits struct {
+	// ConcurrentCalls run at once; at least 1.
+	ConcurrentCalls int `json:"concurrentCalls"`
+	// QueueLength calls may wait for a slot; 0 refuses at once.
+	QueueLength int `json:"queueLength"`
+	// QueueWait is how long a call waits for a slot.
+	QueueWait Duration `json:"queueWait"`
+	// PerCaller, when set, rate-limits each caller's tool calls.
+	PerCaller *CallerRate `json:"perCaller,omitempty"`
+}
+
+// CallerRate is a token bucket per caller.
+type CallerRate struct {
+	CallsPerSecond float64 `json:"callsPerSecond"`
+	Burst          int     `json:"burst"`
 }
 
 // Issuer kinds: how a verified token's claims name the caller.

@@ -108,6 +108,9 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // reconcile gathers what the config needs from the cluster, renders it, applies it and
 // verifies what the workload serves.
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
+	// Shown by kubectl describe: the limits each pod applies, defaults included.
+	limits := ss.Spec.Limits.Effective()
+	ss.Status.Limits = &limits
 	if allowed, err := r.checkPodOverrides(ctx, ss); !allowed || err != nil {
 		// Refused: terminal until the spec or a policy changes (both are watched).
 		return ctrl.Result{}, err
