@@ -42,7 +42,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +53,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
 )
 
 // The skill under test: greet_reader of config/samples/cantus_v1alpha1_skillserver.yaml.

@@ -165,7 +165,9 @@ func newSSESessionID(ctx context.Context, _ *http.Request) (string, error) {
 // caller of each request.
 type boundSessionIDs struct{}
 
-// ResolveSessionIdManager implements server.SessionIdManagerResolver.
+// ResolveSessionIdManager implements server.SessionIdManagerResolver (mcp-go's name).
+//
+//nolint:revive // the interface's spelling
 func (boundSessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
 	return ownerSessionIDs{identity: identityFrom(r.Context())}
 }
