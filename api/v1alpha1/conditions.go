@@ -30,6 +30,10 @@ const (
 	// ConditionAudiencesAllowed (SkillServers with spec.auth.serviceAccountTokens) is
 	// False when the audiences name the API server's or another server's audience.
 	ConditionAudiencesAllowed = "AudiencesAllowed"
+	// ConditionPodAllowed says whether the ToolSourcePolicies that select the namespace
+	// allow a SkillServer's pod overrides (spec.pod.image, spec.pod.serviceAccountName);
+	// absent when it sets neither.
+	ConditionPodAllowed = "PodAllowed"
 )
 
 // Condition reasons, CamelCase as Kubernetes expects.
@@ -74,6 +78,11 @@ const (
 	// ReasonForbiddenAudienceAudited: as ReasonForbiddenAudience, but an Audit-mode
 	// ToolSourcePolicy lets the audience be accepted for now.
 	ReasonForbiddenAudienceAudited = "ForbiddenAudienceAudited"
+	// ReasonPodAllowed, ReasonPodAllowedByAudit and ReasonPodNotAllowlisted are the
+	// reasons of PodAllowed (and of Stalled, when refused).
+	ReasonPodAllowed        = "Allowed"
+	ReasonPodAllowedByAudit = "AllowedByAudit"
+	ReasonPodNotAllowlisted = "NotAllowlisted"
 )
 
 // Condition types of RemoteToolImport.

@@ -92,8 +92,8 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) ([]string, error) {
-			return workload.RevokedUIDsInConfigs(ctx, mgr.GetAPIReader())
+		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
+			return workload.RevokedInConfigs(ctx, mgr.GetAPIReader())
 		}}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {

@@ -201,6 +201,38 @@ func TestTokensBoundToSecretsOrNodesAreRefused(t *testing.T) {
 	}
 }
 
+// After the operator had to drop deletions, a token issued before the newest dropped
+// one is refused (any of them may have been its binding), and a token issued since
+// passes (issue 23, finding 6: dropping used to let such tokens pass).
+func TestTokensIssuedBeforeDroppedRevocationsAreRefused(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	dropped := time.Now().Add(-30 * time.Second).Truncate(time.Second)
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: aud, JWKS: cluster.jwks(t),
+		RevokedServiceAccountUIDs: []string{"deleted-account"}, RefuseIssuedBefore: &dropped,
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().Add(time.Hour)
+	old := cluster.token(t, aud, hour, serviceAccountClaims("agents", "reader")) // issued a minute ago
+	if _, err := a.Authenticate(requestWith(old)); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "issued before") {
+		t.Errorf("a token issued before the dropped deletions: got %v, want ErrInvalidToken saying it was issued before", err)
+	}
+	fresh := serviceAccountClaims("agents", "reader")
+	fresh["iat"] = time.Now().Unix()
+	if _, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, fresh))); err != nil {
+		t.Errorf("a token issued after the dropped deletions was refused: %v", err)
+	}
+	gone := serviceAccountClaims("agents", "reader")
+	gone["iat"] = time.Now().Unix()
+	gone["kubernetes.io"] = map[string]any{"namespace": "agents", "serviceaccount": map[string]any{"name": "reader", "uid": "deleted-account"}}
+	if _, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, gone))); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "service account was deleted") {
+		t.Errorf("a token of an account listed among revokedServiceAccountUIDs: got %v, want refused", err)
+	}
+}
+
 // The operator hands rotated keys over by Update: tokens of the new key pass at once,
 // those of the retired key no longer do.
 func TestUpdateRotatesIssuerKeys(t *testing.T) {

@@ -52,8 +52,11 @@ type issuer struct {
 }
 
 func newIssuer(cfg adapterconfig.Issuer) (*issuer, error) {
-	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs))}
+	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs)+len(cfg.RevokedServiceAccountUIDs))}
 	for _, uid := range cfg.RevokedUIDs {
+		i.revoked[uid] = true
+	}
+	for _, uid := range cfg.RevokedServiceAccountUIDs {
 		i.revoked[uid] = true
 	}
 	if len(cfg.JWKS) == 0 {
@@ -134,16 +137,8 @@ func (i *issuer) checkBinding(token *oidc.IDToken) error {
 	if err := refuseUnwatchedBinding(token); err != nil {
 		return err
 	}
-	if limit := i.cfg.MaxTokenLifetime; limit != nil {
-		var times struct {
-			IssuedAt int64 `json:"iat"`
-		}
-		if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
-			return errors.New("token refused: it has no issue time (iat)")
-		}
-		if lifetime := token.Expiry.Sub(time.Unix(times.IssuedAt, 0)); lifetime > limit.Duration {
-			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
-		}
+	if err := i.checkIssueTime(token); err != nil {
+		return err
 	}
 	if len(i.revoked) == 0 {
 		return nil
@@ -192,6 +187,32 @@ func refuseUnwatchedBinding(token *oidc.IDToken) error {
 		return errors.New("token refused: it is bound to a Secret, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
 	case k.Node != nil && k.Pod == nil:
 		return errors.New("token refused: it is bound to a Node and no pod, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
+	}
+	return nil
+}
+
+// checkIssueTime refuses a service-account token that lives longer than the revocations
+// are remembered, or that was issued before the operator had to drop deletions (any of
+// which it may be bound to).
+func (i *issuer) checkIssueTime(token *oidc.IDToken) error {
+	limit, before := i.cfg.MaxTokenLifetime, i.cfg.RefuseIssuedBefore
+	if limit == nil && before == nil {
+		return nil
+	}
+	var times struct {
+		IssuedAt int64 `json:"iat"`
+	}
+	if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
+		return errors.New("token refused: it has no issue time (iat)")
+	}
+	issued := time.Unix(times.IssuedAt, 0)
+	if limit != nil {
+		if lifetime := token.Expiry.Sub(issued); lifetime > limit.Duration {
+			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
+		}
+	}
+	if before != nil && issued.Before(*before) {
+		return fmt.Errorf("token refused: it was issued before %s, when the operator had more deletions of service accounts and pods than it keeps; get a new token", before.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

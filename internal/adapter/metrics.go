@@ -23,6 +23,9 @@ type toolMetrics struct {
 	// refusals counts calls the authorization rules refused; by tool only, never by
 	// caller, so that callers cannot grow the series without bound.
 	refusals *prometheus.CounterVec
+	// rejected counts the calls refused by the call limits, by reason (rate_limited,
+	// queue_full, queue_wait, cancelled).
+	rejected *prometheus.CounterVec
 	// gateway counts the connects and retries per remote of re-exported tools.
 	gateway *gateway.Metrics
 	// openStreams counts the long-lived streams, which carry
@@ -70,12 +73,19 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_tool_refusals_total",
 		Help: "Tool calls refused because the caller may not call the tool, by tool.",
 	}, []string{"tool"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_adapter_rejected_calls_total",
+		Help: "Tool calls refused by this pod's call limits, by reason: rate_limited (HTTP 429, the caller's rate), queue_full, queue_wait and cancelled (server_busy).",
+	}, []string{"reason"})
+	for _, reason := range []string{rejectedRateLimited, rejectedQueueFull, rejectedQueueWait, rejectedCancelled} {
+		m.rejected.WithLabelValues(reason)
+	}
 	m.gateway = gateway.NewMetrics()
 	m.openStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cantus_adapter_open_streams",
 		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
 	})
-	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.openStreams)
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.rejected, m.openStreams)
 	m.registry.MustRegister(m.gateway.Collectors()...)
 	m.trackTools(toolNames)
 	return m
@@ -144,6 +154,11 @@ func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) 
 // unknown names itself), so the label stays bounded.
 func (m *toolMetrics) observeRefusal(tool string) {
 	m.refusals.WithLabelValues(tool).Inc()
+}
+
+// observeRejection counts a call the limits refused.
+func (m *toolMetrics) observeRejection(reason string) {
+	m.rejected.WithLabelValues(reason).Inc()
 }
 
 func (m *toolMetrics) handler() http.Handler {

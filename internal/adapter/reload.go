@@ -96,6 +96,9 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if cfg.Server != s.cfg.Server {
 		changed = append(changed, "the server info (name, version, instructions)")
 	}
+	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
+		changed = append(changed, "the call limits (limits)")
+	}
 	if (len(cfg.AgentSkills) > 0) != (len(s.cfg.AgentSkills) > 0) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}

@@ -88,6 +88,8 @@ type Server struct {
 	backend *http.Client
 	gate    *callGate
 	calls   *callLimiter
+	// callers rate-limits each caller's tool calls; nil without spec.limits.perCaller.
+	callers *callerRates
 	handler http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
@@ -147,7 +149,8 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
-		calls:   newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait),
+		calls:   callLimiterFor(cfg.Limits),
+		callers: newCallerRates(perCallerOf(cfg.Limits)),
 		auth:    auth,
 	}
 	if o.calls != nil {
@@ -307,7 +310,8 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 		s.logCall(caller, name, outcomeRefused, nil, 0)
 		return notAllowed(name)
 	}
-	if refused := s.calls.acquire(ctx); refused != nil {
+	if refused, reason := s.calls.acquire(ctx); refused != nil {
+		s.metrics.observeRejection(reason)
 		s.logCall(caller, name, outcomeBusy, refused, 0)
 		return refused
 	}
@@ -349,7 +353,7 @@ func resultText(r *mcp.CallToolResult) string {
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	mux := http.NewServeMux()
 	protect := func(h http.Handler) http.Handler {
-		return s.requireCaller(s.gateMCP(h))
+		return s.requireCaller(s.bindSessions(s.gateMCP(h)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -362,16 +366,23 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
+			server.WithSessionIDGenerator(newSSESessionID),
 		)
 		mux.Handle(PathSSE, protect(s.sse))
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
-		s.streamable = server.NewStreamableHTTPServer(m,
+		opts := []server.StreamableHTTPOption{
 			server.WithHTTPContextFunc(callContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
-		)
+		}
+		if !s.cfg.Stateless {
+			// Session ids name their owner (sessions.go); applied after
+			// WithStateLess, which would otherwise replace it.
+			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
+		}
+		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)

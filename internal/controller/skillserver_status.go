@@ -146,6 +146,7 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 // set. A gateway that leaves out some of what it was asked to serve is not Ready, even
 // though it serves the rest: `kubectl wait` should not pass on half a spec.
 var skillServerReadyPrerequisites = []readyPrerequisite{
+	{condType: cantusv1alpha1.ConditionPodAllowed},
 	{condType: conditionContentValid},
 	{condType: cantusv1alpha1.ConditionAvailable, unsetMessage: "waiting for the workload"},
 	{condType: cantusv1alpha1.ConditionImportsResolved},

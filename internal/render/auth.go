@@ -149,6 +149,9 @@ func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.Ser
 		JWKS:             cluster.JWKS,
 		RevokedUIDs:      cluster.RevokedUIDs,
 		MaxTokenLifetime: cluster.MaxTokenLifetime,
+		// Kept apart from the pods so that a restarted operator recalls each kind.
+		RevokedServiceAccountUIDs: cluster.RevokedServiceAccountUIDs,
+		RefuseIssuedBefore:        cluster.RefuseIssuedBefore,
 	}
 }
 

@@ -112,11 +112,13 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	cfg.Tools = append(make([]adapterconfig.Tool, 0, len(own.config.Tools)+len(imported.tools)), own.config.Tools...)
 	cfg.Tools = append(cfg.Tools, imported.tools...)
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
+	limits, limitsErr := renderLimits(ss.Spec.Limits)
+	cfg.Limits = limits
 	in.Content.Apply(&cfg, ContentMountPath)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
-		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg)),
+		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg), limitsErr),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
 		Groups:          auth.Groups,
