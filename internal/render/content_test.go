@@ -264,7 +264,7 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 		{"crlf", "name: a\r\ndescription: d\r\n", `{"description":"d","name":"a"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SkillFrontmatter([]byte("---\n" + tc.yaml + "\n---\nbody"))
+			got, err := adapterconfig.SkillFrontmatter([]byte("---\n" + tc.yaml + "\n---\nbody"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +277,7 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"---\n- a\n---\n", "---\nname: a\nname: b\n---\n", "no frontmatter"} {
-		if _, err := SkillFrontmatter([]byte(bad)); err == nil {
+		if _, err := adapterconfig.SkillFrontmatter([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
