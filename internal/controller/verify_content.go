@@ -185,8 +185,12 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 	if msg := recordImageSkills(ss, served, images); msg != "" {
 		return ReasonImageSkillsLeftOut, msg, false
 	}
-	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest; %d of them from images, as the pods list them) and %d prompts rendered",
-		len(ss.Status.AgentSkills), len(images), len(ss.Status.Prompts)), true
+	fromImages := ""
+	if len(images) > 0 {
+		fromImages = fmt.Sprintf("; %d of them from images, as the pods list them", len(images))
+	}
+	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest%s) and %d prompts rendered",
+		len(ss.Status.AgentSkills), fromImages, len(ss.Status.Prompts)), true
 }
 
 // recordImageSkills puts the pods' entries of the skills from images into the status
