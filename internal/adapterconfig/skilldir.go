@@ -47,7 +47,7 @@ func ReadSkillDir(dir, skillPath string) (AgentSkill, map[string][]byte, error) 
 		return skill, nil, fmt.Errorf("open the skill's folder %s: %w", dir, err)
 	}
 	defer func() { _ = root.Close() }()
-	found, err := skillDirFiles(root.FS())
+	found, err := skillDirFiles(root)
 	if err != nil {
 		return skill, nil, err
 	}
@@ -88,49 +88,68 @@ type skillDirFile struct {
 	size int64
 }
 
-// skillDirFiles lists the regular files under fsys, sorted by path, refusing what a
-// skill may not hold before reading any of it.
-func skillDirFiles(fsys fs.FS) ([]skillDirFile, error) {
+// skillDirFiles lists the regular files under root, sorted by path, refusing what a
+// skill may not hold before reading any of it. Each folder is read with a bound on its
+// entries, so a hostile image's folder of millions of entries costs a bounded read.
+func skillDirFiles(root *os.Root) ([]skillDirFile, error) {
 	var files []skillDirFile
 	var total int64
 	entries := 0
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	for dirs := []string{"."}; len(dirs) > 0; {
+		dir := dirs[len(dirs)-1]
+		dirs = dirs[:len(dirs)-1]
+		list, err := readDirAtMost(root, dir, maxSkillDirEntries-entries)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			return nil, err
 		}
-		if p == "." {
-			return nil
+		entries += len(list)
+		for _, d := range list {
+			p := path.Join(dir, d.Name())
+			switch {
+			case d.Type()&fs.ModeSymlink != 0:
+				return nil, fmt.Errorf("%s is a symbolic link: a skill's files must be regular files in its folder", p)
+			case d.IsDir():
+				dirs = append(dirs, p)
+				continue
+			case !d.Type().IsRegular():
+				return nil, fmt.Errorf("%s is not a regular file (%s): a skill holds only files and folders", p, d.Type())
+			}
+			if problem := filePathProblem(p); problem != "" {
+				return nil, fmt.Errorf("file %q: %s", ClipName(p), problem)
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			total += info.Size()
+			files = append(files, skillDirFile{path: p, size: info.Size()})
+			switch {
+			case len(files) > MaxSkillFiles:
+				return nil, fmt.Errorf("more than the %d files a skill may have", MaxSkillFiles)
+			case total > MaxSkillBytes:
+				return nil, fmt.Errorf("its files hold more than the %d bytes a skill may hold", MaxSkillBytes)
+			}
 		}
-		if entries++; entries > maxSkillDirEntries {
-			return fmt.Errorf("more than %d files and folders: a skill has at most %d files", maxSkillDirEntries, MaxSkillFiles)
-		}
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			return fmt.Errorf("%s is a symbolic link: a skill's files must be regular files in its folder", p)
-		case d.IsDir():
-			return nil
-		case !d.Type().IsRegular():
-			return fmt.Errorf("%s is not a regular file (%s): a skill holds only files and folders", p, d.Type())
-		}
-		if pp := filePathProblem(p); pp != "" {
-			return fmt.Errorf("file %q: %s", ClipName(p), pp)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
-		}
-		total += info.Size()
-		files = append(files, skillDirFile{path: p, size: info.Size()})
-		switch {
-		case len(files) > MaxSkillFiles:
-			return fmt.Errorf("more than the %d files a skill may have", MaxSkillFiles)
-		case total > MaxSkillBytes:
-			return fmt.Errorf("its files hold more than the %d bytes a skill may hold", MaxSkillBytes)
-		}
-		return nil
-	})
+	}
 	slices.SortFunc(files, func(a, b skillDirFile) int { return strings.Compare(a.path, b.path) })
-	return files, err
+	return files, nil
+}
+
+// readDirAtMost reads the entries of dir, refusing a folder with more than n.
+func readDirAtMost(root *os.Root, dir string, n int) ([]fs.DirEntry, error) {
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	defer func() { _ = f.Close() }()
+	list, err := f.ReadDir(n + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	if len(list) > n {
+		return nil, fmt.Errorf("more than %d files and folders: a skill has at most %d files", maxSkillDirEntries, MaxSkillFiles)
+	}
+	return list, nil
 }
 
 // readSkillFile reads one file through root (which refuses to leave the folder), and

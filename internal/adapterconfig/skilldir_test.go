@@ -175,3 +175,18 @@ func TestValidateImageSkills(t *testing.T) {
 		t.Errorf("a path used twice: Validate = %v", err)
 	}
 }
+
+// A folder of more entries than a skill can use is refused after reading a bounded
+// number of them, not listed in full.
+func TestReadSkillDirBoundsTheWalk(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "SKILL.md", dirSkillMD)
+	for i := range maxSkillDirEntries {
+		if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("empty-%04d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := ReadSkillDir(dir, "cataloguing"); err == nil || !strings.Contains(err.Error(), "more than 2048 files and folders") {
+		t.Fatalf("ReadSkillDir = %v, want the walk refused", err)
+	}
+}
