@@ -10,6 +10,10 @@ CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := bin/golangci-lint
 # Helm is pinned the same way, in a module of its own (hack/tools/helm).
 HELM := bin/helm
+# containerd 2 for the one-node cluster (image volumes need containerd >= 2.1; Debian
+# ships 1.6), pinned in hack/tools/containerd; a cold build takes about 10 minutes here.
+CONTAINERD := bin/containerd
+CONTAINERD_VERSION = $(shell go -C hack/tools/containerd list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
 CHART := charts/cantus-operator
 KUBECTL ?= kubectl
 
@@ -46,6 +50,7 @@ verify-tidy: ## Fail when go.mod or go.sum (the operator's or hack/tools') are n
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@go -C hack/tools mod tidy -diff || { echo "hack/tools is not tidy: run 'go -C hack/tools mod tidy' and commit"; exit 1; }
 	@go -C hack/tools/helm mod tidy -diff || { echo "hack/tools/helm is not tidy: run 'go -C hack/tools/helm mod tidy' and commit"; exit 1; }
+	@go -C hack/tools/containerd mod tidy -diff || { echo "hack/tools/containerd is not tidy: run 'go -C hack/tools/containerd mod tidy' and commit"; exit 1; }
 
 .PHONY: verify
 verify: verify-gen verify-tidy lint helm-lint ## Every check that generated and module files are as committed, the linters, and the chart's lint.
@@ -55,6 +60,12 @@ $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	go -C hack/tools/helm build -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
+
+# containerd and its runc shim, static (no btrfs snapshotter, which needs cgo); runc, the
+# CNI plugins and iptables still come from Debian.
+$(CONTAINERD): hack/tools/containerd/go.mod hack/tools/containerd/go.sum
+	CGO_ENABLED=0 go -C hack/tools/containerd build -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' \
+		-o $(CURDIR)/bin/ github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## helm lint the chart and render it with its defaults and with every option on.

@@ -31,6 +31,8 @@ type toolMetrics struct {
 	// openStreams counts the long-lived streams, which carry
 	// notifications/tools/list_changed to sessions.
 	openStreams prometheus.Gauge
+	// imageSkillsLeftOut counts the image skills the current config does not serve.
+	imageSkillsLeftOut prometheus.Gauge
 
 	// series caches each tracked tool's children of calls, errors and duration, so a
 	// call does not look them up by label; copy on write, under seriesMu.
@@ -85,7 +87,11 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_open_streams",
 		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
 	})
-	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.rejected, m.openStreams)
+	m.imageSkillsLeftOut = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cantus_adapter_image_skills_left_out",
+		Help: "Agent skills from image volumes that the current config does not serve, because they break an Agent Skills rule or a limit (the log says which and why).",
+	})
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.rejected, m.openStreams, m.imageSkillsLeftOut)
 	m.registry.MustRegister(m.gateway.Collectors()...)
 	m.trackTools(toolNames)
 	return m

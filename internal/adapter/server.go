@@ -169,6 +169,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools))
 	s.content.Store(content)
+	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)

@@ -55,6 +55,9 @@ type Config struct {
 	ContentDir string `json:"contentDir,omitempty"`
 	// AgentSkills are served per the MCP Skills extension.
 	AgentSkills []AgentSkill `json:"agentSkills,omitempty"`
+	// ImageSkills are served like AgentSkills, from folders the adapter reads at load
+	// (image volumes); one that breaks a rule is left out, not the config refused.
+	ImageSkills []ImageSkill `json:"imageSkills,omitempty"`
 	// Resources are static resources.
 	Resources []Resource `json:"resources,omitempty"`
 	// ResourceTemplates are resources computed from their URI's variables.
