@@ -187,3 +187,23 @@ func TestSessionOwnership(t *testing.T) {
 		}
 	}
 }
+
+// Whatever id a caller presents, it is its own only if it was made for that caller:
+// an id made for one identity never passes for another, and a made id always passes
+// for its owner.
+func FuzzSessionOwnership(f *testing.F) {
+	f.Add("mcp-session-0f.abc", "address:10.0.0.1", "address:10.0.0.2")
+	f.Add(sessionIDFor("bearer:x"), "bearer:x", "bearer:y")
+	f.Fuzz(func(t *testing.T, presented, owner, other string) {
+		id := sessionIDFor(owner)
+		if ownershipOf(id, owner) != sessionOwned {
+			t.Fatalf("the id made for %q is not its own", owner)
+		}
+		if owner != other && ownershipOf(id, other) == sessionOwned {
+			t.Fatalf("the id made for %q passes for %q", owner, other)
+		}
+		if ownershipOf(presented, owner) == sessionOwned && !strings.HasSuffix(presented, "."+ownerTag(owner)) {
+			t.Fatalf("%q passes for %q without its tag", presented, owner)
+		}
+	})
+}

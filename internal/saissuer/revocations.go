@@ -230,8 +230,10 @@ func (r *Revocations) Start(ctx context.Context) error {
 		return fmt.Errorf("metadata client for pod and service-account deletions: %w", err)
 	}
 	factory := metadatainformer.NewSharedInformerFactory(client, 0)
+	var stores []cache.Store
 	for _, kind := range []bindingKind{kindPod, kindServiceAccount} {
 		informer := factory.ForResource(corev1.SchemeGroupVersion.WithResource(kind.String())).Informer()
+		stores = append(stores, informer.GetStore())
 		if err := informer.SetTransform(identityOnly); err != nil {
 			return fmt.Errorf("watch %s: %w", kind, err)
 		}
@@ -245,6 +247,9 @@ func (r *Revocations) Start(ctx context.Context) error {
 		if !synced && ctx.Err() == nil {
 			return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
 		}
+	}
+	if n := r.forgetLiving(stores); n > 0 {
+		log.Info("recalled revocations named living service accounts or pods; they are not revocations and were dropped (a ConfigMap the operator rendered was edited)", "dropped", n)
 	}
 	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
 	tick := time.NewTicker(r.Every)
@@ -296,6 +301,45 @@ func (r *Revocations) recall(ctx context.Context) {
 	if r.dropped == 0 {
 		r.changed = false // what the configs already hold is no news
 	}
+}
+
+// livingUIDs are the UIDs of the objects in stores.
+func livingUIDs(stores []cache.Store) map[types.UID]bool {
+	living := map[types.UID]bool{}
+	for _, store := range stores {
+		for _, obj := range store.List() {
+			if m, ok := obj.(metav1.Object); ok {
+				living[m.GetUID()] = true
+			}
+		}
+	}
+	return living
+}
+
+// forgetLiving drops revocations of objects that exist: a UID is never reused, so a
+// living one was never deleted, and can only have come from a recalled config that
+// someone edited (a tenant may write its own server's ConfigMap) to lock its owner out.
+//
+// The stores are read under the lock: a deletion's handler runs after the store dropped
+// the object, so one that races this either is no longer living here or is remembered
+// after.
+func (r *Revocations) forgetLiving(stores []cache.Store) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	living := livingUIDs(stores)
+	dropped := 0
+	for _, deleted := range r.deleted {
+		for uid := range deleted {
+			if living[uid] {
+				delete(deleted, uid)
+				dropped++
+			}
+		}
+	}
+	if dropped > 0 {
+		r.changed = true
+	}
+	return dropped
 }
 
 func (r *Revocations) refusingBefore() time.Time {

@@ -236,3 +236,50 @@ func TestRevocationsRecallWhatWasHandedOver(t *testing.T) {
 		t.Errorf("recalled a refusal time to come: %v", got.RefuseIssuedBefore)
 	}
 }
+
+// A recalled revocation that names a living service account was never a deletion (a UID
+// is never reused): an edited ConfigMap planted it, and once the watches have listed the
+// cluster it is dropped, while a recalled deletion stays.
+func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	clientset := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	victim, err := clientset.CoreV1().ServiceAccounts("default").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "victim"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Revocations{Config: cfg, MaxTokenLifetime: time.Hour, Every: 50 * time.Millisecond,
+		Recall: func(context.Context) (Revoked, error) {
+			return Revoked{ServiceAccounts: []string{string(victim.UID), "deleted-before-the-restart"}}, nil
+		}}
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	// Dropped once the watches have synced.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := r.Current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(got.ServiceAccounts, string(victim.UID)) {
+			if !slices.Contains(got.ServiceAccounts, "deleted-before-the-restart") {
+				t.Errorf("service accounts revoked = %v, want the recalled deletion kept", got.ServiceAccounts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service accounts revoked = %v, still the living account %s", got.ServiceAccounts, victim.UID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
+	}
+}
