@@ -8,12 +8,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -58,6 +62,9 @@ type options struct {
 	apiQPS         float64
 	apiBurst       int
 	pprofAddr      string
+	// watchNamespaces, when set, are the only namespaces the manager watches and writes
+	// in (namespaced Roles, config/rbac/namespaced); empty is the whole cluster.
+	watchNamespaces []string
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -72,7 +79,7 @@ const revocationsRefresh = 10 * time.Second
 // followServiceAccountIssuer reads the cluster's service-account issuer keys for the
 // servers that accept service-account tokens and watches the deletions that revoke
 // tokens, and says when either changed.
-func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
+func followServiceAccountIssuer(mgr ctrl.Manager, namespaces []string) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
@@ -86,8 +93,8 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) ([]string, error) {
-			return workload.RevokedUIDsInConfigs(ctx, mgr.GetAPIReader())
+		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces, Recall: func(ctx context.Context) ([]string, error) {
+			return recallRevocations(ctx, mgr.GetAPIReader(), namespaces)
 		}}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
@@ -95,6 +102,52 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 		}
 	}
 	return watcher, revocations, changed, nil
+}
+
+// recallRevocations reads back the revoked UIDs of the adapter configs in namespaces (in
+// every namespace when empty: namespaced Roles may not list ConfigMaps cluster-wide).
+func recallRevocations(ctx context.Context, reader client.Reader, namespaces []string) ([]string, error) {
+	if len(namespaces) == 0 {
+		return workload.RevokedUIDsInConfigs(ctx, reader)
+	}
+	seen := map[string]bool{}
+	for _, ns := range namespaces {
+		uids, err := workload.RevokedUIDsInConfigs(ctx, inNamespace{Reader: reader, namespace: ns})
+		if err != nil {
+			return nil, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		for _, uid := range uids {
+			seen[uid] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// inNamespace lists in one namespace only.
+type inNamespace struct {
+	client.Reader
+	namespace string
+}
+
+func (r inNamespace) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.Reader.List(ctx, list, append(opts, client.InNamespace(r.namespace))...)
+}
+
+// parseNamespaces splits --watch-namespaces: names separated by commas, blanks ignored,
+// each a valid namespace name.
+func parseNamespaces(value string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" || slices.Contains(out, ns) {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // restConfig is the API client configuration of the controllers, with their budget.
@@ -129,10 +182,16 @@ func main() {
 	flag.IntVar(&opts.apiBurst, "kube-api-burst", 0, "API requests the controllers may make in a burst above --kube-api-qps; 0 is twice the QPS")
 	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
+	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	var err error
+	if opts.watchNamespaces, err = parseNamespaces(*watchNamespaces); err != nil {
+		ctrl.Log.Error(err, "bad flag")
+		os.Exit(2)
+	}
 
 	if err := run(opts); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
@@ -149,6 +208,8 @@ func run(opts options) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	cacheOpts := controller.CacheOptions()
+	cacheOpts.DefaultNamespaces = controller.CacheNamespaces(opts.watchNamespaces)
 	mgr, err := ctrl.NewManager(restConfig(opts), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
@@ -156,7 +217,7 @@ func run(opts options) error {
 		PprofBindAddress:       opts.pprofAddr,
 		LeaderElection:         opts.leaderElection,
 		LeaderElectionID:       "cantus-operator.cantus.dev",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  cacheOpts,
 		Client:                 controller.ClientOptions(),
 	})
 	if err != nil {
@@ -167,7 +228,7 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr)
+	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr, opts.watchNamespaces)
 	if err != nil {
 		return err
 	}
@@ -183,7 +244,7 @@ func run(opts options) error {
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
-	if err := servers.UseContentCache(mgr); err != nil {
+	if err := servers.UseContentCache(mgr, opts.watchNamespaces...); err != nil {
 		return err
 	}
 	if err := servers.SetupWithManager(mgr); err != nil {
@@ -220,7 +281,7 @@ func run(opts options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	ctrl.Log.Info("starting manager", "runtime", opts.runtime)
+	ctrl.Log.Info("starting manager", "runtime", opts.runtime, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
