@@ -99,9 +99,11 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 			pod.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 			pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "host", MountPath: "/host"}}
 		},
-		"privileged": func(d *appsv1.Deployment) {
+		// (privileged: true never reaches the policy here: the node's API server runs
+		// with --allow-privileged=false.)
+		"sys-admin": func(d *appsv1.Deployment) {
 			sc := d.Spec.Template.Spec.Containers[0].SecurityContext
-			sc.Privileged, sc.AllowPrivilegeEscalation, sc.Capabilities = ptr.To(true), nil, nil
+			sc.AllowPrivilegeEscalation, sc.Capabilities = ptr.To(true), &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}
 		},
 		"host-network": func(d *appsv1.Deployment) { d.Spec.Template.Spec.HostNetwork = true },
 		"token":        func(d *appsv1.Deployment) { d.Spec.Template.Spec.AutomountServiceAccountToken = nil },
