@@ -19,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -28,6 +29,7 @@ import (
 
 var (
 	k8sClient  client.Client
+	restConfig *rest.Config
 	kubeconfig string
 	helmBin    string
 	chart      string
@@ -60,6 +62,7 @@ func run(m *testing.M) (int, error) {
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return 0, fmt.Errorf("scheme: %w", err)
 	}
+	restConfig = cfg
 	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return 0, fmt.Errorf("client: %w", err)
 	}
