@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -281,5 +282,54 @@ func waitForStatus(t *testing.T, namespace, name string) {
 			t.Fatalf("SkillServer %s/%s has no status after 60s", namespace, name)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// A SkillServer whose spec.pod.image the policy's parameters do not list gets no
+// Deployment, and its status says why and where to allow the image.
+func TestUnlistedPodImageShowsThePolicyInStatus(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "tenant-image")
+	waitForPolicy(t, "tenant-image")
+	startManager(t)
+	manifest := `
+apiVersion: cantus.dev/v1alpha1
+kind: SkillServer
+metadata: {name: custom, namespace: tenant-image}
+spec:
+  pod: {image: "example.test/custom-adapter:1"}
+  skills:
+  - name: echo
+    description: Echo.
+    template: {text: "{{ .x }}"}
+`
+	if _, err := kubectl([]byte(manifest), "apply", "--server-side", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ss := &cantusv1alpha1.SkillServer{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "tenant-image", Name: "custom"}, ss); err != nil {
+			t.Fatal(err)
+		}
+		ready := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionReady)
+		if ready != nil && ready.Reason == cantusv1alpha1.ReasonApplyFailed {
+			t.Logf("Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+			for _, want := range []string{"cantus-operator-restricted-workloads", "adapterImages", "example.test/custom-adapter:1"} {
+				if !strings.Contains(ready.Message, want) {
+					t.Errorf("Ready message %q does not say %q", ready.Message, want)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ApplyFailed after 60s: %+v", ss.Status.Conditions)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	err := admin.Get(ctx, client.ObjectKey{Namespace: "tenant-image", Name: "custom"}, &appsv1.Deployment{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment of the unlisted image: %v, want not found", err)
 	}
 }
