@@ -58,8 +58,8 @@ func adapterImageAllowed(t *testing.T) string {
 
 // A Deployment the admission policy forbids, written with the operator's own service
 // account token (whose ClusterRole may create Deployments anywhere), is refused by the
-// node's API server; the operator's own shape is admitted, and the parameters that bound
-// it are not the operator's to change. The whole cluster suite runs with the policy
+// node's API server; the operator's own shape is admitted, and neither the parameters that
+// bound it nor a kube-system ConfigMap are the operator's to change. The whole cluster suite runs with the policy
 // installed (make deploy), so every Deployment the operator writes in it passes it.
 func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	ctx := testContext(t)
@@ -70,7 +70,7 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	deployment := func(name string) *appsv1.Deployment {
 		labels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
 		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}},
 			Spec: appsv1.DeploymentSpec{
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{
@@ -127,7 +127,19 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	}
 	before := params.DeepCopy()
 	params.Data["adapterImages"] = "cantus.local/everything:1"
-	if err := operator.Patch(ctx, params, client.MergeFrom(before)); err == nil || !strings.Contains(err.Error(), "cantus-operator-admission-params") {
+	// Refused by cantus-operator-admission-params, or first by cantus-operator-own-objects
+	// (they are not the operator's own object either).
+	if err := operator.Patch(ctx, params, client.MergeFrom(before)); err == nil ||
+		!strings.Contains(err.Error(), "cantus-operator-admission-params") && !strings.Contains(err.Error(), "cantus-operator-own-objects") {
 		t.Errorf("the operator rewrote its own policy's parameters: %v", err)
+	}
+	// Nor may it touch an object that is not its own: the admin's ConfigMap in kube-system.
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cantus-test-not-the-operators"}, Data: map[string]string{"k": "v"}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, foreign) })
+	if err := operator.Delete(ctx, foreign.DeepCopy()); err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
+		t.Errorf("the operator deleted a kube-system ConfigMap that is not its own: %v", err)
 	}
 }

@@ -3,12 +3,14 @@ package operatorpower
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +34,9 @@ func grantClusterRole(t *testing.T) {
 func restrictedDeployment(namespace, name string) *appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{
+			"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "cantus-operator",
+		}},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
@@ -217,25 +221,132 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	}
 }
 
-// The operator may write ConfigMaps everywhere, but not the parameters of its own policy.
+// The operator may write ConfigMaps everywhere, but not the parameters of its own policy:
+// they are not its own (cantus-operator-own-objects), and even labelled as its own (a
+// kustomize commonLabels, say) they stay out of reach (cantus-operator-admission-params).
 func TestOperatorCannotRewriteItsAdmissionParameters(t *testing.T) {
 	ctx := context.Background()
 	grantClusterRole(t)
 	waitForPolicy(t, operatorNamespace)
+	key := client.ObjectKey{Namespace: operatorNamespace, Name: "cantus-operator-admission"}
+	// refusedBy says whether err is a refusal by one of policies.
+	refusedBy := func(err error, policies ...string) bool {
+		return err != nil && slices.ContainsFunc(policies, func(p string) bool { return strings.Contains(err.Error(), p) })
+	}
+	tryToRewrite := func(policies ...string) {
+		t.Helper()
+		params := &corev1.ConfigMap{}
+		if err := operator.Get(ctx, key, params); err != nil {
+			t.Fatal(err)
+		}
+		before := params.DeepCopy()
+		params.Data["adapterImages"] += ",example.test/miner:latest"
+		if err := operator.Patch(ctx, params, client.MergeFrom(before), client.DryRunAll); !refusedBy(err, policies...) {
+			t.Fatalf("the operator widened its own adapter images: %v, want refused by %v", err, policies)
+		}
+		if err := operator.Delete(ctx, params, client.DryRunAll); !refusedBy(err, policies...) {
+			t.Fatalf("the operator deleted its policy's parameters: %v, want refused by %v", err, policies)
+		}
+	}
+	// Both policies refuse it; the API server names the first that did.
+	tryToRewrite("cantus-operator-own-objects", "cantus-operator-admission-params")
+
 	params := &corev1.ConfigMap{}
-	if err := operator.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "cantus-operator-admission"}, params); err != nil {
+	if err := admin.Get(ctx, key, params); err != nil {
 		t.Fatal(err)
 	}
 	before := params.DeepCopy()
-	params.Data["adapterImages"] += ",example.test/miner:latest"
-	if err := operator.Patch(ctx, params, client.MergeFrom(before), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cantus-operator-admission-params") {
-		t.Fatalf("the operator widened its own adapter images: %v", err)
+	params.Labels["app.kubernetes.io/managed-by"] = "cantus-operator"
+	if err := admin.Patch(ctx, params, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
 	}
-	if err := operator.Delete(ctx, params, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cantus-operator-admission-params") {
-		t.Fatalf("the operator deleted its policy's parameters: %v", err)
-	}
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "anything-else"}}
+	t.Cleanup(func() {
+		labelled := &corev1.ConfigMap{}
+		if err := admin.Get(ctx, key, labelled); err == nil {
+			delete(labelled.Labels, "app.kubernetes.io/managed-by")
+			_ = admin.Update(ctx, labelled)
+		}
+	})
+	tryToRewrite("cantus-operator-admission-params")
+
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "anything-else",
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}}}
 	if err := operator.Create(ctx, other, client.DryRunAll); err != nil {
 		t.Fatalf("the operator may not write another ConfigMap: %v", err)
+	}
+}
+
+// The operator's RBAC lets it patch and delete ConfigMaps, Services and NetworkPolicies
+// everywhere; the policy lets it touch only those labelled as its own, create only
+// labelled ones, and open no Service beyond ClusterIP.
+func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "platform")
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
+
+	// The admin's objects: a ConfigMap that maps cloud roles to cluster users, a
+	// default-deny NetworkPolicy, another app's Service.
+	authMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "aws-auth"}, Data: map[string]string{"mapRoles": "[]"}}
+	denyAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "default-deny"},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	billing := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "billing"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "billing"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "srv-adapter", Labels: own}}
+	for _, obj := range []client.Object{authMap, denyAll, billing, mine} {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The policy loads through informers: wait until the first refusal shows.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := operator.Delete(ctx, denyAll.DeepCopy(), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "cantus-operator-own-objects") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleting the admin's NetworkPolicy as the operator: %v, want refused by cantus-operator-own-objects", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want refused by cantus-operator-own-objects saying %q", what, err, want)
+		}
+	}
+	patched := authMap.DeepCopy()
+	patched.Data["mapRoles"] = "- rolearn: arn:aws:iam::1:role/x\n  groups: [system:masters]"
+	refused("patch the admin's ConfigMap", operator.Patch(ctx, patched, client.MergeFrom(authMap), client.DryRunAll), "platform/aws-auth is not its own")
+	refused("delete the admin's ConfigMap", operator.Delete(ctx, authMap.DeepCopy(), client.DryRunAll), "is not its own")
+	hijacked := billing.DeepCopy()
+	hijacked.Spec.Selector = map[string]string{"app.kubernetes.io/name": "cantus-adapter"}
+	refused("repoint another app's Service", operator.Patch(ctx, hijacked, client.MergeFrom(billing), client.DryRunAll), "platform/billing is not its own")
+	unlabelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "new"}}
+	refused("create an unlabelled ConfigMap", operator.Create(ctx, unlabelled, client.DryRunAll), "must carry the label")
+	unmarked := mine.DeepCopy()
+	unmarked.Labels = map[string]string{"app": "x"}
+	refused("drop its own label", operator.Patch(ctx, unmarked, client.MergeFrom(mine), client.DryRunAll), "must carry the label")
+	for name, spec := range map[string]corev1.ServiceSpec{
+		"NodePort":    {Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}},
+		"externalIPs": {ExternalIPs: []string{"203.0.113.7"}, Ports: []corev1.ServicePort{{Port: 80}}},
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "open", Labels: own}, Spec: spec}
+		refused("a "+name+" Service", operator.Create(ctx, svc, client.DryRunAll), "ClusterIP")
+	}
+
+	// Its own objects stay its to write and delete.
+	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "new", Labels: own}}
+	if err := operator.Create(ctx, labelled, client.DryRunAll); err != nil {
+		t.Errorf("create a labelled ConfigMap: %v", err)
+	}
+	if err := operator.Delete(ctx, mine.DeepCopy(), client.DryRunAll); err != nil {
+		t.Errorf("delete its own ConfigMap: %v", err)
+	}
+	if err := admin.Delete(ctx, denyAll.DeepCopy(), client.DryRunAll); err != nil {
+		t.Errorf("the admin may still delete its NetworkPolicy: %v", err)
 	}
 }
