@@ -33,11 +33,14 @@ manifests: ## Generate CRDs and RBAC from the code markers.
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: chart
-chart: manifests ## Copy the CRDs and RBAC rules of config/ into the Helm chart (its files/ folder).
-	rm -rf $(CHART)/files/crds $(CHART)/files/rbac
-	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac
+chart: manifests ## Copy the CRDs, RBAC rules and admission policies of config/ into the Helm chart (its files/ folder).
+	rm -rf $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
+	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml $(CHART)/files/rbac/
+	cp config/rbac/namespaced/role.yaml $(CHART)/files/rbac/namespaced_role.yaml
+	cp config/rbac/namespaced/cluster/cluster_role.yaml $(CHART)/files/rbac/namespaced_cluster_role.yaml
+	cp config/admission/restricted_workloads.yaml config/admission/own_objects.yaml config/admission/protect_params.yaml $(CHART)/files/admission/
 
 .PHONY: verify-gen
 verify-gen: generate manifests chart ## Fail when generated files (the chart's copies included) differ from what is committed.
@@ -72,6 +75,7 @@ helm-lint: $(HELM) ## helm lint the chart and render it with its defaults and wi
 	$(HELM) lint --strict $(CHART)
 	$(HELM) template cantus-operator $(CHART) -n cantus-system >/dev/null
 	$(HELM) template cantus-operator $(CHART) -n cantus-system --set serviceMonitor.enabled=true,replicas=2,catalog.tlsSecretName=catalog-tls >/dev/null
+	$(HELM) template cantus-operator $(CHART) -n cantus-system --set 'watchNamespaces={team-a,team-b}',admissionPolicy.enabled=false >/dev/null
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): linters and gofmt/goimports.

@@ -472,7 +472,7 @@ service_url() {
 }
 
 deploy_operator() {
-  say "make deploy IMG=${OPERATOR_IMAGE} (config/default: the operator as a pod, its own ServiceAccount and RBAC)"
+  say "make deploy IMG=${OPERATOR_IMAGE} (config/default: the operator as a pod, its own ServiceAccount and RBAC, and the admission policy that bounds them)"
   make -C "${ROOT}" --no-print-directory deploy IMG="${OPERATOR_IMAGE}" KUBECTL=kubectl
   kubectl -n cantus-system rollout status deployment/cantus-operator --timeout=180s
   kubectl wait --for=condition=Established crd/skillservers.cantus.dev --timeout=60s >/dev/null
@@ -486,6 +486,11 @@ cluster_test() {
   up
   deploy_operator
   "${ROOT}/hack/test-images.sh"
+  # The admin allows the impostor image as an adapter (a SkillServer's spec.pod.image in
+  # TestReadyOnlyWhenThePodsServeTheTools), the way the README says: in the admission
+  # policy's parameters, which the operator itself may not edit.
+  kubectl -n cantus-system patch configmap cantus-operator-admission --type merge \
+    -p "{\"data\":{\"adapterImages\":\"${OPERATOR_IMAGE},cantus.local/impostor:1\"}}"
   make -C "${ROOT}" --no-print-directory bin/helm # TestHelmChartAcceptedByTheNode renders the chart
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m ${CLUSTER_TEST_RUN:+-run "${CLUSTER_TEST_RUN}"}) || rc=$?

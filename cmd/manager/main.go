@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -64,6 +66,9 @@ type options struct {
 	// apiAudiences are the API server's audiences (its --api-audiences) besides the
 	// issuer URL: no SkillServer may accept tokens for them.
 	apiAudiences []string
+	// watchNamespaces, when set, are the only namespaces the manager watches and writes
+	// in (namespaced Roles, config/rbac/namespaced); empty is the whole cluster.
+	watchNamespaces []string
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -78,7 +83,7 @@ const revocationsRefresh = 10 * time.Second
 // followServiceAccountIssuer reads the cluster's service-account issuer keys for the
 // servers that accept service-account tokens and watches the deletions that revoke
 // tokens, and says when either changed.
-func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
+func followServiceAccountIssuer(mgr ctrl.Manager, namespaces []string) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
@@ -92,8 +97,8 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
-			return workload.RevokedInConfigs(ctx, mgr.GetAPIReader())
+		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
+			return recallRevocations(ctx, mgr.GetAPIReader(), namespaces)
 		}}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
@@ -101,6 +106,56 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 		}
 	}
 	return watcher, revocations, changed, nil
+}
+
+// recallRevocations reads back the revoked UIDs of the adapter configs in namespaces (in
+// every namespace when empty: namespaced Roles may not list ConfigMaps cluster-wide).
+func recallRevocations(ctx context.Context, reader client.Reader, namespaces []string) (saissuer.Revoked, error) {
+	if len(namespaces) == 0 {
+		return workload.RevokedInConfigs(ctx, reader)
+	}
+	var all saissuer.Revoked
+	for _, ns := range namespaces {
+		got, err := workload.RevokedInConfigs(ctx, inNamespace{Reader: reader, namespace: ns})
+		if err != nil {
+			return saissuer.Revoked{}, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		all.ServiceAccounts = append(all.ServiceAccounts, got.ServiceAccounts...)
+		all.Pods = append(all.Pods, got.Pods...)
+		if got.RefuseIssuedBefore.After(all.RefuseIssuedBefore) {
+			all.RefuseIssuedBefore = got.RefuseIssuedBefore
+		}
+	}
+	all.ServiceAccounts = slices.Compact(slices.Sorted(slices.Values(all.ServiceAccounts)))
+	all.Pods = slices.Compact(slices.Sorted(slices.Values(all.Pods)))
+	return all, nil
+}
+
+// inNamespace lists in one namespace only.
+type inNamespace struct {
+	client.Reader
+	namespace string
+}
+
+func (r inNamespace) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.Reader.List(ctx, list, append(opts, client.InNamespace(r.namespace))...)
+}
+
+// parseNamespaces splits --watch-namespaces: names separated by commas, blanks ignored,
+// each a valid namespace name.
+func parseNamespaces(value string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" || slices.Contains(out, ns) {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // restConfig is the API client configuration of the controllers, with their budget.
@@ -144,10 +199,16 @@ func main() {
 		}
 		return nil
 	})
+	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	var err error
+	if opts.watchNamespaces, err = parseNamespaces(*watchNamespaces); err != nil {
+		ctrl.Log.Error(err, "bad flag")
+		os.Exit(2)
+	}
 
 	if err := run(opts); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
@@ -167,6 +228,8 @@ func run(opts options) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	cacheOpts := controller.CacheOptions()
+	cacheOpts.DefaultNamespaces = controller.CacheNamespaces(opts.watchNamespaces)
 	mgr, err := ctrl.NewManager(restConfig(opts), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
@@ -174,7 +237,7 @@ func run(opts options) error {
 		PprofBindAddress:       opts.pprofAddr,
 		LeaderElection:         opts.leaderElection,
 		LeaderElectionID:       "cantus-operator.cantus.dev",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  cacheOpts,
 		Client:                 controller.ClientOptions(),
 	})
 	if err != nil {
@@ -185,7 +248,7 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr)
+	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr, opts.watchNamespaces)
 	if err != nil {
 		return err
 	}
@@ -204,7 +267,7 @@ func run(opts options) error {
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
-	if err := servers.UseContentCache(mgr); err != nil {
+	if err := servers.UseContentCache(mgr, opts.watchNamespaces...); err != nil {
 		return err
 	}
 	if err := servers.SetupWithManager(mgr); err != nil {
@@ -241,7 +304,7 @@ func run(opts options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	ctrl.Log.Info("starting manager", "runtime", opts.runtime)
+	ctrl.Log.Info("starting manager", "runtime", opts.runtime, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

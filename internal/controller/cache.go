@@ -37,3 +37,17 @@ func CacheOptions() cache.Options {
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
 }
+
+// CacheNamespaces are the namespaces a cache holds: all of them when namespaces is empty
+// (nil), else only those, as the manager's --watch-namespaces asks. Cluster-scoped kinds
+// (ToolSourcePolicies, Namespaces) are cached whole either way.
+func CacheNamespaces(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
+}

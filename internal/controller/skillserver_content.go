@@ -47,9 +47,11 @@ func NewContentCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) 
 }
 
 // UseContentCache gives the reconciler a cache of the content ConfigMaps, run by mgr,
-// and the manager's uncached reader for the label check.
-func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager) error {
-	c, err := NewContentCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+// and the manager's uncached reader for the label check. With namespaces it watches only
+// those (the operator's --watch-namespaces, where it may not list ConfigMaps elsewhere).
+func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager, namespaces ...string) error {
+	c, err := NewContentCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: CacheNamespaces(namespaces)})
 	if err != nil {
 		return err
 	}

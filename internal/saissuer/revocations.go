@@ -83,6 +83,10 @@ type Revocations struct {
 	Every time.Duration
 	// OnChange is called after deletions were seen (or forgotten).
 	OnChange func()
+	// Namespaces, when set, are the only namespaces whose deletions are watched (the
+	// operator's --watch-namespaces, whose Roles let it list pods there only): a token of
+	// a pod or service account deleted elsewhere is then accepted until it expires.
+	Namespaces []string
 	// Recall, when set, returns what was handed over before this operator started (read
 	// back from the configs it rendered), remembered again from now: a restarted
 	// operator then hands over the same list instead of rewriting every config.
@@ -229,29 +233,29 @@ func (r *Revocations) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("metadata client for pod and service-account deletions: %w", err)
 	}
-	factory := metadatainformer.NewSharedInformerFactory(client, 0)
-	var stores []cache.Store
-	for _, kind := range []bindingKind{kindPod, kindServiceAccount} {
-		informer := factory.ForResource(corev1.SchemeGroupVersion.WithResource(kind.String())).Informer()
-		stores = append(stores, informer.GetStore())
-		if err := informer.SetTransform(identityOnly); err != nil {
-			return fmt.Errorf("watch %s: %w", kind, err)
-		}
-		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: r.onDelete(kind)}); err != nil {
-			return fmt.Errorf("watch %s: %w", kind, err)
-		}
+	namespaces := r.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	for resource, synced := range factory.WaitForCacheSync(ctx.Done()) {
-		if !synced && ctx.Err() == nil {
-			return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
+	var stores []cache.Store
+	for _, namespace := range namespaces {
+		factory, watched, err := r.watchDeletions(client, namespace)
+		if err != nil {
+			return err
+		}
+		stores = append(stores, watched...)
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
+		for resource, synced := range factory.WaitForCacheSync(ctx.Done()) {
+			if !synced && ctx.Err() == nil {
+				return fmt.Errorf("watch %s: the cache did not sync", resource.Resource)
+			}
 		}
 	}
 	if n := r.forgetLiving(stores); n > 0 {
 		log.Info("recalled revocations named living service accounts or pods; they are not revocations and were dropped (a ConfigMap the operator rendered was edited)", "dropped", n)
 	}
-	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime)
+	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime, "namespaces", r.Namespaces)
 	tick := time.NewTicker(r.Every)
 	defer tick.Stop()
 	for {
@@ -271,6 +275,24 @@ func (r *Revocations) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// watchDeletions is an informer factory, not started, of the pods and service accounts
+// of namespace (all of them for metav1.NamespaceAll) that remembers their deletions.
+func (r *Revocations) watchDeletions(client metadata.Interface, namespace string) (metadatainformer.SharedInformerFactory, []cache.Store, error) {
+	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, namespace, nil)
+	var stores []cache.Store
+	for _, kind := range []bindingKind{kindPod, kindServiceAccount} {
+		informer := factory.ForResource(corev1.SchemeGroupVersion.WithResource(kind.String())).Informer()
+		stores = append(stores, informer.GetStore())
+		if err := informer.SetTransform(identityOnly); err != nil {
+			return nil, nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: r.onDelete(kind)}); err != nil {
+			return nil, nil, fmt.Errorf("watch %s: %w", kind, err)
+		}
+	}
+	return factory, stores, nil
 }
 
 // recall remembers the UIDs handed over before, then lets UIDs answer. A failure is
