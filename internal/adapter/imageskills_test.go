@@ -72,7 +72,7 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 	if _, rpcErr := rpc(t, srv.baseURL, nil, "skills/get", map[string]string{"uri": "skill://misnamed/SKILL.md"}); rpcErr == nil {
 		t.Error("skills/get of a left-out skill answers")
 	}
-	if _, body := getStatus(t, srv.baseURL+adapterconfig.PathMetrics); !strings.Contains(body, "\ncantus_adapter_image_skills_left_out 2\n") {
+	if body := metricsText(t, srv.Server); !strings.Contains(body, "\ncantus_adapter_image_skills_left_out 2\n") {
 		t.Errorf("/metrics does not count the two left-out skills:\n%s", grepLines(body, "image_skills"))
 	}
 	res := callTool(t, c, "a_tool", map[string]any{})
