@@ -293,7 +293,16 @@ func TestUnlistedPodImageShowsThePolicyInStatus(t *testing.T) {
 	createNamespace(t, "tenant-image")
 	waitForPolicy(t, "tenant-image")
 	startManager(t)
+	// The ToolSourcePolicy allows the image (a pod override needs it), so what refuses the
+	// Deployment is the admission policy, which does not list it.
 	manifest := `
+apiVersion: cantus.dev/v1alpha1
+kind: ToolSourcePolicy
+metadata: {name: tenant-image-pods}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: tenant-image}}
+  images: ["example.test/custom-adapter:1"]
+---
 apiVersion: cantus.dev/v1alpha1
 kind: SkillServer
 metadata: {name: custom, namespace: tenant-image}
