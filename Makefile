@@ -10,6 +10,10 @@ CONTROLLER_GEN := go tool controller-gen
 GOLANGCI_LINT := bin/golangci-lint
 # Helm is pinned the same way, in a module of its own (hack/tools/helm).
 HELM := bin/helm
+# containerd 2 for the one-node cluster (image volumes need containerd >= 2.1; Debian
+# ships 1.6), pinned in hack/tools/containerd; a cold build takes about 10 minutes here.
+CONTAINERD := bin/containerd
+CONTAINERD_VERSION = $(shell go -C hack/tools/containerd list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
 CHART := charts/cantus-operator
 KUBECTL ?= kubectl
 
@@ -29,11 +33,14 @@ manifests: ## Generate CRDs and RBAC from the code markers.
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: chart
-chart: manifests ## Copy the CRDs and RBAC rules of config/ into the Helm chart (its files/ folder).
-	rm -rf $(CHART)/files/crds $(CHART)/files/rbac
-	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac
+chart: manifests ## Copy the CRDs, RBAC rules and admission policies of config/ into the Helm chart (its files/ folder).
+	rm -rf $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
+	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml $(CHART)/files/rbac/
+	cp config/rbac/namespaced/role.yaml $(CHART)/files/rbac/namespaced_role.yaml
+	cp config/rbac/namespaced/cluster/cluster_role.yaml $(CHART)/files/rbac/namespaced_cluster_role.yaml
+	cp config/admission/restricted_workloads.yaml config/admission/own_objects.yaml config/admission/protect_params.yaml $(CHART)/files/admission/
 
 .PHONY: verify-gen
 verify-gen: generate manifests chart ## Fail when generated files (the chart's copies included) differ from what is committed.
@@ -46,6 +53,7 @@ verify-tidy: ## Fail when go.mod or go.sum (the operator's or hack/tools') are n
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@go -C hack/tools mod tidy -diff || { echo "hack/tools is not tidy: run 'go -C hack/tools mod tidy' and commit"; exit 1; }
 	@go -C hack/tools/helm mod tidy -diff || { echo "hack/tools/helm is not tidy: run 'go -C hack/tools/helm mod tidy' and commit"; exit 1; }
+	@go -C hack/tools/containerd mod tidy -diff || { echo "hack/tools/containerd is not tidy: run 'go -C hack/tools/containerd mod tidy' and commit"; exit 1; }
 
 .PHONY: verify
 verify: verify-gen verify-tidy lint helm-lint ## Every check that generated and module files are as committed, the linters, and the chart's lint.
@@ -56,11 +64,18 @@ $(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	go -C hack/tools/helm build -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
 
+# containerd and its runc shim, static (no btrfs snapshotter, which needs cgo); runc, the
+# CNI plugins and iptables still come from Debian.
+$(CONTAINERD): hack/tools/containerd/go.mod hack/tools/containerd/go.sum
+	CGO_ENABLED=0 go -C hack/tools/containerd build -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' \
+		-o $(CURDIR)/bin/ github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+
 .PHONY: helm-lint
 helm-lint: $(HELM) ## helm lint the chart and render it with its defaults and with every option on.
 	$(HELM) lint --strict $(CHART)
 	$(HELM) template cantus-operator $(CHART) -n cantus-system >/dev/null
 	$(HELM) template cantus-operator $(CHART) -n cantus-system --set serviceMonitor.enabled=true,replicas=2,catalog.tlsSecretName=catalog-tls,tracing.enabled=true,tracing.endpoint=http://otel-collector.observability:4318,tracing.sampler=parentbased_traceidratio,tracing.samplerArg=0.25,tracing.resourceAttributes.deployment\\.environment\\.name=prod,tracing.headersSecret.name=otel,tracing.headersSecret.key=headers >/dev/null
+	$(HELM) template cantus-operator $(CHART) -n cantus-system --set 'watchNamespaces={team-a,team-b}',admissionPolicy.enabled=false >/dev/null
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml): linters and gofmt/goimports.

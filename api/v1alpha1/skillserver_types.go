@@ -44,6 +44,11 @@ const (
 
 	// DefaultSecretKey is the key read from a Secret when a reference names none.
 	DefaultSecretKey = "token"
+
+	// Call limits of one adapter pod (spec.limits).
+	DefaultConcurrentCalls = int32(64)
+	DefaultQueueLength     = int32(64)
+	DefaultQueueWait       = 10 * time.Second
 )
 
 // SkillServerSpec is the skill set to serve as one MCP server.
@@ -153,7 +158,85 @@ type SkillServerSpec struct {
 	// Pod overrides parts of the adapter pods.
 	// +optional
 	Pod *PodOverrides `json:"pod,omitempty"`
+
+	// Limits bound the tool calls one adapter pod runs, and how fast each caller may
+	// call. They are per pod: with 3 replicas the server as a whole takes 3 times as
+	// many. Without it, 64 calls run at once, 64 more wait up to 10s, and callers are
+	// not rate-limited.
+	// +optional
+	Limits *CallLimits `json:"limits,omitempty"`
 }
+
+// CallLimits bound the tool calls of one adapter pod. A call past ConcurrentCalls waits
+// for a slot (at most QueueLength calls wait, each at most QueueWait); past that it is
+// answered with a tool error that begins "server_busy:". A caller past its PerCaller
+// rate gets HTTP 429 with Retry-After before the call starts.
+type CallLimits struct {
+	// ConcurrentCalls is how many tool calls run at once in one pod.
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	ConcurrentCalls *int32 `json:"concurrentCalls,omitempty"`
+	// QueueLength is how many calls may wait for a slot; 0 refuses at once.
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	QueueLength *int32 `json:"queueLength,omitempty"`
+	// QueueWait is how long a call waits for a slot, from 1ms to 5m.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1ms') && duration(self) <= duration('5m'))",message="queueWait must be between 1ms and 5m"
+	// +optional
+	QueueWait *Duration `json:"queueWait,omitempty"`
+	// PerCaller limits how fast each caller may call tools: by authenticated identity
+	// (the token's subject; a shared bearer token is one caller), or by client address
+	// without auth. Unset: no per-caller limit.
+	// +optional
+	PerCaller *CallerRate `json:"perCaller,omitempty"`
+}
+
+// CallerRate is a token bucket per caller.
+type CallerRate struct {
+	// CallsPerSecond a caller may keep up.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +required
+	CallsPerSecond int32 `json:"callsPerSecond"`
+	// Burst is how many calls a caller may make at once after a quiet spell; default
+	// CallsPerSecond.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	Burst *int32 `json:"burst,omitempty"`
+}
+
+// Effective is l with every default filled in; l may be nil.
+func (l *CallLimits) Effective() CallLimits {
+	out := CallLimits{ConcurrentCalls: ptrTo(DefaultConcurrentCalls), QueueLength: ptrTo(DefaultQueueLength), QueueWait: DurationFrom(DefaultQueueWait)}
+	if l == nil {
+		return out
+	}
+	if l.ConcurrentCalls != nil {
+		out.ConcurrentCalls = ptrTo(*l.ConcurrentCalls)
+	}
+	if l.QueueLength != nil {
+		out.QueueLength = ptrTo(*l.QueueLength)
+	}
+	if l.QueueWait != nil {
+		out.QueueWait = ptrTo(*l.QueueWait)
+	}
+	if r := l.PerCaller; r != nil {
+		burst := r.CallsPerSecond
+		if r.Burst != nil {
+			burst = *r.Burst
+		}
+		out.PerCaller = &CallerRate{CallsPerSecond: r.CallsPerSecond, Burst: ptrTo(burst)}
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // SkillImport selects tools of one RemoteToolImport to serve again.
 type SkillImport struct {
@@ -422,7 +505,21 @@ type OIDCAuth struct {
 	// discovery document and keys.
 	// +optional
 	CABundle *OIDCCABundle `json:"caBundle,omitempty"`
+	// GroupsPrefix is put before every group of a token's "groups" claim, so that an
+	// identity provider's group cannot pass for a Kubernetes one: with the default
+	// "oidc:", rules name OIDC groups as "oidc:<group>". Groups beginning with
+	// "system:" are never taken from an OIDC token. "" matches the groups as they are.
+	// Default: "oidc:" (in namespaces covered only by a ToolSourcePolicy in Audit mode,
+	// "" while rules name unprefixed groups, with a GroupsPrefixed warning).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system:')",message="groupsPrefix must not begin with system:, which names Kubernetes groups"
+	// +optional
+	GroupsPrefix *string `json:"groupsPrefix,omitempty"`
 }
+
+// DefaultOIDCGroupsPrefix is put before OIDC groups when spec.auth.oidc.groupsPrefix is
+// not set.
+const DefaultOIDCGroupsPrefix = "oidc:"
 
 // OIDCCABundle names where the issuer's CA certificates are.
 type OIDCCABundle struct {
@@ -573,6 +670,11 @@ type SkillServerStatus struct {
 	// +listType=atomic
 	// +optional
 	Tools []ServedTool `json:"tools,omitempty"`
+
+	// Limits are the call limits each adapter pod applies: spec.limits with its
+	// defaults, per pod.
+	// +optional
+	Limits *CallLimits `json:"limits,omitempty"`
 
 	// ToolCount is len(tools), for kubectl get.
 	// +optional

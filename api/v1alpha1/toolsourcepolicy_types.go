@@ -55,7 +55,8 @@ type ToolSourcePolicySpec struct {
 	// +optional
 	CIDRs []string `json:"cidrs,omitempty"`
 
-	// Images allowed for stdio imports: a registry ("ghcr.io"), a repository prefix
+	// Images allowed for stdio imports, for a SkillServer's spec.pod.image and for agent
+	// skills mounted from images: a registry ("ghcr.io"), a repository prefix
 	// matched at a path boundary ("ghcr.io/acme" allows "ghcr.io/acme/srv" but not
 	// "ghcr.io/acme-evil/srv"), or an exact reference with a tag or digest. References are
 	// normalised first ("nginx" is "docker.io/library/nginx").
@@ -74,6 +75,17 @@ type ToolSourcePolicySpec struct {
 	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\s|><&;$`]')",message="each commands entry is one argv[0] such as npx or /usr/local/bin/server: no spaces or shell metacharacters (arguments are not matched)"
 	// +optional
 	Commands []string `json:"commands,omitempty"`
+
+	// ServiceAccounts a SkillServer in a selected namespace may run its pods under
+	// (spec.pod.serviceAccountName), by name in the server's own namespace; "*" allows
+	// any. A pod without a mounted token still carries the account's identity for
+	// image pull secrets and cloud workload identity, so it is allowed on purpose.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="self == '*' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="each serviceAccounts entry is a service account name such as agent-runner, or * for any"
+	// +optional
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
 }
 
 // ToolSourcePolicy allows remote MCP sources for the namespaces it selects. With no policy

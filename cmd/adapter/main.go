@@ -1,11 +1,13 @@
 // Command adapter is the MCP server of a SkillServer pod: it serves the tools of one
 // rendered adapter config.
 //
-//	adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
+//	adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--metrics-port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
 //	adapter version
 //
-// After binding, serve prints exactly one line to stdout, "listening on http://HOST:PORT";
-// scripts and tests parse it. Logs go to stderr as JSON.
+// After binding, serve prints one line to stdout, "listening on http://HOST:PORT";
+// scripts and tests parse it. With --metrics-port it then prints a second line,
+// "metrics on http://HOST:PORT", the only place /metrics is served. Logs go to stderr
+// as JSON.
 //
 // serve watches the config file and applies a changed one in place (Server.Reload):
 // connected sessions are told the tool list changed. An invalid new config, or one that
@@ -23,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -83,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
+  adapter [serve] --config PATH [--host 0.0.0.0] [--port N] [--metrics-port N] [--drain-delay 0s] [--shutdown-grace 25s] [--reload-interval 2s] [--v 0]
   adapter probe [--transport streamable-http|sse] [--header 'Name: value']... [--timeout 10s] [--ca-file PEM] URL
   adapter memory trash|journal|restore --config PATH [TRASH_ID]
   adapter version
@@ -95,6 +98,7 @@ type serveFlags struct {
 	host          string
 	port          int
 	portSet       bool
+	metricsPort   int
 	drainDelay    time.Duration
 	shutdownGrace time.Duration
 	reloadEvery   time.Duration
@@ -108,6 +112,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.config, "config", "", "path of the adapter config (JSON)")
 	fs.StringVar(&f.host, "host", "0.0.0.0", "address to listen on")
 	fs.IntVar(&f.port, "port", 0, "port to listen on, overriding the config's; 0 picks a free port")
+	fs.IntVar(&f.metricsPort, "metrics-port", -1, "port of /metrics, apart from the MCP port; 0 picks a free port, -1 serves no metrics")
 	fs.DurationVar(&f.drainDelay, "drain-delay", adapter.DefaultDrainDelay, "after readiness fails, keep taking new calls this long")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", adapter.DefaultShutdownGrace, "how long shutdown may take, in-flight calls included")
 	fs.DurationVar(&f.reloadEvery, "reload-interval", defaultReloadInterval, "how often to look for a changed config file and apply it in place; 0 turns it off")
@@ -124,6 +129,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Visit(func(fl *flag.Flag) { f.portSet = f.portSet || fl.Name == "port" })
 	if f.portSet && (f.port < 0 || f.port > 65535) {
 		return nil, fmt.Errorf("--port %d is out of range: use 0..65535", f.port)
+	}
+	if f.metricsPort < -1 || f.metricsPort > 65535 {
+		return nil, fmt.Errorf("--metrics-port %d is out of range: use -1 (off) or 0..65535", f.metricsPort)
 	}
 	if f.reloadEvery < 0 {
 		return nil, fmt.Errorf("--reload-interval %s must not be negative", f.reloadEvery)
@@ -183,6 +191,14 @@ func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr().String())
+	if flags.metricsPort >= 0 {
+		stopMetrics, err := serveMetrics(flags, srv, stdout, log)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -195,6 +211,24 @@ func serveConfig(flags *serveFlags, stdout io.Writer, log logr.Logger) error {
 		go watchConfig(ctx, flags, loaded, srv, log.WithName("reload"))
 	}
 	return srv.Serve(ctx, ln)
+}
+
+// serveMetrics serves srv's /metrics on its own port: it lists every tool, also those
+// tools/list hides from a caller, so it is kept off the MCP port the Service exposes.
+// The returned function stops it.
+func serveMetrics(flags *serveFlags, srv *adapter.Server, stdout io.Writer, log logr.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(flags.host, strconv.Itoa(flags.metricsPort)))
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics: %w", err)
+	}
+	fmt.Fprintf(stdout, "metrics on http://%s\n", ln.Addr().String())
+	metrics := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := metrics.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "serving metrics ended", "address", ln.Addr().String())
+		}
+	}()
+	return func() { _ = metrics.Close() }, nil
 }
 
 // defaultReloadInterval is how often serve looks at the config file.

@@ -457,3 +457,28 @@ func postToolsCall(t *testing.T, baseURL string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
+
+// With --metrics-port the binary prints a second line naming the metrics port, serves
+// /metrics there and not on the MCP port (finding 9 of issue 23: the MCP port the
+// Service exposes used to list every tool on /metrics).
+func TestMetricsPortIsApartFromTheMCPPort(t *testing.T) {
+	p := startAdapter(t, "serve", "--config", writeConfig(t, templateConfig()), "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0")
+	line, err := p.stdout.ReadString('\n')
+	metricsURL, ok := strings.CutPrefix(strings.TrimSpace(line), "metrics on ")
+	if err != nil || !ok {
+		t.Fatalf("second stdout line = %q (%v), want \"metrics on http://HOST:PORT\"", line, err)
+	}
+	if metricsURL == p.baseURL {
+		t.Fatalf("metrics are served on the MCP address %s", metricsURL)
+	}
+	get := func(url string) (int, string) { return httpGet(t, url) }
+	if status, body := get(p.baseURL + adapter.PathMetrics); status != http.StatusNotFound || strings.Contains(body, "greet") {
+		t.Errorf("GET /metrics on the MCP port = %d, want 404 without tool names", status)
+	}
+	if status, body := get(metricsURL + adapter.PathMetrics); status != http.StatusOK || !strings.Contains(body, `cantus_adapter_tool_calls_total{tool="greet"} 0`) {
+		t.Errorf("GET /metrics on the metrics port = %d, want 200 with the tool's series:\n%s", status, body)
+	}
+	if status, _ := get(metricsURL + adapter.PathMCP); status != http.StatusNotFound {
+		t.Errorf("the metrics port answers %s with %d, want 404: it serves nothing but /metrics", adapter.PathMCP, status)
+	}
+}

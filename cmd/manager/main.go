@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -59,7 +62,15 @@ type options struct {
 	apiQPS         float64
 	apiBurst       int
 	pprofAddr      string
-	adapterTracing bool
+	// allowLocalInCluster lets --runtime=local run inside a cluster (single-tenant).
+	allowLocalInCluster bool
+	// apiAudiences are the API server's audiences (its --api-audiences) besides the
+	// issuer URL: no SkillServer may accept tokens for them.
+	apiAudiences []string
+	// watchNamespaces, when set, are the only namespaces the manager watches and writes
+	// in (namespaced Roles, config/rbac/namespaced); empty is the whole cluster.
+	watchNamespaces []string
+	adapterTracing  bool
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -74,7 +85,7 @@ const revocationsRefresh = 10 * time.Second
 // followServiceAccountIssuer reads the cluster's service-account issuer keys for the
 // servers that accept service-account tokens and watches the deletions that revoke
 // tokens, and says when either changed.
-func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
+func followServiceAccountIssuer(mgr ctrl.Manager, namespaces []string) (*saissuer.Watcher, *saissuer.Revocations, <-chan event.GenericEvent, error) {
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("discovery client for the service-account issuer: %w", err)
@@ -88,8 +99,8 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Recall: func(ctx context.Context) ([]string, error) {
-			return workload.RevokedUIDsInConfigs(ctx, mgr.GetAPIReader())
+		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
+			return recallRevocations(ctx, mgr.GetAPIReader(), namespaces)
 		}}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
@@ -97,6 +108,56 @@ func followServiceAccountIssuer(mgr ctrl.Manager) (*saissuer.Watcher, *saissuer.
 		}
 	}
 	return watcher, revocations, changed, nil
+}
+
+// recallRevocations reads back the revoked UIDs of the adapter configs in namespaces (in
+// every namespace when empty: namespaced Roles may not list ConfigMaps cluster-wide).
+func recallRevocations(ctx context.Context, reader client.Reader, namespaces []string) (saissuer.Revoked, error) {
+	if len(namespaces) == 0 {
+		return workload.RevokedInConfigs(ctx, reader)
+	}
+	var all saissuer.Revoked
+	for _, ns := range namespaces {
+		got, err := workload.RevokedInConfigs(ctx, inNamespace{Reader: reader, namespace: ns})
+		if err != nil {
+			return saissuer.Revoked{}, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		all.ServiceAccounts = append(all.ServiceAccounts, got.ServiceAccounts...)
+		all.Pods = append(all.Pods, got.Pods...)
+		if got.RefuseIssuedBefore.After(all.RefuseIssuedBefore) {
+			all.RefuseIssuedBefore = got.RefuseIssuedBefore
+		}
+	}
+	all.ServiceAccounts = slices.Compact(slices.Sorted(slices.Values(all.ServiceAccounts)))
+	all.Pods = slices.Compact(slices.Sorted(slices.Values(all.Pods)))
+	return all, nil
+}
+
+// inNamespace lists in one namespace only.
+type inNamespace struct {
+	client.Reader
+	namespace string
+}
+
+func (r inNamespace) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.Reader.List(ctx, list, append(opts, client.InNamespace(r.namespace))...)
+}
+
+// parseNamespaces splits --watch-namespaces: names separated by commas, blanks ignored,
+// each a valid namespace name.
+func parseNamespaces(value string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" || slices.Contains(out, ns) {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // restConfig is the API client configuration of the controllers, with their budget.
@@ -132,10 +193,25 @@ func main() {
 	flag.StringVar(&opts.pprofAddr, "pprof-bind-address", "0", "address of Go's pprof endpoints, for profiling at scale; 0 disables them")
 	flag.BoolVar(&opts.adapterTracing, "adapter-tracing", true, "kubernetes runtime: when the manager's OTEL_* environment turns tracing on, give adapter pods the same exporter, endpoint and sampler (never OTEL_EXPORTER_OTLP_HEADERS)")
 	flag.BoolVar(&opts.verifyServers, "verify-servers", true, "a SkillServer is Ready only once the operator has listed its tools through its Service with MCP; turn off only when the operator cannot reach cluster IPs (run outside the cluster)")
+	flag.BoolVar(&opts.allowLocalInCluster, "allow-local-runtime-in-cluster", false, "let --runtime=local run inside a cluster; its adapters and stdio commands then run with this manager's token and files, so every tenant acts with the operator's power: single-tenant clusters only")
+	flag.Func("api-audiences", "comma-separated audiences of the API server (its --api-audiences) or of other services taking service-account tokens, besides the issuer URL and https://kubernetes.default.svc[.cluster.local]; no SkillServer may accept tokens for them", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				opts.apiAudiences = append(opts.apiAudiences, a)
+			}
+		}
+		return nil
+	})
+	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	var err error
+	if opts.watchNamespaces, err = parseNamespaces(*watchNamespaces); err != nil {
+		ctrl.Log.Error(err, "bad flag")
+		os.Exit(2)
+	}
 
 	if err := run(opts); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
@@ -144,6 +220,9 @@ func main() {
 }
 
 func run(opts options) error {
+	if err := checkLocalRuntime(opts.runtime, opts.allowLocalInCluster); err != nil {
+		return err
+	}
 	// Tracing is the operator's to configure (OTEL_* variables of its own process),
 	// never a SkillServer's: a tenant must not choose where spans go.
 	endTracing, err := tracing.Setup(context.Background(), "cantus-operator")
@@ -164,6 +243,8 @@ func run(opts options) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	cacheOpts := controller.CacheOptions()
+	cacheOpts.DefaultNamespaces = controller.CacheNamespaces(opts.watchNamespaces)
 	mgr, err := ctrl.NewManager(restConfig(opts), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
@@ -171,7 +252,7 @@ func run(opts options) error {
 		PprofBindAddress:       opts.pprofAddr,
 		LeaderElection:         opts.leaderElection,
 		LeaderElectionID:       "cantus-operator.cantus.dev",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  cacheOpts,
 		Client:                 controller.ClientOptions(),
 	})
 	if err != nil {
@@ -182,7 +263,7 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr)
+	issuer, revocations, issuerChanged, err := followServiceAccountIssuer(mgr, opts.watchNamespaces)
 	if err != nil {
 		return err
 	}
@@ -194,11 +275,14 @@ func run(opts options) error {
 		Revocations:   revocations,
 		IssuerChanged: issuerChanged,
 		Workers:       opts.serverWorkers,
+		// The catalog's audience too: a catalog token handed to a tenant's server would
+		// let its owner read the catalog as the agent.
+		APIAudiences: append(opts.apiAudiences, opts.catalogAud),
 	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
-	if err := servers.UseContentCache(mgr); err != nil {
+	if err := servers.UseContentCache(mgr, opts.watchNamespaces...); err != nil {
 		return err
 	}
 	if err := servers.SetupWithManager(mgr); err != nil {
@@ -235,7 +319,7 @@ func run(opts options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
-	ctrl.Log.Info("starting manager", "runtime", opts.runtime)
+	ctrl.Log.Info("starting manager", "runtime", opts.runtime, "watchNamespaces", opts.watchNamespaces)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -23,7 +23,7 @@
 //
 //	go run ./hack/bench [-only adapter|gateway|resources|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
-//	                    [-remote-delay 1ms] [-hop] [-tracing]
+//	                    [-remote-delay 1ms] [-hop] [-limits 512,512] [-tracing]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
 //
 // Each server's connections are served under the pprof label server=adapter,
@@ -56,6 +56,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -120,6 +121,10 @@ type options struct {
 	tracing     bool
 }
 
+// callLimits, set by -limits, are the call limits of every adapter the bench serves
+// (spec.limits as the controller renders it); nil keeps the adapter's defaults.
+var callLimits *adapter.Limits
+
 // slice is the measured part of one slice; settle is the unmeasured start of each.
 func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.rounds) }
 
@@ -166,7 +171,16 @@ func parseFlags() (options, error) {
 	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
 	flag.BoolVar(&o.tracing, "tracing", false, "trace the adapters (not the bare server) with the OpenTelemetry SDK, every call sampled, spans batched to an exporter that drops them: what tracing costs when it is on (off, the default, is how adapters run without OTEL_* settings)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
+	var limits string
+	flag.StringVar(&limits, "limits", "", "call limits of every adapter served, as spec.limits: CONCURRENT,QUEUE (e.g. 512,512; queue wait 10s); empty keeps the defaults (64,64)")
 	flag.Parse()
+	if limits != "" {
+		var concurrent, queue int
+		if _, err := fmt.Sscanf(limits, "%d,%d", &concurrent, &queue); err != nil || concurrent < 1 || queue < 0 {
+			return o, fmt.Errorf("-limits %q: want CONCURRENT,QUEUE such as 512,512", limits)
+		}
+		callLimits = &adapter.Limits{ConcurrentCalls: concurrent, QueueLength: queue, QueueWait: adapter.Duration{Duration: 10 * time.Second}}
+	}
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}

@@ -67,6 +67,7 @@ func startAdapter(label, token string, tool adapter.Tool) (string, func(), error
 
 // serveConfig serves an adapter config under the pprof label.
 func serveConfig(label, token string, cfg *adapter.Config) (string, func(), error) {
+	cfg.Limits = callLimits
 	var opts []adapter.Option
 	if token != "" {
 		opts = append(opts, adapter.WithBearerToken(token))

@@ -7,6 +7,12 @@
 //	    -entrypoint /manager /manager=bin/image/manager /adapter=bin/image/adapter
 //
 // Each argument is DEST=SRC; SRC may be a folder, copied with its tree.
+//
+// With -content DIR it writes a content-only image instead: DIR's tree at the image's
+// root and nothing else (no base files, no entrypoint), as teams publish Agent Skills
+// for Kubernetes image volumes:
+//
+//	go run ./hack/image -tag cantus.local/skill-cataloguing:1 -o skill.tar -content test/cluster/testdata/skill-image
 package main
 
 import (
@@ -37,12 +43,19 @@ func main() {
 	out := flag.String("o", "", "output tarball")
 	entrypoint := flag.String("entrypoint", "", "entrypoint, split on spaces")
 	user := flag.String("user", fmt.Sprintf("%d:%d", nonrootUID, nonrootUID), "user:group the image runs as")
+	content := flag.String("content", "", "write a content-only image of this folder's tree (no base files, no entrypoint)")
 	flag.Parse()
-	if *tag == "" || *out == "" || *entrypoint == "" {
-		fmt.Fprintln(os.Stderr, "usage: image -tag REF -o FILE -entrypoint CMD DEST=SRC...")
+	if *tag == "" || *out == "" || (*entrypoint == "") == (*content == "") {
+		fmt.Fprintln(os.Stderr, "usage: image -tag REF -o FILE -entrypoint CMD DEST=SRC...\n       image -tag REF -o FILE -content DIR")
 		os.Exit(2)
 	}
-	if err := run(*tag, *out, strings.Fields(*entrypoint), *user, flag.Args()); err != nil {
+	var err error
+	if *content != "" {
+		err = runContent(*tag, *out, *content)
+	} else {
+		err = run(*tag, *out, strings.Fields(*entrypoint), *user, flag.Args())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -72,6 +85,42 @@ func run(tag, out string, entrypoint []string, user string, files []string) erro
 			Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		},
 	})
+	if err != nil {
+		return fmt.Errorf("setting the image config: %w", err)
+	}
+	if err := tarball.WriteToFile(out, ref, img); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return nil
+}
+
+// runContent writes an image whose only layer is dir's tree at the root.
+func runContent(tag, out, dir string) error {
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return fmt.Errorf("parsing tag %q: %w", tag, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	w := layerWriter{tw: tw, mtime: time.Unix(0, 0)}
+	if err := w.copy("", dir); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("closing the layer: %w", err)
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("packing the layer: %w", err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return fmt.Errorf("appending the layer: %w", err)
+	}
+	img, err = mutate.ConfigFile(img, &v1.ConfigFile{Architecture: "amd64", OS: "linux", RootFS: mustRootFS(img)})
 	if err != nil {
 		return fmt.Errorf("setting the image config: %w", err)
 	}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -154,6 +157,79 @@ func TestServiceAccountTokenBindings(t *testing.T) {
 		if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: got %v, want ErrInvalidToken saying %q", name, err, tc.says)
 		}
+	}
+}
+
+// A token bound to a Secret, or to a Node without a pod, is refused: the API server
+// refuses it once that object is deleted, and the operator does not watch those
+// deletions (issue 23 #15). A pod's projected token names its node too and passes.
+// Before, all three were accepted.
+func TestTokensBoundToSecretsOrNodesAreRefused(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: aud, JWKS: cluster.jwks(t),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundTo := func(objects map[string]any) string {
+		k8s := map[string]any{"namespace": "agents", "serviceaccount": map[string]any{"name": "reader", "uid": "u1"}}
+		maps.Copy(k8s, objects)
+		return cluster.token(t, aud, time.Now().Add(time.Hour), map[string]any{"sub": "system:serviceaccount:agents:reader", "kubernetes.io": k8s})
+	}
+	pod := map[string]any{"name": "reader-0", "uid": "p1"}
+	node := map[string]any{"name": "node-a", "uid": "n1"}
+	secret := map[string]any{"name": "reader-token", "uid": "s1"}
+
+	for name, objects := range map[string]map[string]any{"unbound": nil, "a pod (and its node)": {"pod": pod, "node": node}} {
+		if _, err := a.Authenticate(requestWith(boundTo(objects))); err != nil {
+			t.Errorf("a token bound to %s was refused: %v", name, err)
+		}
+	}
+	for name, tc := range map[string]struct {
+		objects map[string]any
+		says    string
+	}{
+		"a Secret":          {map[string]any{"secret": secret}, "bound to a Secret"},
+		"a Node and no pod": {map[string]any{"node": node}, "bound to a Node and no pod"},
+	} {
+		_, err := a.Authenticate(requestWith(boundTo(tc.objects)))
+		if !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("a token bound to %s: got %v, want ErrInvalidToken saying %q", name, err, tc.says)
+		}
+	}
+}
+
+// After the operator had to drop deletions, a token issued before the newest dropped
+// one is refused (any of them may have been its binding), and a token issued since
+// passes (issue 23, finding 6: dropping used to let such tokens pass).
+func TestTokensIssuedBeforeDroppedRevocationsAreRefused(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	aud := []string{"room.library.skillserver.cantus.dev"}
+	dropped := time.Now().Add(-30 * time.Second).Truncate(time.Second)
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
+		Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: aud, JWKS: cluster.jwks(t),
+		RevokedServiceAccountUIDs: []string{"deleted-account"}, RefuseIssuedBefore: &dropped,
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().Add(time.Hour)
+	old := cluster.token(t, aud, hour, serviceAccountClaims("agents", "reader")) // issued a minute ago
+	if _, err := a.Authenticate(requestWith(old)); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "issued before") {
+		t.Errorf("a token issued before the dropped deletions: got %v, want ErrInvalidToken saying it was issued before", err)
+	}
+	fresh := serviceAccountClaims("agents", "reader")
+	fresh["iat"] = time.Now().Unix()
+	if _, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, fresh))); err != nil {
+		t.Errorf("a token issued after the dropped deletions was refused: %v", err)
+	}
+	gone := serviceAccountClaims("agents", "reader")
+	gone["iat"] = time.Now().Unix()
+	gone["kubernetes.io"] = map[string]any{"namespace": "agents", "serviceaccount": map[string]any{"name": "reader", "uid": "deleted-account"}}
+	if _, err := a.Authenticate(requestWith(cluster.token(t, aud, hour, gone))); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "service account was deleted") {
+		t.Errorf("a token of an account listed among revokedServiceAccountUIDs: got %v, want refused", err)
 	}
 }
 
@@ -341,5 +417,66 @@ func TestUnknownKeyIDsFetchTheIssuersKeysOncePerCooldown(t *testing.T) {
 	}
 	if n := keyFetches.Load(); n != 2 {
 		t.Errorf("keys fetched %d times, want 2", n)
+	}
+}
+
+// servedOIDCIssuer is an OIDC issuer discovered over TLS; it returns the issuer and its
+// CA bundle's file.
+func servedOIDCIssuer(t *testing.T) (*testIssuer, string) {
+	t.Helper()
+	var issuer *testIssuer
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": issuer.url, "jwks_uri": issuer.url + "/keys",
+				"authorization_endpoint": issuer.url + "/auth", "id_token_signing_alg_values_supported": []string{"RS256"}})
+		case "/keys":
+			_, _ = w.Write(issuer.jwks(t))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	issuer = newTestIssuer(t, srv.URL, "o1")
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return issuer, caFile
+}
+
+// An identity provider's group named like a Kubernetes group does not satisfy a rule
+// meant for service accounts: OIDC groups are prefixed, and system: groups are never
+// taken from an OIDC token, whatever the prefix (issue 23 #5). Before, the caller was in
+// system:serviceaccounts:prod and the rule let it deploy.
+func TestOIDCGroupsCannotPassForKubernetesGroups(t *testing.T) {
+	issuer, caFile := servedOIDCIssuer(t)
+	token := issuer.token(t, []string{"cantus"}, time.Now().Add(time.Hour), map[string]any{"sub": "mallory",
+		"groups": []string{"system:serviceaccounts:prod", "system:masters", "readers"}})
+	rules := &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{
+		{Tools: []string{"deploy"}, Groups: []string{"system:serviceaccounts:prod"}},
+		{Tools: []string{"read"}, Groups: []string{"oidc:readers"}},
+	}}
+	for _, prefix := range []string{"oidc:", ""} {
+		t.Run("prefix "+strconv.Quote(prefix), func(t *testing.T) {
+			a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Authorization: rules, Issuers: []adapterconfig.Issuer{
+				{Kind: adapterconfig.IssuerOIDC, URL: issuer.url, Audiences: []string{"cantus"}, CAFile: caFile, GroupsPrefix: prefix}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			caller, err := a.Authenticate(requestWith(token))
+			if err != nil {
+				t.Fatalf("the token was refused: %v", err)
+			}
+			if want := []string{prefix + "readers"}; !slices.Equal(caller.Groups, want) {
+				t.Errorf("caller groups %v, want %v", caller.Groups, want)
+			}
+			if a.Allows(caller, "deploy") {
+				t.Error("an OIDC group named system:serviceaccounts:prod satisfied the service-account rule")
+			}
+			if got := a.Allows(caller, "read"); got != (prefix == "oidc:") {
+				t.Errorf("read allowed = %v with prefix %q", got, prefix)
+			}
+		})
 	}
 }

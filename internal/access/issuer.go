@@ -52,8 +52,11 @@ type issuer struct {
 }
 
 func newIssuer(cfg adapterconfig.Issuer) (*issuer, error) {
-	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs))}
+	i := &issuer{cfg: cfg, revoked: make(map[string]bool, len(cfg.RevokedUIDs)+len(cfg.RevokedServiceAccountUIDs))}
 	for _, uid := range cfg.RevokedUIDs {
+		i.revoked[uid] = true
+	}
+	for _, uid := range cfg.RevokedServiceAccountUIDs {
 		i.revoked[uid] = true
 	}
 	if len(cfg.JWKS) == 0 {
@@ -108,7 +111,22 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		}
 		return serviceAccountCaller(token, claims)
 	}
-	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer, Groups: stringsOf(claims["groups"]), Claims: claims}, nil
+	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer,
+		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims}, nil
+}
+
+// oidcGroups are an OIDC token's groups as rules see them: prefixed, and without any
+// "system:" group, which names Kubernetes identities (system:serviceaccounts:prod)
+// that an identity provider must not be able to claim.
+func oidcGroups(claimed []string, prefix string) []string {
+	groups := make([]string, 0, len(claimed))
+	for _, g := range claimed {
+		if strings.HasPrefix(g, "system:") {
+			continue
+		}
+		groups = append(groups, prefix+g)
+	}
+	return groups
 }
 
 // checkBinding refuses a service-account token that lives longer than the revocations
@@ -116,16 +134,11 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 // checks against its own store, the adapter checks against the deletions the operator
 // saw.
 func (i *issuer) checkBinding(token *oidc.IDToken) error {
-	if limit := i.cfg.MaxTokenLifetime; limit != nil {
-		var times struct {
-			IssuedAt int64 `json:"iat"`
-		}
-		if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
-			return errors.New("token refused: it has no issue time (iat)")
-		}
-		if lifetime := token.Expiry.Sub(time.Unix(times.IssuedAt, 0)); lifetime > limit.Duration {
-			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
-		}
+	if err := refuseUnwatchedBinding(token); err != nil {
+		return err
+	}
+	if err := i.checkIssueTime(token); err != nil {
+		return err
 	}
 	if len(i.revoked) == 0 {
 		return nil
@@ -146,6 +159,60 @@ func (i *issuer) checkBinding(token *oidc.IDToken) error {
 		return errors.New("token refused: its service account was deleted")
 	case bound.Kubernetes.Pod != nil && i.revoked[bound.Kubernetes.Pod.UID]:
 		return errors.New("token refused: the pod it was issued to was deleted")
+	}
+	return nil
+}
+
+// refuseUnwatchedBinding refuses a token bound to a Secret, or to a Node and no pod: the
+// API server refuses it once that object is deleted, but the operator watches only
+// service-account and pod deletions, so this server could not. A pod's projected token
+// names its node too and is accepted; so is an unbound one (kubectl create token).
+func refuseUnwatchedBinding(token *oidc.IDToken) error {
+	var bound struct {
+		Kubernetes struct {
+			Secret *struct {
+				Name string `json:"name"`
+			} `json:"secret"`
+			Node *struct {
+				Name string `json:"name"`
+			} `json:"node"`
+			Pod *struct {
+				Name string `json:"name"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	_ = token.Claims(&bound)
+	switch k := bound.Kubernetes; {
+	case k.Secret != nil:
+		return errors.New("token refused: it is bound to a Secret, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
+	case k.Node != nil && k.Pod == nil:
+		return errors.New("token refused: it is bound to a Node and no pod, whose deletion this server cannot see; use a pod's projected token or kubectl create token")
+	}
+	return nil
+}
+
+// checkIssueTime refuses a service-account token that lives longer than the revocations
+// are remembered, or that was issued before the operator had to drop deletions (any of
+// which it may be bound to).
+func (i *issuer) checkIssueTime(token *oidc.IDToken) error {
+	limit, before := i.cfg.MaxTokenLifetime, i.cfg.RefuseIssuedBefore
+	if limit == nil && before == nil {
+		return nil
+	}
+	var times struct {
+		IssuedAt int64 `json:"iat"`
+	}
+	if err := token.Claims(&times); err != nil || times.IssuedAt == 0 {
+		return errors.New("token refused: it has no issue time (iat)")
+	}
+	issued := time.Unix(times.IssuedAt, 0)
+	if limit != nil {
+		if lifetime := token.Expiry.Sub(issued); lifetime > limit.Duration {
+			return fmt.Errorf("token refused: it is valid for %s, longer than the %s this server accepts; ask for a shorter one (kubectl create token --duration, or the projected token's expirationSeconds)", lifetime.Round(time.Second), limit.Duration)
+		}
+	}
+	if before != nil && issued.Before(*before) {
+		return fmt.Errorf("token refused: it was issued before %s, when the operator had more deletions of service accounts and pods than it keeps; get a new token", before.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -101,7 +101,16 @@ func compileRule(env *cel.Env, r adapterconfig.AuthorizationRule) (rule, error) 
 	if ast.OutputType() != cel.BoolType {
 		return rule{}, fmt.Errorf("when: the expression gives %s, it must give a bool", ast.OutputType())
 	}
-	prg, err := env.Program(ast, cel.CostLimit(maxRuleCost))
+	cost, err := estimatedCost(env, ast)
+	if err != nil {
+		return rule{}, fmt.Errorf("when: %w", err)
+	}
+	if cost > maxRuleCost {
+		return rule{}, fmt.Errorf("when: its estimated cost is up to %d units, more than the %d a rule may cost "+
+			"(assuming at most %d claims, each value at most %d characters or entries); avoid nested comprehensions over the claims",
+			cost, maxRuleCost, maxClaims, maxClaimSize)
+	}
+	prg, err := env.Program(ast, cel.CostLimit(maxRuleCost), cel.EvalOptions(cel.OptTrackCost))
 	if err != nil {
 		return rule{}, fmt.Errorf("when: %w", err)
 	}
@@ -119,15 +128,26 @@ func (r *Rules) Allows(c *Caller, tool string) bool {
 // AllowsKind says whether the caller may use the thing of that kind and name (a tool or
 // prompt name, a resource URI or template, a skill path), as Allows does for tools.
 func (r *Rules) AllowsKind(c *Caller, kind ItemKind, name string) bool {
+	allowed, _ := r.AllowsKindWithin(c, kind, name, nil)
+	return allowed
+}
+
+// AllowsKindWithin is AllowsKind spending the CEL work from budget (nil: unbounded).
+// Once the budget is spent, rules with an expression are not evaluated and do not
+// allow: complete is then false, and the answer must not be remembered.
+func (r *Rules) AllowsKindWithin(c *Caller, kind ItemKind, name string, budget *Budget) (allowed, complete bool) {
 	if r == nil {
-		return true
+		return true, true
 	}
+	complete = true
 	for i := range r.rules {
-		if r.rules[i].allows(c, kind, name) {
-			return true
+		ok, evaluated := r.rules[i].allows(c, kind, name, budget)
+		if ok {
+			return true, true
 		}
+		complete = complete && evaluated
 	}
-	return false
+	return false, complete
 }
 
 // names says whether the rule's globs of that kind match name.
@@ -145,23 +165,29 @@ func (r *rule) names(kind ItemKind, name string) bool {
 	return false
 }
 
-func (r *rule) allows(c *Caller, kind ItemKind, name string) bool {
+// allows says whether the rule allows the caller; evaluated is false when its
+// expression was not run because the budget was spent.
+func (r *rule) allows(c *Caller, kind ItemKind, name string, budget *Budget) (allowed, evaluated bool) {
 	if c == nil || !r.names(kind, name) || !r.matchesCaller(c) {
-		return false
+		return false, true
 	}
 	if r.when == nil {
-		return true
+		return true, true
+	}
+	if !budget.take() {
+		return false, false
 	}
 	claims := c.Claims
 	if claims == nil {
 		claims = map[string]any{}
 	}
-	out, _, err := r.when.Eval(map[string]any{"claims": claims})
+	out, details, err := r.when.Eval(map[string]any{"claims": claims})
+	budget.spend(details)
 	if err != nil {
-		return false
+		return false, true
 	}
-	allowed, isBool := out.Value().(bool)
-	return isBool && allowed
+	ok, isBool := out.Value().(bool)
+	return isBool && ok, true
 }
 
 func (r *rule) matchesCaller(c *Caller) bool {

@@ -69,17 +69,34 @@ func TestCompileRulesSaysWhatIsWrong(t *testing.T) {
 	}
 }
 
-// An expression built to be slow is cut off by the cost limit and allows nothing.
+// An expression built to be slow is refused when it compiles (its estimated cost), and
+// one whose claims are larger than the estimator assumed is cut off at run time by the
+// cost limit and allows nothing.
 func TestCostlyExpressionAllowsNothing(t *testing.T) {
-	rules, err := CompileRules(&adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{
+	_, err := CompileRules(&adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{
 		Tools: []string{"*"},
 		When:  "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, a+b+c+d+e > 0)))))",
+	}}})
+	if err == nil || !strings.Contains(err.Error(), "estimated cost is up to 1455551 units") {
+		t.Fatalf("five nested comprehensions: %v, want a refusal naming the estimate", err)
+	}
+
+	rules, err := CompileRules(&adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{
+		Tools: []string{"*"},
+		When:  "claims.groups.all(g, g.startsWith('team-'))",
 	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules.Allows(&Caller{Kind: KindBearer}, "x") {
-		t.Fatal("an expression over the cost limit allowed the call")
+	groups := make([]any, 50_000)
+	for i := range groups {
+		groups[i] = "team-x"
+	}
+	if rules.Allows(&Caller{Kind: KindBearer, Claims: map[string]any{"groups": groups}}, "x") {
+		t.Fatal("an evaluation over the cost limit allowed the call")
+	}
+	if !rules.Allows(&Caller{Kind: KindBearer, Claims: map[string]any{"groups": []any{"team-x"}}}, "x") {
+		t.Fatal("the rule does not allow a small token")
 	}
 }
 

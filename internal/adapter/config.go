@@ -26,6 +26,8 @@ type (
 	HTTPBackend = adapterconfig.HTTPBackend
 	// Duration is adapterconfig.Duration.
 	Duration = adapterconfig.Duration
+	// Limits is adapterconfig.Limits.
+	Limits = adapterconfig.Limits
 )
 
 // Transports and paths, as in the config contract.

@@ -38,6 +38,14 @@ type contentSet struct {
 	templates    []*servedTemplate
 	prompts      []*servedPrompt
 	promptByName map[string]*servedPrompt
+	// leftOut are the image skills not served, each with why.
+	leftOut []leftOutSkill
+}
+
+// leftOutSkill is an image skill the adapter does not serve.
+type leftOutSkill struct {
+	skill adapterconfig.ImageSkill
+	err   error
 }
 
 // servedSkill is one skill, its skills/list entry encoded once.
@@ -112,6 +120,7 @@ func loadContent(cfg *Config) (*contentSet, error) {
 			return nil, err
 		}
 	}
+	c.addImageSkills(cfg, &store)
 	for i := range cfg.ResourceTemplates {
 		t := cfg.ResourceTemplates[i]
 		tmpl, err := prepareTemplate(t)
@@ -141,6 +150,40 @@ func loadContent(cfg *Config) (*contentSet, error) {
 		slices.SortFunc(d.children, func(a, b mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
 	}
 	return c, nil
+}
+
+// addImageSkills reads and serves the skills of cfg's image folders. One that breaks a
+// rule, or would take the server's content past MaxContentBytes, is left out rather than
+// failing the load: an image is the tenant's to build, and the operator cannot read it
+// first, so what is wrong with one skill must not take the others (or the tools) away.
+func (c *contentSet) addImageSkills(cfg *Config, store *contentReader) {
+	held := int64(0)
+	for _, data := range store.read {
+		held += int64(len(data))
+	}
+	for _, img := range cfg.ImageSkills {
+		skill, files, err := adapterconfig.ReadSkillDir(img.Dir, img.Path)
+		if err == nil {
+			var size int64
+			for _, f := range skill.Files {
+				size += f.Size
+			}
+			if held+size > adapterconfig.MaxContentBytes {
+				err = fmt.Errorf("its %d bytes would take the server's content past the %d bytes an adapter holds", size, adapterconfig.MaxContentBytes)
+			} else {
+				held += size
+			}
+		}
+		if err == nil {
+			for hexDigest, data := range files {
+				store.read[adapterconfig.DigestPrefix+hexDigest] = data
+			}
+			err = c.addSkill(&skill, store)
+		}
+		if err != nil {
+			c.leftOut = append(c.leftOut, leftOutSkill{skill: img, err: err})
+		}
+	}
 }
 
 // contentReader reads content-addressed files once each.

@@ -188,6 +188,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				refuseBody(w, err)
 				return
 			}
+			if s.overCallerRate(w, r, body) {
+				return
+			}
 			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
 				s.serveStream(w, r, next, body)
 				return
@@ -240,6 +243,31 @@ func refuseBody(w http.ResponseWriter, err error) {
 		status = http.StatusRequestEntityTooLarge
 	}
 	http.Error(w, err.Error(), status)
+}
+
+// overCallerRate answers 429 to a tools/call over its caller's rate, before the call
+// starts, and says so; other requests, and every request without a per-caller limit,
+// pass.
+func (s *Server) overCallerRate(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if s.callers == nil || !mayCallTool(body) {
+		return false
+	}
+	head := parseHead(body)
+	if head.Method != string(mcp.MethodToolsCall) {
+		return false
+	}
+	ok, retryAfter := s.callers.admit(callerIdentity(r), time.Now())
+	if ok {
+		return false
+	}
+	s.metrics.observeRejection(rejectedRateLimited)
+	refuseRateLimited(w, head.ID, retryAfter)
+	return true
+}
+
+// mayCallTool is false for a body that cannot be a tools/call (as mayListen).
+func mayCallTool(body []byte) bool {
+	return bytes.Contains(body, []byte("tools/call")) || bytes.Contains(body, []byte(`\u`))
 }
 
 // callContext is mcp-go's context hook: it gives the call of an admitted POST its

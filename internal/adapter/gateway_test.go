@@ -238,7 +238,7 @@ func TestGateway_ForwardsCallsToTheRemoteAdapter(t *testing.T) {
 				t.Errorf("the counting tool ran %d times, want 1", runs.Load())
 			}
 
-			_, metrics := getStatus(t, gw.baseURL+PathMetrics)
+			metrics := metricsText(t, gw.Server)
 			for _, want := range []string{
 				`cantus_adapter_tool_calls_total{tool="team.hello"} 2`,
 				`cantus_adapter_tool_errors_total{tool="team.fail"} 1`,

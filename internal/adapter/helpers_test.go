@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,3 +276,15 @@ func configWith(transportName string, stateless bool, tools ...Tool) *Config {
 }
 
 const objectSchema = `{"type":"object"}`
+
+// metricsText is what srv's metrics port answers on /metrics.
+func metricsText(t *testing.T, srv *Server) string {
+	t.Helper()
+	hs := httptest.NewServer(srv.MetricsHandler())
+	defer hs.Close()
+	status, body := getStatus(t, hs.URL+PathMetrics)
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics on the metrics port = %d, want 200", status)
+	}
+	return body
+}

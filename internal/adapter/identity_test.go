@@ -163,7 +163,7 @@ func TestRulesFilterListingAndRefuseCalls(t *testing.T) {
 			t.Errorf("audit line holds an argument or token, or lacks latency or server: %s", line)
 		}
 	}
-	if _, body := getStatus(t, srv.baseURL+PathMetrics); !strings.Contains(body, `cantus_adapter_tool_refusals_total{tool="checkout_book"} 1`) {
+	if body := metricsText(t, srv.Server); !strings.Contains(body, `cantus_adapter_tool_refusals_total{tool="checkout_book"} 1`) {
 		t.Errorf("the refusal is not counted:\n%s", grepLines(body, "refusals"))
 	}
 }
@@ -256,4 +256,26 @@ func grepLines(text, fragment string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// /metrics names every tool, also those tools/list hides from a caller, so the MCP
+// port does not serve it (finding 9 of issue 23): a visitor who may list only
+// search_book learns nothing of checkout_book there, with or without a token; the
+// metrics port, which the Service does not expose, has it.
+func TestMetricsAreNotServedOnTheMCPPort(t *testing.T) {
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key,
+		adapterconfig.AuthorizationRule{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}})
+	srv := serve(t, cfg)
+	visitor := connect(t, srv.baseURL, protocol20250618, bearerHeader(key.token(t, "agents", "visitor", "room")))
+	if got := listNames(t, visitor); !slices.Equal(got, []string{"search_book"}) {
+		t.Fatalf("the visitor lists %v, want [search_book]", got)
+	}
+	status, body := getStatus(t, srv.baseURL+PathMetrics)
+	if status != http.StatusNotFound || strings.Contains(body, "checkout_book") {
+		t.Fatalf("GET /metrics on the MCP port = %d, want 404 without tool names; body:\n%s", status, grepLines(body, "checkout_book"))
+	}
+	if body := metricsText(t, srv.Server); !strings.Contains(body, `cantus_adapter_tool_calls_total{tool="checkout_book"} 0`) {
+		t.Errorf("the metrics port lacks the hidden tool's series:\n%s", grepLines(body, "tool_calls_total"))
+	}
 }

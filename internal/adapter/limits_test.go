@@ -8,8 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Calls past the concurrency limit wait for a slot; past the waiting limit, or after
@@ -17,12 +22,12 @@ import (
 func TestCallLimiterBoundsRunningAndWaitingCalls(t *testing.T) {
 	l := newCallLimiter(1, 1, 200*time.Millisecond)
 	ctx := context.Background()
-	if r := l.acquire(ctx); r != nil {
+	if r, _ := l.acquire(ctx); r != nil {
 		t.Fatalf("first call refused: %s", textOf(r))
 	}
 	waited := make(chan string, 1)
 	go func() {
-		if r := l.acquire(ctx); r != nil {
+		if r, _ := l.acquire(ctx); r != nil {
 			waited <- textOf(r)
 			return
 		}
@@ -33,15 +38,15 @@ func TestCallLimiterBoundsRunningAndWaitingCalls(t *testing.T) {
 	for l.waiting.Load() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	r := l.acquire(ctx)
-	if r == nil || !strings.HasPrefix(textOf(r), "server_busy: too many calls are waiting") {
-		t.Fatalf("third call = %v, want server_busy (queue full)", r)
+	r, reason := l.acquire(ctx)
+	if r == nil || !strings.HasPrefix(textOf(r), "server_busy: too many calls are waiting") || reason != rejectedQueueFull {
+		t.Fatalf("third call = %v (%s), want server_busy (queue full)", r, reason)
 	}
 	if got := <-waited; !strings.HasPrefix(got, "server_busy: no call slot freed within") {
 		t.Fatalf("waiting call = %q, want server_busy after the wait", got)
 	}
 	l.release()
-	if r := l.acquire(ctx); r != nil {
+	if r, _ := l.acquire(ctx); r != nil {
 		t.Fatalf("a freed slot was not taken: %s", textOf(r))
 	}
 }
@@ -110,4 +115,89 @@ func TestBusyServerRefusesCallsPastTheLimits(t *testing.T) {
 	if got := <-first; got != "slow done" {
 		t.Fatalf("running call = %q, want slow done", got)
 	}
+}
+
+// slowBackend holds every call until the test ends, and counts them.
+func slowBackend(t *testing.T) (url string, arrived chan struct{}) {
+	t.Helper()
+	release := make(chan struct{})
+	arrived = make(chan struct{}, 16)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		_, _ = w.Write([]byte("slow done"))
+	}))
+	t.Cleanup(backend.Close)
+	t.Cleanup(func() { close(release) })
+	return backend.URL, arrived
+}
+
+// The config's limits (spec.limits) replace the defaults: with one call at once and
+// none waiting, a second call is server_busy naming the pod's limit, and the rejection
+// is counted by reason.
+func TestConfiguredLimitsBoundCallsAndAreCounted(t *testing.T) {
+	url, arrived := slowBackend(t)
+	cfg := configWith(TransportStreamableHTTP, true, httpTool("slow", objectSchema, url, 10*time.Second, 1024))
+	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 1, QueueLength: 0, QueueWait: adapterconfig.Duration{Duration: time.Second}}
+	r := serve(t, cfg)
+	c := connect(t, r.baseURL, "", nil)
+	go func() { _, _ = c.CallTool(context.Background(), callRequest("slow")) }()
+	<-arrived
+	wantToolError(t, callTool(t, c, "slow", map[string]any{}), "server_busy: too many calls are waiting", "at most 1 calls run at once in this pod")
+	if m := metricsText(t, r.Server); !strings.Contains(m, `cantus_adapter_rejected_calls_total{reason="queue_full"} 1`) {
+		t.Errorf("metrics lack the queue_full rejection:\n%s", grepLines(m, "rejected"))
+	}
+}
+
+// A caller past its rate gets HTTP 429 with Retry-After before the call starts (the
+// backend never sees it), from a real mcp-go client too; another caller has its own
+// bucket; the rejection is counted.
+func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
+	var calls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		_, _ = w.Write([]byte("done"))
+	}))
+	t.Cleanup(backend.Close)
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key)
+	cfg.Tools = append(cfg.Tools, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
+	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
+		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 2}}
+	r := serve(t, cfg)
+	hasty, patient := bearerHeader(key.token(t, "agents", "hasty", "room")), bearerHeader(key.token(t, "agents", "patient", "room"))
+
+	c := connect(t, r.baseURL, protocol20250618, hasty)
+	wantSuccess(t, callTool(t, c, "fetch", map[string]any{}), "done")
+	wantSuccess(t, callTool(t, c, "fetch", map[string]any{}), "done")
+	if _, err := c.CallTool(testContext(t), callRequest("fetch")); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
+		t.Errorf("the mcp-go client's third call: err = %v, want rate_limited", err)
+	}
+	headers := map[string]string{"Mcp-Protocol-Version": protocol20250618}
+	for k, v := range hasty {
+		headers[k] = v
+	}
+	reply := postRPC(t, r.baseURL+PathMCP, headers, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`)
+	if reply.status != http.StatusTooManyRequests || reply.header.Get("Retry-After") == "" ||
+		!strings.Contains(string(reply.body), `"id":9`) || !strings.Contains(string(reply.body), "rate_limited:") {
+		t.Errorf("call over the rate = %d Retry-After=%q %s, want 429 with Retry-After and a rate_limited JSON-RPC error for id 9",
+			reply.status, reply.header.Get("Retry-After"), reply.body)
+	}
+	if got := calls.Load(); got != 2 {
+		t.Errorf("the backend saw %d calls, want 2: a refused call must not start", got)
+	}
+	// Listing is not a call: not limited.
+	listNames(t, c)
+	other := connect(t, r.baseURL, protocol20250618, patient)
+	wantSuccess(t, callTool(t, other, "fetch", map[string]any{}), "done")
+	if m := metricsText(t, r.Server); !strings.Contains(m, `cantus_adapter_rejected_calls_total{reason="rate_limited"} 2`) {
+		t.Errorf("metrics lack the 2 rate_limited rejections:\n%s", grepLines(m, "rejected"))
+	}
+}
+
+func callRequest(name string) mcp.CallToolRequest {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = map[string]any{}
+	return req
 }

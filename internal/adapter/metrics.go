@@ -23,11 +23,16 @@ type toolMetrics struct {
 	// refusals counts calls the authorization rules refused; by tool only, never by
 	// caller, so that callers cannot grow the series without bound.
 	refusals *prometheus.CounterVec
+	// rejected counts the calls refused by the call limits, by reason (rate_limited,
+	// queue_full, queue_wait, cancelled).
+	rejected *prometheus.CounterVec
 	// gateway counts the connects and retries per remote of re-exported tools.
 	gateway *gateway.Metrics
 	// openStreams counts the long-lived streams, which carry
 	// notifications/tools/list_changed to sessions.
 	openStreams prometheus.Gauge
+	// imageSkillsLeftOut counts the image skills the current config does not serve.
+	imageSkillsLeftOut prometheus.Gauge
 
 	// series caches each tracked tool's children of calls, errors and duration, so a
 	// call does not look them up by label; copy on write, under seriesMu.
@@ -70,12 +75,23 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_tool_refusals_total",
 		Help: "Tool calls refused because the caller may not call the tool, by tool.",
 	}, []string{"tool"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_adapter_rejected_calls_total",
+		Help: "Tool calls refused by this pod's call limits, by reason: rate_limited (HTTP 429, the caller's rate), queue_full, queue_wait and cancelled (server_busy).",
+	}, []string{"reason"})
+	for _, reason := range []string{rejectedRateLimited, rejectedQueueFull, rejectedQueueWait, rejectedCancelled} {
+		m.rejected.WithLabelValues(reason)
+	}
 	m.gateway = gateway.NewMetrics()
 	m.openStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "cantus_adapter_open_streams",
 		Help: "Long-lived streams open now (GET /mcp, GET /sse, subscriptions/listen): the sessions that hear notifications.",
 	})
-	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.openStreams)
+	m.imageSkillsLeftOut = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cantus_adapter_image_skills_left_out",
+		Help: "Agent skills from image volumes that the current config does not serve, because they break an Agent Skills rule or a limit (the log says which and why).",
+	})
+	m.registry.MustRegister(m.calls, m.errors, m.duration, m.refusals, m.rejected, m.openStreams, m.imageSkillsLeftOut)
 	m.registry.MustRegister(m.gateway.Collectors()...)
 	m.trackTools(toolNames)
 	return m
@@ -144,6 +160,11 @@ func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) 
 // unknown names itself), so the label stays bounded.
 func (m *toolMetrics) observeRefusal(tool string) {
 	m.refusals.WithLabelValues(tool).Inc()
+}
+
+// observeRejection counts a call the limits refused.
+func (m *toolMetrics) observeRejection(reason string) {
+	m.rejected.WithLabelValues(reason).Inc()
 }
 
 func (m *toolMetrics) handler() http.Handler {

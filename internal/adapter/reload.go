@@ -96,7 +96,10 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if cfg.Server != s.cfg.Server {
 		changed = append(changed, "the server info (name, version, instructions)")
 	}
-	if (len(cfg.AgentSkills) > 0) != (len(s.cfg.AgentSkills) > 0) {
+	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
+		changed = append(changed, "the call limits (limits)")
+	}
+	if (len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0) != (len(s.cfg.AgentSkills)+len(s.cfg.ImageSkills) > 0) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}
 	return changed
@@ -151,7 +154,8 @@ func backendOf(t *compiledTool) [3]any {
 // clients when their lists changed.
 func (s *Server) reloadContent(cfg *Config, next *contentSet) {
 	old := s.content.Swap(next)
-	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.Resources
+	s.reportLeftOut(next)
+	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.ImageSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.ImageSkills, cfg.Resources
 	s.cfg.ResourceTemplates, s.cfg.Prompts = cfg.ResourceTemplates, cfg.Prompts
 	filesChanged := !bytes.Equal(filesListing(old), filesListing(next))
 	templatesChanged := !bytes.Equal(templatesListing(old), templatesListing(next))
@@ -171,5 +175,16 @@ func (s *Server) reloadContent(cfg *Config, next *contentSet) {
 		s.log.Info("content reloaded", "skills", len(next.skills), "resources", len(next.files),
 			"resourceTemplates", len(next.templates), "prompts", len(next.prompts),
 			"resourcesChanged", resourcesChanged, "promptsChanged", promptsChanged)
+	}
+}
+
+// reportLeftOut logs each image skill the content set leaves out, with why, and sets
+// the gauge the operator's users alert on: the operator sees only that the pods do not
+// list the skill (Verified=False, ImageSkillsLeftOut), the pod's log says why.
+func (s *Server) reportLeftOut(set *contentSet) {
+	s.metrics.imageSkillsLeftOut.Set(float64(len(set.leftOut)))
+	for _, l := range set.leftOut {
+		s.log.Error(l.err, "image skill left out: it breaks an Agent Skills rule or a limit, so it is not served",
+			"skill", l.skill.Path, "image", l.skill.Source, "dir", l.skill.Dir)
 	}
 }

@@ -132,7 +132,7 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 				t.Fatalf("tools/list after the reload = %v, want [a b]", got)
 			}
 			wantSuccess(t, callTool(t, c, "b", nil), "B")
-			if _, metrics := getStatus(t, baseURL+PathMetrics); !strings.Contains(metrics, `cantus_adapter_tool_calls_total{tool="b"} 1`) {
+			if metrics := metricsText(t, srv); !strings.Contains(metrics, `cantus_adapter_tool_calls_total{tool="b"} 1`) {
 				t.Errorf("metrics lack the added tool's calls")
 			}
 

@@ -26,7 +26,7 @@ const markerNotAllowed = "not_allowed: "
 // that serves none of it keeps the capabilities it always had.
 func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 	var opts []server.ServerOption
-	if set.servesResources() {
+	if set.servesResources() || s.servesSkillMethods() {
 		opts = append(opts, server.WithResourceCapabilities(false, true))
 	}
 	if len(set.prompts) > 0 {
@@ -41,9 +41,11 @@ func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 // servesSkillMethods says whether skills/list, skills/get and resources/directory/read
 // are served: only on streamable HTTP, where the adapter reads each request before
 // mcp-go (which does not route these methods); on sse the answer would have to go
-// through mcp-go's session stream.
+// through mcp-go's session stream. A config with skills from images serves them even when
+// it left every one out: the operator's verification then lists no skill, and says which
+// are missing, rather than finding no skills/list at all.
 func (s *Server) servesSkillMethods() bool {
-	return s.cfg.Transport != TransportSSE && len(s.content.Load().skills) > 0
+	return s.cfg.Transport != TransportSSE && (len(s.content.Load().skills) > 0 || len(s.cfg.ImageSkills) > 0)
 }
 
 // registerFiles gives mcp-go the skill files and resources of set; when m already

@@ -88,6 +88,8 @@ type Server struct {
 	backend *http.Client
 	gate    *callGate
 	calls   *callLimiter
+	// callers rate-limits each caller's tool calls; nil without spec.limits.perCaller.
+	callers *callerRates
 	handler http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
@@ -147,7 +149,8 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		metrics: newToolMetrics(names),
 		backend: newBackendClient(),
 		gate:    newCallGate(),
-		calls:   newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait),
+		calls:   callLimiterFor(cfg.Limits),
+		callers: newCallerRates(perCallerOf(cfg.Limits)),
 		auth:    auth,
 	}
 	if o.calls != nil {
@@ -166,6 +169,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools))
 	s.content.Store(content)
+	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
@@ -208,9 +212,18 @@ func (s *Server) ToolNames() []string {
 	return names
 }
 
-// Handler returns the adapter's routes: the MCP endpoint(s), /healthz, /readyz and
-// /metrics.
+// Handler returns the adapter's routes: the MCP endpoint(s), /healthz and /readyz.
+// /metrics is not among them: it names every tool, also those tools/list hides from a
+// caller, so it is served on a port of its own (MetricsHandler) that the Service does
+// not expose.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// MetricsHandler serves /metrics, to be mounted on the metrics port only.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(PathMetrics, s.metrics.handler())
+	return mux
+}
 
 func (s *Server) newMCPServer() *server.MCPServer {
 	opts := []server.ServerOption{
@@ -300,7 +313,8 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 		traceCall(ctx, caller, outcomeRefused, refused)
 		return refused
 	}
-	if refused := s.calls.acquire(ctx); refused != nil {
+	if refused, reason := s.calls.acquire(ctx); refused != nil {
+		s.metrics.observeRejection(reason)
 		s.logCall(caller, name, outcomeBusy, refused, 0)
 		traceCall(ctx, caller, outcomeBusy, refused)
 		return refused
@@ -347,7 +361,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.requireCaller(s.traceMCP(s.gateMCP(h)))
+		return s.requireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -360,22 +374,28 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
+			server.WithSessionIDGenerator(newSSESessionID),
 		)
 		mux.Handle(PathSSE, protect(s.sse))
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
-		s.streamable = server.NewStreamableHTTPServer(m,
+		opts := []server.StreamableHTTPOption{
 			server.WithHTTPContextFunc(callContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
-		)
+		}
+		if !s.cfg.Stateless {
+			// Session ids name their owner (sessions.go); applied after
+			// WithStateLess, which would otherwise replace it.
+			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
+		}
+		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
 	mux.HandleFunc(PathHealthz, s.serveHealthz)
 	mux.HandleFunc(PathReadyz, s.serveReadyz)
-	mux.Handle(PathMetrics, s.metrics.handler())
 	return mux
 }
 

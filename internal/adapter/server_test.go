@@ -443,7 +443,7 @@ func TestBearerAuth_GuardsOnlyTheMCPEndpoint(t *testing.T) {
 			t.Fatal("initialize without a token succeeded")
 		}
 	})
-	for _, path := range []string{PathHealthz, PathReadyz, PathMetrics} {
+	for _, path := range []string{PathHealthz, PathReadyz} {
 		t.Run(path+" stays open", func(t *testing.T) {
 			if status, _ := getStatus(t, srv.baseURL+path); status != http.StatusOK {
 				t.Fatalf("GET %s = %d, want 200 without a token", path, status)
@@ -513,7 +513,7 @@ func TestMetrics_CountCallsAndErrorsPerTool(t *testing.T) {
 	callTool(t, c, "greet", map[string]any{"name": "b"})
 	callTool(t, c, "greet", map[string]any{"name": 1}) // invalid arguments count as errors
 
-	_, body := getStatus(t, srv.baseURL+PathMetrics)
+	body := metricsText(t, srv.Server)
 	for _, want := range []string{
 		`cantus_adapter_tool_calls_total{tool="greet"} 3`,
 		`cantus_adapter_tool_errors_total{tool="greet"} 1`,
@@ -534,7 +534,7 @@ func TestMetrics_EachServerHasItsOwnRegistry(t *testing.T) {
 	b := serve(t, cfg())
 	callTool(t, connect(t, a.baseURL, protocol20250618, nil), "greet", map[string]any{"name": "a"})
 
-	_, body := getStatus(t, b.baseURL+PathMetrics)
+	body := metricsText(t, b.Server)
 	if !strings.Contains(body, `cantus_adapter_tool_calls_total{tool="greet"} 0`) {
 		t.Fatalf("second server counted the first server's call:\n%s", body)
 	}

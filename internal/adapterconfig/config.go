@@ -55,12 +55,37 @@ type Config struct {
 	ContentDir string `json:"contentDir,omitempty"`
 	// AgentSkills are served per the MCP Skills extension.
 	AgentSkills []AgentSkill `json:"agentSkills,omitempty"`
+	// ImageSkills are served like AgentSkills, from folders the adapter reads at load
+	// (image volumes); one that breaks a rule is left out, not the config refused.
+	ImageSkills []ImageSkill `json:"imageSkills,omitempty"`
 	// Resources are static resources.
 	Resources []Resource `json:"resources,omitempty"`
 	// ResourceTemplates are resources computed from their URI's variables.
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
 	// Prompts are prompt templates.
 	Prompts []Prompt `json:"prompts,omitempty"`
+
+	// Limits, when set, replace the adapter's default call limits (64 running, 64
+	// waiting up to 10s, no per-caller rate). They apply to this process (one pod).
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits bound the tool calls of one adapter.
+type Limits struct {
+	// ConcurrentCalls run at once; at least 1.
+	ConcurrentCalls int `json:"concurrentCalls"`
+	// QueueLength calls may wait for a slot; 0 refuses at once.
+	QueueLength int `json:"queueLength"`
+	// QueueWait is how long a call waits for a slot.
+	QueueWait Duration `json:"queueWait"`
+	// PerCaller, when set, rate-limits each caller's tool calls.
+	PerCaller *CallerRate `json:"perCaller,omitempty"`
+}
+
+// CallerRate is a token bucket per caller.
+type CallerRate struct {
+	CallsPerSecond float64 `json:"callsPerSecond"`
+	Burst          int     `json:"burst"`
 }
 
 // Issuer kinds: how a verified token's claims name the caller.
@@ -101,10 +126,23 @@ type Issuer struct {
 	JWKS json.RawMessage `json:"jwks,omitempty"`
 	// CAFile, when set, is a PEM bundle: the only CAs discovery trusts.
 	CAFile string `json:"caFile,omitempty"`
-	// RevokedUIDs (service-account issuer) are the UIDs of the service accounts and pods
-	// deleted within MaxTokenLifetime, as the operator saw them: a token bound to one of
-	// them is refused, as the API server would refuse it.
+	// GroupsPrefix (OIDC issuer) is put before each group of the token's "groups"
+	// claim; groups beginning with "system:" are dropped whatever the prefix, so that an
+	// identity provider cannot name a Kubernetes group.
+	GroupsPrefix string `json:"groupsPrefix,omitempty"`
+	// RevokedUIDs (service-account issuer) are the UIDs of the pods (and, in configs
+	// rendered before RevokedServiceAccountUIDs, service accounts) deleted within
+	// MaxTokenLifetime, as the operator saw them: a token bound to one of them is
+	// refused, as the API server would refuse it.
 	RevokedUIDs []string `json:"revokedUIDs,omitempty"`
+	// RevokedServiceAccountUIDs (service-account issuer) are the UIDs of the service
+	// accounts deleted within MaxTokenLifetime; kept apart from the pods so that a
+	// restarted operator bounds each kind as it did.
+	RevokedServiceAccountUIDs []string `json:"revokedServiceAccountUIDs,omitempty"`
+	// RefuseIssuedBefore (service-account issuer), when set, refuses every token issued
+	// before it: the operator had to drop deletions it could not keep, and the tokens
+	// bound to them were all issued before then.
+	RefuseIssuedBefore *time.Time `json:"refuseIssuedBefore,omitempty"`
 	// MaxTokenLifetime (service-account issuer), when set, refuses a token that lives
 	// longer (exp - iat): the revocations are remembered that long, so they cover every
 	// token accepted.

@@ -43,6 +43,7 @@ func ParseTemplate(name, text string) (*template.Template, error) {
 func validateContent(cfg *Config) []error {
 	var errs []error
 	errs = append(errs, validateSkills(cfg.AgentSkills)...)
+	errs = append(errs, validateImageSkills(cfg.ImageSkills, cfg.AgentSkills)...)
 	errs = append(errs, validateResources(cfg.Resources)...)
 	errs = append(errs, validateResourceTemplates(cfg.ResourceTemplates)...)
 	errs = append(errs, validatePrompts(cfg.Prompts)...)
@@ -126,6 +127,34 @@ func validateSkills(skills []AgentSkill) []error {
 				errs = append(errs, fmt.Errorf("agentSkills[%d] %q: file %s is also a file of another skill with other content", i, ClipName(s.Path), uri))
 			}
 			digestOf[uri] = f.Digest
+		}
+	}
+	return errs
+}
+
+// validateImageSkills checks what the config says of skills read from folders: a valid
+// path used by no other skill, and an absolute folder. Their files are checked when the
+// adapter reads them.
+func validateImageSkills(images []ImageSkill, skills []AgentSkill) []error {
+	var errs []error
+	used := map[string]string{}
+	for i := range skills {
+		used[skills[i].Path] = fmt.Sprintf("agentSkills[%d]", i)
+	}
+	for i, s := range images {
+		fail := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("imageSkills[%d] %q: %s", i, ClipName(s.Path), fmt.Sprintf(format, args...)))
+		}
+		if _, problem := skillName(s.Path); problem != "" {
+			fail("%s", problem)
+		}
+		if other, seen := used[s.Path]; seen {
+			fail("the path is already used by %s: skill paths must be unique", other)
+		} else {
+			used[s.Path] = fmt.Sprintf("imageSkills[%d]", i)
+		}
+		if !path.IsAbs(s.Dir) || path.Clean(s.Dir) != s.Dir {
+			fail("dir %q must be a clean absolute path", ClipName(s.Dir))
 		}
 	}
 	return errs

@@ -102,6 +102,64 @@ type viewer struct {
 	namespaces map[string]bool
 	caller     *access.Caller
 	rendered   *renderCache
+	// decisions remembers this caller's answers per server generation and item, for as
+	// long as the viewer is cached: a repeated request evaluates no CEL.
+	decisions *decisionMemo
+	// budget bounds the CEL work of one request; set on the request's copy (forRequest).
+	budget *access.Budget
+}
+
+// catalogCELBudget is the CEL cost one catalog request may spend on the servers' rules
+// (ten rules at the 100,000 per-rule limit). Past it, the remaining decisions are "not
+// allowed" and the response carries HeaderIncomplete.
+const catalogCELBudget = 1_000_000
+
+// HeaderIncomplete is set on a catalog response whose CEL budget ran out: some tools,
+// prompts, resources or skills the caller may use may be missing from it.
+const HeaderIncomplete = "Cantus-Catalog-Incomplete"
+
+// forRequest is the viewer for one request: the same caller and memory, a fresh budget.
+func (v *viewer) forRequest() *viewer {
+	if v == nil {
+		return nil
+	}
+	r := *v
+	r.budget = access.NewBudget(catalogCELBudget)
+	return &r
+}
+
+// decisionKey names one decision for one caller: the server (by UID and generation, so
+// that a changed spec is judged again), the kind and the name.
+type decisionKey struct {
+	uid        types.UID
+	generation int64
+	kind       access.ItemKind
+	name       string
+}
+
+// decisionMemo is a caller's remembered decisions.
+type decisionMemo struct {
+	mu      sync.Mutex
+	allowed map[decisionKey]bool
+}
+
+// maxRememberedDecisions bounds one caller's memory; past it, it starts again.
+const maxRememberedDecisions = 16384
+
+func (m *decisionMemo) get(k decisionKey) (allowed, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	allowed, ok = m.allowed[k]
+	return allowed, ok
+}
+
+func (m *decisionMemo) put(k decisionKey, allowed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.allowed == nil || len(m.allowed) >= maxRememberedDecisions {
+		m.allowed = map[decisionKey]bool{}
+	}
+	m.allowed[k] = allowed
 }
 
 // SeesNamespace says whether the caller may list SkillServers in namespace.
@@ -123,8 +181,21 @@ func (v *viewer) MayUse(ss *cantusv1alpha1.SkillServer, kind access.ItemKind, na
 	if ss.Spec.Authorization == nil {
 		return true
 	}
-	return v.rendered.of(ss).Authorization.Allows(v.caller, kind, name)
+	key := decisionKey{uid: ss.UID, generation: ss.Generation, kind: kind, name: name}
+	if v.decisions != nil {
+		if allowed, ok := v.decisions.get(key); ok {
+			return allowed
+		}
+	}
+	allowed, complete := v.rendered.of(ss).Authorization.AllowsWithin(v.caller, kind, name, v.budget)
+	if complete && v.decisions != nil {
+		v.decisions.put(key, allowed)
+	}
+	return allowed
 }
+
+// incomplete says whether this request's budget ran out.
+func (v *viewer) incomplete() bool { return v != nil && v.budget.Cut() }
 
 // callerOf is the catalog's caller as a server's rules see it: a service account as
 // namespace/name, the user's groups from the TokenReview, and the token's claims. The
@@ -218,6 +289,46 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			http.Error(w, err.Error(), status)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
+		v = v.forRequest()
+		next.ServeHTTP(&markIncomplete{ResponseWriter: w, viewer: v}, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
 	})
 }
+
+// markIncomplete sets HeaderIncomplete before the answer's first byte when the
+// request's CEL budget ran out while it was computed (every route decides first and
+// writes after).
+type markIncomplete struct {
+	http.ResponseWriter
+	viewer *viewer
+	marked bool
+}
+
+func (m *markIncomplete) mark() {
+	if !m.marked {
+		m.marked = true
+		if m.viewer.incomplete() {
+			m.Header().Set(HeaderIncomplete, fmt.Sprintf("the CEL budget of one request (%d units) ran out: some items this caller may use are missing; ask again, answers already decided are remembered", catalogCELBudget))
+		}
+	}
+}
+
+func (m *markIncomplete) WriteHeader(status int) {
+	m.mark()
+	m.ResponseWriter.WriteHeader(status)
+}
+
+func (m *markIncomplete) Write(b []byte) (int, error) {
+	m.mark()
+	return m.ResponseWriter.Write(b)
+}
+
+// Flush lets streamed answers (the MCP endpoint) through.
+func (m *markIncomplete) Flush() {
+	m.mark()
+	if f, ok := m.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (m *markIncomplete) Unwrap() http.ResponseWriter { return m.ResponseWriter }

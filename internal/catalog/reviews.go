@@ -126,7 +126,8 @@ func (a *reviews) review(ctx context.Context, token string) (*viewer, error) {
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("access review: %w", err)
 	}
-	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces)), caller: callerOf(user, token), rendered: &a.catalog.rendered}
+	v := &viewer{user: user, namespaces: make(map[string]bool, len(namespaces)), caller: callerOf(user, token), rendered: &a.catalog.rendered,
+		decisions: &decisionMemo{}}
 	for i, ns := range namespaces {
 		v.namespaces[ns] = allowed[i]
 	}

@@ -15,10 +15,12 @@ import (
 // applies carry app.kubernetes.io/managed-by=cantus-operator, and only those are
 // watched and held in memory. On a big cluster that is a small fraction of its
 // ConfigMaps, Services and Deployments, and a compromised manager process holds no copy
-// of anyone else's.
+// of anyone else's. Managed fields are dropped before an object enters the cache: the
+// operator never reads them, and on a Deployment they are often a third of its bytes,
+// which at thousands of SkillServers is most of what the cache would hold for nothing.
 func CacheOptions() cache.Options {
 	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{workload.LabelManagedBy: workload.FieldOwner})}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:             owned,
 		&corev1.Service{}:               owned,
 		&corev1.PersistentVolumeClaim{}: owned,
@@ -34,4 +36,18 @@ func CacheOptions() cache.Options {
 // RemoteToolImport controller), which holds no values.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
+}
+
+// CacheNamespaces are the namespaces a cache holds: all of them when namespaces is empty
+// (nil), else only those, as the manager's --watch-namespaces asks. Cluster-scoped kinds
+// (ToolSourcePolicies, Namespaces) are cached whole either way.
+func CacheNamespaces(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
 }

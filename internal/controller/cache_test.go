@@ -13,8 +13,9 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
-// The manager's cache holds only the ConfigMaps the operator owns; others (a tenant's CA
-// bundle, anything else in the cluster) are read from the API server when needed.
+// The manager's cache holds only the ConfigMaps the operator owns, without their managed
+// fields; others (a tenant's CA bundle, anything else in the cluster) are read from the
+// API server when needed.
 func TestManagerCacheHoldsOnlyOwnedObjects(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -36,6 +37,11 @@ func TestManagerCacheHoldsOnlyOwnedObjects(t *testing.T) {
 		}
 		return names
 	}, 10*time.Second).Should(Equal([]string{"mine"}))
+	fromAPI, cached := &corev1.ConfigMap{}, &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(mine), fromAPI)).To(Succeed())
+	g.Expect(fromAPI.ManagedFields).NotTo(BeEmpty())
+	g.Expect(mgr.GetCache().Get(ctx, crclient.ObjectKeyFromObject(mine), cached)).To(Succeed())
+	g.Expect(cached.ManagedFields).To(BeEmpty(), "the cache drops managed fields")
 
 	// The manager's client still reads an unowned ConfigMap and a Secret, from the API.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "s3cr3t"}}

@@ -104,8 +104,8 @@ func startAsPodOn(t *testing.T, ctx context.Context, dep *appsv1.Deployment, hos
 	}
 
 	// The pod listens on all interfaces of its own network namespace; here it shares the
-	// host's, so bind the given host and an ephemeral port instead (later flags win).
-	args := append(append([]string{}, c.Args...), "--host", host, "--port", "0")
+	// host's, so bind the given host and ephemeral ports instead (later flags win).
+	args := append(append([]string{}, c.Args...), "--host", host, "--port", "0", "--metrics-port", "0")
 	cmd := exec.Command(c.Command[0], args...)
 	cmd.Env = []string{}
 	for _, e := range c.Env {
@@ -138,12 +138,22 @@ func volumeNamed(t *testing.T, volumes []corev1.Volume, name string) corev1.Volu
 	return corev1.Volume{}
 }
 
+// emulatedImages are the folders that stand in for images mounted as image volumes,
+// by reference: the image's root filesystem.
+var emulatedImages = map[string]string{}
+
 // materializeVolume writes a ConfigMap, Secret or projected volume the way kubelet
-// projects it.
+// projects it, and copies an image volume's folder from emulatedImages.
 func materializeVolume(t *testing.T, ctx context.Context, ns string, v corev1.Volume, dir string) {
 	t.Helper()
 	files := map[string][]byte{}
 	switch {
+	case v.Image != nil:
+		src, ok := emulatedImages[v.Image.Reference]
+		if !ok {
+			t.Fatalf("volume %s: no folder stands in for image %s", v.Name, v.Image.Reference)
+		}
+		files = folderFiles(t, src)
 	case v.ConfigMap != nil:
 		files = projectItems(configMapData(t, ctx, ns, v.ConfigMap.Name), v.ConfigMap.Items)
 	case v.Secret != nil:
@@ -160,11 +170,30 @@ func materializeVolume(t *testing.T, ctx context.Context, ns string, v corev1.Vo
 			}
 		}
 	default:
-		t.Fatalf("volume %s: only ConfigMap, Secret and projected volumes are emulated", v.Name)
+		t.Fatalf("volume %s: only ConfigMap, Secret, projected and image volumes are emulated", v.Name)
 	}
 	for path, data := range files {
 		copyBytes(t, data, filepath.Join(dir, path), 0o440)
 	}
+}
+
+// folderFiles are the regular files under dir, by slash-separated path.
+func folderFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	return files
 }
 
 func configMapData(t *testing.T, ctx context.Context, ns, name string) map[string][]byte {

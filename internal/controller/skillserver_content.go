@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
@@ -46,9 +47,11 @@ func NewContentCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) 
 }
 
 // UseContentCache gives the reconciler a cache of the content ConfigMaps, run by mgr,
-// and the manager's uncached reader for the label check.
-func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager) error {
-	c, err := NewContentCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+// and the manager's uncached reader for the label check. With namespaces it watches only
+// those (the operator's --watch-namespaces, where it may not list ConfigMaps elsewhere).
+func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager, namespaces ...string) error {
+	c, err := NewContentCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: CacheNamespaces(namespaces)})
 	if err != nil {
 		return err
 	}
@@ -166,9 +169,8 @@ func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentPr
 	if len(problems) == 0 {
 		msg := "every agent skill and resource content passed its checks"
 		if n := imageSkillCount(ss); n > 0 {
-			// Said where kubectl describe shows it: an image skill is mounted but no
-			// client can load it yet.
-			msg += fmt.Sprintf("; %d skill(s) from images are mounted in the pods but not served yet: this version's adapter serves skills from ConfigMaps only", n)
+			// Said where kubectl describe shows it: the operator cannot read an image.
+			msg = fmt.Sprintf("every agent skill from a ConfigMap and resource content passed its checks; the pods check the %d skill(s) from images when they mount them, and Verified says whether they serve them", n)
 		}
 		setCondition(ss, conditionContentValid, metav1.ConditionTrue, reasonContentValid, msg)
 		return
@@ -181,6 +183,48 @@ func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentPr
 		"not served, the pods keep serving the last good content: "+listAtMost(messages, 10, "; "))
 }
 
+// imageSkillURIs are the URIs of the SKILL.md of the spec's skills from images, with the
+// skill's name.
+func imageSkillURIs(ss *cantusv1alpha1.SkillServer) map[string]string {
+	uris := map[string]string{}
+	for _, s := range ss.Spec.AgentSkills {
+		if s.Image != nil {
+			uris[adapterconfig.SkillURI(s.SkillPath(), adapterconfig.SkillManifestFile)] = s.Name
+		}
+	}
+	return uris
+}
+
+// imageSkillEntries are the entries of skills that are the spec's skills from images.
+func imageSkillEntries(ss *cantusv1alpha1.SkillServer, entries []cantusv1alpha1.ServedAgentSkill) []cantusv1alpha1.ServedAgentSkill {
+	uris := imageSkillURIs(ss)
+	var out []cantusv1alpha1.ServedAgentSkill
+	for _, e := range entries {
+		if _, ok := uris[e.URI]; ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// verifiedThisGeneration says whether the pods were verified for the current spec.
+func verifiedThisGeneration(ss *cantusv1alpha1.SkillServer) bool {
+	c := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionVerified)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == ss.Generation
+}
+
+// setAgentSkills sets status.agentSkills to entries in the spec's order; only what
+// clients can load counts.
+func setAgentSkills(ss *cantusv1alpha1.SkillServer, entries []cantusv1alpha1.ServedAgentSkill) {
+	order := map[string]int{}
+	for i, s := range ss.Spec.AgentSkills {
+		order[adapterconfig.SkillURI(s.SkillPath(), adapterconfig.SkillManifestFile)] = i
+	}
+	slices.SortStableFunc(entries, func(a, b cantusv1alpha1.ServedAgentSkill) int { return order[a.URI] - order[b.URI] })
+	ss.Status.AgentSkills = entries
+	ss.Status.AgentSkillCount = int32(len(entries))
+}
+
 func imageSkillCount(ss *cantusv1alpha1.SkillServer) int {
 	n := 0
 	for _, s := range ss.Spec.AgentSkills {
@@ -191,11 +235,15 @@ func imageSkillCount(ss *cantusv1alpha1.SkillServer) int {
 	return n
 }
 
-// setServedContent records the skills, prompts and resources served.
+// setServedContent records the skills, prompts and resources served. The entries of
+// skills from images come from the pods (the operator cannot read an image): those the
+// last verification of this generation recorded are kept until the next one.
 func setServedContent(ss *cantusv1alpha1.SkillServer, content render.Content) {
-	ss.Status.AgentSkills = content.Skills
-	// Only what clients can load counts: skills from images are mounted, not served.
-	ss.Status.AgentSkillCount = int32(len(content.Skills))
+	var fromImages []cantusv1alpha1.ServedAgentSkill
+	if verifiedThisGeneration(ss) {
+		fromImages = imageSkillEntries(ss, ss.Status.AgentSkills)
+	}
+	setAgentSkills(ss, append(slices.Clone(content.Skills), fromImages...))
 	ss.Status.Prompts = nil
 	for _, p := range content.Prompts {
 		ss.Status.Prompts = append(ss.Status.Prompts, p.Name)
@@ -240,7 +288,8 @@ func (r *SkillServerReconciler) watchContent(mgr ctrl.Manager, b *builder.Builde
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, contentConfigMapIndex, contentConfigMaps); err != nil {
 		return nil, fmt.Errorf("index SkillServers by content ConfigMap: %w", err)
 	}
-	// A policy that starts or stops allowing an image changes the servers mounting one.
+	// A policy that starts or stops allowing an image changes the servers mounting one;
+	// one that changes mode changes the servers whose new refusals warn in Audit mode.
 	b = b.Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversWithImageSkills))
 	if r.ContentCache == nil {
 		return b, nil
@@ -267,7 +316,7 @@ func (r *SkillServerReconciler) serversWithImageSkills(ctx context.Context, _ cl
 		return nil
 	}
 	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
-		return !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
+		return !dependsOnPolicyMode(&ss) && !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
 	})
 	return requestsFor(list.Items)
 }

@@ -45,6 +45,10 @@ func TestAPIServerRefusesBadContent(t *testing.T) {
   agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "../a"}]}}]`, "spec.agentSkills[0].configMap.items[0].path in body should match"},
 		{"item path that is absolute", `
   agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: a, path: "/etc/a"}]}}]`, "spec.agentSkills[0].configMap.items[0].path in body should match"},
+		{"image path that climbs out", `
+  agentSkills: [{name: pdf, image: {reference: "r.example/pdf:1", path: "skills/../../etc"}}]`, "spec.agentSkills[0].image.path in body should match"},
+		{"image path that is absolute", `
+  agentSkills: [{name: pdf, image: {reference: "r.example/pdf:1", path: "/etc"}}]`, "spec.agentSkills[0].image.path in body should match"},
 		{"item key with a /", `
   agentSkills: [{name: pdf, configMap: {name: pdf, items: [{key: "a/b", path: "a/b"}]}}]`, "items[0].key in body should match"},
 		{"resource without content", `
@@ -98,7 +102,7 @@ func TestAPIServerAcceptsContentOnlyServers(t *testing.T) {
 		"skills-only": `
   agentSkills: [{name: pdf-forms, path: acme/billing, configMap: {name: pdf, items: [{key: SKILL.md, path: SKILL.md}, {key: references.FORMS.md, path: references/FORMS.md}]}}]`,
 		"image-skill": `
-  agentSkills: [{name: pdf-forms, image: {reference: "registry.example.com/skills/pdf:1", pullPolicy: IfNotPresent}}]`,
+  agentSkills: [{name: pdf-forms, image: {reference: "registry.example.com/skills/pdf:1", pullPolicy: IfNotPresent, path: skills/pdf-forms}}]`,
 		"resources-only": `
   resources: [{uri: "docs://team/guide", name: guide, mimeType: text/markdown, text: "# Guide", annotations: {audience: [user, assistant], priority: "0.8"}},
               {uri: "docs://team/logo", name: logo, configMapKeyRef: {name: logo, key: logo.png}}]

@@ -57,6 +57,10 @@ type SkillServerReconciler struct {
 	APIReader client.Reader
 	// Workers is how many SkillServers are reconciled at once (1 when zero).
 	Workers int
+	// APIAudiences are audiences of the API server (or of other services taking
+	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
+	// SkillServer may accept tokens issued for them.
+	APIAudiences []string
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -67,7 +71,7 @@ type ServiceAccountIssuer interface {
 // BindingRevocations are the UIDs of the service accounts and pods deleted within the
 // longest token lifetime the servers accept.
 type BindingRevocations interface {
-	UIDs(ctx context.Context) ([]string, error)
+	Current(ctx context.Context) (saissuer.Revoked, error)
 	Lifetime() time.Duration
 }
 
@@ -101,6 +105,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	defer func() {
 		summarizeSkillServerReady(ss)
 		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
+		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)
 }
@@ -108,6 +113,13 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // reconcile gathers what the config needs from the cluster, renders it, applies it and
 // verifies what the workload serves.
 func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha1.SkillServer) (ctrl.Result, error) {
+	// Shown by kubectl describe: the limits each pod applies, defaults included.
+	limits := ss.Spec.Limits.Effective()
+	ss.Status.Limits = &limits
+	if allowed, err := r.checkPodOverrides(ctx, ss); !allowed || err != nil {
+		// Refused: terminal until the spec or a policy changes (both are watched).
+		return ctrl.Result{}, err
+	}
 	inputs, err := r.inputsOf(ctx, ss)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -160,7 +172,11 @@ func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1
 		setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonIssuerKeysUnavailable, err.Error())
 		return render.Inputs{}, err
 	}
-	return render.Inputs{Imports: imports, Cluster: cluster}, nil
+	auditPolicy, err := r.auditPolicyFor(ctx, ss)
+	if err != nil {
+		return render.Inputs{}, err
+	}
+	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy, ReservedAudiences: r.reservedAudiences(cluster)}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.
@@ -195,8 +211,15 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 	}
 	cluster := adapterconfig.Issuer{URL: keys.URL, JWKS: keys.JWKS}
 	if r.Revocations != nil {
-		if cluster.RevokedUIDs, err = r.Revocations.UIDs(ctx); err != nil {
+		revoked, err := r.Revocations.Current(ctx)
+		if err != nil {
 			return adapterconfig.Issuer{}, fmt.Errorf("read the revoked service-account bindings: %w", err)
+		}
+		cluster.RevokedUIDs, cluster.RevokedServiceAccountUIDs = revoked.Pods, revoked.ServiceAccounts
+		if !revoked.RefuseIssuedBefore.IsZero() {
+			// Up to the next second: a token's iat has whole seconds.
+			at := revoked.RefuseIssuedBefore.UTC().Add(time.Second - 1).Truncate(time.Second)
+			cluster.RefuseIssuedBefore = &at
 		}
 		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 	}
@@ -226,6 +249,8 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// An import that changes (tools, readiness) changes the servers that re-export it.
 	b = b.Watches(&cantusv1alpha1.RemoteToolImport{}, handler.EnqueueRequestsFromMapFunc(r.serversReexporting))
+	// A policy that comes to allow (or stops allowing) a pod override decides anew.
+	b = b.Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.serversWithPodOverrides))
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.SkillServer{}, authSecretIndex, authSecrets); err != nil {
 		return fmt.Errorf("index SkillServers by bearer token Secret: %w", err)
 	}

@@ -65,6 +65,9 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(adapterconfig.PathReadyz))
 	g.Expect(c.Args).To(ContainElements("--config", workload.ConfigPath))
+	// /metrics has a port of its own, which the Service does not expose (issue 23, #9).
+	g.Expect(c.Args).To(ContainElements("--metrics-port", "9090"))
+	g.Expect(c.Ports).To(ContainElement(And(HaveField("Name", "metrics"), HaveField("ContainerPort", int32(9090)))))
 	g.Expect(cm.Data).To(HaveKey(adapterconfig.ConfigFileName))
 	// Discovery: kagent finds the Service by label and annotations, agentgateway by the
 	// port's appProtocol.
@@ -74,6 +77,7 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	g.Expect(svc.Annotations).To(HaveKeyWithValue("kagent.dev/mcp-service-port", "8765"))
 	g.Expect(svc.Annotations).To(HaveKeyWithValue("kagent.dev/mcp-service-protocol", "STREAMABLE_HTTP"))
 	g.Expect(svc.Spec.Ports).To(HaveLen(1))
+	g.Expect(svc.Spec.Ports[0].TargetPort.StrVal).To(Equal("mcp"))
 	g.Expect(svc.Spec.Ports[0].AppProtocol).To(Equal(ptr.To("agentgateway.dev/mcp")))
 	g.Expect(np.Spec.Ingress).To(HaveLen(1))
 	g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(HaveKeyWithValue("role", "agent"))

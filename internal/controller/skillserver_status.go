@@ -52,6 +52,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	if rendered {
 		setSchemaPortable(ss, report.NonPortableKeys)
 		setImportsResolved(ss, report.Imports)
+		setGroupsPrefixed(ss, report.Groups)
 	}
 	if report.Invalid != nil {
 		setStalled(ss, report.Invalid)
@@ -59,6 +60,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	}
 	clearStalled(ss)
 	setSkippedToolsStalled(ss, report.Imports)
+	setAudiencesAllowed(ss, report.Audiences)
 	return true
 }
 
@@ -144,6 +146,7 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 // set. A gateway that leaves out some of what it was asked to serve is not Ready, even
 // though it serves the rest: `kubectl wait` should not pass on half a spec.
 var skillServerReadyPrerequisites = []readyPrerequisite{
+	{condType: cantusv1alpha1.ConditionPodAllowed},
 	{condType: conditionContentValid},
 	{condType: cantusv1alpha1.ConditionAvailable, unsetMessage: "waiting for the workload"},
 	{condType: cantusv1alpha1.ConditionImportsResolved},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -18,6 +19,10 @@ import (
 // prompts are not the ones the operator rendered: they serve stale content.
 const ReasonContentMismatch = "ContentMismatch"
 
+// ReasonImageSkillsLeftOut says that the pods do not serve a skill from an image: the
+// adapter checks it when it loads and leaves out one that breaks a rule.
+const ReasonImageSkillsLeftOut = "ImageSkillsLeftOut"
+
 // ContentLister lists what an MCP server serves besides tools; a Verifier that
 // implements it also has the pods' skills and prompts checked.
 type ContentLister interface {
@@ -29,6 +34,8 @@ type ServedContent struct {
 	// SkillDigests are the manifest digests (render.SkillManifestDigest) of the skills
 	// skills/list lists, by the URI of their SKILL.md.
 	SkillDigests map[string]string
+	// SkillFrontmatter are the listed skills' frontmatter, by the URI of their SKILL.md.
+	SkillFrontmatter map[string]json.RawMessage
 	// Prompts are the names prompts/list lists.
 	Prompts []string
 }
@@ -54,18 +61,18 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 		return ServedContent{}, err
 	}
 	defer s.Close()
-	out := ServedContent{SkillDigests: map[string]string{}}
+	out := ServedContent{SkillDigests: map[string]string{}, SkillFrontmatter: map[string]json.RawMessage{}}
 	if target.Skills {
 		skills, err := s.ListSkills(ctx, maxListedEntries)
 		if err != nil {
 			return out, err
 		}
 		for _, raw := range skills {
-			uri, digest, err := skillEntryDigest(raw)
+			uri, digest, frontmatter, err := skillEntryDigest(raw)
 			if err != nil {
 				return out, err
 			}
-			out.SkillDigests[uri] = digest
+			out.SkillDigests[uri], out.SkillFrontmatter[uri] = digest, frontmatter
 		}
 	}
 	if target.Prompts {
@@ -87,8 +94,8 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 }
 
 // skillEntryDigest reads a skills/list entry into its SKILL.md URI and the digest of
-// its manifest, computed as the operator computes it for the status.
-func skillEntryDigest(raw json.RawMessage) (string, string, error) {
+// its manifest, computed as the operator computes it for the status, and its frontmatter.
+func skillEntryDigest(raw json.RawMessage) (string, string, json.RawMessage, error) {
 	var entry struct {
 		URI         string          `json:"uri"`
 		Frontmatter json.RawMessage `json:"frontmatter"`
@@ -99,7 +106,7 @@ func skillEntryDigest(raw json.RawMessage) (string, string, error) {
 		} `json:"resources"`
 	}
 	if err := json.Unmarshal(raw, &entry); err != nil {
-		return "", "", fmt.Errorf("a skills/list entry does not list its resources: %w", err)
+		return "", "", nil, fmt.Errorf("a skills/list entry does not list its resources: %w", err)
 	}
 	root := strings.TrimSuffix(entry.URI, adapterconfig.SkillManifestFile)
 	files := make([]adapterconfig.SkillFile, 0, len(entry.Resources))
@@ -107,16 +114,19 @@ func skillEntryDigest(raw json.RawMessage) (string, string, error) {
 		files = append(files, adapterconfig.SkillFile{Path: strings.TrimPrefix(r.URI, root), Digest: r.Digest, Size: r.Size})
 	}
 	skillPath := strings.TrimSuffix(strings.TrimPrefix(root, adapterconfig.SkillURIScheme), "/")
-	return entry.URI, render.SkillManifestDigest(skillPath, entry.Frontmatter, files), nil
+	return entry.URI, render.SkillManifestDigest(skillPath, entry.Frontmatter, files), entry.Frontmatter, nil
 }
 
 // contentMismatch compares what the pods serve with what the status says was rendered,
-// and says what differs; empty when they match.
-func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent) string {
+// and says what differs; empty when they match. Skills from images (images, by URI) are
+// not rendered by the operator: verifyImageSkills checks them.
+func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent, images map[string]string) string {
 	var parts []string
 	want := map[string]string{}
 	for _, s := range ss.Status.AgentSkills {
-		want[s.URI] = s.Digest
+		if _, fromImage := images[s.URI]; !fromImage {
+			want[s.URI] = s.Digest
+		}
 	}
 	var stale, missing, extra []string
 	for uri, digest := range want {
@@ -129,6 +139,9 @@ func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent) strin
 		}
 	}
 	for uri := range served.SkillDigests {
+		if _, fromImage := images[uri]; fromImage {
+			continue
+		}
 		if _, ok := want[uri]; !ok {
 			extra = append(extra, uri)
 		}
@@ -156,16 +169,56 @@ func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent) strin
 // false, or what the passed check adds to Verified's message and true.
 func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget) (string, string, bool) {
 	lister, ok := r.Verifier.(ContentLister)
-	if !ok || (len(ss.Status.AgentSkills) == 0 && len(ss.Status.Prompts) == 0) {
+	images := imageSkillURIs(ss)
+	rendered := len(ss.Status.AgentSkills) - len(imageSkillEntries(ss, ss.Status.AgentSkills))
+	if !ok || (rendered == 0 && len(images) == 0 && len(ss.Status.Prompts) == 0) {
 		return "", "", true
 	}
-	target.Skills, target.Prompts = len(ss.Status.AgentSkills) > 0, len(ss.Status.Prompts) > 0
+	target.Skills, target.Prompts = rendered > 0 || len(images) > 0, len(ss.Status.Prompts) > 0
 	served, err := lister.ListContent(ctx, target)
 	if err != nil {
 		return cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("the adapter at %s did not list its skills and prompts: %v", target.URL, err), false
 	}
-	if msg := contentMismatch(ss, served); msg != "" {
+	if msg := contentMismatch(ss, served, images); msg != "" {
 		return ReasonContentMismatch, msg, false
 	}
-	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest) and %d prompts rendered", len(ss.Status.AgentSkills), len(ss.Status.Prompts)), true
+	if msg := recordImageSkills(ss, served, images); msg != "" {
+		return ReasonImageSkillsLeftOut, msg, false
+	}
+	fromImages := ""
+	if len(images) > 0 {
+		fromImages = fmt.Sprintf("; %d of them from images, as the pods list them", len(images))
+	}
+	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest%s) and %d prompts rendered",
+		len(ss.Status.AgentSkills), fromImages, len(ss.Status.Prompts)), true
+}
+
+// recordImageSkills puts the pods' entries of the skills from images into the status
+// (the operator cannot read an image, so what the pods serve is what there is to show),
+// and says which of them the pods do not serve; empty when they serve every one.
+func recordImageSkills(ss *cantusv1alpha1.SkillServer, served ServedContent, images map[string]string) string {
+	if len(images) == 0 {
+		return ""
+	}
+	entries := slices.DeleteFunc(slices.Clone(ss.Status.AgentSkills), func(s cantusv1alpha1.ServedAgentSkill) bool {
+		_, fromImage := images[s.URI]
+		return fromImage
+	})
+	var leftOut []string
+	for uri, name := range images {
+		digest, ok := served.SkillDigests[uri]
+		if !ok {
+			leftOut = append(leftOut, uri)
+			continue
+		}
+		entries = append(entries, render.ServedSkillEntry(name, uri, digest, served.SkillFrontmatter[uri]))
+	}
+	setAgentSkills(ss, entries)
+	if len(leftOut) == 0 {
+		return ""
+	}
+	slices.Sort(leftOut)
+	return fmt.Sprintf("the pods do not serve %d skill(s) from images: %s. The adapter checks a skill from an image when it loads it and leaves out one that breaks an Agent Skills rule or limit: "+
+		"the adapter's log says which rule, and its metric cantus_adapter_image_skills_left_out counts them; pods of an older template may also still answer",
+		len(leftOut), listAtMost(leftOut, 10, ", "))
 }

@@ -16,7 +16,7 @@ func TestSkillEntryDigestMatchesTheStatus(t *testing.T) {
 	md, forms := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
 	entry := json.RawMessage(`{"uri":"skill://acme/pdf-forms/SKILL.md","frontmatter":{"name":"pdf-forms","description":"d"},
 		"resources":[{"uri":"skill://acme/pdf-forms/references/FORMS.md","digest":"` + forms + `","size":7},{"uri":"skill://acme/pdf-forms/SKILL.md","digest":"` + md + `","size":70}]}`)
-	uri, digest, err := skillEntryDigest(entry)
+	uri, digest, _, err := skillEntryDigest(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestContentMismatch(t *testing.T) {
 			[]string{"missing: greet, skill://b/SKILL.md", "not expected: bye, skill://c/SKILL.md"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := contentMismatch(ss, tc.served)
+			got := contentMismatch(ss, tc.served, nil)
 			if len(tc.want) == 0 && got != "" {
 				t.Fatalf("a match reported: %s", got)
 			}

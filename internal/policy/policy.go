@@ -147,6 +147,42 @@ func (c *Checker) CheckImage(image string) Decision {
 		fmt.Sprintf("add an image prefix of %q to spec.images", image))
 }
 
+// CheckPodImage decides on the image a SkillServer's pods run (spec.pod.image): one
+// policy must list it in spec.images, as for stdio imports. Where none does, a policy in
+// Audit mode lets it pass with a message saying Enforce would refuse it: pod overrides
+// were not checked before, and Audit is how an owner finds what Enforce will refuse.
+func (c *Checker) CheckPodImage(image string) Decision {
+	return c.auditListed(c.checkListed(fmt.Sprintf("pod image %q", image),
+		func(p *cantusv1alpha1.ToolSourcePolicy) bool { return imageListed(p.Spec.Images, image) },
+		fmt.Sprintf("add an image prefix of %q to spec.images", image)))
+}
+
+// CheckServiceAccount decides on the service account a SkillServer's pods run under
+// (spec.pod.serviceAccountName): one policy must list it by name, or "*"; Audit as for
+// CheckPodImage.
+func (c *Checker) CheckServiceAccount(name string) Decision {
+	return c.auditListed(c.checkListed(fmt.Sprintf("service account %q", name),
+		func(p *cantusv1alpha1.ToolSourcePolicy) bool {
+			return slices.Contains(p.Spec.ServiceAccounts, name) || slices.Contains(p.Spec.ServiceAccounts, "*")
+		},
+		fmt.Sprintf("add %q to spec.serviceAccounts", name)))
+}
+
+// auditListed turns a refusal of a listed thing into an audited pass when a policy in
+// Audit mode covers the namespace.
+func (c *Checker) auditListed(d Decision) Decision {
+	if d.Allowed {
+		return d
+	}
+	for i := range c.Policies {
+		if p := &c.Policies[i]; isAudit(p) {
+			return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: p.Name,
+				Message: "allowed only because policy " + p.Name + " is in Audit mode; Enforce would refuse it: " + d.Message}
+		}
+	}
+	return d
+}
+
 // checkListed passes what the first Enforce policy allows (or else an Audit one).
 func (c *Checker) checkListed(what string, allows func(*cantusv1alpha1.ToolSourcePolicy) bool, fix string) Decision {
 	if len(c.Policies) == 0 {
@@ -284,4 +320,20 @@ func hostListed(patterns []string, host string) bool {
 		}
 	}
 	return false
+}
+
+// AuditOnly names the first Audit-mode policy when no Enforce policy covers the
+// namespace, and is "" otherwise (Enforce, or no policy at all): refusals new in a
+// version warn where it is set, and refuse where it is not.
+func (c *Checker) AuditOnly() string {
+	audit := ""
+	for i := range c.Policies {
+		if !isAudit(&c.Policies[i]) {
+			return ""
+		}
+		if audit == "" {
+			audit = c.Policies[i].Name
+		}
+	}
+	return audit
 }

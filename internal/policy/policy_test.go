@@ -107,6 +107,33 @@ func TestCheckStdio(t *testing.T) {
 	}
 }
 
+// A SkillServer's pod image and service account need a policy listing them; an Audit
+// policy lets them pass saying what Enforce would refuse; "*" allows any account.
+func TestCheckPodOverrides(t *testing.T) {
+	enforce := pol("e", cantusv1alpha1.ToolSourcePolicySpec{Images: []string{"ghcr.io/acme"}, ServiceAccounts: []string{"runner"}})
+	c := &Checker{Policies: []cantusv1alpha1.ToolSourcePolicy{enforce}, Namespace: "ns"}
+	for _, tc := range []struct {
+		name   string
+		d      Decision
+		reason string
+		says   string
+	}{
+		{"listed image", c.CheckPodImage("ghcr.io/acme/adapter:2"), ReasonAllowed, "allowed by ToolSourcePolicy e"},
+		{"listed account", c.CheckServiceAccount("runner"), ReasonAllowed, "allowed by ToolSourcePolicy e"},
+		{"unlisted image", c.CheckPodImage("ghcr.io/acme-evil/adapter:2"), ReasonNotAllowlisted, `add an image prefix of "ghcr.io/acme-evil/adapter:2" to spec.images`},
+		{"unlisted account", c.CheckServiceAccount("cloud-admin"), ReasonNotAllowlisted, `add "cloud-admin" to spec.serviceAccounts`},
+		{"no policy", (&Checker{Namespace: "ns"}).CheckServiceAccount("runner"), ReasonNoPolicy, `no ToolSourcePolicy selects namespace "ns"`},
+		{"audit", (&Checker{Namespace: "ns", Policies: []cantusv1alpha1.ToolSourcePolicy{pol("a", cantusv1alpha1.ToolSourcePolicySpec{Mode: cantusv1alpha1.PolicyAudit})}}).CheckPodImage("evil.example/x:1"),
+			ReasonAllowedByAudit, "Enforce would refuse it"},
+		{"any account", (&Checker{Namespace: "ns", Policies: []cantusv1alpha1.ToolSourcePolicy{pol("any", cantusv1alpha1.ToolSourcePolicySpec{ServiceAccounts: []string{"*"}})}}).CheckServiceAccount("whoever"),
+			ReasonAllowed, "allowed"},
+	} {
+		if tc.d.Reason != tc.reason || !strings.Contains(tc.d.Message, tc.says) || tc.d.Allowed != (tc.reason != ReasonNotAllowlisted && tc.reason != ReasonNoPolicy) {
+			t.Errorf("%s: %+v, want reason %s saying %q", tc.name, tc.d, tc.reason, tc.says)
+		}
+	}
+}
+
 func TestDialerRefusesWhatItDidNotCheck(t *testing.T) {
 	c := &Checker{
 		Policies:  []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"rebind.example.com"}})},

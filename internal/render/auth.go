@@ -2,6 +2,8 @@ package render
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -35,12 +37,63 @@ type renderedAuth struct {
 	Config          *adapterconfig.AuthConfig
 	// Files are the bearer tokens and the OIDC CA bundle.
 	Files []File
+	// Groups says how OIDC groups are matched; nil without spec.auth.oidc.
+	Groups *GroupsReport
+	// Audiences says which service-account audiences were refused; nil without
+	// spec.auth.serviceAccountTokens.
+	Audiences *AudiencesReport
+}
+
+// AudiencesReport names the audiences of spec.auth.serviceAccountTokens that a tenant's
+// server must not accept: a token for them works elsewhere (the API server, another
+// server), so an agent sending the wrong one would hand it to this server's owner.
+type AudiencesReport struct {
+	// Forbidden are the audiences refused, in spec order.
+	Forbidden []string
+	// AuditPolicy, when set, names the Audit-mode ToolSourcePolicy that lets them be
+	// accepted for now; otherwise they were left out of the rendered config.
+	AuditPolicy string
+}
+
+// skillServerAudienceSuffix ends every server's default audience.
+const skillServerAudienceSuffix = ".skillserver.cantus.dev"
+
+// forbiddenAudiences are the audiences that are reserved (the API server's) or another
+// server's default audience.
+func forbiddenAudiences(ss *cantusv1alpha1.SkillServer, audiences, reserved []string) []string {
+	own := DefaultServiceAccountAudience(ss)
+	var out []string
+	for _, a := range audiences {
+		norm := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/")
+		norm = strings.TrimSuffix(norm, ".")
+		otherServer := strings.HasSuffix(norm, skillServerAudienceSuffix) && norm != own
+		isReserved := slices.ContainsFunc(reserved, func(r string) bool {
+			return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(r), "/"), ".") == norm
+		})
+		if otherServer || isReserved {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// GroupsReport says how a server matches OIDC groups against its rules.
+type GroupsReport struct {
+	// Prefix is put before every OIDC group.
+	Prefix string
+	// Unprefixed are the rule groups that lack DefaultOIDCGroupsPrefix and are not
+	// Kubernetes groups (system:…): meant for OIDC tokens, written before the prefix.
+	Unprefixed []string
+	// AuditPolicy, when set, names the Audit-mode ToolSourcePolicy that keeps OIDC groups
+	// unprefixed (Prefix "") because Unprefixed rules would stop matching.
+	AuditPolicy string
 }
 
 // renderAuth renders spec.auth and spec.authorization. cluster is this cluster's
 // service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
-// read only when the server accepts service-account tokens.
-func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) renderedAuth {
+// read only when the server accepts service-account tokens. auditPolicy names the
+// Audit-mode ToolSourcePolicy when only such policies cover the namespace.
+func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, auditPolicy string, reserved ...string) renderedAuth {
 	spec := ss.Spec.Auth
 	if spec == nil {
 		return renderedAuth{}
@@ -52,10 +105,18 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) re
 	}
 	var issuers []adapterconfig.Issuer
 	if sa := spec.ServiceAccountTokens; sa != nil {
-		issuers = append(issuers, serviceAccountIssuer(ss, sa, cluster))
+		issuer := serviceAccountIssuer(ss, sa, cluster)
+		out.Audiences = &AudiencesReport{Forbidden: forbiddenAudiences(ss, issuer.Audiences, reserved)}
+		if len(out.Audiences.Forbidden) > 0 && auditPolicy != "" {
+			out.Audiences.AuditPolicy = auditPolicy
+		} else if len(out.Audiences.Forbidden) > 0 {
+			issuer.Audiences = allowedAudiences(ss, issuer.Audiences, out.Audiences.Forbidden)
+		}
+		issuers = append(issuers, issuer)
 	}
 	if oidc := spec.OIDC; oidc != nil {
-		issuer, file := oidcIssuer(oidc)
+		out.Groups = oidcGroupsOf(oidc, ss.Spec.Authorization, auditPolicy)
+		issuer, file := oidcIssuer(oidc, out.Groups.Prefix)
 		issuers = append(issuers, issuer)
 		out.Files = append(out.Files, file...)
 	}
@@ -64,6 +125,16 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer) re
 		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: rules}
 	}
 	return out
+}
+
+// allowedAudiences are audiences without the forbidden ones; the server's own default
+// when none is left, so that a refused spec never widens what the server accepts.
+func allowedAudiences(ss *cantusv1alpha1.SkillServer, audiences, forbidden []string) []string {
+	kept := slices.DeleteFunc(slices.Clone(audiences), func(a string) bool { return slices.Contains(forbidden, a) })
+	if len(kept) == 0 {
+		kept = []string{DefaultServiceAccountAudience(ss)}
+	}
+	return kept
 }
 
 func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.ServiceAccountTokenAuth, cluster adapterconfig.Issuer) adapterconfig.Issuer {
@@ -78,11 +149,48 @@ func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.Ser
 		JWKS:             cluster.JWKS,
 		RevokedUIDs:      cluster.RevokedUIDs,
 		MaxTokenLifetime: cluster.MaxTokenLifetime,
+		// Kept apart from the pods so that a restarted operator recalls each kind.
+		RevokedServiceAccountUIDs: cluster.RevokedServiceAccountUIDs,
+		RefuseIssuedBefore:        cluster.RefuseIssuedBefore,
 	}
 }
 
-func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth) (adapterconfig.Issuer, []File) {
-	issuer := adapterconfig.Issuer{Kind: adapterconfig.IssuerOIDC, URL: oidc.IssuerURL, Audiences: oidc.Audiences}
+// oidcGroupsOf decides the OIDC groups prefix: the one the spec sets, else the default;
+// but where only an Audit-mode policy covers the namespace and rules still name groups
+// without the default prefix, none yet, so that a server working before the prefix
+// existed keeps working while its owner moves the rules (the status warns).
+func oidcGroupsOf(oidc *cantusv1alpha1.OIDCAuth, authz *cantusv1alpha1.AuthorizationSpec, auditPolicy string) *GroupsReport {
+	report := &GroupsReport{Prefix: cantusv1alpha1.DefaultOIDCGroupsPrefix}
+	if oidc.GroupsPrefix != nil {
+		report.Prefix = *oidc.GroupsPrefix
+		return report
+	}
+	report.Unprefixed = unprefixedGroups(authz, report.Prefix)
+	if len(report.Unprefixed) > 0 && auditPolicy != "" {
+		report.Prefix, report.AuditPolicy = "", auditPolicy
+	}
+	return report
+}
+
+// unprefixedGroups are the rules' groups that are neither Kubernetes groups nor
+// prefixed, each once, in rule order.
+func unprefixedGroups(authz *cantusv1alpha1.AuthorizationSpec, prefix string) []string {
+	if authz == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range authz.Rules {
+		for _, g := range r.Groups {
+			if !strings.HasPrefix(g, "system:") && !strings.HasPrefix(g, prefix) && !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+func oidcIssuer(oidc *cantusv1alpha1.OIDCAuth, groupsPrefix string) (adapterconfig.Issuer, []File) {
+	issuer := adapterconfig.Issuer{Kind: adapterconfig.IssuerOIDC, URL: oidc.IssuerURL, Audiences: oidc.Audiences, GroupsPrefix: groupsPrefix}
 	if oidc.CABundle == nil {
 		return issuer, nil
 	}

@@ -21,7 +21,7 @@ func authServer(auth *cantusv1alpha1.AuthSpec, authz *cantusv1alpha1.Authorizati
 }
 
 func TestRenderAuthWithoutAuthRendersNothing(t *testing.T) {
-	if got := renderAuth(authServer(nil, nil), clusterIssuer); !reflect.DeepEqual(got, renderedAuth{}) {
+	if got := renderAuth(authServer(nil, nil), clusterIssuer, ""); !reflect.DeepEqual(got, renderedAuth{}) {
 		t.Fatalf("got %+v, want nothing", got)
 	}
 }
@@ -38,14 +38,14 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 		{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}, When: "claims.sub != ''"},
 	}})
 
-	got := renderAuth(ss, clusterIssuer)
+	got := renderAuth(ss, clusterIssuer, "")
 
 	want := renderedAuth{
 		BearerTokenFile: BearerTokenFile,
 		Config: &adapterconfig.AuthConfig{
 			Issuers: []adapterconfig.Issuer{
 				{Kind: adapterconfig.IssuerServiceAccount, URL: clusterIssuer.URL, Audiences: []string{"library.books.skillserver.cantus.dev"}, JWKS: clusterIssuer.JWKS},
-				{Kind: adapterconfig.IssuerOIDC, URL: "https://login.example.com", Audiences: []string{"cantus"}, CAFile: oidcCAFile},
+				{Kind: adapterconfig.IssuerOIDC, URL: "https://login.example.com", Audiences: []string{"cantus"}, CAFile: oidcCAFile, GroupsPrefix: "oidc:"},
 			},
 			Authorization: &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{
 				{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/*"}, When: "claims.sub != ''"},
@@ -55,6 +55,8 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 			{Path: BearerTokenFile, Secret: "tokens", Key: "token"},
 			{Path: oidcCAFile, ConfigMap: "issuer-ca", Key: "ca.crt"},
 		},
+		Groups:    &GroupsReport{Prefix: "oidc:"},
+		Audiences: &AudiencesReport{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		gotJSON, _ := json.MarshalIndent(got, "", " ")
@@ -65,7 +67,7 @@ func TestRenderAuthRendersEveryKind(t *testing.T) {
 
 func TestRenderAuthKeepsTheAudiencesGiven(t *testing.T) {
 	ss := authServer(&cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: []string{"a", "b"}}}, nil)
-	got := renderAuth(ss, clusterIssuer)
+	got := renderAuth(ss, clusterIssuer, "")
 	if got.BearerTokenFile != "" || len(got.Files) != 0 {
 		t.Errorf("a server without a token Secret got a token file: %+v", got)
 	}
@@ -89,5 +91,44 @@ func TestRolloutHashIgnoresAuth(t *testing.T) {
 	full2, _ := hashOf(cfg)
 	if full1 == full2 {
 		t.Fatal("the config hash misses a change of issuer keys, so the new keys would never be written")
+	}
+}
+
+// OIDC groups are prefixed "oidc:" by default; rules naming groups written before the
+// prefix are reported, and only where an Audit-mode policy covers the namespace are the
+// groups left unprefixed for now (issue 23 #5).
+func TestOIDCGroupsPrefixAndItsAuditPath(t *testing.T) {
+	oidc := func(prefix *string) *cantusv1alpha1.AuthSpec {
+		return &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: prefix}}
+	}
+	rules := &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+		{Tools: []string{"*"}, Groups: []string{"admins", "system:serviceaccounts:prod", "oidc:ops", "admins"}},
+	}}
+	empty := ""
+	tests := []struct {
+		name  string
+		auth  *cantusv1alpha1.AuthSpec
+		audit string
+		want  GroupsReport
+	}{
+		{"enforce: prefixed, the old groups reported", oidc(nil), "", GroupsReport{Prefix: "oidc:", Unprefixed: []string{"admins"}}},
+		{"audit: unprefixed for now, reported with the policy", oidc(nil), "relaxed", GroupsReport{Prefix: "", Unprefixed: []string{"admins"}, AuditPolicy: "relaxed"}},
+		{"a prefix set in the spec wins", oidc(&empty), "", GroupsReport{Prefix: ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := renderAuth(authServer(tt.auth, rules), clusterIssuer, tt.audit)
+			if !reflect.DeepEqual(*got.Groups, tt.want) {
+				t.Errorf("groups report %+v, want %+v", *got.Groups, tt.want)
+			}
+			if p := got.Config.Issuers[0].GroupsPrefix; p != tt.want.Prefix {
+				t.Errorf("issuer groups prefix %q, want %q", p, tt.want.Prefix)
+			}
+		})
+	}
+	// No unprefixed group: the prefix holds also in Audit mode.
+	clean := &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{{Tools: []string{"*"}, Groups: []string{"oidc:ops"}}}}
+	if got := renderAuth(authServer(oidc(nil), clean), clusterIssuer, "relaxed"); got.Groups.Prefix != "oidc:" {
+		t.Errorf("audit mode without old groups dropped the prefix: %+v", got.Groups)
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +58,9 @@ type ImageSkill struct {
 	// Volume is the pod volume's name, MountPath where the adapter container sees it.
 	Volume, MountPath string
 	Source            cantusv1alpha1.SkillImageSource
+	// Config is what the adapter config says of it: the skill's path and the folder
+	// of the mounted image the adapter reads it from.
+	Config adapterconfig.ImageSkill
 }
 
 // ContentProblem is content that cannot be served; the owner fixes it in a ConfigMap.
@@ -94,9 +97,7 @@ func RenderContent(ss *cantusv1alpha1.SkillServer, in ContentInputs) (Content, [
 	for i := range ss.Spec.AgentSkills {
 		spec := &ss.Spec.AgentSkills[i]
 		if spec.Image != nil {
-			out.ImageSkills = append(out.ImageSkills, ImageSkill{
-				Volume: fmt.Sprintf("skill-image-%d", i), MountPath: fmt.Sprintf("/var/lib/cantus/skill-images/%d", i), Source: *spec.Image,
-			})
+			out.ImageSkills = append(out.ImageSkills, imageSkill(i, spec))
 			continue
 		}
 		skill, files, ps := renderSkill(spec, in)
@@ -130,26 +131,44 @@ func RenderContent(ss *cantusv1alpha1.SkillServer, in ContentInputs) (Content, [
 	return out, problems
 }
 
+// imageSkillsMountPath is the folder under which the i-th agent skill's image is
+// mounted, at <imageSkillsMountPath>/<i>.
+const imageSkillsMountPath = "/var/lib/cantus/skill-images"
+
+// imageSkill is the volume, mount and config entry of the i-th agent skill, an image.
+func imageSkill(i int, spec *cantusv1alpha1.AgentSkill) ImageSkill {
+	mount := path.Join(imageSkillsMountPath, strconv.Itoa(i))
+	return ImageSkill{
+		Volume: fmt.Sprintf("skill-image-%d", i), MountPath: mount, Source: *spec.Image,
+		Config: adapterconfig.ImageSkill{Path: spec.SkillPath(), Dir: path.Join(mount, spec.Image.Path), Source: spec.Image.Reference},
+	}
+}
+
 // maxStatusFrontmatter bounds the frontmatter a skill's status entry carries: 64 skills
 // then add at most 256 KiB to the status.
 const maxStatusFrontmatter = 4 << 10
 
 // servedSkill is the status entry of a rendered skill.
 func servedSkill(name string, skill adapterconfig.AgentSkill) cantusv1alpha1.ServedAgentSkill {
-	served := cantusv1alpha1.ServedAgentSkill{
-		URI:    adapterconfig.SkillURI(skill.Path, adapterconfig.SkillManifestFile),
-		Name:   name,
-		Digest: SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files),
-	}
+	return ServedSkillEntry(name, adapterconfig.SkillURI(skill.Path, adapterconfig.SkillManifestFile),
+		SkillManifestDigest(skill.Path, skill.Frontmatter, skill.Files), skill.Frontmatter)
+}
+
+// ServedSkillEntry is the status entry of a skill: from what the operator rendered, or,
+// for a skill from an image, from the pods' skills/list entry.
+func ServedSkillEntry(name, uri, digest string, frontmatter json.RawMessage) cantusv1alpha1.ServedAgentSkill {
+	served := cantusv1alpha1.ServedAgentSkill{URI: uri, Name: name, Digest: digest}
 	var fm struct {
 		Description string `json:"description"`
 	}
-	// The contract's validation has checked that the frontmatter is an object with a
-	// string description of at most 1024 characters.
-	_ = json.Unmarshal(skill.Frontmatter, &fm)
-	served.Description = fm.Description
-	if len(skill.Frontmatter) <= maxStatusFrontmatter {
-		served.Frontmatter = &runtime.RawExtension{Raw: skill.Frontmatter}
+	// The contract's validation (the operator's, or the adapter's for an image) has
+	// checked that the frontmatter is an object with a string description of at most
+	// 1024 characters; a pod that lists something else gets no description.
+	if json.Unmarshal(frontmatter, &fm) == nil && utf8.RuneCountInString(fm.Description) <= adapterconfig.MaxSkillDescriptionLength {
+		served.Description = fm.Description
+	}
+	if len(frontmatter) <= maxStatusFrontmatter && json.Valid(frontmatter) {
+		served.Frontmatter = &runtime.RawExtension{Raw: frontmatter}
 	} else {
 		served.FrontmatterClipped = true
 	}
@@ -159,6 +178,10 @@ func servedSkill(name string, skill adapterconfig.AgentSkill) cantusv1alpha1.Ser
 // Apply puts the content into cfg, with contentDir as the folder of its files.
 func (c *Content) Apply(cfg *adapterconfig.Config, contentDir string) {
 	cfg.AgentSkills, cfg.Resources, cfg.ResourceTemplates, cfg.Prompts = c.AgentSkills, c.Resources, c.ResourceTemplates, c.Prompts
+	cfg.ImageSkills = nil
+	for _, img := range c.ImageSkills {
+		cfg.ImageSkills = append(cfg.ImageSkills, img.Config)
+	}
 	if len(c.Files) > 0 {
 		cfg.ContentDir = contentDir
 	}
@@ -228,7 +251,7 @@ func renderSkill(spec *cantusv1alpha1.AgentSkill, in ContentInputs) (adapterconf
 		sum := sha256.Sum256(f.data)
 		files[hex.EncodeToString(sum[:])] = f.data
 		skill.Files = append(skill.Files, adapterconfig.SkillFile{
-			Path: f.path, Digest: adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(f.data)), MimeType: mimeTypeOf(f.path, f.binary),
+			Path: f.path, Digest: adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(f.data)), MimeType: adapterconfig.SkillFileMimeType(f.path, f.binary),
 		})
 	}
 	manifest := slices.IndexFunc(sources, func(f skillSourceFile) bool { return f.path == adapterconfig.SkillManifestFile })
@@ -236,7 +259,7 @@ func renderSkill(spec *cantusv1alpha1.AgentSkill, in ContentInputs) (adapterconf
 		return skill, nil, append(problems, ContentProblem{ReasonContentMissing, fmt.Sprintf(
 			"%s: no file SKILL.md: every agent skill has one at its root (a key SKILL.md, or an item with path SKILL.md)", where)})
 	}
-	fm, err := SkillFrontmatter(sources[manifest].data)
+	fm, err := adapterconfig.SkillFrontmatter(sources[manifest].data)
 	if err != nil {
 		return skill, nil, append(problems, invalid("%s: file SKILL.md (key %s): %v", where, sources[manifest].key, err))
 	}
@@ -302,31 +325,6 @@ func invalid(format string, args ...any) ContentProblem {
 	return ContentProblem{ReasonInvalidContent, fmt.Sprintf(format, args...)}
 }
 
-// textTypes are served as text by extension where Go's table says nothing or says
-// something less useful to an agent.
-var textTypes = map[string]string{
-	".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",
-	".json": "application/json", ".yaml": "application/yaml", ".yml": "application/yaml",
-	".py": "text/x-python", ".sh": "application/x-sh", ".js": "text/javascript",
-	".ts": "text/x-typescript", ".csv": "text/csv", ".html": "text/html", ".xml": "application/xml",
-}
-
-// mimeTypeOf guesses a file's media type from its extension; a data key with an unknown
-// extension is text/plain, a binaryData key application/octet-stream.
-func mimeTypeOf(p string, binary bool) string {
-	ext := strings.ToLower(path.Ext(p))
-	if t, ok := textTypes[ext]; ok {
-		return t
-	}
-	if t, _, err := mime.ParseMediaType(mime.TypeByExtension(ext)); err == nil && t != "" {
-		return t
-	}
-	if binary {
-		return "application/octet-stream"
-	}
-	return "text/plain"
-}
-
 func renderResource(spec *cantusv1alpha1.ServedResource, in ContentInputs) (adapterconfig.Resource, []byte, *ContentProblem) {
 	r := adapterconfig.Resource{
 		URI: spec.URI, Name: spec.Name, Title: spec.Title, Description: spec.Description, MimeType: spec.MimeType,
@@ -355,7 +353,7 @@ func renderResource(spec *cantusv1alpha1.ServedResource, in ContentInputs) (adap
 	sum := sha256.Sum256(data)
 	r.Content = &adapterconfig.ContentRef{Digest: adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(data)), Binary: binary}
 	if r.MimeType == "" {
-		r.MimeType = mimeTypeOf(ref.Key, binary)
+		r.MimeType = adapterconfig.SkillFileMimeType(ref.Key, binary)
 	}
 	return r, data, nil
 }

@@ -264,7 +264,7 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 		{"crlf", "name: a\r\ndescription: d\r\n", `{"description":"d","name":"a"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SkillFrontmatter([]byte("---\n" + tc.yaml + "\n---\nbody"))
+			got, err := adapterconfig.SkillFrontmatter([]byte("---\n" + tc.yaml + "\n---\nbody"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +277,7 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"---\n- a\n---\n", "---\nname: a\nname: b\n---\n", "no frontmatter"} {
-		if _, err := SkillFrontmatter([]byte(bad)); err == nil {
+		if _, err := adapterconfig.SkillFrontmatter([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
@@ -291,4 +291,30 @@ func renderedWith(t *testing.T, ss *cantusv1alpha1.SkillServer, content Content)
 		t.Fatalf("render: %v %v", err, rendered.Report.Invalid)
 	}
 	return rendered
+}
+
+// TestRenderContentImageSkill: a skill from an image is a volume mounted under
+// /var/lib/cantus/skill-images/<i> and a config entry naming the image's folder that
+// holds it (its path), for the adapter to read; the operator renders no file and no
+// status entry for it (the pods report it).
+func TestRenderContentImageSkill(t *testing.T) {
+	ss := skillServerWithSkill(cantusv1alpha1.AgentSkill{Name: "cataloguing", Path: "library", Image: &cantusv1alpha1.SkillImageSource{
+		Reference: "registry.example.com/skills:1", Path: "skills/cataloguing",
+	}})
+	content, problems := RenderContent(ss, inputsOf())
+	if len(problems) > 0 || len(content.AgentSkills) > 0 || len(content.Files) > 0 || len(content.Skills) > 0 {
+		t.Fatalf("an image skill renders no ConfigMap skill, file or status entry: %+v %v", content, problems)
+	}
+	want := ImageSkill{
+		Volume: "skill-image-0", MountPath: "/var/lib/cantus/skill-images/0", Source: *ss.Spec.AgentSkills[0].Image,
+		Config: adapterconfig.ImageSkill{Path: "library/cataloguing", Dir: "/var/lib/cantus/skill-images/0/skills/cataloguing", Source: "registry.example.com/skills:1"},
+	}
+	if len(content.ImageSkills) != 1 || content.ImageSkills[0] != want {
+		t.Fatalf("image skills %+v, want %+v", content.ImageSkills, want)
+	}
+	var cfg adapterconfig.Config
+	content.Apply(&cfg, ContentMountPath)
+	if len(cfg.ImageSkills) != 1 || cfg.ImageSkills[0] != want.Config || cfg.ContentDir != "" {
+		t.Errorf("config imageSkills %+v (contentDir %q), want [%+v] and no content folder", cfg.ImageSkills, cfg.ContentDir, want.Config)
+	}
 }

@@ -24,6 +24,12 @@ type Inputs struct {
 	// Cluster is this cluster's service-account issuer with its keys (URL and JWKS) and
 	// the bindings it revoked; read only when the server accepts service-account tokens.
 	Cluster adapterconfig.Issuer
+	// AuditPolicy names the ToolSourcePolicy in Audit mode when only such policies cover
+	// the server's namespace: refusals new in this version then warn instead.
+	AuditPolicy string
+	// ReservedAudiences are the API server's audiences: a server may not accept tokens
+	// issued for them (nor for another server's default audience).
+	ReservedAudiences []string
 	// Content is the server's agent skills, resources, resource templates and prompts,
 	// rendered from its ConfigMaps by RenderContent.
 	Content Content
@@ -54,6 +60,11 @@ type Report struct {
 	NonPortableKeys []string
 	// Imports says which imported tools are served and why the others are not.
 	Imports Imports
+	// Groups says how OIDC groups meet the rules; nil without spec.auth.oidc.
+	Groups *GroupsReport
+	// Audiences names the refused service-account audiences; nil without
+	// spec.auth.serviceAccountTokens.
+	Audiences *AudiencesReport
 }
 
 // Authorization is a server's compiled authorization rules.
@@ -67,6 +78,15 @@ type Authorization struct {
 // rules this caller cannot know.
 func (a Authorization) Allows(caller *access.Caller, kind access.ItemKind, name string) bool {
 	return a.err == nil && a.rules.AllowsKind(caller, kind, name)
+}
+
+// AllowsWithin is Allows spending the CEL work from budget; complete is false when the
+// budget ran out before the rules could decide (the answer is then no, not to be kept).
+func (a Authorization) AllowsWithin(caller *access.Caller, kind access.ItemKind, name string, budget *access.Budget) (allowed, complete bool) {
+	if a.err != nil {
+		return false, true
+	}
+	return a.rules.AllowsKindWithin(caller, kind, name, budget)
 }
 
 // Refuse is an Authorization that allows nothing, for a server that could not be rendered.
@@ -85,20 +105,24 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		return out, nil
 	}
 	imported := reexport(ss, in.Imports, servedNames(own.config))
-	auth := renderAuth(ss, in.Cluster)
+	auth := renderAuth(ss, in.Cluster, in.AuditPolicy, in.ReservedAudiences...)
 	cfg := *own.config
 	// Never nil: a config without tools says "tools": [], as it always did, so that its
 	// hash does not change.
 	cfg.Tools = append(make([]adapterconfig.Tool, 0, len(own.config.Tools)+len(imported.tools)), own.config.Tools...)
 	cfg.Tools = append(cfg.Tools, imported.tools...)
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
+	limits, limitsErr := renderLimits(ss.Spec.Limits)
+	cfg.Limits = limits
 	in.Content.Apply(&cfg, ContentMountPath)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
-		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg)),
+		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg), limitsErr),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
+		Groups:          auth.Groups,
+		Audiences:       auth.Audiences,
 	}
 	if out.Report.Invalid != nil {
 		return out, nil

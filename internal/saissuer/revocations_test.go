@@ -111,9 +111,9 @@ func waitWatching(t *testing.T, ctx context.Context, r *Revocations, accounts ty
 func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
-	r.remember(types.UID("old"))
+	r.remember(kindPod, types.UID("old"))
 	now = now.Add(40 * time.Minute)
-	r.remember(types.UID("recent"))
+	r.remember(kindServiceAccount, types.UID("recent"))
 	now = now.Add(30 * time.Minute)
 	r.forget()
 	if got := r.remembered(); !slices.Equal(got, []string{"recent"}) {
@@ -127,41 +127,159 @@ func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
 	}
 }
 
-// However fast pods are deleted, no more than MaxRevocations are remembered (they travel
-// in every server's config); the oldest go first.
+// However fast pods are deleted, no more than MaxPodRevocations are remembered (they
+// travel in every server's config); the oldest go first.
 func TestRevocationsAreBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
-	for i := range MaxRevocations + 10 {
+	for i := range MaxPodRevocations + 10 {
 		now = now.Add(time.Millisecond)
-		r.remember(types.UID(fmt.Sprintf("pod-%05d", i)))
+		r.remember(kindPod, types.UID(fmt.Sprintf("pod-%05d", i)))
 	}
 	uids := r.remembered()
-	if len(uids) != MaxRevocations || uids[0] != "pod-00010" {
-		t.Errorf("%d remembered starting at %s, want %d starting at pod-00010", len(uids), uids[0], MaxRevocations)
+	if len(uids) != MaxPodRevocations || uids[0] != "pod-00010" {
+		t.Errorf("%d remembered starting at %s, want %d starting at pod-00010", len(uids), uids[0], MaxPodRevocations)
 	}
 	if _, dropped := r.takeChanged(); dropped != 10 {
 		t.Errorf("dropped %d, want 10", dropped)
 	}
 }
 
+// Pod churn, which any tenant can cause, never pushes a deleted service account out
+// (issue 23, finding 6: with one shared bound of 5,000, 5,000 pod deletions evicted it
+// and its stolen token worked again).
+func TestPodChurnDoesNotEvictServiceAccountRevocations(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
+	r.remember(kindServiceAccount, "stolen-account")
+	for i := range 2 * MaxPodRevocations {
+		now = now.Add(time.Millisecond)
+		r.remember(kindPod, types.UID(fmt.Sprintf("pod-%05d", i)))
+	}
+	got, err := r.Current(loaded(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.ServiceAccounts, []string{"stolen-account"}) {
+		t.Errorf("service accounts after %d pod deletions = %v, want [stolen-account]", 2*MaxPodRevocations, got.ServiceAccounts)
+	}
+	if len(got.Pods) != MaxPodRevocations {
+		t.Errorf("%d pods remembered, want %d", len(got.Pods), MaxPodRevocations)
+	}
+}
+
+// Dropping a deletion fails closed: every token issued before the newest deletion
+// dropped is refused from then on (the adapters get RefuseIssuedBefore), until no token
+// that old can still be valid.
+func TestDroppingRevocationsRefusesOlderTokens(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	now := start
+	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
+	for i := range MaxServiceAccountRevocations + 3 {
+		now = start.Add(time.Duration(i) * time.Second)
+		r.remember(kindServiceAccount, types.UID(fmt.Sprintf("account-%05d", i)))
+	}
+	got, err := r.Current(loaded(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// account-00002, the newest of the three dropped, was deleted 2s after the start.
+	if want := start.Add(2 * time.Second); !got.RefuseIssuedBefore.Equal(want) {
+		t.Errorf("RefuseIssuedBefore = %v, want %v (when the newest dropped deletion was seen)", got.RefuseIssuedBefore, want)
+	}
+	now = start.Add(2*time.Second + time.Hour + time.Minute)
+	r.forget()
+	if got, _ := r.Current(loaded(r)); !got.RefuseIssuedBefore.IsZero() {
+		t.Errorf("RefuseIssuedBefore = %v a lifetime later, want none: no token that old is valid", got.RefuseIssuedBefore)
+	}
+}
+
+// loaded is a context for Current on a Revocations that recalls nothing (recalled once).
+func loaded(r *Revocations) context.Context {
+	select {
+	case <-r.loadedChan():
+	default:
+		r.recall(context.Background())
+	}
+	return context.Background()
+}
+
 // A restarted operator remembers what the configs it rendered before already hold, as
 // no news, and UIDs waits for that.
 func TestRevocationsRecallWhatWasHandedOver(t *testing.T) {
-	r := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) ([]string, error) {
-		return []string{"pod-b", "account-a"}, nil
+	dropped := time.Now().Add(-time.Minute)
+	r := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) (Revoked, error) {
+		return Revoked{ServiceAccounts: []string{"account-a"}, Pods: []string{"pod-b"}, RefuseIssuedBefore: dropped}, nil
 	}}
 	early, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.UIDs(early); err == nil {
-		t.Fatal("UIDs answered before the earlier revocations were recalled")
+	if _, err := r.Current(early); err == nil {
+		t.Fatal("Current answered before the earlier revocations were recalled")
 	}
 	r.recall(context.Background())
-	got, err := r.UIDs(context.Background())
-	if err != nil || !slices.Equal(got, []string{"account-a", "pod-b"}) {
-		t.Errorf("UIDs = %v, %v; want [account-a pod-b]", got, err)
+	got, err := r.Current(context.Background())
+	if err != nil || !slices.Equal(got.ServiceAccounts, []string{"account-a"}) || !slices.Equal(got.Pods, []string{"pod-b"}) ||
+		!got.RefuseIssuedBefore.Equal(dropped) {
+		t.Errorf("Current = %+v, %v; want account-a, pod-b, refusing before %v", got, err, dropped)
 	}
 	if changed, _ := r.takeChanged(); changed {
 		t.Error("what the configs already hold was reported as a change")
+	}
+
+	// A refusal time to come, which no operator wrote, is not recalled: it would refuse
+	// every token.
+	future := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) (Revoked, error) {
+		return Revoked{RefuseIssuedBefore: time.Now().Add(time.Hour)}, nil
+	}}
+	future.recall(context.Background())
+	if got, _ := future.Current(context.Background()); !got.RefuseIssuedBefore.IsZero() {
+		t.Errorf("recalled a refusal time to come: %v", got.RefuseIssuedBefore)
+	}
+}
+
+// A recalled revocation that names a living service account was never a deletion (a UID
+// is never reused): an edited ConfigMap planted it, and once the watches have listed the
+// cluster it is dropped, while a recalled deletion stays.
+func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	clientset := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	victim, err := clientset.CoreV1().ServiceAccounts("default").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "victim"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Revocations{Config: cfg, MaxTokenLifetime: time.Hour, Every: 50 * time.Millisecond,
+		Recall: func(context.Context) (Revoked, error) {
+			return Revoked{ServiceAccounts: []string{string(victim.UID), "deleted-before-the-restart"}}, nil
+		}}
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	// Dropped once the watches have synced.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := r.Current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(got.ServiceAccounts, string(victim.UID)) {
+			if !slices.Contains(got.ServiceAccounts, "deleted-before-the-restart") {
+				t.Errorf("service accounts revoked = %v, want the recalled deletion kept", got.ServiceAccounts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service accounts revoked = %v, still the living account %s", got.ServiceAccounts, victim.UID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
 	}
 }

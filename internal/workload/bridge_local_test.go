@@ -3,7 +3,9 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -170,5 +172,35 @@ func TestLocalEnv(t *testing.T) {
 	}
 	if !strings.Contains(env, "PATH=") || !strings.Contains(env, "HTTPS_PROXY=http://proxy:3128") {
 		t.Errorf("the local bridge environment lacks PATH or the proxy: %s", env)
+	}
+}
+
+// The stdio command of a local import runs with a scrubbed environment, read from the
+// running child itself (/proc/PID/environ): the manager's credentials stay behind
+// (issue 23 #12).
+func TestLocalStdioChildSeesNoneOfTheManagersEnvironment(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+	t.Setenv("KUBECONFIG", "/root/.kube/config")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	l := NewLocalBridges(proxytest.Path(fakeAdapterName), testr.New(t))
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url, ready, err := l.Ensure(ctx, stdioImport("env", proxytest.FakeServerArgv(), "serve"))
+	if err != nil || !ready {
+		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", childPID(t, url)))
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	env := strings.ReplaceAll(string(environ), "\x00", "\n")
+	for _, leaked := range []string{"s3cr3t", "KUBECONFIG", "KUBERNETES_SERVICE_HOST"} {
+		if strings.Contains(env, leaked) {
+			t.Errorf("the stdio child's environment holds %s:\n%s", leaked, env)
+		}
+	}
+	if !strings.Contains(env, "PATH=") {
+		t.Errorf("the stdio child's environment lacks PATH:\n%s", env)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -264,7 +265,7 @@ func (k *Kubernetes) containerFor(ss *cantusv1alpha1.SkillServer, files []render
 		WithImage(image).
 		WithCommand(AdapterCommand).
 		WithArgs(AdapterArgs(ss)...).
-		WithPorts(mcpContainerPort(render.PortOf(ss))).
+		WithPorts(mcpContainerPort(render.PortOf(ss)), metricsContainerPort(MetricsPort(ss))).
 		WithReadinessProbe(httpProbe(adapterconfig.PathReadyz, 2)).
 		WithLivenessProbe(httpProbe(adapterconfig.PathHealthz, 10)).
 		WithResources(resourcesFor(ss)).
@@ -302,9 +303,22 @@ func AdapterArgs(ss *cantusv1alpha1.SkillServer) []string {
 		"serve",
 		"--config", ConfigPath,
 		"--port", fmt.Sprint(render.PortOf(ss)),
+		"--metrics-port", fmt.Sprint(MetricsPort(ss)),
 		"--drain-delay", drainDelay.String(),
 		"--shutdown-grace", shutdownGrace.String(),
 	}
+}
+
+// DefaultMetricsPort is the adapter container's metrics port, named "metrics".
+const DefaultMetricsPort = int32(9090)
+
+// MetricsPort is the adapter's metrics port: DefaultMetricsPort, or the next one when
+// the MCP port is DefaultMetricsPort.
+func MetricsPort(ss *cantusv1alpha1.SkillServer) int32 {
+	if render.PortOf(ss) == DefaultMetricsPort {
+		return DefaultMetricsPort + 1
+	}
+	return DefaultMetricsPort
 }
 
 func resourcesFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ResourceRequirementsApplyConfiguration {
@@ -490,16 +504,30 @@ func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.Netw
 	return out
 }
 
-// RevokedUIDsInConfigs reads back the revoked UIDs that the adapter configs in the
-// cluster carry, so that a restarted operator hands the adapters the same list instead of
+// RevokedInConfigs reads back the revocations that the adapter configs in the cluster
+// carry, so that a restarted operator hands the adapters the same list instead of
 // forgetting it (and rewriting every config that holds one).
-func RevokedUIDsInConfigs(ctx context.Context, reader client.Reader) ([]string, error) {
+//
+// Only configs this operator wrote count: a ConfigMap named <name>-adapter whose
+// controller is the SkillServer <name> of its namespace, as it exists now. A label is
+// not enough: any tenant can create a ConfigMap labelled managed-by=cantus-operator, and
+// what it recalled would refuse the tokens of accounts it named everywhere.
+func RevokedInConfigs(ctx context.Context, reader client.Reader) (saissuer.Revoked, error) {
 	var list corev1.ConfigMapList
 	if err := reader.List(ctx, &list, client.MatchingLabels{LabelManagedBy: FieldOwner}); err != nil {
-		return nil, fmt.Errorf("list the adapter configs: %w", err)
+		return saissuer.Revoked{}, fmt.Errorf("list the adapter configs: %w", err)
 	}
-	seen := map[string]bool{}
-	for _, cm := range list.Items {
+	servers, err := skillServerUIDs(ctx, reader)
+	if err != nil {
+		return saissuer.Revoked{}, err
+	}
+	accounts, pods := map[string]bool{}, map[string]bool{}
+	var out saissuer.Revoked
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if !renderedBySkillServer(cm, servers) {
+			continue
+		}
 		var cfg adapterconfig.Config
 		data, ok := cm.Data[adapterconfig.ConfigFileName]
 		if !ok || json.Unmarshal([]byte(data), &cfg) != nil || cfg.Auth == nil {
@@ -507,9 +535,45 @@ func RevokedUIDsInConfigs(ctx context.Context, reader client.Reader) ([]string, 
 		}
 		for _, issuer := range cfg.Auth.Issuers {
 			for _, uid := range issuer.RevokedUIDs {
-				seen[uid] = true
+				pods[uid] = true
+			}
+			for _, uid := range issuer.RevokedServiceAccountUIDs {
+				accounts[uid] = true
+			}
+			if at := issuer.RefuseIssuedBefore; at != nil && at.After(out.RefuseIssuedBefore) {
+				out.RefuseIssuedBefore = *at
 			}
 		}
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
+	for uid := range accounts {
+		delete(pods, uid) // an account a config of an older operator listed with the pods
+	}
+	out.ServiceAccounts, out.Pods = slices.Sorted(maps.Keys(accounts)), slices.Sorted(maps.Keys(pods))
+	return out, nil
+}
+
+// skillServerUIDs are the UIDs of the SkillServers, by namespace/name.
+func skillServerUIDs(ctx context.Context, reader client.Reader) (map[types.NamespacedName]types.UID, error) {
+	var servers cantusv1alpha1.SkillServerList
+	if err := reader.List(ctx, &servers); err != nil {
+		return nil, fmt.Errorf("list the SkillServers whose adapter configs hold revocations: %w", err)
+	}
+	uids := make(map[types.NamespacedName]types.UID, len(servers.Items))
+	for _, ss := range servers.Items {
+		uids[types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}] = ss.UID
+	}
+	return uids, nil
+}
+
+// renderedBySkillServer says whether cm is the adapter config of a SkillServer that
+// exists: named after it and controlled by it (by UID).
+func renderedBySkillServer(cm *corev1.ConfigMap, servers map[types.NamespacedName]types.UID) bool {
+	name, ok := strings.CutSuffix(cm.Name, "-adapter")
+	if !ok {
+		return false
+	}
+	uid, exists := servers[types.NamespacedName{Namespace: cm.Namespace, Name: name}]
+	ref := metav1.GetControllerOfNoCopy(cm)
+	return exists && ref != nil && ref.Kind == "SkillServer" && ref.Name == name && ref.UID == uid &&
+		strings.HasPrefix(ref.APIVersion, cantusv1alpha1.GroupVersion.Group+"/")
 }

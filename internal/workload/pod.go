@@ -18,6 +18,8 @@ import (
 const (
 	// portName names the MCP port of every container and Service the operator runs.
 	portName = "mcp"
+	// metricsPortName names the adapter's metrics port, which no Service exposes.
+	metricsPortName = "metrics"
 	// nonRootID is the user and group of every container: distroless's "nonroot".
 	nonRootID = 65532
 	// killGrace is the time past a process's own shutdown before the kubelet kills it.
@@ -68,6 +70,12 @@ func httpProbe(path string, periodSeconds int32) *corev1ac.ProbeApplyConfigurati
 	return corev1ac.Probe().
 		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString(portName))).
 		WithPeriodSeconds(periodSeconds)
+}
+
+// metricsContainerPort is where the adapter serves /metrics, apart from the MCP port:
+// /metrics names every tool, also those tools/list hides from a caller.
+func metricsContainerPort(port int32) *corev1ac.ContainerPortApplyConfiguration {
+	return corev1ac.ContainerPort().WithName(metricsPortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)
 }
 
 func mcpContainerPort(port int32) *corev1ac.ContainerPortApplyConfiguration {

@@ -214,6 +214,7 @@ type auditEvent struct {
 	Verb           string    `json:"verb"`
 	RequestURI     string    `json:"requestURI"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	UserAgent      string    `json:"userAgent"`
 	User           struct {
 		Username string `json:"username"`
 	} `json:"user"`
@@ -263,7 +264,8 @@ func managerRequests(t *testing.T) []auditEvent {
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == managerUser {
+		// The test that acts with the operator's credentials on purpose is not the manager.
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == managerUser && ev.UserAgent != operatorCredentialsTestAgent {
 			out = append(out, ev)
 		}
 	}

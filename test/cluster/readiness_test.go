@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,18 @@ const impostorImage = "cantus.local/impostor:1"
 func TestReadyOnlyWhenThePodsServeTheTools(t *testing.T) {
 	ctx := testContext(t)
 	ns := restrictedNamespace(t, ctx)
+	// A pod image needs the policy (issue 23, finding 3).
+	policy := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-impostor"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			Images:            []string{impostorImage},
+		},
+	}
+	if err := k8s.Create(ctx, policy); err != nil {
+		t.Fatalf("creating the ToolSourcePolicy: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
 	ss := &cantusv1alpha1.SkillServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "impostor", Namespace: ns},
 		Spec: cantusv1alpha1.SkillServerSpec{

@@ -275,7 +275,11 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 			HeaderFiles: map[string]string{"Authorization": authFile}, Timeout: "10s"}}
 	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local})
-	proc := peers.StartAdapterServer(t, ctx, configPath, "--reload-interval", "200ms")
+	proc := peers.StartAdapterServer(t, ctx, configPath, "--reload-interval", "200ms", "--metrics-port", "0")
+	metricsURL := proc.MetricsURL()
+	if metricsURL == "" {
+		t.Fatalf("the adapter printed no metrics line\n%s", proc.Logs())
+	}
 
 	// The standalone GET stream carries the list_changed this test waits for.
 	c := mcpGoClient(t, ctx, proc.BaseURL+adapter.PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
@@ -286,7 +290,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 		}
 	})
 	waitFor(t, ctx, "the client's GET stream to open", func() bool {
-		return strings.Contains(httpBody(t, ctx, proc.BaseURL+adapter.PathMetrics), "cantus_adapter_open_streams 1")
+		return strings.Contains(httpBody(t, ctx, metricsURL+adapter.PathMetrics), "cantus_adapter_open_streams 1")
 	})
 
 	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local, imported})

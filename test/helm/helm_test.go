@@ -19,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -28,6 +29,7 @@ import (
 
 var (
 	k8sClient  client.Client
+	restConfig *rest.Config
 	kubeconfig string
 	helmBin    string
 	chart      string
@@ -60,6 +62,7 @@ func run(m *testing.M) (int, error) {
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return 0, fmt.Errorf("scheme: %w", err)
 	}
+	restConfig = cfg
 	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return 0, fmt.Errorf("client: %w", err)
 	}
@@ -117,6 +120,7 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 		"defaults":   "",
 		"options on": "replicas=2,logLevel=debug,verifyServers=false,catalog.tlsSecretName=catalog-tls,metrics.service=true,adapterImage=example.com/adapter:1",
 		"no catalog": "catalog.enabled=false",
+		"watched":    "watchNamespaces={dry-run},admissionPolicy.extraAdapterImages={example.com/adapter:2}",
 		"tracing":    "tracing.enabled=true,tracing.endpoint=http://otel-collector.observability:4317,tracing.protocol=grpc,tracing.sampler=parentbased_traceidratio,tracing.samplerArg=0.25,tracing.resourceAttributes.team=platform,tracing.headersSecret.name=otel,tracing.headersSecret.key=headers",
 	} {
 		args := []string{"template", "cantus-operator", chart, "-n", "dry-run"}
@@ -129,6 +133,16 @@ func TestChartIsAcceptedByTheAPIServer(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), name+": "+out)
 		g.Expect(out).To(ContainSubstring("customresourcedefinition.apiextensions.k8s.io/skillservers.cantus.dev serverside-applied (server dry run)"), name)
 		g.Expect(out).To(ContainSubstring("deployment.apps/cantus-operator serverside-applied (server dry run)"), name)
+		g.Expect(out).To(ContainSubstring("validatingadmissionpolicy.admissionregistration.k8s.io/cantus-operator-restricted-workloads serverside-applied (server dry run)"), name)
+		g.Expect(out).To(ContainSubstring("validatingadmissionpolicybinding.admissionregistration.k8s.io/cantus-operator-admission-params serverside-applied (server dry run)"), name)
+		if name == "watched" {
+			g.Expect(out).To(ContainSubstring("role.rbac.authorization.k8s.io/cantus-operator serverside-applied (server dry run)"), name)
+			g.Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cantus-operator-cluster-scoped serverside-applied (server dry run)"), name)
+			g.Expect(out).NotTo(ContainSubstring("clusterrole.rbac.authorization.k8s.io/cantus-operator serverside-applied"), name)
+			g.Expect(manifests).To(ContainSubstring("--watch-namespaces=dry-run"), name)
+			g.Expect(manifests).To(ContainSubstring(`adapterImages: "ghcr.io/cantus-dev/cantus-operator:`), name)
+			g.Expect(manifests).To(ContainSubstring(`,example.com/adapter:2"`), name)
+		}
 	}
 }
 
@@ -144,18 +158,20 @@ func TestChartRefusesBadValues(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("replicas"))
 
 	for set, says := range map[string]string{
-		"logLevel=chatty":                      "logLevel",
-		"serviceMonitor.interval=often":        "interval",
-		"unknownValue=1":                       "unknownValue",
-		"replicas=2,leaderElection=false":      "needs leaderElection",
-		"image.digest=sha256:abc":              "digest",
-		"catalog.service.port=70000":           "port",
-		"resources.requests.memory=lots of it": "memory",
-		"tracing.enabled=true":                 "tracing.enabled needs tracing.endpoint",
-		"tracing.protocol=http/json":           "/tracing/protocol",
-		"tracing.endpoint=collector:4317":      "/tracing/endpoint",
-		"tracing.samplerArg=2":                 "/tracing/samplerArg",
-		"tracing.sampler=sometimes":            "/tracing/sampler",
+		"logLevel=chatty":                            "logLevel",
+		"serviceMonitor.interval=often":              "interval",
+		"unknownValue=1":                             "unknownValue",
+		"replicas=2,leaderElection=false":            "needs leaderElection",
+		"image.digest=sha256:abc":                    "digest",
+		"catalog.service.port=70000":                 "port",
+		"resources.requests.memory=lots of it":       "memory",
+		"watchNamespaces={Team_A}":                   "watchNamespaces",
+		"admissionPolicy.extraAdapterImages={a,b c}": "extraAdapterImages",
+		"tracing.enabled=true":                       "tracing.enabled needs tracing.endpoint",
+		"tracing.protocol=http/json":                 "/tracing/protocol",
+		"tracing.endpoint=collector:4317":            "/tracing/endpoint",
+		"tracing.samplerArg=2":                       "/tracing/samplerArg",
+		"tracing.sampler=sometimes":                  "/tracing/sampler",
 	} {
 		out, err := command(t, nil, helmBin, "template", "x", chart, "--set", set)
 		g.Expect(err).To(HaveOccurred(), set)

@@ -59,6 +59,24 @@ func (s *Server) Logs() string {
 	return "--- stdout ---\n" + s.stdout.String() + "\n--- stderr ---\n" + s.stderr.String()
 }
 
+// MetricsURL returns http://HOST:PORT from the adapter's "metrics on http://HOST:PORT"
+// line (printed right after its listening line when it runs with --metrics-port),
+// waiting up to StartTimeout for it; "" when there is none.
+func (s *Server) MetricsURL() string {
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		for _, line := range strings.Split(s.stdout.String(), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "metrics on "); ok {
+				return strings.TrimSpace(rest)
+			}
+		}
+		if time.Now().After(deadline) || s.Exited() {
+			return ""
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Exited reports whether the process has ended (by itself or by Stop).
 func (s *Server) Exited() bool {
 	select {

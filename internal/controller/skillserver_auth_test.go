@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// renderedIssuers are the issuers of the adapter config in a server's ConfigMap.
+func renderedIssuers(ctx context.Context, ns, name string) func() ([]adapterconfig.Issuer, error) {
+	return func() ([]adapterconfig.Issuer, error) {
+		cm := &corev1.ConfigMap{}
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name + "-adapter"}, cm); err != nil {
+			return nil, err
+		}
+		var cfg adapterconfig.Config
+		if err := json.Unmarshal([]byte(cm.Data[adapterconfig.ConfigFileName]), &cfg); err != nil || cfg.Auth == nil {
+			return nil, err
+		}
+		return cfg.Auth.Issuers, nil
+	}
+}
+
+// warningReasons are the reasons of the Warning events about an object.
+func warningReasons(ctx context.Context, ns, name string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
+}
+
+// OIDC groups are prefixed "oidc:" (issue 23 #5). A server whose rules name groups
+// from before the prefix keeps matching them unprefixed while only an Audit policy
+// covers its namespace, with a GroupsPrefixed warning and event; under Enforce the
+// prefix applies and the warning says those rules match no OIDC token; moved rules
+// clear it. The API server refuses a prefix that names Kubernetes groups.
+func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
+
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "groups-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		Mode:              cantusv1alpha1.PolicyAudit,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		Hosts:             []string{"example.com"},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+
+	ss := newSkillServer(ns, "staff", templateSkill("roster", "r"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}}}
+	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
+		{Tools: []string{"*"}, Groups: []string{"admins", "oidc:ops"}},
+	}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroupsAudited))
+	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "")))
+	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroupsAudited))
+	got, _ := getSkillServer(ctx, ns, "staff")()
+	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionGroupsPrefixed),
+		HaveField("Message", And(ContainSubstring("admins"), ContainSubstring(policy.Name), ContainSubstring(`"oidc:admins"`))))))
+
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
+	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroups))
+	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "oidc:")))
+	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
+
+	got, _ = getSkillServer(ctx, ns, "staff")()
+	got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionTrue, cantusv1alpha1.ReasonGroupsPrefixed))
+
+	bad := newSkillServer(ns, "bad", templateSkill("roster", "r"))
+	bad.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To("system:")}}
+	err := k8sClient.Create(ctx, bad)
+	g.Expect(err).To(MatchError(ContainSubstring("groupsPrefix must not begin with system:")))
+}
+
+// renderedAudiences are the service-account issuer's audiences in a server's config.
+func renderedAudiences(ctx context.Context, ns, name string) func() ([]string, error) {
+	return func() ([]string, error) {
+		issuers, err := renderedIssuers(ctx, ns, name)()
+		for _, i := range issuers {
+			if i.Kind == adapterconfig.IssuerServiceAccount {
+				return i.Audiences, err
+			}
+		}
+		return nil, err
+	}
+}
+
+// A server may not accept tokens for the API server's audience or another server's
+// default audience (issue 23 #4). Under an Audit-only policy they are accepted for now
+// with an AudiencesAllowed warning and event; under Enforce they are left out of the
+// config and the server is Stalled with reason ForbiddenAudience. Before, both were
+// rendered and the server was Ready.
+func TestForbiddenAudiencesAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
+	keys, err := issuer.Current(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keys.URL).NotTo(BeEmpty())
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		r.Issuer = issuer
+		r.APIAudiences = []string{"https://vault.example.com"}
+	})
+
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "audiences-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		Mode:              cantusv1alpha1.PolicyAudit,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		Hosts:             []string{"example.com"},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+
+	other := "payroll." + ns + ".skillserver.cantus.dev"
+	audiences := []string{keys.URL, other, "https://vault.example.com", "room." + ns + ".skillserver.cantus.dev", "library-agents"}
+	ss := newSkillServer(ns, "room", templateSkill("search_book", "found"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: audiences}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal(audiences))
+	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	got, _ := getSkillServer(ctx, ns, "room")()
+	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
+	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
+	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal([]string{"room." + ns + ".skillserver.cantus.dev", "library-agents"}))
+	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
+	got, _ = getSkillServer(ctx, ns, "room")()
+	for _, c := range got.Status.Conditions {
+		if c.Type == cantusv1alpha1.ConditionReady {
+			g.Expect(c.Message).To(And(ContainSubstring(keys.URL), ContainSubstring(other)))
+		}
+	}
+
+	// The audiences fixed, the server is no longer Stalled for them.
+	got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
+	got, _ = getSkillServer(ctx, ns, "room")()
+	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// podAllowed is the PodAllowed condition's reason and message.
+func podAllowed(ss *cantusv1alpha1.SkillServer) string {
+	for _, c := range ss.Status.Conditions {
+		if c.Type == cantusv1alpha1.ConditionPodAllowed {
+			return string(c.Status) + " " + c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// warnings are the reasons of the Warning events about the SkillServer name.
+func warnings(ctx context.Context, ns, name string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
+}
+
+// A SkillServer's spec.pod.image and spec.pod.serviceAccountName need the
+// ToolSourcePolicy that selects its namespace (issue 23, finding 3: anyone who could
+// create a SkillServer ran any image under any service account of the namespace).
+// Without a policy, or with an Enforce policy that lists neither, nothing is applied and
+// the server is Stalled with the policy's kind of message; a policy in Audit mode lets
+// it run with PodAllowed=True/AllowedByAudit and a Warning event; an Enforce policy that
+// lists both allows it.
+func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
+	image := "registry.example.com/tenant-" + ns + "/adapter:1"
+	ss := newSkillServer(ns, "custom", templateSkill("echo", "ok"))
+	ss.Spec.Pod = &cantusv1alpha1.PodOverrides{Image: image, ServiceAccountName: "cloud-admin"}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	deployment := func() error {
+		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "custom"}, &appsv1.Deployment{})
+	}
+
+	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAllowlisted),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPodNotAllowlisted),
+		WithTransform(podAllowed, ContainSubstring(`False NotAllowlisted: spec.pod is not allowed: no ToolSourcePolicy selects namespace "`+ns+`"`))))
+	g.Consistently(deployment, 2*time.Second).ShouldNot(Succeed(), "a refused pod override was applied")
+
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		Images:            []string{"registry.example.com/ops"},
+		ServiceAccounts:   []string{"runner"},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(WithTransform(podAllowed, And(
+		ContainSubstring(`add an image prefix of "`+image+`" to spec.images`),
+		ContainSubstring(`add "cloud-admin" to spec.serviceAccounts`))))
+	g.Expect(deployment()).NotTo(Succeed())
+
+	// Audit: served, said in the condition and a Warning event.
+	policy.Spec.Mode = cantusv1alpha1.PolicyAudit
+	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(And(
+		haveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowedByAudit),
+		WithTransform(podAllowed, ContainSubstring("Enforce would refuse it")),
+		WithTransform(stalledMessage, BeEmpty())))
+	g.Eventually(deployment).Should(Succeed())
+	g.Eventually(warnings(ctx, ns, "custom"), 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonPodAllowedByAudit))
+
+	// Enforce with both listed: allowed, and the pods run them.
+	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
+	policy.Spec.Images = []string{"registry.example.com/tenant-" + ns}
+	policy.Spec.ServiceAccounts = []string{"cloud-admin"}
+	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(
+		haveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowed))
+	dep := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "custom"}, dep)).To(Succeed())
+	g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("cloud-admin"))
+	g.Expect(dep.Spec.Template.Spec.Containers[0].Image).To(Equal(image))
+}
+
+// The API server refuses a policy entry that is not a service account name.
+func TestPolicyServiceAccountsAreNames(t *testing.T) {
+	g := NewWithT(t)
+	bad := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-sa-"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{ServiceAccounts: []string{"ns/runner"}}}
+	err := k8sClient.Create(context.Background(), bad)
+	g.Expect(err).To(MatchError(ContainSubstring("each serviceAccounts entry is a service account name")))
+}
