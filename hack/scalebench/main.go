@@ -70,6 +70,7 @@ func main() {
 	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "more flags for the manager, space-separated (e.g. --skillserver-workers=32)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the manager while it brings the SkillServers up to this file")
+	flag.DurationVar(&pollEvery, "poll", time.Second, "how often to list the objects waited for (every SkillServer and Deployment); at 10,000 use 10s or more, or the listing loads the API server")
 	flag.BoolVar(&o.restart, "restart", false, "after the idle time, start a new manager on the settled objects and print how long it takes to reconcile each once, and what it writes")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -298,8 +299,13 @@ func importsReady(ctx context.Context, c client.Client, want int) (bool, error) 
 }
 
 func waitFor(ctx context.Context, done func() (bool, error)) error {
-	return wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Minute, true, func(context.Context) (bool, error) { return done() })
+	return wait.PollUntilContextTimeout(ctx, pollEvery, time.Hour, true, func(context.Context) (bool, error) { return done() })
 }
+
+// pollEvery is how often the bench lists what it waits for. Each look lists every
+// SkillServer and Deployment: at 10,000 of each, a look every second is itself a load on
+// the API server the operator shares, so -poll makes it rarer.
+var pollEvery = time.Second
 
 // remoteServer is the unchanged MCP server every import probes.
 type remoteServer struct {
