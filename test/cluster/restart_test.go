@@ -298,7 +298,8 @@ func killManagerContainer(t *testing.T, pod *corev1.Pod) {
 }
 
 // settledNamespaces are the namespaces whose SkillServers and RemoteToolImports are all
-// Ready for their latest spec: nothing there is left for the operator to write.
+// Ready for their latest spec, and none of whose servers accept service-account tokens:
+// nothing there is left for the operator to write.
 func settledNamespaces(t *testing.T, ctx context.Context) map[string]bool {
 	t.Helper()
 	settled := map[string]bool{}
@@ -320,6 +321,12 @@ func settledNamespaces(t *testing.T, ctx context.Context) map[string]bool {
 	}
 	for _, s := range servers.Items {
 		note(s.Namespace, s.Status.Conditions, s.Generation)
+		if s.Spec.Auth != nil && s.Spec.Auth.ServiceAccountTokens != nil {
+			// Its config carries the cluster's revoked pods and service accounts: any pod
+			// deleted anywhere (a rollout's old pod included) is a write the operator must
+			// make, failover or not.
+			unsettled[s.Namespace] = true
+		}
 	}
 	for _, i := range imports.Items {
 		note(i.Namespace, i.Status.Conditions, i.Generation)
