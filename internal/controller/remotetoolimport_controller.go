@@ -85,6 +85,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	defer func() {
 		summarizeImportReady(imp)
 		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
+		result, retErr = requeueIfStale(ctx, result, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }

@@ -105,6 +105,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	defer func() {
 		summarizeSkillServerReady(ss)
 		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
+		result, retErr = requeueIfStale(ctx, result, retErr)
 		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)

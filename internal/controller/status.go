@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -74,12 +76,37 @@ func (w statusWriter) write(ctx context.Context, before, after conditioned, part
 	}
 	written, err := patchStatusIfChanged(ctx, w.client, before, after, !sameJSON(parts(before).status, common.status))
 	if err != nil {
+		if reconcileErr == nil && apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %w", errStaleStatus, err)
+		}
 		return errors.Join(reconcileErr, err)
 	}
 	if written {
 		w.recordTransition(before, after)
 	}
 	return reconcileErr
+}
+
+// errStaleStatus says the status was computed from an object older than the stored one
+// (the cache had not yet seen the last reconcile's own status write when a child's
+// event started this one): nothing failed, the reconcile only needs to run again.
+var errStaleStatus = errors.New("the status was computed from a stale object")
+
+// staleStatusRetry is how soon a reconcile whose status was stale runs again: long
+// enough for the cache to catch up, and outside the controller's error backoff, whose
+// shared bucket (10 a second) throttled thousands of such retries at scale.
+const staleStatusRetry = 500 * time.Millisecond
+
+// requeueIfStale turns a stale status into a prompt retry instead of a reconcile error.
+func requeueIfStale(ctx context.Context, result ctrl.Result, err error) (ctrl.Result, error) {
+	if !errors.Is(err, errStaleStatus) {
+		return result, err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("status computed from a stale object; reconciling again", "after", staleStatusRetry)
+	if result.RequeueAfter == 0 || result.RequeueAfter > staleStatusRetry {
+		result.RequeueAfter = staleStatusRetry
+	}
+	return result, nil
 }
 
 // statusParts are what every status of this group has, by address, and the whole
