@@ -96,6 +96,21 @@ const (
 	// ConditionStale is True when the listed tools come from an earlier handshake
 	// because the last one failed.
 	ConditionStale = "Stale"
+	// ConditionDefinitionsApproved is True when every definition the import serves is
+	// approved (or approval is Automatic), False with ChangePending while new or
+	// changed ones wait for an owner: gateways serve the approved ones and withhold
+	// the rest, so the import stays Ready.
+	ConditionDefinitionsApproved = "DefinitionsApproved"
+)
+
+// Reasons of DefinitionsApproved.
+const (
+	ReasonAutomaticApproval = "AutomaticApproval"
+	ReasonAllApproved       = "AllApproved"
+	ReasonChangePending     = "ChangePending"
+	// ReasonUnknownDigest: the approved digest matches neither the definitions the
+	// remote serves nor any recorded in status; nothing is served until one does.
+	ReasonUnknownDigest = "UnknownDigest"
 )
 
 // Reasons of RemoteToolImport conditions besides the handshake failure reasons, which

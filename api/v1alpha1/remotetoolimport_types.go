@@ -72,6 +72,10 @@ type RemoteToolImportSpec struct {
 	// +optional
 	RefreshInterval *Duration `json:"refreshInterval,omitempty"`
 
+	// Approval pins what the import serves to approved definitions (mode Manual).
+	// +optional
+	Approval *ImportApproval `json:"approval,omitempty"`
+
 	// Timeout bounds one whole handshake (connect, initialize, every tools/list page), from
 	// 1s to 5m.
 	// +kubebuilder:default="10s"
@@ -208,6 +212,14 @@ type DiscoveredTool struct {
 	// +listType=atomic
 	// +optional
 	Clipped []string `json:"clipped,omitempty"`
+	// Digest is the tool's item digest (sha256 of its canonical title, description,
+	// schemas and annotations, as the remote sent them, before any clipping).
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Approval is Automatic, Approved (served) or Pending (withheld by gateways until
+	// an owner approves it; see status.approval).
+	// +optional
+	Approval ItemApproval `json:"approval,omitempty"`
 }
 
 // RemoteToolImportStatus is what the operator observed of the remote.
@@ -257,6 +269,9 @@ type RemoteToolImportStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Addresses []string `json:"addresses,omitempty"`
+	// Approval says which definitions are approved and how the remote's differ.
+	// +optional
+	Approval *ApprovalStatus `json:"approval,omitempty"`
 	// BridgeURL is where the stdio bridge serves the command (stdio imports only). Under
 	// the kubernetes runtime it names the bridge Service by its cluster IP, so the
 	// operator and gateways reach it without cluster DNS.
@@ -273,6 +288,7 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="DefinitionsApproved")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -28,6 +28,8 @@ type (
 	Duration = adapterconfig.Duration
 	// Limits is adapterconfig.Limits.
 	Limits = adapterconfig.Limits
+	// WithheldTool is a tool not served until its definition is approved.
+	WithheldTool = adapterconfig.WithheldTool
 )
 
 // Transports and paths, as in the config contract.

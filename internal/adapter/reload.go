@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 )
@@ -57,14 +58,14 @@ func (s *Server) Reload(cfg *Config) error {
 	s.cfg.BearerTokenFile, s.cfg.Auth = cfg.BearerTokenFile, cfg.Auth
 
 	old := s.state.Load()
-	next := newToolSet(tools)
+	next := newToolSet(tools, cfg.Withheld)
 	s.state.Store(next)
 	s.remotes.Commit(linked)
-	s.cfg.Tools = cfg.Tools
+	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
 	d := diffToolSets(old, next)
 	s.metrics.trackTools(d.added)
 	s.metrics.forgetTools(d.removed)
-	if d.listChanged() {
+	if d.listChanged() || !maps.Equal(old.withheld, next.withheld) {
 		// One notifications/tools/list_changed to every session that listens.
 		s.mcp.SetTools(s.serverTools(next)...)
 	}

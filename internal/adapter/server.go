@@ -2,9 +2,12 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,7 +170,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		}
 	}
 	s.remotes.Commit(linked)
-	s.state.Store(newToolSet(tools))
+	s.state.Store(newToolSet(tools, cfg.Withheld))
 	s.content.Store(content)
 	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
@@ -184,13 +187,22 @@ type toolSet struct {
 	defs gateway.Definitions
 	// remote is true when a tool forwards to a remote.
 	remote bool
+	// withheld maps the tools withheld until their definitions are approved to the
+	// answer a call to one gets; they are never listed.
+	withheld map[string]string
 }
 
-func newToolSet(tools []*compiledTool) *toolSet {
+func newToolSet(tools []*compiledTool, withheld []WithheldTool) *toolSet {
 	remotes := gatewayToolsOf(tools)
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
 	for _, t := range tools {
 		set.byName[t.Name] = t
+	}
+	if len(withheld) > 0 {
+		set.withheld = make(map[string]string, len(withheld))
+		for _, w := range withheld {
+			set.withheld[w.Name] = w.Reason
+		}
 	}
 	return set
 }
@@ -255,10 +267,49 @@ func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 	for _, t := range set.tools {
 		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t.Name)})
 	}
+	for _, name := range slices.Sorted(maps.Keys(set.withheld)) {
+		// Registered so that a call gets the reason, not "tool not found"; the list
+		// hook keeps them out of every tools/list.
+		entries = append(entries, server.ServerTool{Tool: mcp.Tool{Name: name, RawInputSchema: json.RawMessage(`{"type":"object"}`)}, Handler: s.withheldHandler(name)})
+	}
 	if s.memory != nil {
 		entries = append(entries, s.memoryTool())
 	}
 	return entries
+}
+
+// withheldHandler answers a call of a tool withheld until its definition is approved,
+// with the reason the current config gives (or as unknown once it is no longer withheld
+// and not yet re-registered).
+func (s *Server) withheldHandler(name string) server.ToolHandlerFunc {
+	return func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		caller, _ := access.CallerFrom(ctx)
+		if !s.auth.Allows(caller, name) {
+			return notAllowed(name), nil
+		}
+		reason, ok := s.state.Load().withheld[name]
+		if !ok {
+			reason = fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name)
+		}
+		result := mcp.NewToolResultError(reason)
+		s.logCall(caller, name, outcomeRefused, result, 0)
+		return result, nil
+	}
+}
+
+// listedTools leaves the withheld tools out of a tools/list answer.
+func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
+	withheld := s.state.Load().withheld
+	if len(withheld) == 0 {
+		return tools
+	}
+	listed := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		if _, hidden := withheld[t.Name]; !hidden {
+			listed = append(listed, t)
+		}
+	}
+	return listed
 }
 
 // mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
@@ -340,7 +391,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.visibleTools(ctx, result.Tools)
+		result.Tools = s.visibleTools(ctx, s.listedTools(result.Tools))
 	})
 	s.contentHooks(hooks)
 	return hooks

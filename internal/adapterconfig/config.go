@@ -65,9 +65,21 @@ type Config struct {
 	// Prompts are prompt templates.
 	Prompts []Prompt `json:"prompts,omitempty"`
 
+	// Withheld are imported tools whose new or changed definitions wait for approval at
+	// their import: they are not listed, and a call to one is answered with its Reason.
+	Withheld []WithheldTool `json:"withheld,omitempty"`
+
 	// Limits, when set, replace the adapter's default call limits (64 running, 64
 	// waiting up to 10s, no per-caller rate). They apply to this process (one pod).
 	Limits *Limits `json:"limits,omitempty"`
+}
+
+// WithheldTool is a tool a gateway knows of but does not serve until its definition is
+// approved.
+type WithheldTool struct {
+	Name string `json:"name"`
+	// Reason answers a call to the tool, starting with "definition_changed:".
+	Reason string `json:"reason"`
 }
 
 // Limits bound the tool calls of one adapter.

@@ -71,6 +71,7 @@ func Compile(cfg *Config) ([]CompiledTool, error) {
 		errs = append(errs, toolErrs...)
 		tools = append(tools, compiled)
 	}
+	errs = append(errs, validateWithheld(cfg.Withheld, firstIndexOf)...)
 	errs = append(errs, validateMemory(cfg.Memory, toolNames(cfg.Tools))...)
 	errs = append(errs, validateContent(cfg)...)
 	if err := errors.Join(errs...); err != nil {
@@ -311,4 +312,28 @@ func toolNames(tools []Tool) []string {
 		names[i] = tools[i].Name
 	}
 	return names
+}
+
+// maxWithheldReasonBytes bounds the answer to a call of a withheld tool.
+const maxWithheldReasonBytes = 4 << 10
+
+// validateWithheld checks that each withheld tool has a name of its own and a reason.
+func validateWithheld(withheld []WithheldTool, toolIndex map[string]int) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, w := range withheld {
+		_, served := toolIndex[w.Name]
+		switch {
+		case w.Name == "":
+			errs = append(errs, fmt.Errorf("withheld[%d]: the name is empty", i))
+		case seen[w.Name]:
+			errs = append(errs, fmt.Errorf("withheld[%d] %q: listed twice", i, ClipName(w.Name)))
+		case served:
+			errs = append(errs, fmt.Errorf("withheld[%d] %q: a served tool has that name", i, ClipName(w.Name)))
+		case w.Reason == "" || len(w.Reason) > maxWithheldReasonBytes:
+			errs = append(errs, fmt.Errorf("withheld[%d] %q: the reason must be 1 to %d bytes", i, ClipName(w.Name), maxWithheldReasonBytes))
+		}
+		seen[w.Name] = true
+	}
+	return errs
 }

@@ -87,6 +87,11 @@ type Tool struct {
 	// Clipped names the members of an imported tool's definition that its import's
 	// status cut short or left out for their size.
 	Clipped []string `json:"clipped,omitempty"`
+	// Digest is an imported tool's item digest, and Approval whether it was served
+	// without approval (Automatic) or its definition was approved (Approved): what
+	// an agent or a human can check against what was vetted.
+	Digest   string `json:"digest,omitempty"`
+	Approval string `json:"approval,omitempty"`
 }
 
 // Ref names a server as namespace/name.
@@ -260,6 +265,7 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served
 		}
 		if d, ok := imports[ss.Namespace+"/"+strings.TrimPrefix(served.Source, "import:")+"/"+remote]; ok {
 			t.Title, t.Description, t.Clipped = d.Title, d.Description, d.Clipped
+			t.Digest, t.Approval = d.Digest, string(d.Approval)
 			if d.InputSchema != nil {
 				t.InputSchema = d.InputSchema.Raw
 			}

@@ -69,6 +69,7 @@ type RemoteToolImportReconciler struct {
 // +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cantus.dev,resources=toolsourcepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cantus.dev,resources=definitionapprovals,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
 
@@ -126,11 +127,20 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		setHandshakeFailed(imp, err, probedAt)
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
+	approving, err := r.approvingDigests(ctx, imp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	hadCatalog := imp.Status.CatalogDigest != ""
-	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), probedAt)
+	previous := imp.Status.DeepCopy()
+	tools := filterTools(res.Tools, imp.Spec.Tools)
+	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))
+	}
+	if applyApproval(imp, previous, tools, approving) {
+		r.event(imp, corev1.EventTypeWarning, "DefinitionsChanged", pendingMessage(imp, imp.Status.Approval.Changes))
 	}
 	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
 }
@@ -408,6 +418,8 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&cantusv1alpha1.RemoteToolImport{}, builder.WithPredicates(specOrRequestChanged)).
 		Watches(&cantusv1alpha1.ToolSourcePolicy{}, handler.EnqueueRequestsFromMapFunc(r.allImports),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// An approval given or withdrawn by its own object applies at once.
+		Watches(&cantusv1alpha1.DefinitionApproval{}, handler.EnqueueRequestsFromMapFunc(importsApprovedBy)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.importsInNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		// By metadata only: a changed resourceVersion is all it takes to re-run the

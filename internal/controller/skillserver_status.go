@@ -112,7 +112,7 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 	}
 	if len(imports.Unresolved) == 0 {
 		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved,
-			fmt.Sprintf("all %d imports are Ready and served", len(ss.Spec.Imports)))
+			fmt.Sprintf("all %d imports are Ready and served%s", len(ss.Spec.Imports), withheldNote(imports.Withheld)))
 	} else {
 		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionFalse, cantusv1alpha1.ReasonImportsNotReady,
 			"not served: "+strings.Join(imports.Unresolved, "; "))
@@ -178,4 +178,14 @@ func servedTools(ss *cantusv1alpha1.SkillServer) []cantusv1alpha1.ServedTool {
 		tools = append(tools, cantusv1alpha1.ServedTool{Name: m.ToolNameOrDefault(), Source: "memory"})
 	}
 	return tools
+}
+
+// withheldNote says which imported tools wait for approval at their imports: a held
+// change is not a failure of the gateway, which serves the approved tools.
+func withheldNote(withheld []string) string {
+	if len(withheld) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d imported tools are withheld until their imports' owners approve their new or changed definitions (see the imports' DefinitionsApproved): %s",
+		len(withheld), listAtMost(withheld, 10, ", "))
 }

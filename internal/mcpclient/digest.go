@@ -2,10 +2,12 @@ package mcpclient
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -111,4 +113,69 @@ func decodeCanonical(raw json.RawMessage) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// ItemDigest names one served item by kind and name, with its item digest: what an
+// approval of definitions binds to.
+type ItemDigest struct {
+	Kind, Name, Digest string
+}
+
+// DefinitionsDigest is the digest of a set of items: the sha256 (hex) of the canonical
+// JSON of their kinds, names and item digests, sorted. The order the remote lists them
+// in does not change it; any item added, removed or changed does.
+func DefinitionsDigest(items []ItemDigest) string {
+	sorted := slices.Clone(items)
+	slices.SortFunc(sorted, func(a, b ItemDigest) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Digest, b.Digest))
+	})
+	rows := make([][3]string, 0, len(sorted))
+	for _, it := range sorted {
+		rows = append(rows, [3]string{it.Kind, it.Name, it.Digest})
+	}
+	return sha256JSON(rows)
+}
+
+// memberDigestLength is how many hex digits of a member's digest are kept: enough to
+// tell which member of a changed item changed (the item digest is the whole one).
+const memberDigestLength = 16
+
+// MemberDigests maps each member of the tool's definition (ToolKind's) that is present
+// to the first 16 hex digits of the sha256 of its canonical JSON.
+func (t Tool) MemberDigests() map[string]string {
+	out := map[string]string{}
+	for member, v := range t.members() {
+		out[member] = sha256JSON(v)[:memberDigestLength]
+	}
+	return out
+}
+
+// MemberTexts maps each member of the tool's definition that is present to its text: a
+// string member as is, any other as compact canonical JSON. It is for showing a change
+// to a human, who clips it.
+func (t Tool) MemberTexts() map[string]string {
+	out := map[string]string{}
+	for member, v := range t.members() {
+		if s, ok := v.(string); ok {
+			out[member] = s
+			continue
+		}
+		data, _ := json.Marshal(v)
+		out[member] = string(data)
+	}
+	return out
+}
+
+func (t Tool) members() map[string]any {
+	def, ok := canonicalTool(t).(map[string]any)
+	if !ok {
+		def, _ = canonicalTool(Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}).(map[string]any)
+	}
+	out := map[string]any{}
+	for _, m := range ToolKind.Members {
+		if v := def[m]; v != nil {
+			out[m] = v
+		}
+	}
+	return out
 }

@@ -39,8 +39,10 @@ type reexported struct {
 	// tools are served besides the skills, in spec.imports order.
 	tools []adapterconfig.Tool
 	// files are the header values and CA bundles the tools need.
-	files  []File
-	report Imports
+	files []File
+	// withheld are the imported tools whose definitions wait for approval.
+	withheld []adapterconfig.WithheldTool
+	report   Imports
 }
 
 // Imports reports what became of the imports a SkillServer re-exports.
@@ -55,6 +57,9 @@ type Imports struct {
 	// the remote defined them (a name outside the MCP grammar, a schema that is not an
 	// object schema or is too costly to validate); the rest are served.
 	Skipped []string
+	// Withheld names the imported tools not served because their new or changed
+	// definitions wait for approval at their import (spec.approval.mode Manual).
+	Withheld []string
 }
 
 // reexport re-exports the tools of the imports in spec.imports. imports holds the
@@ -69,6 +74,7 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 	}
 	candidates := map[string][]candidate{}
 	var order []string
+	var pending []adapterconfig.WithheldTool
 	for _, spec := range ss.Spec.Imports {
 		imp, why := readyImport(imports, spec.Name)
 		if why != "" {
@@ -82,6 +88,10 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 				continue
 			}
 			served := servedName(spec, t.Name)
+			if t.Approval == cantusv1alpha1.ItemPending {
+				pending = append(pending, withheldTool(served, imp, t.Name))
+				continue
+			}
 			if _, seen := candidates[served]; !seen {
 				order = append(order, served)
 			}
@@ -107,7 +117,30 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 		}
 		out.report.Served = append(out.report.Served, served)
 	}
+	out.withhold(pending, owner, candidates)
 	return out
+}
+
+// withhold adds the pending tools whose served name nothing else uses: a call to one
+// is then answered definition_changed instead of "tool not found".
+func (out *reexported) withhold(pending []adapterconfig.WithheldTool, owner map[string]string, candidates map[string][]candidate) {
+	seen := map[string]bool{}
+	for _, w := range pending {
+		if _, taken := owner[w.Name]; taken || len(candidates[w.Name]) > 0 || seen[w.Name] {
+			continue
+		}
+		seen[w.Name] = true
+		out.withheld = append(out.withheld, w)
+		out.report.Withheld = append(out.report.Withheld, adapterconfig.ClipName(w.Name))
+	}
+}
+
+// withheldTool is how a gateway answers a call to a tool whose new or changed
+// definition waits for approval at its import.
+func withheldTool(served string, imp *cantusv1alpha1.RemoteToolImport, remote string) adapterconfig.WithheldTool {
+	return adapterconfig.WithheldTool{Name: served, Reason: fmt.Sprintf(
+		"definition_changed: the definition of tool %q changed at its source (RemoteToolImport %s/%s, remote tool %q) and is withheld until the import's owner approves it (status.approval.pendingDigest); list the tools again to see the approved ones",
+		adapterconfig.ClipName(served), imp.Namespace, imp.Name, adapterconfig.ClipName(remote))}
 }
 
 type candidate struct {
@@ -272,6 +305,7 @@ func rolloutHashOf(cfg *adapterconfig.Config) (string, error) {
 	stable := *cfg
 	stable.Auth = nil
 	stable.Tools = nil
+	stable.Withheld = nil // reloaded in place, like the imported tools
 	withoutContent(&stable)
 	endpoints := map[string]bool{}
 	for _, t := range cfg.Tools {

@@ -111,6 +111,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	// hash does not change.
 	cfg.Tools = append(make([]adapterconfig.Tool, 0, len(own.config.Tools)+len(imported.tools)), own.config.Tools...)
 	cfg.Tools = append(cfg.Tools, imported.tools...)
+	cfg.Withheld = imported.withheld
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
 	limits, limitsErr := renderLimits(ss.Spec.Limits)
 	cfg.Limits = limits
