@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
@@ -64,6 +65,9 @@ type RemoteToolImportReconciler struct {
 	// at most its timeout, so the others keep going.
 	MaxConcurrentHandshakes int
 	Now                     func() time.Time
+	// ListChanges re-runs the handshake of pinned imports when their remote says a
+	// list changed; SetupWithManager makes one when nil.
+	ListChanges *ListChangeWatcher
 }
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports,verbs=get;list;watch
@@ -78,6 +82,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	imp := &cantusv1alpha1.RemoteToolImport{}
 	if err := r.Get(ctx, req.NamespacedName, imp); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.stopWatching(req.NamespacedName)
 			return ctrl.Result{}, r.forgetBridge(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get RemoteToolImport: %w", err)
@@ -95,6 +100,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	if problems := imp.Spec.Problems(); len(problems) > 0 {
 		// Terminal until the spec changes: no retry loop, and nothing is dialled.
 		setImportStalled(imp, strings.Join(problems, "; "))
+		r.stopWatching(client.ObjectKeyFromObject(imp))
 		return ctrl.Result{}, nil
 	}
 	removeCondition(imp, cantusv1alpha1.ConditionStalled)
@@ -106,6 +112,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setNotAllowed(imp, decision)
+		r.stopWatching(client.ObjectKeyFromObject(imp))
 		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
 
@@ -142,7 +149,28 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	if applyApproval(imp, previous, tools, approving) {
 		r.event(imp, corev1.EventTypeWarning, "DefinitionsChanged", pendingMessage(imp, imp.Status.Approval.Changes))
 	}
+	r.watchIfPinned(ctx, imp, opts, checker)
 	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
+}
+
+// watchIfPinned keeps a session with the remote of a pinned import, so that its
+// list_changed notifications re-run the handshake, and ends that of any other.
+func (r *RemoteToolImportReconciler) watchIfPinned(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, opts mcpclient.Options, checker *policy.Checker) {
+	if r.ListChanges == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(imp)
+	if !watchesRemote(imp) {
+		r.ListChanges.Stop(key)
+		return
+	}
+	r.ListChanges.Ensure(ctx, key, opts, checker)
+}
+
+func (r *RemoteToolImportReconciler) stopWatching(key types.NamespacedName) {
+	if r.ListChanges != nil {
+		r.ListChanges.Stop(key)
+	}
 }
 
 func (r *RemoteToolImportReconciler) now() time.Time {
@@ -404,6 +432,12 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentHandshakes == 0 {
 		r.MaxConcurrentHandshakes = 32
 	}
+	if r.ListChanges == nil {
+		r.ListChanges = NewListChangeWatcher()
+	}
+	if err := mgr.Add(r.ListChanges); err != nil {
+		return fmt.Errorf("add the list-change watcher: %w", err)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.RemoteToolImport{}, secretRefIndex, secretRefs); err != nil {
 		return fmt.Errorf("index RemoteToolImports by Secret: %w", err)
 	}
@@ -425,6 +459,8 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// By metadata only: a changed resourceVersion is all it takes to re-run the
 		// handshakes that read the Secret, and the cache then holds no Secret values.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
+		// A pinned import's remote said a list changed.
+		WatchesRawSource(source.Channel(r.ListChanges.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentHandshakes}).
 		Named("remotetoolimport").
 		Complete(traced("remotetoolimport", r))

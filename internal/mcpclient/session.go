@@ -49,6 +49,9 @@ type Session struct {
 	// the progress token each call sent.
 	progress    map[string]func(Message)
 	progressSeq atomic.Int64
+	// onListChanged, when set, receives the methods of the list_changed
+	// notifications of the SSE stream (WatchListChanges).
+	onListChanged func(method string)
 
 	lost      chan struct{}
 	lostOnce  sync.Once
@@ -628,6 +631,7 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 				if m.Method == "notifications/progress" && isNotification(m) {
 					s.routeProgress(m)
 				}
+				s.notifyListChanged(m)
 				s.answerServer(m)
 				continue
 			}
