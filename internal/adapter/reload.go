@@ -141,8 +141,8 @@ func diffToolSets(old, next *toolSet) toolDiff {
 
 // sameListing reports whether a and b have the same tools/list entry.
 func sameListing(a, b *compiledTool) bool {
-	ja, errA := json.Marshal(mcpTool(a))
-	jb, errB := json.Marshal(mcpTool(b))
+	ja, errA := json.Marshal(mcpTool(&a.Tool))
+	jb, errB := json.Marshal(mcpTool(&b.Tool))
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 

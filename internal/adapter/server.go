@@ -253,7 +253,7 @@ func (s *Server) newMCPServer() *server.MCPServer {
 func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 	entries := make([]server.ServerTool, 0, len(set.tools)+1)
 	for _, t := range set.tools {
-		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t.Name)})
+		entries = append(entries, server.ServerTool{Tool: mcpTool(&t.Tool), Handler: s.toolHandler(t.Name)})
 	}
 	if s.memory != nil {
 		entries = append(entries, s.memoryTool())
@@ -262,8 +262,9 @@ func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 }
 
 // mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
-// them exactly as the user wrote it.
-func mcpTool(t *compiledTool) mcp.Tool {
+// them exactly as the user wrote it. ListedTools builds the operator's expectations
+// with it too.
+func mcpTool(t *Tool) mcp.Tool {
 	tool := mcp.Tool{
 		Name:           t.Name,
 		Description:    t.Description,
