@@ -52,13 +52,13 @@ const (
 	ReasonDeploymentNotReady = "DeploymentNotReady"
 	ReasonToolsServed        = "ToolsServed"
 	ReasonToolsMismatch      = "ToolsMismatch"
+	ReasonNotAnswering       = "NotAnswering"
+	ReasonNotVerified        = "NotVerified"
 	// ReasonDefinitionsMismatch: the pods serve the expected tools, prompts and skills
 	// by name, but an item's definition is not the one rendered (a tool's title,
 	// description, schemas or annotations; a prompt's title, description or arguments;
 	// a skill's frontmatter or files): they still serve an older config.
 	ReasonDefinitionsMismatch = "DefinitionsMismatch"
-	ReasonNotAnswering       = "NotAnswering"
-	ReasonNotVerified        = "NotVerified"
 	// ReasonIssuerKeysUnavailable: the operator could not read the cluster's
 	// service-account issuer keys, so the adapter could not check the tokens.
 	ReasonIssuerKeysUnavailable = "IssuerKeysUnavailable"
