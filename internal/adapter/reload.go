@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
 // Reload validates cfg and swaps the served tools in place, on the same MCP server:
@@ -141,8 +143,8 @@ func diffToolSets(old, next *toolSet) toolDiff {
 
 // sameListing reports whether a and b have the same tools/list entry.
 func sameListing(a, b *compiledTool) bool {
-	ja, errA := json.Marshal(mcpTool(&a.Tool))
-	jb, errB := json.Marshal(mcpTool(&b.Tool))
+	ja, errA := json.Marshal(listing.Tool(&a.Tool))
+	jb, errB := json.Marshal(listing.Tool(&b.Tool))
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 

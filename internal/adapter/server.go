@@ -17,6 +17,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -253,33 +254,12 @@ func (s *Server) newMCPServer() *server.MCPServer {
 func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 	entries := make([]server.ServerTool, 0, len(set.tools)+1)
 	for _, t := range set.tools {
-		entries = append(entries, server.ServerTool{Tool: mcpTool(&t.Tool), Handler: s.toolHandler(t.Name)})
+		entries = append(entries, server.ServerTool{Tool: listing.Tool(&t.Tool), Handler: s.toolHandler(t.Name)})
 	}
 	if s.memory != nil {
 		entries = append(entries, s.memoryTool())
 	}
 	return entries
-}
-
-// mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
-// them exactly as the user wrote it. ListedTools builds the operator's expectations
-// with it too.
-func mcpTool(t *Tool) mcp.Tool {
-	tool := mcp.Tool{
-		Name:           t.Name,
-		Description:    t.Description,
-		RawInputSchema: t.InputSchema,
-	}
-	if a := t.Annotations; a != nil {
-		tool.Annotations = mcp.ToolAnnotation{
-			Title:           a.Title,
-			ReadOnlyHint:    a.ReadOnlyHint,
-			DestructiveHint: a.DestructiveHint,
-			IdempotentHint:  a.IdempotentHint,
-			OpenWorldHint:   a.OpenWorldHint,
-		}
-	}
-	return tool
 }
 
 // toolHandler serves a call of a configured tool, looked up in the current set at call

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
@@ -26,15 +26,15 @@ type renderedDefinitions struct {
 	tools, prompts, skills map[string]json.RawMessage
 }
 
-// renderedDefinitionsOf builds the entries from cfg with the adapter's own code, so
-// that mcp-go's encoding (it always writes "annotations", for one) and the gateway's
+// renderedDefinitionsOf builds the entries from cfg with the adapter's own code
+// (internal/listing), so that mcp-go's encoding (it always writes "annotations", for one) and the gateway's
 // serving of imported tools as their remotes defined them are the same on both sides.
 func renderedDefinitionsOf(cfg *adapterconfig.Config) (renderedDefinitions, error) {
-	tools, err := adapter.ListedTools(cfg)
+	tools, err := listing.Tools(cfg)
 	if err != nil {
 		return renderedDefinitions{}, fmt.Errorf("build the rendered tool definitions: %w", err)
 	}
-	prompts, err := adapter.ListedPrompts(cfg)
+	prompts, err := listing.Prompts(cfg)
 	if err != nil {
 		return renderedDefinitions{}, fmt.Errorf("build the rendered prompt definitions: %w", err)
 	}

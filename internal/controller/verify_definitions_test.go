@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -128,7 +128,7 @@ func TestDefinitionsMismatchMessageIsBounded(t *testing.T) {
 type servingLister struct{ cfg *adapterconfig.Config }
 
 func (l servingLister) ListTools(context.Context, VerifyTarget) ([]mcpclient.Tool, error) {
-	listed, err := adapter.ListedTools(l.cfg)
+	listed, err := listing.Tools(l.cfg)
 	if err != nil {
 		return nil, err
 	}

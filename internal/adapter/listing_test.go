@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
-// ListedTools and ListedPrompts are exactly what a running server lists, member for
+// listing.Tools and listing.Prompts are exactly what a running server lists, member for
 // member: a configured tool with annotations, one without (mcp-go writes
 // "annotations": {}), an imported tool with its remote's definition (served verbatim
 // under its served name), one without, the memory tool, and prompts.
-func TestListedToolsAndPrompts_AreWhatTheServerLists(t *testing.T) {
+func TestListing_IsWhatTheServerLists(t *testing.T) {
 	readOnly := true
 	annotated := templateTool("search", `{"type":"object","properties":{"q":{"type":"string","maxLength":1.50E2}}}`, "found")
 	annotated.Description = "Search the library."
@@ -29,12 +30,12 @@ func TestListedToolsAndPrompts_AreWhatTheServerLists(t *testing.T) {
 	}
 	srv := serve(t, cfg)
 
-	wantTools, err := ListedTools(cfg)
+	wantTools, err := listing.Tools(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	compareListing(t, "tools", srv.baseURL, wantTools, []string{"bare", "notes", "search", "w_forecast", "w_plain"})
-	wantPrompts, err := ListedPrompts(cfg)
+	wantPrompts, err := listing.Prompts(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
