@@ -54,6 +54,11 @@ const (
 	ReasonToolsMismatch      = "ToolsMismatch"
 	ReasonNotAnswering       = "NotAnswering"
 	ReasonNotVerified        = "NotVerified"
+	// ReasonDefinitionsMismatch: the pods serve the expected tools, prompts and skills
+	// by name, but an item's definition is not the one rendered (a tool's title,
+	// description, schemas or annotations; a prompt's title, description or arguments;
+	// a skill's frontmatter or files): they still serve an older config.
+	ReasonDefinitionsMismatch = "DefinitionsMismatch"
 	// ReasonIssuerKeysUnavailable: the operator could not read the cluster's
 	// service-account issuer keys, so the adapter could not check the tokens.
 	ReasonIssuerKeysUnavailable = "IssuerKeysUnavailable"

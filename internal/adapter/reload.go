@@ -7,6 +7,8 @@ import (
 	"maps"
 	"reflect"
 	"strings"
+
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
 // Reload validates cfg and swaps the served tools in place, on the same MCP server:
@@ -142,8 +144,8 @@ func diffToolSets(old, next *toolSet) toolDiff {
 
 // sameListing reports whether a and b have the same tools/list entry.
 func sameListing(a, b *compiledTool) bool {
-	ja, errA := json.Marshal(mcpTool(a))
-	jb, errB := json.Marshal(mcpTool(b))
+	ja, errA := json.Marshal(listing.Tool(&a.Tool))
+	jb, errB := json.Marshal(listing.Tool(&b.Tool))
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 

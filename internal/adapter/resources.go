@@ -13,6 +13,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
 // SkillsExtension is the MCP Skills extension's identifier in the capabilities.
@@ -125,13 +126,7 @@ func mcpResourceTemplate(t *servedTemplate) mcp.ResourceTemplate {
 	return out
 }
 
-func mcpPrompt(p *servedPrompt) mcp.Prompt {
-	out := mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description}
-	for _, a := range p.Arguments {
-		out.Arguments = append(out.Arguments, mcp.PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
-	}
-	return out
-}
+func mcpPrompt(p *servedPrompt) mcp.Prompt { return listing.Prompt(&p.Prompt) }
 
 // contentHooks filter every resources/list, resources/templates/list and prompts/list
 // answer down to what its caller may read or get.

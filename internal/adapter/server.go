@@ -20,6 +20,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -265,7 +266,7 @@ func (s *Server) newMCPServer() *server.MCPServer {
 func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 	entries := make([]server.ServerTool, 0, len(set.tools)+1)
 	for _, t := range set.tools {
-		entries = append(entries, server.ServerTool{Tool: mcpTool(t), Handler: s.toolHandler(t.Name)})
+		entries = append(entries, server.ServerTool{Tool: listing.Tool(&t.Tool), Handler: s.toolHandler(t.Name)})
 	}
 	for _, name := range slices.Sorted(maps.Keys(set.withheld)) {
 		// Registered so that a call gets the reason, not "tool not found"; the list
@@ -310,26 +311,6 @@ func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
 		}
 	}
 	return listed
-}
-
-// mcpTool describes t to clients. The schema is passed as raw bytes so that it reaches
-// them exactly as the user wrote it.
-func mcpTool(t *compiledTool) mcp.Tool {
-	tool := mcp.Tool{
-		Name:           t.Name,
-		Description:    t.Description,
-		RawInputSchema: t.InputSchema,
-	}
-	if a := t.Annotations; a != nil {
-		tool.Annotations = mcp.ToolAnnotation{
-			Title:           a.Title,
-			ReadOnlyHint:    a.ReadOnlyHint,
-			DestructiveHint: a.DestructiveHint,
-			IdempotentHint:  a.IdempotentHint,
-			OpenWorldHint:   a.OpenWorldHint,
-		}
-	}
-	return tool
 }
 
 // toolHandler serves a call of a configured tool, looked up in the current set at call

@@ -11,6 +11,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -20,7 +21,7 @@ type countingLister struct {
 	calls atomic.Int32
 }
 
-func (c *countingLister) ListTools(ctx context.Context, target VerifyTarget) ([]string, error) {
+func (c *countingLister) ListTools(ctx context.Context, target VerifyTarget) ([]mcpclient.Tool, error) {
 	c.calls.Add(1)
 	return c.ToolLister.ListTools(ctx, target)
 }

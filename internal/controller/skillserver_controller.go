@@ -25,6 +25,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -75,9 +76,9 @@ type BindingRevocations interface {
 	Lifetime() time.Duration
 }
 
-// ToolLister lists the names of the tools an MCP server serves.
+// ToolLister lists the tools an MCP server serves.
 type ToolLister interface {
-	ListTools(ctx context.Context, target VerifyTarget) ([]string, error)
+	ListTools(ctx context.Context, target VerifyTarget) ([]mcpclient.Tool, error)
 }
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=skillservers,verbs=get;list;watch
@@ -157,7 +158,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	_, requested := ss.Status.ReconcileRequested(ss.Annotations)
 	verified := alreadyVerified(ss, rendered.Hash, obs.URL) && !requested
 	setObserved(ss, obs, rendered.Hash, rendered.Report.Imports.Served)
-	retry := r.verifyIfNeeded(ctx, ss, obs, verified)
+	retry := r.verifyIfNeeded(ctx, ss, obs, rendered.Config, verified)
 	return ctrl.Result{RequeueAfter: retry}, nil
 }
 

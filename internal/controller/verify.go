@@ -14,13 +14,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // MCPVerifier lists the tools a SkillServer's pods serve, as an agent would: an MCP
 // initialize and tools/list through the Service. A Deployment's availability only says
-// that the readiness probe passed; this says the pods answer MCP with the right tools.
+// that the readiness probe passed; this says the pods answer MCP with the right tools,
+// defined as rendered.
 type MCPVerifier struct {
 	// Timeout bounds one verification; a server that does not answer within it is
 	// retried later and never holds a reconcile worker longer.
@@ -42,8 +44,8 @@ type VerifyTarget struct {
 	Skills, Prompts bool
 }
 
-// ListTools returns the names of the tools the server lists, sorted.
-func (v *MCPVerifier) ListTools(ctx context.Context, target VerifyTarget) ([]string, error) {
+// ListTools returns the tools the server lists, each with its entry as sent.
+func (v *MCPVerifier) ListTools(ctx context.Context, target VerifyTarget) ([]mcpclient.Tool, error) {
 	timeout := v.Timeout
 	if timeout <= 0 {
 		timeout = DefaultVerifyTimeout
@@ -58,11 +60,7 @@ func (v *MCPVerifier) ListTools(ctx context.Context, target VerifyTarget) ([]str
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(res.Tools))
-	for _, t := range res.Tools {
-		names = append(names, t.Name)
-	}
-	return names, nil
+	return res.Tools, nil
 }
 
 // verifyRetry is how long to wait before verifying again a server that failed: half as
@@ -107,9 +105,10 @@ func operatorListsEveryTool(ss *cantusv1alpha1.SkillServer) bool {
 }
 
 // verifyIfNeeded checks the pods once they are available and the config changed since
-// they were last verified. It returns how long to wait before checking again, zero when
-// nothing needs a retry.
-func (r *SkillServerReconciler) verifyIfNeeded(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation, verified bool) time.Duration {
+// they were last verified. cfg is the rendered config, whose definitions the pods must
+// serve. It returns how long to wait before checking again, zero when nothing needs a
+// retry.
+func (r *SkillServerReconciler) verifyIfNeeded(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation, cfg *adapterconfig.Config, verified bool) time.Duration {
 	switch {
 	case r.Verifier == nil || verified:
 		return 0
@@ -118,12 +117,13 @@ func (r *SkillServerReconciler) verifyIfNeeded(ctx context.Context, ss *cantusv1
 			"the pods are verified through the Service once they are available")
 		return 0
 	}
-	return r.verify(ctx, ss, obs)
+	return r.verify(ctx, ss, obs, cfg)
 }
 
-// verify checks the pods through the Service and records the answer in Verified. It
+// verify checks the pods through the Service and records the answer in Verified: the
+// tools they list must be the ones in the status, defined as cfg defines them. It
 // returns how long to wait before checking again, zero when the check passed.
-func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation) time.Duration {
+func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.SkillServer, obs workload.Observation, cfg *adapterconfig.Config) time.Duration {
 	if obs.ProbeURL == "" {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, "the Service has no cluster IP yet")
 	}
@@ -139,17 +139,24 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if err != nil {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the adapter at %s: %v", obs.ProbeURL, err))
 	}
-	want, got := sets.New(toolNames(ss.Status.Tools)...), sets.New(served...)
+	want, got := sets.New(toolNames(ss.Status.Tools)...), sets.New(servedNames(served)...)
 	if !want.Equal(got) {
 		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
 	}
-	reason, msg, ok := r.verifyContent(ctx, ss, target)
+	rendered, err := renderedDefinitionsOf(cfg)
+	if err != nil {
+		return r.notVerified(ss, cantusv1alpha1.ReasonNotVerified, err.Error())
+	}
+	if msg := definitionsMismatchMessage(definitionDifferences(mcpclient.ToolKind, rendered.tools, servedToolDefinitions(served))); msg != "" {
+		return r.notVerified(ss, cantusv1alpha1.ReasonDefinitionsMismatch, msg)
+	}
+	reason, msg, ok := r.verifyContent(ctx, ss, target, rendered)
 	if !ok {
 		return r.notVerified(ss, reason, msg)
 	}
 	setCondition(ss, cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed,
-		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools%s", obs.ProbeURL, len(served), msg))
+		fmt.Sprintf("the adapter answered MCP initialize and tools/list at %s with the %d expected tools, defined as rendered%s", obs.ProbeURL, len(served), msg))
 	return 0
 }
 
@@ -187,6 +194,14 @@ func toolsMismatchMessage(served int, missing, extra []string) string {
 	}
 	parts = append(parts, "pods that still run an older config pick up the new one within a minute or two")
 	return strings.Join(parts, "; ")
+}
+
+func servedNames(tools []mcpclient.Tool) []string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return names
 }
 
 func toolNames(tools []cantusv1alpha1.ServedTool) []string {

@@ -15,8 +15,9 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
-// ReasonContentMismatch says that the pods answer, but their skills (by manifest digest) or
-// prompts are not the ones the operator rendered: they serve stale content.
+// ReasonContentMismatch says that the pods answer, but they miss skills or prompts the
+// operator rendered, or serve others: they serve stale content. Skills and prompts
+// served under the rendered names with other definitions are DefinitionsMismatch.
 const ReasonContentMismatch = "ContentMismatch"
 
 // ReasonImageSkillsLeftOut says that the pods do not serve a skill from an image: the
@@ -36,8 +37,13 @@ type ServedContent struct {
 	SkillDigests map[string]string
 	// SkillFrontmatter are the listed skills' frontmatter, by the URI of their SKILL.md.
 	SkillFrontmatter map[string]json.RawMessage
+	// SkillManifests are the listed skills' manifests (render.SkillManifest), by the
+	// URI of their SKILL.md, to tell which part of a skill differs.
+	SkillManifests map[string]json.RawMessage
 	// Prompts are the names prompts/list lists.
 	Prompts []string
+	// PromptDefinitions are the prompts/list entries as sent, by name.
+	PromptDefinitions map[string]json.RawMessage
 }
 
 // maxListedEntries bounds one verification's listings: the spec allows 64 skills and
@@ -61,18 +67,18 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 		return ServedContent{}, err
 	}
 	defer s.Close()
-	out := ServedContent{SkillDigests: map[string]string{}, SkillFrontmatter: map[string]json.RawMessage{}}
+	out := ServedContent{SkillDigests: map[string]string{}, SkillFrontmatter: map[string]json.RawMessage{}, SkillManifests: map[string]json.RawMessage{}, PromptDefinitions: map[string]json.RawMessage{}}
 	if target.Skills {
 		skills, err := s.ListSkills(ctx, maxListedEntries)
 		if err != nil {
 			return out, err
 		}
 		for _, raw := range skills {
-			uri, digest, frontmatter, err := skillEntryDigest(raw)
+			manifest, err := skillEntryManifest(raw)
 			if err != nil {
 				return out, err
 			}
-			out.SkillDigests[uri], out.SkillFrontmatter[uri] = digest, frontmatter
+			out.SkillDigests[manifest.uri], out.SkillFrontmatter[manifest.uri], out.SkillManifests[manifest.uri] = manifest.digest, manifest.frontmatter, manifest.manifest
 		}
 	}
 	if target.Prompts {
@@ -88,14 +94,25 @@ func (v *MCPVerifier) ListContent(ctx context.Context, target VerifyTarget) (Ser
 				return out, fmt.Errorf("a prompts/list entry is not an object with a name: %w", err)
 			}
 			out.Prompts = append(out.Prompts, p.Name)
+			out.PromptDefinitions[p.Name] = raw
 		}
 	}
 	return out, nil
 }
 
-// skillEntryDigest reads a skills/list entry into its SKILL.md URI and the digest of
-// its manifest, computed as the operator computes it for the status, and its frontmatter.
-func skillEntryDigest(raw json.RawMessage) (string, string, json.RawMessage, error) {
+// servedSkill is what the verification reads of a skills/list entry.
+type servedSkill struct {
+	// uri is its SKILL.md's.
+	uri string
+	// manifest is render.SkillManifest of the entry, and digest its digest, computed as
+	// the operator computes it for the status.
+	manifest    json.RawMessage
+	digest      string
+	frontmatter json.RawMessage
+}
+
+// skillEntryManifest reads a skills/list entry.
+func skillEntryManifest(raw json.RawMessage) (servedSkill, error) {
 	var entry struct {
 		URI         string          `json:"uri"`
 		Frontmatter json.RawMessage `json:"frontmatter"`
@@ -106,7 +123,7 @@ func skillEntryDigest(raw json.RawMessage) (string, string, json.RawMessage, err
 		} `json:"resources"`
 	}
 	if err := json.Unmarshal(raw, &entry); err != nil {
-		return "", "", nil, fmt.Errorf("a skills/list entry does not list its resources: %w", err)
+		return servedSkill{}, fmt.Errorf("a skills/list entry does not list its resources: %w", err)
 	}
 	root := strings.TrimSuffix(entry.URI, adapterconfig.SkillManifestFile)
 	files := make([]adapterconfig.SkillFile, 0, len(entry.Resources))
@@ -114,28 +131,30 @@ func skillEntryDigest(raw json.RawMessage) (string, string, json.RawMessage, err
 		files = append(files, adapterconfig.SkillFile{Path: strings.TrimPrefix(r.URI, root), Digest: r.Digest, Size: r.Size})
 	}
 	skillPath := strings.TrimSuffix(strings.TrimPrefix(root, adapterconfig.SkillURIScheme), "/")
-	return entry.URI, render.SkillManifestDigest(skillPath, entry.Frontmatter, files), entry.Frontmatter, nil
+	return servedSkill{
+		uri:         entry.URI,
+		manifest:    render.SkillManifest(skillPath, entry.Frontmatter, files),
+		digest:      render.SkillManifestDigest(skillPath, entry.Frontmatter, files),
+		frontmatter: entry.Frontmatter,
+	}, nil
 }
 
-// contentMismatch compares what the pods serve with what the status says was rendered,
-// and says what differs; empty when they match. Skills from images (images, by URI) are
-// not rendered by the operator: verifyImageSkills checks them.
+// contentMismatch compares the skills and prompts the pods serve with those the status
+// says were rendered, by name, and says which are missing or not expected; empty when
+// they match. Their definitions are compared by definitionDifferences. Skills from
+// images (images, by URI) are not rendered by the operator: recordImageSkills checks them.
 func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent, images map[string]string) string {
 	var parts []string
-	want := map[string]string{}
+	want := map[string]bool{}
 	for _, s := range ss.Status.AgentSkills {
 		if _, fromImage := images[s.URI]; !fromImage {
-			want[s.URI] = s.Digest
+			want[s.URI] = true
 		}
 	}
-	var stale, missing, extra []string
-	for uri, digest := range want {
-		got, ok := served.SkillDigests[uri]
-		switch {
-		case !ok:
+	var missing, extra []string
+	for uri := range want {
+		if _, ok := served.SkillDigests[uri]; !ok {
 			missing = append(missing, uri)
-		case got != digest:
-			stale = append(stale, uri)
 		}
 	}
 	for uri := range served.SkillDigests {
@@ -152,7 +171,7 @@ func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent, image
 	for _, l := range []struct {
 		what  string
 		items []string
-	}{{"skills with other files than rendered", stale}, {"missing", missing}, {"not expected", extra}} {
+	}{{"missing", missing}, {"not expected", extra}} {
 		if len(l.items) > 0 {
 			parts = append(parts, l.what+": "+listAtMost(sets.List(sets.New(l.items...)), 10, ", "))
 		}
@@ -165,22 +184,29 @@ func contentMismatch(ss *cantusv1alpha1.SkillServer, served ServedContent, image
 }
 
 // verifyContent checks the pods' skills and prompts, when the verifier can list them
-// and the server serves some. It returns the reason and message of a failed check and
-// false, or what the passed check adds to Verified's message and true.
-func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget) (string, string, bool) {
+// and the server serves some: by name, then their definitions against rendered. It
+// returns the reason and message of a failed check and false, or what the passed check
+// adds to Verified's message and true.
+func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, target VerifyTarget, rendered renderedDefinitions) (string, string, bool) {
 	lister, ok := r.Verifier.(ContentLister)
 	images := imageSkillURIs(ss)
-	rendered := len(ss.Status.AgentSkills) - len(imageSkillEntries(ss, ss.Status.AgentSkills))
-	if !ok || (rendered == 0 && len(images) == 0 && len(ss.Status.Prompts) == 0) {
+	renderedSkills := len(ss.Status.AgentSkills) - len(imageSkillEntries(ss, ss.Status.AgentSkills))
+	if !ok || (renderedSkills == 0 && len(images) == 0 && len(ss.Status.Prompts) == 0) {
 		return "", "", true
 	}
-	target.Skills, target.Prompts = rendered > 0 || len(images) > 0, len(ss.Status.Prompts) > 0
+	target.Skills, target.Prompts = renderedSkills > 0 || len(images) > 0, len(ss.Status.Prompts) > 0
 	served, err := lister.ListContent(ctx, target)
 	if err != nil {
 		return cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("the adapter at %s did not list its skills and prompts: %v", target.URL, err), false
 	}
 	if msg := contentMismatch(ss, served, images); msg != "" {
 		return ReasonContentMismatch, msg, false
+	}
+	differences := slices.Concat(
+		definitionDifferences(mcpclient.SkillKind, rendered.skills, served.SkillManifests),
+		definitionDifferences(mcpclient.PromptKind, rendered.prompts, served.PromptDefinitions))
+	if msg := definitionsMismatchMessage(differences); msg != "" {
+		return cantusv1alpha1.ReasonDefinitionsMismatch, msg, false
 	}
 	if msg := recordImageSkills(ss, served, images); msg != "" {
 		return ReasonImageSkillsLeftOut, msg, false
@@ -189,7 +215,7 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 	if len(images) > 0 {
 		fromImages = fmt.Sprintf("; %d of them from images, as the pods list them", len(images))
 	}
-	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest%s) and %d prompts rendered",
+	return "", fmt.Sprintf(", and skills/list and prompts/list with the %d skills (by manifest digest%s) and %d prompts rendered, defined as rendered",
 		len(ss.Status.AgentSkills), fromImages, len(ss.Status.Prompts)), true
 }
 

@@ -158,3 +158,76 @@ func TestAlreadyVerifiedOnlyForTheSameConfigAndURL(t *testing.T) {
 		t.Error("a verification of an older generation counts for a newer one")
 	}
 }
+
+// verifiedFor matches a SkillServer whose Verified condition has the given status and
+// reason for the given generation.
+func verifiedFor(generation int64, status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
+		c := findCondition(ss, cantusv1alpha1.ConditionVerified)
+		if c == nil {
+			return "absent"
+		}
+		return fmt.Sprintf("%s/%s for generation %d", c.Status, c.Reason, c.ObservedGeneration)
+	}, Equal(fmt.Sprintf("%s/%s for generation %d", status, reason, generation)))
+}
+
+// TestPodsServingAnOlderDescriptionAreNotVerified: a description-only change keeps
+// every tool name, so the names alone would verify pods that still serve the old
+// description: here the Deployment reports the rollout done while the Service still
+// sends the operator to an old pod, as it does until the endpoints catch up. Verified
+// stays False for the new generation, naming the tool and the member, until a pod
+// serves the new description.
+func TestPodsServingAnOlderDescriptionAreNotVerified(t *testing.T) {
+	requireRoot(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	routes := newServiceRoutes()
+	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
+
+	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
+	for _, obj := range []crclient.Object{dep, svc} {
+		g.Eventually(func() error { return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "books"}, obj) }).Should(Succeed())
+	}
+	markDeploymentAvailable(g, ctx, dep)
+	// The pod's volumes are copies made when it starts: it keeps serving this config.
+	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
+	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+
+	rolled := dep.Generation
+	g.Eventually(func() error {
+		current, err := getSkillServer(ctx, ns, "books")()
+		if err != nil {
+			return err
+		}
+		current.Spec.Skills[0].Description = "Find a book by its title."
+		if err := k8sClient.Update(ctx, current); err != nil {
+			return err
+		}
+		ss = current
+		return nil
+	}).Should(Succeed())
+	// The new template rolls the pods; the rollout is reported done, the old pod answers.
+	g.Eventually(func() (int64, error) {
+		err := k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)
+		return dep.Generation, err
+	}).Should(BeNumerically(">", rolled))
+	markDeploymentAvailable(g, ctx, dep)
+
+	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(
+		verifiedFor(ss.Generation, metav1.ConditionFalse, cantusv1alpha1.ReasonDefinitionsMismatch))
+	g.Consistently(getSkillServer(ctx, ns, "books"), 5*time.Second).ShouldNot(
+		verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+	got, err := getSkillServer(ctx, ns, "books")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionVerified).Message).To(ContainSubstring(`tool "search_book": description differs`))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+
+	// A pod of the new template serves the new description.
+	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
+	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(And(
+		verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -48,12 +49,40 @@ var ToolKind = ItemKind{Name: "tool", Members: []string{"name", "title", "descri
 // Formatting and key order do not change it; any change to one of the members does.
 // The error says definition is not a JSON object.
 func (k ItemKind) Digest(definition json.RawMessage) (string, error) {
+	def, err := k.definitionObject(definition)
+	if err != nil {
+		return "", err
+	}
+	return k.digestOf(def), nil
+}
+
+// DifferingMembers names the members of k whose values differ between two
+// definitions, in k's order, compared as Digest compares them (a null member is an
+// absent one). It is the costly half of a comparison: compare digests first, and ask
+// it only of items whose digests differ. The error says a definition is not a JSON
+// object.
+func (k ItemKind) DifferingMembers(a, b json.RawMessage) ([]string, error) {
+	defA, errA := k.definitionObject(a)
+	defB, errB := k.definitionObject(b)
+	if errA != nil || errB != nil {
+		return nil, errors.Join(errA, errB)
+	}
+	var differ []string
+	for _, m := range k.Members {
+		if sha256JSON(defA[m]) != sha256JSON(defB[m]) {
+			differ = append(differ, m)
+		}
+	}
+	return differ, nil
+}
+
+func (k ItemKind) definitionObject(definition json.RawMessage) (map[string]any, error) {
 	v, _ := decodeCanonical(definition)
 	def, ok := v.(map[string]any)
 	if !ok {
-		return "", fmt.Errorf("the definition of a %s is not a JSON object", k.Name)
+		return nil, fmt.Errorf("the definition of a %s is not a JSON object", k.Name)
 	}
-	return k.digestOf(def), nil
+	return def, nil
 }
 
 func (k ItemKind) digestOf(def map[string]any) string {

@@ -2,6 +2,7 @@ package mcpclient_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	// The tests use only the exported API: they live outside the package because
@@ -95,24 +96,26 @@ func TestItemDigest(t *testing.T) {
 	for _, tc := range []struct {
 		name, definition string
 		same             bool
+		// differ are the members DifferingMembers names against base.
+		differ string
 	}{
-		{"unchanged", base, true},
+		{"unchanged", base, true, ""},
 		{"keys in another order, other whitespace", `{ "annotations": {"readOnlyHint": true}, "outputSchema": {"type":"object"},
-			"inputSchema": {"properties":{"x":{"maximum":1.50,"type":"number"}},"type":"object"}, "description": "Adds.", "title": "A", "name": "a" }`, true},
+			"inputSchema": {"properties":{"x":{"maximum":1.50,"type":"number"}},"type":"object"}, "description": "Adds.", "title": "A", "name": "a" }`, true, ""},
 		{"members outside the definition", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"_meta":{"k":"v"},"icons":[{"src":"https://example.com/a.png"}]}`, true},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"_meta":{"k":"v"},"icons":[{"src":"https://example.com/a.png"}]}`, true, ""},
 		{"a null member is an absent one", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":null}`, true},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":null}`, true, ""},
 		{"another description", `{"name":"a","title":"A","description":"Adds two.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false, "description"},
 		{"another title", `{"name":"a","title":"B","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false, "title"},
 		{"a number as written", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.5}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`, false, "inputSchema"},
 		{"no outputSchema", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"annotations":{"readOnlyHint":true}}`, false},
+			`"annotations":{"readOnlyHint":true}}`, false, "outputSchema"},
 		{"another annotation", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}`, false},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}`, false, "annotations"},
 	} {
 		got, err := ToolKind.Digest(json.RawMessage(tc.definition))
 		if err != nil {
@@ -121,14 +124,17 @@ func TestItemDigest(t *testing.T) {
 		if (got == want) != tc.same {
 			t.Errorf("%s: digest %s, base %s: same = %v, want %v", tc.name, got, want, got == want, tc.same)
 		}
+		differ, err := ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(tc.definition))
+		if err != nil || strings.Join(differ, ",") != tc.differ {
+			t.Errorf("%s: differing members %v (%v), want %q", tc.name, differ, err, tc.differ)
+		}
 		if tool := (Tool{Name: "a", Raw: json.RawMessage(tc.definition)}); tool.Digest() != got {
 			t.Errorf("%s: Tool.Digest %s differs from ToolKind.Digest %s", tc.name, tool.Digest(), got)
 		}
 	}
 	// Another kind with other members reuses the same digest.
-	prompt := ItemKind{Name: "prompt", Members: []string{"name", "title", "description", "arguments"}}
-	p1, _ := prompt.Digest(json.RawMessage(`{"name":"p","arguments":[{"name":"x","required":true}]}`))
-	p2, _ := prompt.Digest(json.RawMessage(`{"arguments":[{"required":true,"name":"x"}],"name":"p"}`))
+	p1, _ := PromptKind.Digest(json.RawMessage(`{"name":"p","arguments":[{"name":"x","required":true}]}`))
+	p2, _ := PromptKind.Digest(json.RawMessage(`{"arguments":[{"required":true,"name":"x"}],"name":"p"}`))
 	if p1 != p2 || p1 == "" {
 		t.Errorf("prompt digests %q and %q, want equal", p1, p2)
 	}
@@ -140,6 +146,9 @@ func TestItemDigest(t *testing.T) {
 	for _, bad := range []string{``, `[]`, `"a"`, `{"name":`} {
 		if _, err := ToolKind.Digest(json.RawMessage(bad)); err == nil {
 			t.Errorf("ToolKind.Digest(%q) succeeded, want an error", bad)
+		}
+		if _, err := ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(bad)); err == nil {
+			t.Errorf("ToolKind.DifferingMembers(base, %q) succeeded, want an error", bad)
 		}
 	}
 }

@@ -188,11 +188,20 @@ func (c *Content) Apply(cfg *adapterconfig.Config, contentDir string) {
 }
 
 // SkillManifestDigest is the digest of a skill's manifest: "sha256:" and the item
-// digest (mcpclient.SkillKind) of its skills/list entry, with its resources (uri,
-// digest, size) sorted by uri. Any change to a file's bytes or name, to the set of files
-// or to the frontmatter changes it; the status shows it, and the verification of the
-// pods computes it again from what they list.
+// digest (mcpclient.SkillKind) of SkillManifest. Any change to a file's bytes or name,
+// to the set of files or to the frontmatter changes it; the status shows it, and the
+// verification of the pods computes it again from what they list.
 func SkillManifestDigest(skillPath string, frontmatter json.RawMessage, files []adapterconfig.SkillFile) string {
+	digest, err := mcpclient.SkillKind.Digest(SkillManifest(skillPath, frontmatter, files))
+	if err != nil {
+		panic("render: digest a skill's manifest: " + err.Error())
+	}
+	return adapterconfig.DigestPrefix + digest
+}
+
+// SkillManifest is what the digest of a skill covers of its skills/list entry: the URI
+// of its SKILL.md, its frontmatter and its resources (uri, digest, size) sorted by uri.
+func SkillManifest(skillPath string, frontmatter json.RawMessage, files []adapterconfig.SkillFile) json.RawMessage {
 	type resource struct {
 		URI    string `json:"uri"`
 		Digest string `json:"digest"`
@@ -210,11 +219,7 @@ func SkillManifestDigest(skillPath string, frontmatter json.RawMessage, files []
 		// Only a frontmatter that is not JSON can fail, and it was encoded as JSON.
 		panic("render: encode a skill's manifest: " + err.Error())
 	}
-	digest, err := mcpclient.SkillKind.Digest(entry)
-	if err != nil {
-		panic("render: digest a skill's manifest: " + err.Error())
-	}
-	return adapterconfig.DigestPrefix + digest
+	return entry
 }
 
 // sourceConfigMap finds a ConfigMap the content names, or says why it cannot be read.

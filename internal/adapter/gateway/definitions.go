@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
 // Imported tools are listed exactly as their remote defined them. mcp-go builds every
@@ -22,19 +24,11 @@ type Definitions map[string]json.RawMessage
 func DefinitionsOf(tools []*Tool) Definitions {
 	defs := Definitions{}
 	for _, t := range tools {
-		if len(t.Backend.Definition) == 0 {
-			continue
+		// A definition that is not an object is refused by the config check; mcp-go's
+		// entry is served meanwhile.
+		if entry, ok := listing.RemoteEntry(t.Name, t.Backend.Definition); ok {
+			defs[t.Name] = entry
 		}
-		var members map[string]json.RawMessage
-		if json.Unmarshal(t.Backend.Definition, &members) != nil || members == nil {
-			continue // the config check refuses this; mcp-go's entry is served meanwhile
-		}
-		members["name"], _ = json.Marshal(t.Name)
-		entry, err := json.Marshal(members)
-		if err != nil {
-			continue
-		}
-		defs[t.Name] = entry
 	}
 	return defs
 }
