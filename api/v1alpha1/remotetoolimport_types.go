@@ -51,6 +51,10 @@ type RemoteToolImportSpec struct {
 	// +optional
 	Stdio *StdioSource `json:"stdio,omitempty"`
 
+	// ContentFilters (prompts, resources, resourceTemplates) filter what the remote
+	// serves besides tools.
+	ContentFilters `json:",inline"`
+
 	// Headers are sent with every request; their values come from Secrets.
 	// +listType=map
 	// +listMapKey=name
@@ -214,6 +218,8 @@ type DiscoveredTool struct {
 type RemoteToolImportStatus struct {
 	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
 	ReconcileRequestStatus `json:",inline"`
+	// RemoteContentStatus lists the remote's prompts, resources and resource templates.
+	RemoteContentStatus `json:",inline"`
 
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -275,6 +281,9 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
+// +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1
+// +kubebuilder:printcolumn:name="Templates",type=integer,JSONPath=`.status.resourceTemplateCount`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RemoteToolImport struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -104,6 +104,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setNotAllowed(imp, decision)
+		clearContent(imp)
 		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
 
@@ -126,10 +127,15 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
 	hadCatalog := imp.Status.CatalogDigest != ""
-	added, removed := setHandshakeSucceeded(imp, res, filterTools(res.Tools, imp.Spec.Tools), probedAt)
+	tools := filterTools(res.Tools, imp.Spec.Tools)
+	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
+	contentChange := setContentDiscovered(imp, res, tools)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))
+	}
+	if hadCatalog && contentChange != "" {
+		r.event(imp, corev1.EventTypeNormal, "ContentChanged", contentChange)
 	}
 	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
 }
