@@ -16,6 +16,13 @@ const (
 	// ReasonContentListFailed: a listing failed; its kind keeps the entries of the last
 	// listing that worked, and the tools are served regardless.
 	ReasonContentListFailed = "ContentListFailed"
+
+	// ConditionImportedContentServed is False on a gateway when imported prompts,
+	// resources or resource templates are left out: their name or URI collides
+	// (reason NameCollision) or they cannot be served as listed (ContentSkipped).
+	ConditionImportedContentServed = "ImportedContentServed"
+	ReasonContentServed            = "ContentServed"
+	ReasonContentSkipped           = "ContentSkipped"
 )
 
 // Bounds of the content in a RemoteToolImport's status. A probe accepts at most

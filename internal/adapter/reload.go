@@ -47,7 +47,7 @@ func (s *Server) Reload(cfg *Config) error {
 	if err := s.auth.Check(auth); err != nil {
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
-	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return fmt.Errorf("remote tools: %w", err)
 	}
@@ -156,7 +156,7 @@ func (s *Server) reloadContent(cfg *Config, next *contentSet) {
 	old := s.content.Swap(next)
 	s.reportLeftOut(next)
 	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.ImageSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.ImageSkills, cfg.Resources
-	s.cfg.ResourceTemplates, s.cfg.Prompts = cfg.ResourceTemplates, cfg.Prompts
+	s.cfg.ResourceTemplates, s.cfg.Prompts, s.cfg.Imported = cfg.ResourceTemplates, cfg.Prompts, cfg.Imported
 	filesChanged := !bytes.Equal(filesListing(old), filesListing(next))
 	templatesChanged := !bytes.Equal(templatesListing(old), templatesListing(next))
 	promptsChanged := !bytes.Equal(promptsListing(old), promptsListing(next))

@@ -157,7 +157,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		s.calls = o.calls
 	}
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway)
-	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
 	}

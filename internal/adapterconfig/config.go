@@ -64,6 +64,8 @@ type Config struct {
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
 	// Prompts are prompt templates.
 	Prompts []Prompt `json:"prompts,omitempty"`
+	// Imported is what a gateway re-exports of its imports besides tools.
+	Imported *ImportedContent `json:"imported,omitempty"`
 
 	// Limits, when set, replace the adapter's default call limits (64 running, 64
 	// waiting up to 10s, no per-caller rate). They apply to this process (one pod).
