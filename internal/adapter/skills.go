@@ -169,7 +169,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // -32602: an unknown URI (SEP-2164) and a refused read.
 func (s *Server) checkRead(r *http.Request, uri string) *jsonRPCAnswer {
 	set := s.content.Load()
-	if set.files[uri] == nil && !set.matchesTemplate(uri) {
+	if set.files[uri] == nil && !set.matchesTemplate(uri) && set.imported.resourceFor(uri) == nil {
 		answer := invalidParams("no resource is served at " + uri)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
