@@ -46,14 +46,19 @@ type ContentFilters struct {
 	// ResourceTemplates filters the remote's resource templates by URI template.
 	// +optional
 	ResourceTemplates *ToolFilter `json:"resourceTemplates,omitempty"`
+	// Skills filters the remote's Agent Skills by skill path ("acme/refunds" for
+	// skill://acme/refunds/SKILL.md).
+	// +optional
+	Skills *ToolFilter `json:"skills,omitempty"`
 }
 
 // RemoteContentStatus lists what the remote serves besides tools, after the filters,
-// at the last successful handshake. Bounds: at most 1000 entries of each kind (a
+// at the last successful handshake: prompts, resources, resource templates and Agent
+// Skills. Bounds: at most 1000 entries of each kind (a
 // probe refuses more); names are clipped to 256 bytes, URIs and URI templates to
-// 2 KiB and descriptions to 4 KiB; a definition over 16 KiB is left out (and named in
-// clipped); definitions are kept while the three lists hold at most 256 KiB, entries
-// without definitions while they hold at most 384 KiB, and contentTruncated says when
+// 2 KiB and descriptions to 4 KiB; a definition over 16 KiB (a skill's: 64 KiB) is
+// left out (and named in clipped); definitions are kept while the lists hold at most
+// 256 KiB together, entries without definitions while they hold at most 384 KiB, and contentTruncated says when
 // either limit left something out. An entry without its definition is not re-exported
 // by gateways. The counts are the remote's, whatever the status holds.
 type RemoteContentStatus struct {
@@ -82,6 +87,17 @@ type RemoteContentStatus struct {
 	// the filters).
 	// +optional
 	ResourceTemplateCount int32 `json:"resourceTemplateCount,omitempty"`
+	// Skills are the remote's Agent Skills (skills/list of a remote announcing the
+	// Skills extension, io.modelcontextprotocol/skills). A skill's definition (its
+	// skills/list entry: SKILL.md's URI, frontmatter, and each file's URI, digest and
+	// size) may hold 64 KiB.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	Skills []DiscoveredSkill `json:"skills,omitempty"`
+	// SkillCount is the number of skills the remote lists (after the filters).
+	// +optional
+	SkillCount int32 `json:"skillCount,omitempty"`
 	// ContentTruncated is true when entries or their definitions were left out to keep
 	// the status small.
 	// +optional
@@ -129,5 +145,13 @@ type DiscoveredResource struct {
 type DiscoveredResourceTemplate struct {
 	// URITemplate of the template (clipped; the definition holds it whole).
 	URITemplate       string `json:"uriTemplate"`
+	DiscoveredContent `json:",inline"`
+}
+
+// DiscoveredSkill is one Agent Skill of the remote, by the URI of its SKILL.md; its name
+// and description are its frontmatter's.
+type DiscoveredSkill struct {
+	// URI of the skill's SKILL.md (clipped; the definition holds it whole).
+	URI               string `json:"uri"`
 	DiscoveredContent `json:",inline"`
 }

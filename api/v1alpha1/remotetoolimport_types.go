@@ -51,7 +51,7 @@ type RemoteToolImportSpec struct {
 	// +optional
 	Stdio *StdioSource `json:"stdio,omitempty"`
 
-	// ContentFilters (prompts, resources, resourceTemplates) filter what the remote
+	// ContentFilters (prompts, resources, resourceTemplates, skills) filter what the remote
 	// serves besides tools.
 	ContentFilters `json:",inline"`
 
@@ -218,7 +218,8 @@ type DiscoveredTool struct {
 type RemoteToolImportStatus struct {
 	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
 	ReconcileRequestStatus `json:",inline"`
-	// RemoteContentStatus lists the remote's prompts, resources and resource templates.
+	// RemoteContentStatus lists the remote's prompts, resources, resource templates and
+	// Agent Skills.
 	RemoteContentStatus `json:",inline"`
 
 	// +optional
@@ -284,6 +285,7 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1
 // +kubebuilder:printcolumn:name="Templates",type=integer,JSONPath=`.status.resourceTemplateCount`,priority=1
+// +kubebuilder:printcolumn:name="Skills",type=integer,JSONPath=`.status.skillCount`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RemoteToolImport struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -23,6 +23,9 @@ const (
 	maxRemoteURIBytes = 2 << 10
 	// maxContentDefinitionBytes: a larger list entry is recorded without its definition.
 	maxContentDefinitionBytes = 16 << 10
+	// maxSkillDefinitionBytes: a skill's entry lists every file (up to 512), so it may be
+	// larger.
+	maxSkillDefinitionBytes = 64 << 10
 	// maxStatusContentBytes bounds the three lists with definitions; past it, entries
 	// are recorded without them.
 	maxStatusContentBytes = 256 << 10
@@ -37,12 +40,17 @@ type contentKind struct {
 	label  string // plural, for messages: "prompts"
 	key    string // the member that names an entry
 	item   mcpclient.ItemKind
+	// maxDefinition bounds the definition the status keeps.
+	maxDefinition int
+	// described is the member holding name and description: "" for the entry itself.
+	described string
 }
 
 var (
-	promptContent           = contentKind{method: "prompts/list", label: "prompts", key: "name", item: mcpclient.PromptKind}
-	resourceContent         = contentKind{method: "resources/list", label: "resources", key: "uri", item: mcpclient.ResourceKind}
-	resourceTemplateContent = contentKind{method: "resources/templates/list", label: "resource templates", key: "uriTemplate", item: mcpclient.ResourceTemplateKind}
+	promptContent           = contentKind{method: "prompts/list", label: "prompts", key: "name", item: mcpclient.PromptKind, maxDefinition: maxContentDefinitionBytes}
+	resourceContent         = contentKind{method: "resources/list", label: "resources", key: "uri", item: mcpclient.ResourceKind, maxDefinition: maxContentDefinitionBytes}
+	resourceTemplateContent = contentKind{method: "resources/templates/list", label: "resource templates", key: "uriTemplate", item: mcpclient.ResourceTemplateKind, maxDefinition: maxContentDefinitionBytes}
+	skillContent            = contentKind{method: "skills/list", label: "skills", key: "uri", item: mcpclient.SkillKind, maxDefinition: maxSkillDefinitionBytes, described: "frontmatter"}
 )
 
 // contentEntry is one entry of a kind as the status records it.
@@ -53,7 +61,8 @@ type contentEntry struct {
 
 // announcesContent says whether the remote announced prompts or resources.
 func announcesContent(res *mcpclient.Result) bool {
-	return slices.Contains(res.Capabilities, "prompts") || slices.Contains(res.Capabilities, "resources")
+	return slices.Contains(res.Capabilities, "prompts") || slices.Contains(res.Capabilities, "resources") ||
+		slices.Contains(res.Extensions, mcpclient.SkillsExtension)
 }
 
 // setContentDiscovered records what the remote serves besides tools after a successful
@@ -68,17 +77,20 @@ func setContentDiscovered(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.R
 		into *[]json.RawMessage
 	}{
 		{promptContent, &listed.Prompts}, {resourceContent, &listed.Resources}, {resourceTemplateContent, &listed.ResourceTemplates},
+		{skillContent, &listed.Skills},
 	} {
 		if _, failed := res.Content.Failed[k.kind.method]; failed {
 			*k.into = keptDefinitions(before[k.kind.label])
 		}
 	}
-	prompts, resources, templates, truncated := statusContent(listed)
+	prompts, resources, templates, skills, truncated := statusContent(listed)
 	status := &imp.Status.RemoteContentStatus
 	status.Prompts = toPrompts(prompts)
 	status.Resources = toResources(resources)
 	status.ResourceTemplates = toResourceTemplates(templates)
+	status.Skills = toSkills(skills)
 	status.PromptCount, status.ResourceCount, status.ResourceTemplateCount = int32(len(listed.Prompts)), int32(len(listed.Resources)), int32(len(listed.ResourceTemplates))
+	status.SkillCount = int32(len(listed.Skills))
 	status.ContentTruncated = truncated
 	imp.Status.CatalogDigest = mcpclient.CatalogDigest(tools, listed)
 	setContentCondition(imp, res)
@@ -120,7 +132,7 @@ func sortedKeys(m map[string]string) []string {
 // importContentSummary counts the content and says what the status left out.
 func importContentSummary(imp *cantusv1alpha1.RemoteToolImport) string {
 	s := imp.Status.RemoteContentStatus
-	msg := fmt.Sprintf("%d prompts, %d resources, %d resource templates", s.PromptCount, s.ResourceCount, s.ResourceTemplateCount)
+	msg := fmt.Sprintf("%d prompts, %d resources, %d resource templates, %d skills", s.PromptCount, s.ResourceCount, s.ResourceTemplateCount, s.SkillCount)
 	if s.ContentTruncated {
 		msg += "; the status leaves some entries or their definitions out to stay within its size limit, and gateways do not serve those"
 	}
@@ -133,7 +145,22 @@ func filterContent(c mcpclient.Content, f cantusv1alpha1.ContentFilters) mcpclie
 		Prompts:           filterEntries(c.Prompts, promptContent.key, f.Prompts),
 		Resources:         filterEntries(c.Resources, resourceContent.key, f.Resources),
 		ResourceTemplates: filterEntries(c.ResourceTemplates, resourceTemplateContent.key, f.ResourceTemplates),
+		Skills:            filterSkills(c.Skills, f.Skills),
 	}
+}
+
+// filterSkills keeps the skills whose path passes f.
+func filterSkills(entries []json.RawMessage, f *cantusv1alpha1.ToolFilter) []json.RawMessage {
+	if f == nil {
+		return entries
+	}
+	out := make([]json.RawMessage, 0, len(entries))
+	for _, e := range entries {
+		if render.GlobSelected(f.Include, f.Exclude, render.SkillPathOf(stringMember(e, "uri"))) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func filterEntries(entries []json.RawMessage, key string, f *cantusv1alpha1.ToolFilter) []json.RawMessage {
@@ -164,7 +191,7 @@ func stringMember(raw json.RawMessage, name string) string {
 // their definitions while the lists hold at most maxStatusContentBytes, without them
 // while they hold at most maxStatusContentListBytes, and not at all past that;
 // truncated says something was left out for those bounds.
-func statusContent(c mcpclient.Content) (prompts, resources, templates []contentEntry, truncated bool) {
+func statusContent(c mcpclient.Content) (prompts, resources, templates, skills []contentEntry, truncated bool) {
 	size := 0
 	record := func(kind contentKind, entries []json.RawMessage) []contentEntry {
 		out := make([]contentEntry, 0, len(entries))
@@ -189,7 +216,8 @@ func statusContent(c mcpclient.Content) (prompts, resources, templates []content
 	prompts = record(promptContent, c.Prompts)
 	resources = record(resourceContent, c.Resources)
 	templates = record(resourceTemplateContent, c.ResourceTemplates)
-	return prompts, resources, templates, truncated
+	skills = record(skillContent, c.Skills)
+	return prompts, resources, templates, skills, truncated
 }
 
 // discoveredEntry is raw (a list entry the probe checked names itself by kind.key) as
@@ -197,8 +225,12 @@ func statusContent(c mcpclient.Content) (prompts, resources, templates []content
 // definition, and the definition when it is at most maxContentDefinitionBytes.
 func discoveredEntry(kind contentKind, raw json.RawMessage) contentEntry {
 	key := stringMember(raw, kind.key)
-	name := stringMember(raw, "name")
-	description := stringMember(raw, "description")
+	described := raw
+	if kind.described != "" {
+		described = rawMember(raw, kind.described)
+	}
+	name := stringMember(described, "name")
+	description := stringMember(described, "description")
 	e := contentEntry{key: clip(key, maxRemoteURIBytes)}
 	e.content.Name = clip(name, maxRemoteNameBytes)
 	e.content.Description = clip(description, maxRemoteDescriptionBytes)
@@ -215,7 +247,7 @@ func discoveredEntry(kind contentKind, raw json.RawMessage) contentEntry {
 	if e.content.Description != description {
 		e.content.Clipped = append(e.content.Clipped, "description")
 	}
-	if len(raw) > maxContentDefinitionBytes {
+	if len(raw) > kind.maxDefinition {
 		e.content.Clipped = append(e.content.Clipped, "definition")
 	} else {
 		e.content.Definition = &runtime.RawExtension{Raw: raw}
@@ -245,6 +277,26 @@ func toResources(entries []contentEntry) []cantusv1alpha1.DiscoveredResource {
 	return out
 }
 
+func toSkills(entries []contentEntry) []cantusv1alpha1.DiscoveredSkill {
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make([]cantusv1alpha1.DiscoveredSkill, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, cantusv1alpha1.DiscoveredSkill{URI: e.key, DiscoveredContent: e.content})
+	}
+	return out
+}
+
+// rawMember is the member name of a JSON object as sent, nil when absent.
+func rawMember(raw json.RawMessage, name string) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil
+	}
+	return members[name]
+}
+
 func toResourceTemplates(entries []contentEntry) []cantusv1alpha1.DiscoveredResourceTemplate {
 	if len(entries) == 0 {
 		return nil
@@ -268,6 +320,9 @@ func contentEntriesOf(s *cantusv1alpha1.RemoteContentStatus) map[string][]conten
 	for _, t := range s.ResourceTemplates {
 		out[resourceTemplateContent.label] = append(out[resourceTemplateContent.label], contentEntry{key: t.URITemplate, content: t.DiscoveredContent})
 	}
+	for _, sk := range s.Skills {
+		out[skillContent.label] = append(out[skillContent.label], contentEntry{key: sk.URI, content: sk.DiscoveredContent})
+	}
 	return out
 }
 
@@ -286,7 +341,7 @@ func keptDefinitions(entries []contentEntry) []json.RawMessage {
 // added, removed and changed (another digest), at most ten named of each.
 func describeContentChange(before, after map[string][]contentEntry) string {
 	var parts []string
-	for _, label := range []string{promptContent.label, resourceContent.label, resourceTemplateContent.label} {
+	for _, label := range []string{promptContent.label, resourceContent.label, resourceTemplateContent.label, skillContent.label} {
 		added, removed, changed := diffEntries(before[label], after[label])
 		var kind []string
 		if len(added) > 0 {

@@ -37,7 +37,7 @@ func TestContentStatusBounds(t *testing.T) {
 			json.RawMessage(`{"name":"huge","arguments":[{"name":"x","description":"`+strings.Repeat("a", 20<<10)+`"}]}`)),
 		ResourceTemplates: []json.RawMessage{json.RawMessage(`{"uriTemplate":"x://` + strings.Repeat("u", 3<<10) + `/{id}","name":"t"}`)},
 	}
-	prompts, resources, templates, truncated := statusContent(content)
+	prompts, resources, templates, _, truncated := statusContent(content)
 	if !truncated {
 		t.Error("want truncated")
 	}
@@ -76,7 +76,7 @@ func TestContentStatusBounds(t *testing.T) {
 
 	// A URI template over the clip limit, alone, is clipped and named, its definition
 	// kept whole.
-	_, _, templates, _ = statusContent(mcpclient.Content{ResourceTemplates: content.ResourceTemplates})
+	_, _, templates, _, _ = statusContent(mcpclient.Content{ResourceTemplates: content.ResourceTemplates})
 	if len(templates) != 1 || len(templates[0].key) > maxRemoteURIBytes || !contains(templates[0].content.Clipped, "uriTemplate") ||
 		templates[0].content.Definition == nil {
 		t.Errorf("template %d bytes, clipped %v", len(templates[0].key), templates[0].content.Clipped)
@@ -155,6 +155,28 @@ func TestSetContentDiscovered(t *testing.T) {
 	}
 	setContentDiscovered(imp, &mcpclient.Result{Capabilities: caps, Content: first}, tools)
 	if imp.Status.CatalogDigest != catalog {
+		t.Error("the same content must give the same catalog digest again")
+	}
+
+	// Skills: named and described by their frontmatter, filtered by skill path.
+	imp.Spec.Skills = &cantusv1alpha1.ToolFilter{Exclude: []string{"acme/internal"}}
+	withSkills := first
+	withSkills.Skills = []json.RawMessage{
+		json.RawMessage(`{"uri":"skill://acme/refunds/SKILL.md","frontmatter":{"name":"refunds","description":"Refund orders"},"resources":[]}`),
+		json.RawMessage(`{"uri":"skill://acme/internal/SKILL.md","frontmatter":{"name":"internal","description":"x"},"resources":[]}`),
+	}
+	note = setContentDiscovered(imp, &mcpclient.Result{Capabilities: caps, Extensions: []string{mcpclient.SkillsExtension}, Content: withSkills}, tools)
+	if imp.Status.SkillCount != 1 || imp.Status.Skills[0].Name != "refunds" || imp.Status.Skills[0].Description != "Refund orders" ||
+		imp.Status.Skills[0].URI != "skill://acme/refunds/SKILL.md" {
+		t.Errorf("skills %+v", imp.Status.Skills)
+	}
+	if want, _ := mcpclient.SkillKind.Digest(withSkills.Skills[0]); imp.Status.Skills[0].Digest != want {
+		t.Errorf("skill digest %s, want %s", imp.Status.Skills[0].Digest, want)
+	}
+	if note != "skills: added skill://acme/refunds/SKILL.md" {
+		t.Errorf("note %q", note)
+	}
+	if imp.Status.CatalogDigest == catalog {
 		t.Error("the same content must give the same catalog digest again")
 	}
 }

@@ -10,6 +10,24 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
+// SkillsExtension is the MCP Skills extension's name in capabilities.extensions.
+const SkillsExtension = "io.modelcontextprotocol/skills"
+
+// extensionNames are the sorted names of a capabilities.extensions object; none when
+// it is absent or not an object.
+func extensionNames(raw json.RawMessage) []string {
+	var extensions map[string]json.RawMessage
+	if json.Unmarshal(raw, &extensions) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(extensions))
+	for name := range extensions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // DefaultMaxContentItems bounds the entries a Probe accepts from each of prompts/list,
 // resources/list and resources/templates/list, over all pages.
 const DefaultMaxContentItems = 1000
@@ -36,6 +54,8 @@ type Content struct {
 	Prompts           []json.RawMessage `json:"prompts,omitempty"`
 	Resources         []json.RawMessage `json:"resources,omitempty"`
 	ResourceTemplates []json.RawMessage `json:"resourceTemplates,omitempty"`
+	// Skills are the skills/list entries of a server announcing the Skills extension.
+	Skills []json.RawMessage `json:"skills,omitempty"`
 	// Failed holds, by method ("prompts/list", …), why a listing failed. A failed
 	// listing does not fail the handshake: the tools are served without it, and its
 	// list stays empty here.
@@ -44,7 +64,7 @@ type Content struct {
 
 // Empty says the server serves none of it (or it was not listed).
 func (c Content) Empty() bool {
-	return len(c.Prompts) == 0 && len(c.Resources) == 0 && len(c.ResourceTemplates) == 0
+	return len(c.Prompts) == 0 && len(c.Resources) == 0 && len(c.ResourceTemplates) == 0 && len(c.Skills) == 0
 }
 
 // ListResources returns every resources/list entry as sent, at most limit of them.
@@ -78,10 +98,11 @@ func (s *Session) GetPrompt(ctx context.Context, name string, args json.RawMessa
 }
 
 // listContent lists what the server announced it serves besides tools: prompts when it
-// announced prompts, resources and resource templates when it announced resources. A
+// announced prompts, resources and resource templates when it announced resources,
+// skills when it announced the Skills extension. A
 // listing the server does not implement (method not found) lists nothing; any other
 // failure is recorded in Failed.
-func listContent(ctx context.Context, s *Session, capabilities []string, limit int) Content {
+func listContent(ctx context.Context, s *Session, info ServerInfo, limit int) Content {
 	if limit <= 0 {
 		limit = DefaultMaxContentItems
 	}
@@ -100,9 +121,11 @@ func listContent(ctx context.Context, s *Session, capabilities []string, limit i
 		{"prompts", promptsListing, &c.Prompts},
 		{"resources", resourcesListing, &c.Resources},
 		{"resources", resourceTemplatesListing, &c.ResourceTemplates},
+		{SkillsExtension, skillsListing, &c.Skills},
 	}
+	announced := slices.Concat(info.Capabilities, info.Extensions)
 	for _, k := range each {
-		if !slices.Contains(capabilities, k.capability) {
+		if !slices.Contains(announced, k.capability) {
 			continue
 		}
 		entries, err := s.list(ctx, k.l, limit)
@@ -126,7 +149,7 @@ func methodNotFound(err error) bool {
 // serves nothing else, so that an import serving only tools keeps the catalogDigest it
 // always had; otherwise the sha256 (hex) of the canonical JSON of the tools (as Digest
 // takes them) and of each other kind's entries, each kind sorted by its key (name, uri,
-// uriTemplate). Like Digest, any change to an entry changes it, _meta included.
+// uriTemplate, uri). Like Digest, any change to an entry changes it, _meta included.
 func CatalogDigest(tools []Tool, c Content) string {
 	if c.Empty() {
 		return Digest(tools)
@@ -143,6 +166,7 @@ func CatalogDigest(tools []Tool, c Content) string {
 		"prompts":           canonicalEntries(c.Prompts, "name"),
 		"resources":         canonicalEntries(c.Resources, "uri"),
 		"resourceTemplates": canonicalEntries(c.ResourceTemplates, "uriTemplate"),
+		"skills":            canonicalEntries(c.Skills, "uri"),
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,6 +68,20 @@ func TestProbeListsContent(t *testing.T) {
 	if msg := res.Content.Failed["resources/list"]; !strings.Contains(msg, "more than 1") {
 		t.Errorf("want resources/list failed over the limit, got %q", msg)
 	}
+
+	// The Skills extension, announced in capabilities.extensions, is listed by skills/list.
+	const skill = `{"uri":"skill://a/SKILL.md","frontmatter":{"name":"a","description":"A"},"resources":[]}`
+	answers["skills/list"] = `{"skills":[` + skill + `]}`
+	res = probeOK(t, Options{URL: contentServer(t, caps, answers)})
+	if len(res.Content.Skills) != 0 {
+		t.Errorf("skills listed without the extension: %s", res.Content.Skills)
+	}
+	caps["extensions"] = map[string]any{SkillsExtension: map[string]any{}}
+	res = probeOK(t, Options{URL: contentServer(t, caps, answers)})
+	if len(res.Content.Skills) != 1 || string(res.Content.Skills[0]) != skill || !slices.Contains(res.Extensions, SkillsExtension) {
+		t.Errorf("skills %s, extensions %v", res.Content.Skills, res.Extensions)
+	}
+	delete(caps, "extensions")
 
 	delete(caps, "resources")
 	res = probeOK(t, Options{URL: contentServer(t, caps, answers)})

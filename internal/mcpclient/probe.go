@@ -56,6 +56,8 @@ type Result struct {
 	// Capabilities are the sorted names of the capabilities the server announced:
 	// "tools", "logging", "prompts", "resources", "completions", …
 	Capabilities []string `json:"capabilities"`
+	// Extensions are the sorted names of the extensions the server announced.
+	Extensions []string `json:"extensions,omitempty"`
 	// Tools are the tools of every page, in the server's order. A server that does
 	// not announce the tools capability is not asked (and has none).
 	Tools []Tool `json:"tools"`
@@ -87,6 +89,7 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 		ProtocolVersion: s.ProtocolVersion(),
 		Instructions:    info.Instructions,
 		Capabilities:    info.Capabilities,
+		Extensions:      info.Extensions,
 		Tools:           []Tool{},
 	}
 	if slices.Contains(info.Capabilities, "tools") {
@@ -94,7 +97,7 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 			return nil, handshakeFailure(err)
 		}
 	}
-	res.Content = listContent(ctx, s, info.Capabilities, opts.MaxContentItems)
+	res.Content = listContent(ctx, s, info, opts.MaxContentItems)
 	return res, nil
 }
 

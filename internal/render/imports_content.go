@@ -203,3 +203,17 @@ func importedEndpoints(cfg *adapterconfig.Config) []string {
 	}
 	return out
 }
+
+// SkillPathOf is the skill path of the URI of a skill's SKILL.md
+// ("skill://acme/refunds/SKILL.md" → "acme/refunds"); "" for any other URI.
+func SkillPathOf(uri string) string {
+	rest, ok := strings.CutPrefix(uri, adapterconfig.SkillURIScheme)
+	if !ok {
+		return ""
+	}
+	path, ok := strings.CutSuffix(rest, "/"+adapterconfig.SkillManifestFile)
+	if !ok {
+		return ""
+	}
+	return path
+}
