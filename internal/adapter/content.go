@@ -150,6 +150,12 @@ func loadContent(cfg *Config) (*contentSet, error) {
 		c.prompts = append(c.prompts, p)
 		c.promptByName[p.Name] = p
 	}
+	for _, skill := range c.imported.skills {
+		if c.skillByURI[skill.uri] == nil { // the server's own wins
+			c.skills = append(c.skills, skill)
+			c.skillByURI[skill.uri] = skill
+		}
+	}
 	slices.SortFunc(c.skills, func(a, b *servedSkill) int { return strings.Compare(a.uri, b.uri) })
 	for uri := range c.files {
 		c.fileURIs = append(c.fileURIs, uri)

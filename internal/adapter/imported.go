@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -30,6 +31,10 @@ type importedSet struct {
 	resources    map[string]*importedResource // by URI
 	resourceURIs []string                     // sorted
 	templates    []*importedTemplate          // config order
+	// skills are the imported skills, served with the server's own (skills/list,
+	// skills/get); skillOf maps each of their files' URIs to the skill's path.
+	skills  []*servedSkill
+	skillOf map[string]string
 	// defs are the entries as the remotes listed them, served in place of mcp-go's.
 	defs gateway.ContentDefinitions
 }
@@ -52,12 +57,17 @@ type importedTemplate struct {
 
 // loadImported builds the imported set of cfg, which the config check validated.
 func loadImported(c *adapterconfig.ImportedContent) (*importedSet, error) {
-	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}}
+	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}, skillOf: map[string]string{}}
 	if c.Empty() {
 		return set, nil
 	}
 	item := func(it *adapterconfig.ImportedItem) *gateway.Item {
-		return &gateway.Item{Key: it.Key, Backend: &it.Remote}
+		return &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote}
+	}
+	for i := range c.Skills {
+		if err := set.addSkill(&c.Skills[i]); err != nil {
+			return nil, err
+		}
 	}
 	for i := range c.Prompts {
 		it := &c.Prompts[i]
@@ -115,7 +125,7 @@ func (set *importedSet) items() []*gateway.Item {
 }
 
 func (set *importedSet) empty() bool {
-	return len(set.prompts)+len(set.resources)+len(set.templates) == 0
+	return len(set.prompts)+len(set.resources)+len(set.templates)+len(set.skills) == 0
 }
 
 // resourceFor is the imported item that serves uri: the resource of that URI, else the
@@ -173,7 +183,7 @@ func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) 
 	if it == nil {
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
-	if !s.allows(ctx, access.ItemResource, uri) {
+	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
 		s.logRead(ctx, "resources/read", uri, outcomeRefused)
 		return nil, errNotAllowed("resource " + uri)
 	}
@@ -254,7 +264,7 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 		if it == nil || (set.matchesTemplate(uri) && set.imported.resources[uri] == nil) {
 			return false // the server's own template matches first
 		}
-		if !s.allows(ctx, access.ItemResource, uri) {
+		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
 			s.logRead(ctx, "resources/read", uri, outcomeRefused)
 			writeAnswer(w, req.ID, refused("resource "+uri))
 			return true
@@ -326,5 +336,25 @@ func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway
 	case string(mcp.MethodPromptsList), string(mcp.MethodResourcesList), string(mcp.MethodResourcesTemplatesList):
 		return gateway.NewContentListWriter(w, defs)
 	}
+	return nil
+}
+
+// addSkill serves an imported skill's entry as its remote listed it (URIs as served).
+func (set *importedSet) addSkill(it *adapterconfig.ImportedItem) error {
+	var entry struct {
+		URI       string `json:"uri"`
+		Resources []struct {
+			URI string `json:"uri"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(it.Definition, &entry); err != nil {
+		return fmt.Errorf("imported skill %q: %w", adapterconfig.ClipName(it.Key), err)
+	}
+	path := strings.TrimSuffix(strings.TrimPrefix(it.Key, adapterconfig.SkillURIScheme), "/"+adapterconfig.SkillManifestFile)
+	set.skills = append(set.skills, &servedSkill{path: path, uri: it.Key, entry: compactJSON(it.Definition)})
+	for _, r := range entry.Resources {
+		set.skillOf[r.URI] = path
+	}
+	set.skillOf[it.Key] = path
 	return nil
 }

@@ -99,7 +99,7 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
 		changed = append(changed, "the call limits (limits)")
 	}
-	if (len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0) != (len(s.cfg.AgentSkills)+len(s.cfg.ImageSkills) > 0) {
+	if servesSkills(cfg) != servesSkills(&s.cfg) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}
 	return changed
@@ -187,4 +187,9 @@ func (s *Server) reportLeftOut(set *contentSet) {
 		s.log.Error(l.err, "image skill left out: it breaks an Agent Skills rule or a limit, so it is not served",
 			"skill", l.skill.Path, "image", l.skill.Source, "dir", l.skill.Dir)
 	}
+}
+
+// servesSkills says whether cfg serves Agent Skills, its own or imported ones.
+func servesSkills(cfg *Config) bool {
+	return len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0 || (cfg.Imported != nil && len(cfg.Imported.Skills) > 0)
 }

@@ -184,6 +184,9 @@ func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 	if d := set.dirs[uri]; d != nil {
 		return access.ItemSkill, d.skillPath
 	}
+	if path, ok := set.imported.skillOf[uri]; ok && set.files[uri] == nil {
+		return access.ItemSkill, path
+	}
 	return access.ItemResource, uri
 }
 

@@ -14,6 +14,10 @@ type ImportedContent struct {
 	Prompts           []ImportedItem `json:"prompts,omitempty"`
 	Resources         []ImportedItem `json:"resources,omitempty"`
 	ResourceTemplates []ImportedItem `json:"resourceTemplates,omitempty"`
+	// Skills are Agent Skills, keyed by the served URI of their SKILL.md; each
+	// definition is the remote's skills/list entry with its URIs as served. Their files
+	// are among Resources.
+	Skills []ImportedItem `json:"skills,omitempty"`
 }
 
 // ImportedItem is one imported prompt, resource or resource template.
@@ -24,6 +28,9 @@ type ImportedItem struct {
 	// Definition is the remote's list entry as sent; a prompt's is served with Key as
 	// its name.
 	Definition json.RawMessage `json:"definition"`
+	// RemoteKey is the key at the remote when it differs from Key: the URI of a skill's
+	// file that a prefix moved (skill://<prefix>/…); reads ask the remote for it.
+	RemoteKey string `json:"remoteKey,omitempty"`
 	// Remote reaches the import; its RemoteName is a prompt's name at the remote and
 	// empty for resources and templates.
 	Remote RemoteBackend `json:"remote"`
@@ -31,14 +38,14 @@ type ImportedItem struct {
 
 // Empty says there is nothing imported.
 func (c *ImportedContent) Empty() bool {
-	return c == nil || len(c.Prompts)+len(c.Resources)+len(c.ResourceTemplates) == 0
+	return c == nil || len(c.Prompts)+len(c.Resources)+len(c.ResourceTemplates)+len(c.Skills) == 0
 }
 
 // Bounds of imported content: a remote is not trusted, and the status it came from
 // holds at most these (see the RemoteToolImport status).
 const (
 	MaxImportedKeyBytes        = 4 << 10
-	MaxImportedDefinitionBytes = 16 << 10
+	MaxImportedDefinitionBytes = 64 << 10
 )
 
 // validateImported checks the imported items: keys unique per kind and bounded,
@@ -51,7 +58,7 @@ func validateImported(c *ImportedContent) []error {
 	for _, kind := range []struct {
 		name  string
 		items []ImportedItem
-	}{{ImportedPrompts, c.Prompts}, {ImportedResources, c.Resources}, {ImportedResourceTemplates, c.ResourceTemplates}} {
+	}{{ImportedPrompts, c.Prompts}, {ImportedResources, c.Resources}, {ImportedResourceTemplates, c.ResourceTemplates}, {ImportedSkills, c.Skills}} {
 		seen := map[string]bool{}
 		for i, item := range kind.items {
 			where := fmt.Sprintf("imported.%s[%d] (%q)", kind.name, i, ClipName(item.Key))
@@ -72,6 +79,7 @@ const (
 	ImportedPrompts           = "prompts"
 	ImportedResources         = "resources"
 	ImportedResourceTemplates = "resourceTemplates"
+	ImportedSkills            = "skills"
 )
 
 // CheckImportedItem checks one imported item of kind (ImportedPrompts, …) as the
@@ -100,6 +108,9 @@ func importedItemProblems(kind string, item ImportedItem) []string {
 	problems = append(problems, remoteBackendProblems(&backend)...)
 	if kind == ImportedPrompts && item.Remote.RemoteName == "" {
 		problems = append(problems, "remote.remoteName names no prompt")
+	}
+	if kind == ImportedSkills && (!strings.HasPrefix(item.Key, SkillURIScheme) || !strings.HasSuffix(item.Key, "/"+SkillManifestFile)) {
+		problems = append(problems, "a skill's key must be the skill:// URI of its "+SkillManifestFile)
 	}
 	if kind == ImportedResourceTemplates {
 		if _, err := CompileURITemplate(item.Key); err != nil {

@@ -192,3 +192,69 @@ func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 	_, err = s.ReadResource(ctx, "demo://resource/dynamic/text/1")
 	g.Expect(err).To(HaveOccurred())
 }
+
+// A SkillServer serving an Agent Skill, a prompt and a resource, imported by a gateway
+// under the prefix "lib_": skills/list through the gateway has the skill under
+// skill://lib/…, every file's digest equals the sha256 of the bytes read through the
+// gateway at its moved URI, and the prompt and resource are served too.
+func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startGatewayManager(t)
+	forms := "# Forms\nfield: <value> & more\n"
+	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "docs"), 60*time.Second).Should(
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	docs, _ := getSkillServer(ctx, ns, "docs")()
+	g.Expect(k8sClient.Create(ctx, newImport(ns, "docs", docs.Status.URL))).To(Succeed())
+	gw := newSkillServer(ns, "gateway")
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "docs", Prefix: "lib_"}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(And(
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
+		haveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionTrue, cantusv1alpha1.ReasonContentServed)))
+	got, _ := getSkillServer(ctx, ns, "gateway")()
+	s := rawSession(t, ctx, got.Status.URL)
+
+	skills, err := s.ListSkills(ctx, 100)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(skills).To(HaveLen(1))
+	var entry struct {
+		URI       string `json:"uri"`
+		Resources []struct {
+			URI, Digest string
+			Size        int
+		} `json:"resources"`
+	}
+	g.Expect(json.Unmarshal(skills[0], &entry)).To(Succeed())
+	g.Expect(entry.URI).To(Equal("skill://lib/acme/pdf-forms/SKILL.md"))
+	g.Expect(entry.Resources).To(HaveLen(2))
+	for _, r := range entry.Resources {
+		g.Expect(r.URI).To(HavePrefix("skill://lib/acme/pdf-forms/"))
+		raw, err := s.ReadResource(ctx, r.URI)
+		g.Expect(err).NotTo(HaveOccurred(), r.URI)
+		var read struct {
+			Contents []struct{ URI, Text string } `json:"contents"`
+		}
+		g.Expect(json.Unmarshal(raw, &read)).To(Succeed())
+		g.Expect(read.Contents).To(HaveLen(1))
+		g.Expect(read.Contents[0].URI).To(Equal(r.URI), "the contents name the URI read")
+		g.Expect("sha256:"+hexSHA256([]byte(read.Contents[0].Text))).To(Equal(r.Digest), "digest of %s", r.URI)
+		g.Expect(len(read.Contents[0].Text)).To(Equal(r.Size))
+	}
+	// The remote's own URI is not served by the gateway: the prefix moved it.
+	_, err = s.ReadResource(ctx, "skill://acme/pdf-forms/SKILL.md")
+	g.Expect(err).To(HaveOccurred())
+
+	prompts, err := s.ListPrompts(ctx, 100)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entriesByKey(t, prompts, "name")).To(HaveKey("lib_greet"))
+	want, err := rawSession(t, ctx, docs.Status.URL).ReadResource(ctx, "docs://guide")
+	g.Expect(err).NotTo(HaveOccurred())
+	guide, err := s.ReadResource(ctx, "docs://guide")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(guide)).To(Equal(string(want)))
+}

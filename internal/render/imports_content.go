@@ -13,12 +13,14 @@ import (
 // their tools. spec.imports[] applies to prompts as to tools (include, exclude, prefix,
 // renames, by name); resources and templates keep their URIs, so two imports (or an
 // import and the server itself) serving one URI is a collision: neither import's is
-// served, and the report says so.
+// served, and the report says so. Agent Skills are selected by skill path and a prefix
+// moves them, their files with them, under skill://<prefix>/… (the prefix without its
+// trailing "_", "-" or "."), so that two imports' skills of one path need not collide.
 
 // ContentReport says what became of the imports' content.
 type ContentReport struct {
-	// Prompts, Resources and ResourceTemplates count what is served.
-	Prompts, Resources, ResourceTemplates int
+	// Prompts, Resources, ResourceTemplates and Skills count what is served.
+	Prompts, Resources, ResourceTemplates, Skills int
 	// Collisions name the items left out because their served name or URI was taken.
 	Collisions []string
 	// Skipped name the items left out because they cannot be served as the remote
@@ -38,6 +40,7 @@ type contentCandidate struct {
 func ownContentKeys(cfg *adapterconfig.Config) map[string]map[string]bool {
 	own := map[string]map[string]bool{
 		adapterconfig.ImportedPrompts: {}, adapterconfig.ImportedResources: {}, adapterconfig.ImportedResourceTemplates: {},
+		adapterconfig.ImportedSkills: {},
 	}
 	for _, p := range cfg.Prompts {
 		own[adapterconfig.ImportedPrompts][p.Name] = true
@@ -46,6 +49,7 @@ func ownContentKeys(cfg *adapterconfig.Config) map[string]map[string]bool {
 		own[adapterconfig.ImportedResources][r.URI] = true
 	}
 	for _, s := range cfg.AgentSkills {
+		own[adapterconfig.ImportedSkills][adapterconfig.SkillURI(s.Path, adapterconfig.SkillManifestFile)] = true
 		for _, f := range s.Files {
 			own[adapterconfig.ImportedResources][adapterconfig.SkillURI(s.Path, f.Path)] = true
 		}
@@ -63,7 +67,7 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 	var report ContentReport
 	own := ownContentKeys(cfg)
 	kinds := map[string]*contentKindCandidates{}
-	for _, kind := range []string{adapterconfig.ImportedPrompts, adapterconfig.ImportedResources, adapterconfig.ImportedResourceTemplates} {
+	for _, kind := range []string{adapterconfig.ImportedPrompts, adapterconfig.ImportedResources, adapterconfig.ImportedResourceTemplates, adapterconfig.ImportedSkills} {
 		kinds[kind] = &contentKindCandidates{byKey: map[string][]contentCandidate{}}
 	}
 	for _, spec := range ss.Spec.Imports {
@@ -87,10 +91,24 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 			}
 			kinds[adapterconfig.ImportedPrompts].add(c)
 		}
+		skills := reexportSkills(spec, imp, backend, from, kinds[adapterconfig.ImportedSkills], &report)
 		for _, r := range imp.Status.Resources {
-			if uri, def, ok := definitionOf(r.DiscoveredContent, "uri", "resource", r.URI, from, &report); ok {
-				kinds[adapterconfig.ImportedResources].add(contentCandidate{item: adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: backend}, from: from})
+			uri, def, ok := definitionOf(r.DiscoveredContent, "uri", "resource", r.URI, from, &report)
+			if !ok {
+				continue
 			}
+			item := adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: backend}
+			if skills.listed && strings.HasPrefix(uri, adapterconfig.SkillURIScheme) {
+				// A skill's file goes with its skill: moved under the prefix, or not
+				// served when its skill is not.
+				if !skills.selected(uri) {
+					continue
+				}
+				if served := skills.move(uri); served != uri {
+					item.Key, item.RemoteKey, item.Definition = served, uri, withMember(def, "uri", served)
+				}
+			}
+			kinds[adapterconfig.ImportedResources].add(contentCandidate{item: item, from: from})
 		}
 		for _, t := range imp.Status.ResourceTemplates {
 			if tmpl, def, ok := definitionOf(t.DiscoveredContent, "uriTemplate", "resource template", t.URITemplate, from, &report); ok {
@@ -102,7 +120,9 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 	out.Prompts = kinds[adapterconfig.ImportedPrompts].served(adapterconfig.ImportedPrompts, "prompt", own, &report)
 	out.Resources = kinds[adapterconfig.ImportedResources].served(adapterconfig.ImportedResources, "resource", own, &report)
 	out.ResourceTemplates = kinds[adapterconfig.ImportedResourceTemplates].served(adapterconfig.ImportedResourceTemplates, "resource template", own, &report)
+	out.Skills = kinds[adapterconfig.ImportedSkills].served(adapterconfig.ImportedSkills, "skill", own, &report)
 	report.Prompts, report.Resources, report.ResourceTemplates = len(out.Prompts), len(out.Resources), len(out.ResourceTemplates)
+	report.Skills = len(out.Skills)
 	if !out.Empty() {
 		cfg.Imported = out
 	}
@@ -196,6 +216,10 @@ func importedEndpoints(cfg *adapterconfig.Config) []string {
 		return nil
 	}
 	var out []string
+	if len(cfg.Imported.Skills) > 0 {
+		// The Skills extension is declared when the adapter starts.
+		out = append(out, "serves imported skills")
+	}
 	for _, items := range [][]adapterconfig.ImportedItem{cfg.Imported.Prompts, cfg.Imported.Resources, cfg.Imported.ResourceTemplates} {
 		for _, it := range items {
 			out = append(out, it.Remote.URL+" "+it.Remote.CAFile+" "+fmt.Sprint(sortedHeaderFiles(it.Remote.HeaderFiles)))
@@ -216,4 +240,92 @@ func SkillPathOf(uri string) string {
 		return ""
 	}
 	return path
+}
+
+// importSkills is what one import's skills re-export: whether the import lists skills
+// at all, the directories (skill://<path>/) of those selected, and the prefix that
+// moves them.
+type importSkills struct {
+	listed bool
+	dirs   []string
+	prefix string
+}
+
+// selected says whether uri is a file of a selected skill.
+func (s importSkills) selected(uri string) bool {
+	for _, dir := range s.dirs {
+		if strings.HasPrefix(uri, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// move is uri under the prefix: skill://<prefix>/<rest>.
+func (s importSkills) move(uri string) string {
+	if s.prefix == "" {
+		return uri
+	}
+	return adapterconfig.SkillURIScheme + s.prefix + "/" + strings.TrimPrefix(uri, adapterconfig.SkillURIScheme)
+}
+
+// skillPrefixOf is the skill path segment a spec.imports[] prefix puts before skills:
+// the prefix without its trailing separators ("books_" → "books").
+func skillPrefixOf(prefix string) string {
+	return strings.TrimRight(prefix, "_-.")
+}
+
+// reexportSkills adds the import's selected skills (by skill path) to cands, their
+// URIs moved under the prefix, and returns what its skill files need.
+func reexportSkills(spec cantusv1alpha1.SkillImport, imp *cantusv1alpha1.RemoteToolImport, backend adapterconfig.RemoteBackend,
+	from string, cands *contentKindCandidates, report *ContentReport) importSkills {
+	out := importSkills{listed: len(imp.Status.Skills) > 0, prefix: skillPrefixOf(spec.Prefix)}
+	for _, sk := range imp.Status.Skills {
+		uri, def, ok := definitionOf(sk.DiscoveredContent, "uri", "skill", sk.URI, from, report)
+		if !ok {
+			continue
+		}
+		path := SkillPathOf(uri)
+		if path == "" {
+			report.Skipped = append(report.Skipped, fmt.Sprintf("skill %q from %s: not the skill:// URI of a %s", adapterconfig.ClipName(uri), from, adapterconfig.SkillManifestFile))
+			continue
+		}
+		if !selected(spec, path) {
+			continue
+		}
+		out.dirs = append(out.dirs, adapterconfig.SkillURIScheme+path+"/")
+		cands.add(contentCandidate{item: adapterconfig.ImportedItem{Key: out.move(uri), Definition: out.movedEntry(def), Remote: backend}, from: from})
+	}
+	return out
+}
+
+// movedEntry is a skills/list entry with its uri and its resources' uris moved under
+// the prefix; digests and sizes are the remote's, as the bytes are.
+func (s importSkills) movedEntry(def json.RawMessage) json.RawMessage {
+	if s.prefix == "" {
+		return def
+	}
+	var entry map[string]json.RawMessage
+	if json.Unmarshal(def, &entry) != nil || entry == nil {
+		return def
+	}
+	var uri string
+	if json.Unmarshal(entry["uri"], &uri) == nil {
+		entry["uri"], _ = json.Marshal(s.move(uri))
+	}
+	var resources []map[string]json.RawMessage
+	if json.Unmarshal(entry["resources"], &resources) == nil && resources != nil {
+		for _, r := range resources {
+			var fileURI string
+			if json.Unmarshal(r["uri"], &fileURI) == nil {
+				r["uri"], _ = json.Marshal(s.move(fileURI))
+			}
+		}
+		entry["resources"], _ = json.Marshal(resources)
+	}
+	out, err := json.Marshal(entry)
+	if err != nil {
+		return def
+	}
+	return out
 }

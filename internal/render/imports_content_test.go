@@ -86,3 +86,35 @@ func TestReexportContent(t *testing.T) {
 		t.Error("a collided URI must not be served by either import")
 	}
 }
+
+// Skills are selected by skill path and moved under the prefix (without its trailing
+// "_"), their files with them; the files of a skill left out are not served as plain
+// resources either.
+func TestReexportSkillsUnderThePrefix(t *testing.T) {
+	imp := withContent(readyImportOf("a"), nil, []string{"skill://acme/forms/SKILL.md", "skill://acme/forms/ref.md", "skill://acme/secret/SKILL.md", "docs://x"}, nil)
+	for _, path := range []string{"acme/forms", "acme/secret"} {
+		entry := `{"uri":"skill://` + path + `/SKILL.md","frontmatter":{"name":"n"},"resources":[{"uri":"skill://` + path + `/SKILL.md","digest":"sha256:00","size":1}]}`
+		imp.Status.Skills = append(imp.Status.Skills, cantusv1alpha1.DiscoveredSkill{URI: "skill://" + path + "/SKILL.md",
+			DiscoveredContent: cantusv1alpha1.DiscoveredContent{Definition: &runtime.RawExtension{Raw: []byte(entry)}}})
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "a", Prefix: "lib_", Exclude: []string{"acme/secret"}}}
+	cfg := &adapterconfig.Config{}
+	report := reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"a": imp}, cfg)
+	if report.Skills != 1 || len(cfg.Imported.Skills) != 1 || cfg.Imported.Skills[0].Key != "skill://lib/acme/forms/SKILL.md" {
+		t.Fatalf("skills %+v", cfg.Imported.Skills)
+	}
+	if !strings.Contains(string(cfg.Imported.Skills[0].Definition), `{"digest":"sha256:00","size":1,"uri":"skill://lib/acme/forms/SKILL.md"}`) {
+		t.Errorf("the entry's resources must be moved, digests kept: %s", cfg.Imported.Skills[0].Definition)
+	}
+	var got []string
+	for _, r := range cfg.Imported.Resources {
+		got = append(got, r.Key+"<"+r.RemoteKey)
+	}
+	if want := "skill://lib/acme/forms/SKILL.md<skill://acme/forms/SKILL.md,skill://lib/acme/forms/ref.md<skill://acme/forms/ref.md,docs://x<"; strings.Join(got, ",") != want {
+		t.Errorf("resources %v, want %s", got, want)
+	}
+	if err := adapterconfig.Validate(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Imported: cfg.Imported}); err != nil {
+		t.Errorf("the adapter refuses what render served: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,11 @@ import (
 // Item is one re-exported prompt, resource or resource template: its served key, its
 // backend and, once a Pool linked it, the remote it reads from.
 type Item struct {
-	Key     string
-	Backend *adapterconfig.RemoteBackend
+	Key string
+	// RemoteKey is the URI at the remote of a resource served under another (a skill's
+	// file moved under a prefix); "" when it is Key.
+	RemoteKey string
+	Backend   *adapterconfig.RemoteBackend
 
 	remote *remote
 }
@@ -68,11 +72,63 @@ type ForwardError struct {
 func (e *ForwardError) Error() string { return e.Message }
 
 // ReadResource forwards resources/read of uri (the item's URI, or one its template
-// matched) and returns the remote's result as sent.
+// matched) and returns the remote's result as sent; for an item served under another
+// URI than the remote's, the remote's URI is asked for and the contents say the served
+// one (their text and blobs untouched).
 func (it *Item) ReadResource(ctx context.Context, uri string) (json.RawMessage, error) {
-	return it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
-		return s.ReadResource(ctx, uri)
+	asked := uri
+	if it.RemoteKey != "" && uri == it.Key {
+		asked = it.RemoteKey
+	}
+	raw, err := it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.ReadResource(ctx, asked)
 	})
+	if err != nil || asked == uri {
+		return raw, err
+	}
+	return withContentsURI(raw, asked, uri), nil
+}
+
+// withContentsURI is a resources/read result whose contents of URI from say to
+// instead; every other byte of each content (text, blob, _meta) is kept as sent.
+func withContentsURI(raw json.RawMessage, from, to string) json.RawMessage {
+	var result map[string]json.RawMessage
+	var contents []map[string]json.RawMessage
+	if json.Unmarshal(raw, &result) != nil || json.Unmarshal(result["contents"], &contents) != nil {
+		return raw
+	}
+	for _, c := range contents {
+		var uri string
+		if json.Unmarshal(c["uri"], &uri) == nil && uri == from {
+			c["uri"] = toJSON(to)
+		}
+	}
+	var err error
+	if result["contents"], err = marshalKeepingHTML(contents); err != nil {
+		return raw
+	}
+	out, err := marshalKeepingHTML(result)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func toJSON(s string) json.RawMessage {
+	b, _ := marshalKeepingHTML(s)
+	return b
+}
+
+// marshalKeepingHTML is json.Marshal without escaping <, > and & in strings, so that
+// raw members pass through with their bytes.
+func marshalKeepingHTML(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // GetPrompt forwards prompts/get of the item's prompt (its name at the remote) with
