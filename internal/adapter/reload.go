@@ -99,6 +99,9 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
 		changed = append(changed, "the call limits (limits)")
 	}
+	if servesCompletions(cfg) != servesCompletions(&s.cfg) {
+		changed = append(changed, "whether imported prompts or resource templates are served (the completions capability is declared at start)")
+	}
 	if servesSkills(cfg) != servesSkills(&s.cfg) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -112,6 +113,31 @@ func TestGatewayReExportsResourcesTemplatesAndPrompts(t *testing.T) {
 		got, err := gw.GetPrompt(ctx, "se_"+name, args)
 		g.Expect(err).NotTo(HaveOccurred(), name)
 		g.Expect(withoutClock(got)).To(Equal(withoutClock(want)), "prompts/get %s", name)
+	}
+
+	// Completions of an imported prompt's argument (by its served name) and of a
+	// template's variable are the remote's.
+	for _, c := range []struct{ direct, gateway map[string]any }{
+		{map[string]any{"ref": map[string]string{"type": "ref/prompt", "name": "completable-prompt"}, "argument": map[string]string{"name": "department", "value": "S"}},
+			map[string]any{"ref": map[string]string{"type": "ref/prompt", "name": "se_completable-prompt"}, "argument": map[string]string{"name": "department", "value": "S"}}},
+		{map[string]any{"ref": map[string]string{"type": "ref/prompt", "name": "completable-prompt"}, "argument": map[string]string{"name": "name", "value": ""}, "context": map[string]any{"arguments": map[string]string{"department": "Sales"}}},
+			map[string]any{"ref": map[string]string{"type": "ref/prompt", "name": "se_completable-prompt"}, "argument": map[string]string{"name": "name", "value": ""}, "context": map[string]any{"arguments": map[string]string{"department": "Sales"}}}},
+		{map[string]any{"ref": map[string]string{"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}, "argument": map[string]string{"name": "resourceId", "value": "3"}}, nil},
+	} {
+		if c.gateway == nil {
+			c.gateway = c.direct
+		}
+		want, err := d.Complete(ctx, c.direct)
+		g.Expect(err).NotTo(HaveOccurred())
+		got, err := gw.Complete(ctx, c.gateway)
+		g.Expect(err).NotTo(HaveOccurred())
+		// The gateway answers through mcp-go's typed completion: hasMore false is left
+		// out, which means the same.
+		var wantC, gotC struct{ Completion mcp.Completion }
+		g.Expect(json.Unmarshal(want, &wantC)).To(Succeed())
+		g.Expect(json.Unmarshal(got, &gotC)).To(Succeed())
+		g.Expect(gotC).To(Equal(wantC), "completion %v", c.gateway)
+		g.Expect(string(want)).To(ContainSubstring(`"values":["`), "server-everything completes %v", c.direct)
 	}
 
 	// An error of the remote reaches the caller with its code.

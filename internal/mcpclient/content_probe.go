@@ -97,6 +97,12 @@ func (s *Session) GetPrompt(ctx context.Context, name string, args json.RawMessa
 	return s.request(ctx, string(mcp.MethodPromptsGet), params, nil)
 }
 
+// Complete sends completion/complete with params (ref, argument, context) and returns
+// the result as the server sent it.
+func (s *Session) Complete(ctx context.Context, params any) (json.RawMessage, error) {
+	return s.request(ctx, string(mcp.MethodCompletionComplete), params, nil)
+}
+
 // listContent lists what the server announced it serves besides tools: prompts when it
 // announced prompts, resources and resource templates when it announced resources,
 // skills when it announced the Skills extension. A

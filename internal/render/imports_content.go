@@ -220,6 +220,10 @@ func importedEndpoints(cfg *adapterconfig.Config) []string {
 		// The Skills extension is declared when the adapter starts.
 		out = append(out, "serves imported skills")
 	}
+	if len(cfg.Imported.Prompts)+len(cfg.Imported.ResourceTemplates) > 0 {
+		// So is the completions capability.
+		out = append(out, "serves completions")
+	}
 	for _, items := range [][]adapterconfig.ImportedItem{cfg.Imported.Prompts, cfg.Imported.Resources, cfg.Imported.ResourceTemplates} {
 		for _, it := range items {
 			out = append(out, it.Remote.URL+" "+it.Remote.CAFile+" "+fmt.Sprint(sortedHeaderFiles(it.Remote.HeaderFiles)))

@@ -139,6 +139,23 @@ func (it *Item) GetPrompt(ctx context.Context, args json.RawMessage) (json.RawMe
 	})
 }
 
+// Complete forwards completion/complete about the item (a prompt by its name at the
+// remote, a resource template by its URI template) and returns the remote's result as
+// sent. resolved, when set, is the context of arguments already chosen.
+func (it *Item) Complete(ctx context.Context, argument, resolved any) (json.RawMessage, error) {
+	ref := map[string]string{"type": "ref/resource", "uri": it.Key}
+	if it.Backend.RemoteName != "" {
+		ref = map[string]string{"type": "ref/prompt", "name": it.Backend.RemoteName}
+	}
+	params := map[string]any{"ref": ref, "argument": argument}
+	if resolved != nil {
+		params["context"] = resolved
+	}
+	return it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.Complete(ctx, params)
+	})
+}
+
 // forwardRequest runs do on a pooled session within the item's timeout, retried once
 // on a new session as forwardOnce retries a call. The error is a *ForwardError.
 func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.Context, *mcpclient.Session) (json.RawMessage, error)) (json.RawMessage, error) {
