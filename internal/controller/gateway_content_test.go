@@ -269,7 +269,7 @@ func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 		g.Expect(read.Contents).To(HaveLen(1))
 		g.Expect(read.Contents[0].URI).To(Equal(r.URI), "the contents name the URI read")
 		g.Expect("sha256:"+hexSHA256([]byte(read.Contents[0].Text))).To(Equal(r.Digest), "digest of %s", r.URI)
-		g.Expect(len(read.Contents[0].Text)).To(Equal(r.Size))
+		g.Expect(read.Contents[0].Text).To(HaveLen(r.Size))
 	}
 	// The remote's own URI is not served by the gateway: the prefix moved it.
 	_, err = s.ReadResource(ctx, "skill://acme/pdf-forms/SKILL.md")
