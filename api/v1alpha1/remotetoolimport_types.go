@@ -51,6 +51,10 @@ type RemoteToolImportSpec struct {
 	// +optional
 	Stdio *StdioSource `json:"stdio,omitempty"`
 
+	// ContentFilters (prompts, resources, resourceTemplates, skills) filter what the remote
+	// serves besides tools.
+	ContentFilters `json:",inline"`
+
 	// Headers are sent with every request; their values come from Secrets.
 	// +listType=map
 	// +listMapKey=name
@@ -226,6 +230,9 @@ type DiscoveredTool struct {
 type RemoteToolImportStatus struct {
 	// ReconcileRequestStatus says which cantus.dev/requestedAt request was handled last.
 	ReconcileRequestStatus `json:",inline"`
+	// RemoteContentStatus lists the remote's prompts, resources, resource templates and
+	// Agent Skills.
+	RemoteContentStatus `json:",inline"`
 
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -291,6 +298,10 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="DefinitionsApproved")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
+// +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
+// +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1
+// +kubebuilder:printcolumn:name="Templates",type=integer,JSONPath=`.status.resourceTemplateCount`,priority=1
+// +kubebuilder:printcolumn:name="Skills",type=integer,JSONPath=`.status.skillCount`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RemoteToolImport struct {
 	metav1.TypeMeta   `json:",inline"`

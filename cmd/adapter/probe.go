@@ -20,7 +20,8 @@ const probeUsage = `usage: adapter probe [--transport streamable-http|sse] [--he
                     [--ca-file PEM] [--max-message-bytes N] [--max-tools N] URL
 
 Runs the MCP handshake the operator runs against a remote server (initialize, then
-tools/list through every page) and prints what it learnt as JSON to stdout (exit 0).
+tools/list through every page, and prompts/list, resources/list and
+resources/templates/list when the server announces prompts or resources) and prints what it learnt as JSON to stdout (exit 0).
 On failure it prints the error, starting "mcp_handshake_failed: ", and its reason to
 stderr (exit 1). Flags may come before or after the URL.
 `
@@ -28,6 +29,7 @@ stderr (exit 1). Flags may come before or after the URL.
 // probeOutput is the JSON the probe command prints.
 type probeOutput struct {
 	*mcpclient.Result
+	// Digest is the catalog digest a RemoteToolImport without filters would show.
 	Digest string `json:"digest"`
 }
 
@@ -115,7 +117,7 @@ func probeCommand(args []string, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(probeOutput{Result: res, Digest: mcpclient.Digest(res.Tools)}); err != nil {
+	if err := enc.Encode(probeOutput{Result: res, Digest: mcpclient.CatalogDigest(res.Tools, res.Content)}); err != nil {
 		fmt.Fprintf(stderr, "adapter probe: write the result: %v\n", err)
 		return exitError
 	}

@@ -40,6 +40,8 @@ type contentSet struct {
 	promptByName map[string]*servedPrompt
 	// leftOut are the image skills not served, each with why.
 	leftOut []leftOutSkill
+	// imported is what a gateway re-exports of its imports besides tools.
+	imported *importedSet
 }
 
 // leftOutSkill is an image skill the adapter does not serve.
@@ -98,7 +100,9 @@ type servedPrompt struct {
 }
 
 // servesResources says whether the resources capability is declared.
-func (c *contentSet) servesResources() bool { return len(c.files) > 0 || len(c.templates) > 0 }
+func (c *contentSet) servesResources() bool {
+	return len(c.files) > 0 || len(c.templates) > 0 || len(c.imported.resources) > 0 || len(c.imported.templates) > 0
+}
 
 // loadContent builds the content set of a valid cfg, reading every file from
 // ContentDir: a file that is missing, of another size or another digest fails the load.
@@ -110,6 +114,11 @@ func loadContent(cfg *Config) (*contentSet, error) {
 		promptByName: map[string]*servedPrompt{},
 	}
 	store := contentReader{dir: cfg.ContentDir, read: map[string][]byte{}}
+	imported, err := loadImported(cfg.Imported)
+	if err != nil {
+		return nil, err
+	}
+	c.imported = imported
 	for i := range cfg.AgentSkills {
 		if err := c.addSkill(&cfg.AgentSkills[i], &store); err != nil {
 			return nil, err
@@ -140,6 +149,12 @@ func loadContent(cfg *Config) (*contentSet, error) {
 		}
 		c.prompts = append(c.prompts, p)
 		c.promptByName[p.Name] = p
+	}
+	for _, skill := range c.imported.skills {
+		if c.skillByURI[skill.uri] == nil { // the server's own wins
+			c.skills = append(c.skills, skill)
+			c.skillByURI[skill.uri] = skill
+		}
 	}
 	slices.SortFunc(c.skills, func(a, b *servedSkill) int { return strings.Compare(a.uri, b.uri) })
 	for uri := range c.files {

@@ -200,6 +200,10 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				defer lw.Finish()
 				w = lw
 			}
+			if cw := s.importedListWriter(w, body); cw != nil {
+				defer cw.Finish()
+				w = cw
+			}
 		}
 		if gb != nil {
 			// The admission rides on the body to the call (see callContext), sparing

@@ -50,7 +50,7 @@ func (s *Server) Reload(cfg *Config) error {
 	if err := s.auth.Check(auth); err != nil {
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
-	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return fmt.Errorf("remote tools: %w", err)
 	}
@@ -102,7 +102,10 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
 		changed = append(changed, "the call limits (limits)")
 	}
-	if (len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0) != (len(s.cfg.AgentSkills)+len(s.cfg.ImageSkills) > 0) {
+	if servesCompletions(cfg) != servesCompletions(&s.cfg) {
+		changed = append(changed, "whether imported prompts or resource templates are served (the completions capability is declared at start)")
+	}
+	if servesSkills(cfg) != servesSkills(&s.cfg) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}
 	return changed
@@ -159,7 +162,7 @@ func (s *Server) reloadContent(cfg *Config, next *contentSet) {
 	old := s.content.Swap(next)
 	s.reportLeftOut(next)
 	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.ImageSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.ImageSkills, cfg.Resources
-	s.cfg.ResourceTemplates, s.cfg.Prompts = cfg.ResourceTemplates, cfg.Prompts
+	s.cfg.ResourceTemplates, s.cfg.Prompts, s.cfg.Imported = cfg.ResourceTemplates, cfg.Prompts, cfg.Imported
 	filesChanged := !bytes.Equal(filesListing(old), filesListing(next))
 	templatesChanged := !bytes.Equal(templatesListing(old), templatesListing(next))
 	promptsChanged := !bytes.Equal(promptsListing(old), promptsListing(next))
@@ -190,4 +193,9 @@ func (s *Server) reportLeftOut(set *contentSet) {
 		s.log.Error(l.err, "image skill left out: it breaks an Agent Skills rule or a limit, so it is not served",
 			"skill", l.skill.Path, "image", l.skill.Source, "dir", l.skill.Dir)
 	}
+}
+
+// servesSkills says whether cfg serves Agent Skills, its own or imported ones.
+func servesSkills(cfg *Config) bool {
+	return len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0 || (cfg.Imported != nil && len(cfg.Imported.Skills) > 0)
 }

@@ -30,7 +30,7 @@ func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 	if set.servesResources() || s.servesSkillMethods() {
 		opts = append(opts, server.WithResourceCapabilities(false, true))
 	}
-	if len(set.prompts) > 0 {
+	if len(set.prompts) > 0 || len(set.imported.prompts) > 0 {
 		opts = append(opts, server.WithPromptCapabilities(true))
 	}
 	if s.servesSkillMethods() {
@@ -56,6 +56,7 @@ func (s *Server) registerFiles(m *server.MCPServer, set *contentSet) {
 	for _, uri := range set.fileURIs {
 		resources = append(resources, server.ServerResource{Resource: set.files[uri].listing, Handler: s.readFile})
 	}
+	resources = append(resources, s.importedResourceEntries(set)...)
 	// Setting an empty list on a server that never served any would declare the
 	// resources capability: a tools-only server keeps its capabilities.
 	if len(resources) > 0 || len(m.ListResources()) > 0 {
@@ -69,6 +70,7 @@ func (s *Server) registerTemplates(m *server.MCPServer, set *contentSet) {
 	for _, t := range set.templates {
 		templates = append(templates, server.ServerResourceTemplate{Template: mcpResourceTemplate(t), Handler: s.readTemplate(t.URITemplate)})
 	}
+	templates = append(templates, s.importedTemplateEntries(set)...)
 	if len(templates) > 0 || s.servedTemplates {
 		m.SetResourceTemplates(templates...)
 		s.servedTemplates = len(templates) > 0
@@ -82,6 +84,7 @@ func (s *Server) registerPrompts(m *server.MCPServer, set *contentSet) {
 	for _, p := range set.prompts {
 		prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: s.getPrompt})
 	}
+	prompts = append(prompts, s.importedPromptEntries(set)...)
 	if len(prompts) > 0 || len(m.ListPrompts()) > 0 {
 		m.SetPrompts(prompts...)
 	}
@@ -97,15 +100,23 @@ func filesListing(set *contentSet) []byte {
 	for _, skill := range set.skills {
 		parts = append(parts, skill.entry)
 	}
+	for _, uri := range set.imported.resourceURIs {
+		parts = append(parts, set.imported.resources[uri].listing)
+	}
 	b, _ := json.Marshal(parts)
 	return b
 }
 
 // templatesListing is what a resources/templates/list client sees of set.
-func templatesListing(set *contentSet) []byte { return listingJSON(set.templates, mcpResourceTemplate) }
+func templatesListing(set *contentSet) []byte {
+	return append(listingJSON(set.templates, mcpResourceTemplate),
+		listingJSON(set.imported.templates, func(t *importedTemplate) mcp.ResourceTemplate { return t.listing })...)
+}
 
 // promptsListing is what a prompts/list client sees of set.
-func promptsListing(set *contentSet) []byte { return listingJSON(set.prompts, mcpPrompt) }
+func promptsListing(set *contentSet) []byte {
+	return append(listingJSON(set.prompts, mcpPrompt), listingJSON(set.imported.prompts, func(p *importedPrompt) mcp.Prompt { return p.listing })...)
+}
 
 // listingJSON is the JSON of items in their MCP shape, to compare one listing with the
 // next.
@@ -167,6 +178,9 @@ func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 	}
 	if d := set.dirs[uri]; d != nil {
 		return access.ItemSkill, d.skillPath
+	}
+	if path, ok := set.imported.skillOf[uri]; ok && set.files[uri] == nil {
+		return access.ItemSkill, path
 	}
 	return access.ItemResource, uri
 }

@@ -161,7 +161,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		s.calls = o.calls
 	}
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway)
-	linked, err := s.remotes.Prepare(gatewayToolsOf(tools))
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
 	}
@@ -250,6 +250,7 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
 	opts = append(opts, s.contentOptions(s.content.Load())...)
+	opts = append(opts, s.completionOptions()...)
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)

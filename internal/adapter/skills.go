@@ -79,6 +79,9 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}
+	if s.answerImported(w, r, &req) {
+		return true
+	}
 	answer := s.answerContentRequest(r, &req)
 	if answer == nil {
 		return false
@@ -166,7 +169,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // -32602: an unknown URI (SEP-2164) and a refused read.
 func (s *Server) checkRead(r *http.Request, uri string) *jsonRPCAnswer {
 	set := s.content.Load()
-	if set.files[uri] == nil && !set.matchesTemplate(uri) {
+	if set.files[uri] == nil && !set.matchesTemplate(uri) && set.imported.resourceFor(uri) == nil {
 		answer := invalidParams("no resource is served at " + uri)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer

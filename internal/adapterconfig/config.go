@@ -64,6 +64,8 @@ type Config struct {
 	ResourceTemplates []ResourceTemplate `json:"resourceTemplates,omitempty"`
 	// Prompts are prompt templates.
 	Prompts []Prompt `json:"prompts,omitempty"`
+	// Imported is what a gateway re-exports of its imports besides tools.
+	Imported *ImportedContent `json:"imported,omitempty"`
 
 	// Withheld are imported tools whose new or changed definitions wait for approval at
 	// their import: they are not listed, and a call to one is answered with its Reason.

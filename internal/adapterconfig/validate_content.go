@@ -47,6 +47,7 @@ func validateContent(cfg *Config) []error {
 	errs = append(errs, validateResources(cfg.Resources)...)
 	errs = append(errs, validateResourceTemplates(cfg.ResourceTemplates)...)
 	errs = append(errs, validatePrompts(cfg.Prompts)...)
+	errs = append(errs, validateImported(cfg.Imported)...)
 	if cfg.ContentDir == "" && needsContentDir(cfg) {
 		errs = append(errs, fmt.Errorf("contentDir is empty, but skills or resources name content by digest: set the folder that holds it"))
 	}

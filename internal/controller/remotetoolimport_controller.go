@@ -112,6 +112,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setNotAllowed(imp, decision)
+		clearContent(imp)
 		r.stopWatching(client.ObjectKeyFromObject(imp))
 		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
@@ -142,9 +143,13 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	previous := imp.Status.DeepCopy()
 	tools := filterTools(res.Tools, imp.Spec.Tools)
 	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
+	contentChange := setContentDiscovered(imp, res, tools)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))
+	}
+	if hadCatalog && contentChange != "" {
+		r.event(imp, corev1.EventTypeNormal, "ContentChanged", contentChange)
 	}
 	if applyApproval(imp, previous, tools, approving) {
 		r.event(imp, corev1.EventTypeWarning, "DefinitionsChanged", pendingMessage(imp, imp.Status.Approval.Changes))

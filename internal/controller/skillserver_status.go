@@ -52,6 +52,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	if rendered {
 		setSchemaPortable(ss, report.NonPortableKeys)
 		setImportsResolved(ss, report.Imports)
+		setImportedContentServed(ss, report.ImportedContent)
 		setGroupsPrefixed(ss, report.Groups)
 	}
 	if report.Invalid != nil {

@@ -13,9 +13,6 @@ const ReasonContentListFailed = "ContentListFailed"
 // its SKILL.md, its frontmatter and its resources (each file's uri, digest and size).
 var SkillKind = ItemKind{Name: "skill", Members: []string{"uri", "frontmatter", "resources"}}
 
-// PromptKind is a prompt: its name, title, description and arguments.
-var PromptKind = ItemKind{Name: "prompt", Members: []string{"name", "title", "description", "arguments"}}
-
 var (
 	promptsListing = listing{method: "prompts/list", member: "prompts", key: "name", refused: ReasonContentListFailed}
 	// skillsListing is the Skills extension's skills/list: entries named by the URI of

@@ -32,6 +32,9 @@ type Options struct {
 	MaxMessageBytes int64
 	// MaxTools bounds the number of tools over all pages. Default DefaultMaxTools.
 	MaxTools int
+	// MaxContentItems bounds the prompts, the resources and the resource templates,
+	// each over all pages. Default DefaultMaxContentItems.
+	MaxContentItems int
 	// Dial, when set, replaces net.Dialer.DialContext for every connection, including
 	// those made after a redirect (the operator passes a dialer that connects only to
 	// the addresses its allowlist checked). TLS runs on top of the returned conn, with
@@ -53,9 +56,14 @@ type Result struct {
 	// Capabilities are the sorted names of the capabilities the server announced:
 	// "tools", "logging", "prompts", "resources", "completions", …
 	Capabilities []string `json:"capabilities"`
+	// Extensions are the sorted names of the extensions the server announced.
+	Extensions []string `json:"extensions,omitempty"`
 	// Tools are the tools of every page, in the server's order. A server that does
 	// not announce the tools capability is not asked (and has none).
 	Tools []Tool `json:"tools"`
+	// Content is what the server serves besides tools, listed when it announced the
+	// capability (prompts, resources).
+	Content Content `json:"content"`
 }
 
 // Probe runs the operator's handshake on one Client and Session: New, Connect
@@ -81,14 +89,15 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 		ProtocolVersion: s.ProtocolVersion(),
 		Instructions:    info.Instructions,
 		Capabilities:    info.Capabilities,
+		Extensions:      info.Extensions,
 		Tools:           []Tool{},
 	}
-	if !slices.Contains(info.Capabilities, "tools") {
-		return res, nil
+	if slices.Contains(info.Capabilities, "tools") {
+		if res.Tools, err = s.ListTools(ctx, opts.MaxTools); err != nil {
+			return nil, handshakeFailure(err)
+		}
 	}
-	if res.Tools, err = s.ListTools(ctx, opts.MaxTools); err != nil {
-		return nil, handshakeFailure(err)
-	}
+	res.Content = listContent(ctx, s, info, opts.MaxContentItems)
 	return res, nil
 }
 

@@ -100,6 +100,9 @@ type ServerInfo struct {
 	// Capabilities are the names of the capabilities it announced, sorted: "tools",
 	// "logging", "prompts", "resources", "completions", …
 	Capabilities []string
+	// Extensions are the sorted names of the extensions it announced in
+	// capabilities.extensions ("io.modelcontextprotocol/skills", …).
+	Extensions []string
 }
 
 type initializeResult struct {
@@ -140,6 +143,7 @@ func (s *Session) initialize(ctx context.Context) error {
 	if s.info.Capabilities == nil {
 		s.info.Capabilities = []string{}
 	}
+	s.info.Extensions = extensionNames(init.Capabilities["extensions"])
 	if err := s.notify(ctx, "notifications/initialized"); err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}

@@ -421,6 +421,7 @@ func promptContent(in cantusv1alpha1.PromptContent) adapterconfig.PromptContent 
 // reaches running pods without rolling them.
 func withoutContent(cfg *adapterconfig.Config) {
 	cfg.ContentDir, cfg.AgentSkills, cfg.Resources, cfg.ResourceTemplates, cfg.Prompts = "", nil, nil, nil, nil
+	cfg.Imported = nil
 }
 
 // validContent runs the contract's validation on the content alone (the rest of the

@@ -315,6 +315,9 @@ func rolloutHashOf(cfg *adapterconfig.Config) (string, error) {
 		}
 		endpoints[t.Remote.URL+" "+t.Remote.CAFile+" "+fmt.Sprint(sortedHeaderFiles(t.Remote.HeaderFiles))] = true
 	}
+	for _, e := range importedEndpoints(cfg) {
+		endpoints[e] = true
+	}
 	keys := make([]string, 0, len(endpoints))
 	for k := range endpoints {
 		keys = append(keys, k)

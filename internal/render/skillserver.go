@@ -60,6 +60,9 @@ type Report struct {
 	NonPortableKeys []string
 	// Imports says which imported tools are served and why the others are not.
 	Imports Imports
+	// ImportedContent says which imported prompts, resources and resource templates
+	// are served and why the others are not.
+	ImportedContent ContentReport
 	// Groups says how OIDC groups meet the rules; nil without spec.auth.oidc.
 	Groups *GroupsReport
 	// Audiences names the refused service-account audiences; nil without
@@ -116,12 +119,14 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	limits, limitsErr := renderLimits(ss.Spec.Limits)
 	cfg.Limits = limits
 	in.Content.Apply(&cfg, ContentMountPath)
+	importedContent := reexportContent(ss, in.Imports, &cfg)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
 		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg), limitsErr),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
+		ImportedContent: importedContent,
 		Groups:          auth.Groups,
 		Audiences:       auth.Audiences,
 	}

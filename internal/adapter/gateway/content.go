@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+)
+
+// A gateway re-exports its imports' prompts, resources and resource templates too: a
+// resources/read of an imported URI, or a prompts/get of an imported prompt, goes to
+// the remote that serves it on the pooled session its tools use, and the remote's
+// result comes back as it sent it (text, blobs, embedded resources, _meta). Reads and
+// gets change nothing at the remote, but they are retried exactly as calls are (once,
+// when the remote provably did not process them), so the rules stay one.
+
+// Item is one re-exported prompt, resource or resource template: its served key, its
+// backend and, once a Pool linked it, the remote it reads from.
+type Item struct {
+	Key string
+	// RemoteKey is the URI at the remote of a resource served under another (a skill's
+	// file moved under a prefix); "" when it is Key.
+	RemoteKey string
+	Backend   *adapterconfig.RemoteBackend
+
+	remote *remote
+}
+
+// PrepareAll is Prepare for the tools and the items together: a remote that only
+// items use is kept (or connected) as one that tools use is.
+func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
+	linked, err := p.Prepare(tools)
+	if err != nil || len(items) == 0 {
+		return linked, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, it := range items {
+		key := remoteKeyOf(it.Backend)
+		r := linked.remotes[key]
+		if r == nil {
+			r = p.remotes[key]
+		}
+		if r == nil {
+			if r, err = newRemote(key, p.log, p.metrics); err != nil {
+				errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
+				continue
+			}
+		}
+		linked.remotes[key] = r
+		it.remote = r
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Linked{}, err
+	}
+	return linked, nil
+}
+
+// ForwardError is a read or get that got no result: the remote's JSON-RPC error (RPC
+// set, its message scrubbed of header values), or no answer (RPC nil; Message begins
+// with MarkerCallFailed).
+type ForwardError struct {
+	RPC     *mcpclient.RPCError
+	Message string
+}
+
+func (e *ForwardError) Error() string { return e.Message }
+
+// ReadResource forwards resources/read of uri (the item's URI, or one its template
+// matched) and returns the remote's result as sent; for an item served under another
+// URI than the remote's, the remote's URI is asked for and the contents say the served
+// one (their text and blobs untouched).
+func (it *Item) ReadResource(ctx context.Context, uri string) (json.RawMessage, error) {
+	asked := uri
+	if it.RemoteKey != "" && uri == it.Key {
+		asked = it.RemoteKey
+	}
+	raw, err := it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.ReadResource(ctx, asked)
+	})
+	if err != nil || asked == uri {
+		return raw, err
+	}
+	return withContentsURI(raw, asked, uri), nil
+}
+
+// withContentsURI is a resources/read result whose contents of URI from say to
+// instead; every other byte of each content (text, blob, _meta) is kept as sent.
+func withContentsURI(raw json.RawMessage, from, to string) json.RawMessage {
+	var result map[string]json.RawMessage
+	var contents []map[string]json.RawMessage
+	if json.Unmarshal(raw, &result) != nil || json.Unmarshal(result["contents"], &contents) != nil {
+		return raw
+	}
+	for _, c := range contents {
+		var uri string
+		if json.Unmarshal(c["uri"], &uri) == nil && uri == from {
+			c["uri"] = toJSON(to)
+		}
+	}
+	var err error
+	if result["contents"], err = marshalKeepingHTML(contents); err != nil {
+		return raw
+	}
+	out, err := marshalKeepingHTML(result)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func toJSON(s string) json.RawMessage {
+	b, _ := marshalKeepingHTML(s)
+	return b
+}
+
+// marshalKeepingHTML is json.Marshal without escaping <, > and & in strings, so that
+// raw members pass through with their bytes.
+func marshalKeepingHTML(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// GetPrompt forwards prompts/get of the item's prompt (its name at the remote) with
+// args (a JSON object, or empty) and returns the remote's result as sent.
+func (it *Item) GetPrompt(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	return it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.GetPrompt(ctx, it.Backend.RemoteName, args)
+	})
+}
+
+// Complete forwards completion/complete about the item (a prompt by its name at the
+// remote, a resource template by its URI template) and returns the remote's result as
+// sent. resolved, when set, is the context of arguments already chosen.
+func (it *Item) Complete(ctx context.Context, argument, resolved any) (json.RawMessage, error) {
+	ref := map[string]string{"type": "ref/resource", "uri": it.Key}
+	if it.Backend.RemoteName != "" {
+		ref = map[string]string{"type": "ref/prompt", "name": it.Backend.RemoteName}
+	}
+	params := map[string]any{"ref": ref, "argument": argument}
+	if resolved != nil {
+		params["context"] = resolved
+	}
+	return it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.Complete(ctx, params)
+	})
+}
+
+// forwardRequest runs do on a pooled session within the item's timeout, retried once
+// on a new session as forwardOnce retries a call. The error is a *ForwardError.
+func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.Context, *mcpclient.Session) (json.RawMessage, error)) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
+	defer cancel()
+	r.refresh(false)
+	for retried := false; ; retried = true {
+		conn, err := r.acquire(ctx)
+		if err != nil {
+			var ce *connectError
+			var e *mcpclient.Error
+			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
+				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
+				r.metrics.retries.WithLabelValues(r.name).Inc()
+				continue
+			}
+			return nil, r.requestFailed(ctx, it, err)
+		}
+		raw, err := do(ctx, conn.sess)
+		r.release(conn)
+		if err == nil {
+			return raw, nil
+		}
+		var rpcErr *mcpclient.RPCError
+		if errors.As(err, &rpcErr) {
+			scrubbed := *rpcErr
+			scrubbed.Message = conn.client.Redact(rpcErr.Message)
+			scrubbed.Data = nil // may echo what the remote was sent; the code and message say enough
+			return nil, &ForwardError{RPC: &scrubbed, Message: MarkerRemoteError + scrubbed.Error()}
+		}
+		var e *mcpclient.Error
+		if !errors.As(err, &e) {
+			return nil, r.requestFailed(ctx, it, err)
+		}
+		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
+			r.drop(conn, e)
+		}
+		retry := e.NotProcessed && !retried && ctx.Err() == nil
+		if retry && e.Reason == mcpclient.ReasonUnauthorized {
+			retry = r.otherCredentials(conn.client)
+		}
+		if !retry {
+			return nil, r.requestFailed(ctx, it, err)
+		}
+		r.metrics.retries.WithLabelValues(r.name).Inc()
+	}
+}
+
+func (r *remote) requestFailed(ctx context.Context, it *Item, err error) *ForwardError {
+	detail := err.Error()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		detail = fmt.Sprintf("no answer from the remote within %s (%s)", it.Backend.Timeout.Duration, detail)
+	}
+	return &ForwardError{Message: fmt.Sprintf("%s%s (import %s)", MarkerCallFailed, detail, it.Backend.Import)}
+}

@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+// Imported prompts, resources and resource templates are listed exactly as their remote
+// listed them, as imported tools are (definitions.go): mcp-go builds each list entry
+// from its typed struct, which drops what it does not know and members such as a
+// prompt argument's "required": false. The answer to a prompts/list, resources/list or
+// resources/templates/list is rewritten on its way out: each imported entry is replaced
+// by the remote's definition (a prompt's with its served name).
+
+// ContentDefinitions are the list entries of imported content, by list member and key.
+type ContentDefinitions struct {
+	// byMember maps "prompts", "resources" and "resourceTemplates" to the entries of
+	// that list by their key (name, uri, uriTemplate).
+	byMember map[string]map[string]json.RawMessage
+}
+
+// contentListKeys are the lists rewritten and the member naming their entries.
+var contentListKeys = map[string]string{"prompts": "name", "resources": "uri", "resourceTemplates": "uriTemplate"}
+
+// Add records the served entry of one item of the list member.
+func (d *ContentDefinitions) Add(member, key string, entry json.RawMessage) {
+	if d.byMember == nil {
+		d.byMember = map[string]map[string]json.RawMessage{}
+	}
+	if d.byMember[member] == nil {
+		d.byMember[member] = map[string]json.RawMessage{}
+	}
+	d.byMember[member][key] = entry
+}
+
+// Empty says there is nothing to rewrite.
+func (d *ContentDefinitions) Empty() bool { return d == nil || len(d.byMember) == 0 }
+
+// MayListContent is false for a body that cannot be a request for one of the lists
+// rewritten, so that the gate need not parse it.
+func MayListContent(body []byte) bool {
+	return bytes.Contains(body, []byte("/list")) || bytes.Contains(body, []byte(`\u`))
+}
+
+// rewriteMessage replaces the imported entries of msg when it is a successful answer
+// holding one of the lists; any other message is returned as is.
+func (d *ContentDefinitions) rewriteMessage(msg []byte) []byte {
+	var envelope map[string]json.RawMessage
+	if json.Unmarshal(msg, &envelope) != nil {
+		return msg
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(envelope["result"], &result) != nil || result == nil {
+		return msg
+	}
+	changed := false
+	for member, key := range contentListKeys {
+		defs := d.byMember[member]
+		var entries []json.RawMessage
+		if len(defs) == 0 || json.Unmarshal(result[member], &entries) != nil || entries == nil {
+			continue
+		}
+		for i, entry := range entries {
+			var head map[string]json.RawMessage
+			var k string
+			if json.Unmarshal(entry, &head) != nil || json.Unmarshal(head[key], &k) != nil {
+				continue
+			}
+			if def, ok := defs[k]; ok {
+				entries[i], changed = def, true
+			}
+		}
+		result[member], _ = json.Marshal(entries)
+	}
+	if !changed {
+		return msg
+	}
+	envelope["result"], _ = json.Marshal(result)
+	out, err := json.Marshal(envelope)
+	if err != nil {
+		return msg
+	}
+	return out
+}
+
+// ContentListWriter holds back a JSON answer to rewrite it with the definitions; an
+// event stream (which mcp-go does not use for these answers) is written through as is.
+// Finish writes a held answer.
+type ContentListWriter struct {
+	http.ResponseWriter
+	defs   *ContentDefinitions
+	status int
+	body   bytes.Buffer
+	stream bool
+}
+
+// NewContentListWriter rewrites the answer written to w with defs.
+func NewContentListWriter(w http.ResponseWriter, defs *ContentDefinitions) *ContentListWriter {
+	return &ContentListWriter{ResponseWriter: w, defs: defs}
+}
+
+// WriteHeader holds the status back, but for an event stream.
+func (w *ContentListWriter) WriteHeader(status int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = status
+	if mediaTypeOf(w.Header()) == "text/event-stream" {
+		w.stream = true
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+// Write holds a JSON body back.
+func (w *ContentListWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.stream {
+		return w.ResponseWriter.Write(p)
+	}
+	return w.body.Write(p)
+}
+
+// Flush flushes an event stream.
+func (w *ContentListWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.stream {
+		f.Flush()
+	}
+}
+
+// Unwrap is the response w wraps, for http.ResponseController.
+func (w *ContentListWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Finish writes a held-back answer, rewritten.
+func (w *ContentListWriter) Finish() {
+	if w.stream || w.status == 0 {
+		return
+	}
+	body := w.body.Bytes()
+	if w.status >= 200 && w.status <= 299 {
+		body = w.defs.rewriteMessage(bytes.TrimRight(body, "\n"))
+	}
+	w.Header().Del("Content-Length")
+	w.ResponseWriter.WriteHeader(w.status)
+	_, _ = w.ResponseWriter.Write(body)
+}

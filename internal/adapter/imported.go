@@ -1,0 +1,360 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// What a gateway re-exports of its imports besides tools (cfg.Imported): listed through
+// mcp-go beside the server's own content, and read or got from the remote that serves
+// it. On streamable HTTP the adapter answers resources/read and prompts/get of an
+// imported item itself, with the remote's result as sent (byte for byte); on sse,
+// mcp-go's handlers answer from the parsed result.
+
+// importedSet is the imported content of one config.
+type importedSet struct {
+	prompts      []*importedPrompt // config order
+	promptByName map[string]*importedPrompt
+	resources    map[string]*importedResource // by URI
+	resourceURIs []string                     // sorted
+	templates    []*importedTemplate          // config order
+	// skills are the imported skills, served with the server's own (skills/list,
+	// skills/get); skillOf maps each of their files' URIs to the skill's path.
+	skills  []*servedSkill
+	skillOf map[string]string
+	// defs are the entries as the remotes listed them, served in place of mcp-go's.
+	defs gateway.ContentDefinitions
+}
+
+type importedPrompt struct {
+	item    *gateway.Item
+	listing mcp.Prompt
+}
+
+type importedResource struct {
+	item    *gateway.Item
+	listing mcp.Resource
+}
+
+type importedTemplate struct {
+	item    *gateway.Item
+	listing mcp.ResourceTemplate
+	matcher *uritemplate.Template
+}
+
+// loadImported builds the imported set of cfg, which the config check validated.
+func loadImported(c *adapterconfig.ImportedContent) (*importedSet, error) {
+	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}, skillOf: map[string]string{}}
+	if c.Empty() {
+		return set, nil
+	}
+	item := func(it *adapterconfig.ImportedItem) *gateway.Item {
+		return &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote}
+	}
+	for i := range c.Skills {
+		if err := set.addSkill(&c.Skills[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range c.Prompts {
+		it := &c.Prompts[i]
+		p := &importedPrompt{item: item(it)}
+		if err := json.Unmarshal(it.Definition, &p.listing); err != nil {
+			return nil, fmt.Errorf("imported prompt %q: %w", adapterconfig.ClipName(it.Key), err)
+		}
+		p.listing.Name = it.Key
+		set.defs.Add("prompts", it.Key, it.Definition)
+		set.prompts = append(set.prompts, p)
+		set.promptByName[it.Key] = p
+	}
+	for i := range c.Resources {
+		it := &c.Resources[i]
+		r := &importedResource{item: item(it)}
+		if err := json.Unmarshal(it.Definition, &r.listing); err != nil {
+			return nil, fmt.Errorf("imported resource %q: %w", adapterconfig.ClipName(it.Key), err)
+		}
+		r.listing.URI = it.Key
+		set.defs.Add("resources", it.Key, it.Definition)
+		set.resources[it.Key] = r
+		set.resourceURIs = append(set.resourceURIs, it.Key)
+	}
+	slices.Sort(set.resourceURIs)
+	for i := range c.ResourceTemplates {
+		it := &c.ResourceTemplates[i]
+		t := &importedTemplate{item: item(it)}
+		if err := json.Unmarshal(it.Definition, &t.listing); err != nil {
+			return nil, fmt.Errorf("imported resource template %q: %w", adapterconfig.ClipName(it.Key), err)
+		}
+		matcher, err := adapterconfig.CompileURITemplate(it.Key)
+		if err != nil {
+			return nil, fmt.Errorf("imported resource template: %w", err)
+		}
+		t.matcher = matcher
+		set.defs.Add("resourceTemplates", it.Key, it.Definition)
+		set.templates = append(set.templates, t)
+	}
+	return set, nil
+}
+
+// items are every imported item, for the pool to link to its remote.
+func (set *importedSet) items() []*gateway.Item {
+	var out []*gateway.Item
+	for _, p := range set.prompts {
+		out = append(out, p.item)
+	}
+	for _, uri := range set.resourceURIs {
+		out = append(out, set.resources[uri].item)
+	}
+	for _, t := range set.templates {
+		out = append(out, t.item)
+	}
+	return out
+}
+
+func (set *importedSet) empty() bool {
+	return len(set.prompts)+len(set.resources)+len(set.templates)+len(set.skills) == 0
+}
+
+// resourceFor is the imported item that serves uri: the resource of that URI, else the
+// first template that matches it; nil when none does.
+func (set *importedSet) resourceFor(uri string) *gateway.Item {
+	if r := set.resources[uri]; r != nil {
+		return r.item
+	}
+	for _, t := range set.templates {
+		if t.matcher.Match(uri) != nil {
+			return t.item
+		}
+	}
+	return nil
+}
+
+// importedResourceEntries are the imported resources for mcp-go, less those whose URI
+// the server's own content serves (its files win).
+func (s *Server) importedResourceEntries(set *contentSet) []server.ServerResource {
+	var out []server.ServerResource
+	for _, uri := range set.imported.resourceURIs {
+		if set.files[uri] != nil {
+			continue
+		}
+		out = append(out, server.ServerResource{Resource: set.imported.resources[uri].listing, Handler: s.readImported})
+	}
+	return out
+}
+
+func (s *Server) importedTemplateEntries(set *contentSet) []server.ServerResourceTemplate {
+	out := make([]server.ServerResourceTemplate, 0, len(set.imported.templates))
+	for _, t := range set.imported.templates {
+		out = append(out, server.ServerResourceTemplate{Template: t.listing, Handler: s.readImported})
+	}
+	return out
+}
+
+func (s *Server) importedPromptEntries(set *contentSet) []server.ServerPrompt {
+	var out []server.ServerPrompt
+	for _, p := range set.imported.prompts {
+		if set.promptByName[p.listing.Name] != nil {
+			continue
+		}
+		out = append(out, server.ServerPrompt{Prompt: p.listing, Handler: s.getImportedPrompt})
+	}
+	return out
+}
+
+// readImported is mcp-go's handler of a resources/read of an imported resource (the
+// sse transport; streamable HTTP is answered by answerImported): the remote's contents,
+// parsed.
+func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	uri := req.Params.URI
+	it := s.content.Load().imported.resourceFor(uri)
+	if it == nil {
+		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
+	}
+	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
+		s.logRead(ctx, "resources/read", uri, outcomeRefused)
+		return nil, errNotAllowed("resource " + uri)
+	}
+	raw, err := it.ReadResource(ctx, uri)
+	s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+	if err != nil {
+		return nil, err
+	}
+	result, err := mcp.ParseReadResourceResult(&raw)
+	if err != nil {
+		return nil, fmt.Errorf("%sthe remote's answer to resources/read is not a read result: %w", gateway.MarkerRemoteError, err)
+	}
+	return result.Contents, nil
+}
+
+// getImportedPrompt is mcp-go's handler of a prompts/get of an imported prompt (as
+// readImported).
+func (s *Server) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p := s.content.Load().imported.promptByName[req.Params.Name]
+	if p == nil {
+		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
+	}
+	if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
+		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
+		return nil, errNotAllowed("prompt " + p.listing.Name)
+	}
+	args, err := promptArguments(req.Params.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := p.item.GetPrompt(ctx, args)
+	s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+	if err != nil {
+		return nil, err
+	}
+	result, err := mcp.ParseGetPromptResult(&raw)
+	if err != nil {
+		return nil, fmt.Errorf("%sthe remote's answer to prompts/get is not a prompt result: %w", gateway.MarkerRemoteError, err)
+	}
+	return result, nil
+}
+
+func promptArguments(args map[string]string) (json.RawMessage, error) {
+	if args == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encode the prompt arguments: %w", err)
+	}
+	return raw, nil
+}
+
+func outcomeOf(err error) string {
+	if err != nil {
+		return outcomeError
+	}
+	return outcomeOK
+}
+
+// answerImported answers, on streamable HTTP, a resources/read or prompts/get of an
+// imported item with the remote's result as sent, and reports whether it did.
+func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *contentRequest) bool {
+	set := s.content.Load()
+	if set.imported.empty() {
+		return false
+	}
+	ctx := r.Context()
+	var raw json.RawMessage
+	var err error
+	switch req.Method {
+	case string(mcp.MethodResourcesRead):
+		uri := req.Params.URI
+		if set.files[uri] != nil {
+			return false // the server's own
+		}
+		it := set.imported.resourceFor(uri)
+		if it == nil || (set.matchesTemplate(uri) && set.imported.resources[uri] == nil) {
+			return false // the server's own template matches first
+		}
+		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
+			s.logRead(ctx, "resources/read", uri, outcomeRefused)
+			writeAnswer(w, req.ID, refused("resource "+uri))
+			return true
+		}
+		raw, err = it.ReadResource(ctx, uri)
+		s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+	case string(mcp.MethodPromptsGet):
+		p := set.imported.promptByName[req.Params.Name]
+		if p == nil || set.promptByName[req.Params.Name] != nil {
+			return false
+		}
+		if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
+			s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
+			writeAnswer(w, req.ID, refused("prompt "+p.listing.Name))
+			return true
+		}
+		args, argsErr := promptArguments(req.Params.Arguments)
+		if argsErr != nil {
+			writeAnswer(w, req.ID, invalidParams(argsErr.Error()))
+			return true
+		}
+		raw, err = p.item.GetPrompt(ctx, args)
+		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+	default:
+		return false
+	}
+	if err != nil {
+		writeAnswer(w, req.ID, forwardFailure(err))
+		return true
+	}
+	writeRawResult(w, req.ID, raw)
+	return true
+}
+
+func writeAnswer(w http.ResponseWriter, id json.RawMessage, answer *jsonRPCAnswer) {
+	answer.ID = id
+	writeJSONRPC(w, answer)
+}
+
+// forwardFailure is the JSON-RPC error answering a read or get that failed: the
+// remote's own error code and (scrubbed) message, or an internal error saying the
+// remote was not reached.
+func forwardFailure(err error) *jsonRPCAnswer {
+	var fe *gateway.ForwardError
+	if errors.As(err, &fe) && fe.RPC != nil {
+		return &jsonRPCAnswer{Error: &jsonRPCError{Code: fe.RPC.Code, Message: fe.RPC.Message}}
+	}
+	return &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
+}
+
+// writeRawResult writes the JSON-RPC response whose result is raw, as the remote sent
+// it: not decoded and encoded again, so every byte of its contents reaches the client.
+func writeRawResult(w http.ResponseWriter, id, raw json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, part := range [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), raw, []byte("}")} {
+		_, _ = w.Write(part)
+	}
+}
+
+// importedListWriter rewrites the answer to body when it lists prompts, resources or
+// resource templates and imported ones are served; nil otherwise.
+func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway.ContentListWriter {
+	defs := &s.content.Load().imported.defs
+	if defs.Empty() || !gateway.MayListContent(body) {
+		return nil
+	}
+	switch parseHead(body).Method {
+	case string(mcp.MethodPromptsList), string(mcp.MethodResourcesList), string(mcp.MethodResourcesTemplatesList):
+		return gateway.NewContentListWriter(w, defs)
+	}
+	return nil
+}
+
+// addSkill serves an imported skill's entry as its remote listed it (URIs as served).
+func (set *importedSet) addSkill(it *adapterconfig.ImportedItem) error {
+	var entry struct {
+		URI       string `json:"uri"`
+		Resources []struct {
+			URI string `json:"uri"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(it.Definition, &entry); err != nil {
+		return fmt.Errorf("imported skill %q: %w", adapterconfig.ClipName(it.Key), err)
+	}
+	path := strings.TrimSuffix(strings.TrimPrefix(it.Key, adapterconfig.SkillURIScheme), "/"+adapterconfig.SkillManifestFile)
+	set.skills = append(set.skills, &servedSkill{path: path, uri: it.Key, entry: compactJSON(it.Definition)})
+	for _, r := range entry.Resources {
+		set.skillOf[r.URI] = path
+	}
+	set.skillOf[it.Key] = path
+	return nil
+}

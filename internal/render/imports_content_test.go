@@ -1,0 +1,120 @@
+package render
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+func withContent(imp *cantusv1alpha1.RemoteToolImport, prompts, resources, templates []string) *cantusv1alpha1.RemoteToolImport {
+	def := func(raw string) cantusv1alpha1.DiscoveredContent {
+		return cantusv1alpha1.DiscoveredContent{Definition: &runtime.RawExtension{Raw: []byte(raw)}}
+	}
+	for _, p := range prompts {
+		imp.Status.Prompts = append(imp.Status.Prompts, cantusv1alpha1.DiscoveredPrompt{DiscoveredContent: def(`{"name":"` + p + `","_meta":{"k":1}}`)})
+	}
+	for _, r := range resources {
+		imp.Status.Resources = append(imp.Status.Resources, cantusv1alpha1.DiscoveredResource{URI: r, DiscoveredContent: def(`{"uri":"` + r + `","name":"r"}`)})
+	}
+	for _, t := range templates {
+		imp.Status.ResourceTemplates = append(imp.Status.ResourceTemplates, cantusv1alpha1.DiscoveredResourceTemplate{URITemplate: t, DiscoveredContent: def(`{"uriTemplate":"` + t + `","name":"t"}`)})
+	}
+	return imp
+}
+
+// spec.imports[] applies to prompts by name (include, exclude, prefix, renames);
+// resources and templates keep their URIs; a URI that two imports, or an import and the
+// server, serve is a collision reported with both; an item the adapter could not serve
+// (no definition, a template that does not parse) is skipped and named.
+func TestReexportContent(t *testing.T) {
+	a := withContent(readyImportOf("a"), []string{"greet", "bye", "secret"}, []string{"file:///a", "file:///shared", "file:///own"}, []string{"x://{id}"})
+	b := withContent(readyImportOf("b"), []string{"greet"}, []string{"file:///shared"}, []string{"y://{bad"})
+	b.Status.Resources = append(b.Status.Resources, cantusv1alpha1.DiscoveredResource{URI: "file:///big", DiscoveredContent: cantusv1alpha1.DiscoveredContent{Clipped: []string{"definition"}}})
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{
+		{Name: "a", Prefix: "a_", Exclude: []string{"secret"}, Renames: []cantusv1alpha1.ToolRename{{From: "bye", To: "farewell"}}},
+		{Name: "b", Prefix: "b_"},
+	}
+	cfg := &adapterconfig.Config{Resources: []adapterconfig.Resource{{URI: "file:///own", Name: "own"}}}
+	report := reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"a": a, "b": b}, cfg)
+
+	keys := func(items []adapterconfig.ImportedItem) []string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.Key)
+		}
+		return out
+	}
+	if got := strings.Join(keys(cfg.Imported.Prompts), ","); got != "a_greet,farewell,b_greet" {
+		t.Errorf("prompts %s", got)
+	}
+	if p := cfg.Imported.Prompts[1]; p.Remote.RemoteName != "bye" || string(p.Definition) != `{"_meta":{"k":1},"name":"farewell"}` {
+		t.Errorf("renamed prompt: remote %q, definition %s", p.Remote.RemoteName, p.Definition)
+	}
+	if got := strings.Join(keys(cfg.Imported.Resources), ","); got != "file:///a" {
+		t.Errorf("resources %s", got)
+	}
+	if got := strings.Join(keys(cfg.Imported.ResourceTemplates), ","); got != "x://{id}" {
+		t.Errorf("templates %s", got)
+	}
+	collisions := strings.Join(report.Collisions, "\n")
+	for _, want := range []string{`resource "file:///shared" from import a and import b`, `resource "file:///own" from this server and import a`} {
+		if !strings.Contains(collisions, want) {
+			t.Errorf("collisions %q lack %q", collisions, want)
+		}
+	}
+	skipped := strings.Join(report.Skipped, "\n")
+	for _, want := range []string{`resource "file:///big" from import b`, `resource template "y://{bad" from import b`} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %q lack %q", skipped, want)
+		}
+	}
+	if report.Prompts != 3 || report.Resources != 1 || report.ResourceTemplates != 1 {
+		t.Errorf("counts %+v", report)
+	}
+	if err := adapterconfig.Validate(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Imported: cfg.Imported}); err != nil {
+		t.Errorf("the adapter refuses what render served: %v", err)
+	}
+	raw, _ := json.Marshal(cfg.Imported)
+	if strings.Contains(string(raw), "file:///shared") {
+		t.Error("a collided URI must not be served by either import")
+	}
+}
+
+// Skills are selected by skill path and moved under the prefix (without its trailing
+// "_"), their files with them; the files of a skill left out are not served as plain
+// resources either.
+func TestReexportSkillsUnderThePrefix(t *testing.T) {
+	imp := withContent(readyImportOf("a"), nil, []string{"skill://acme/forms/SKILL.md", "skill://acme/forms/ref.md", "skill://acme/secret/SKILL.md", "docs://x"}, nil)
+	for _, path := range []string{"acme/forms", "acme/secret"} {
+		entry := `{"uri":"skill://` + path + `/SKILL.md","frontmatter":{"name":"n"},"resources":[{"uri":"skill://` + path + `/SKILL.md","digest":"sha256:00","size":1}]}`
+		imp.Status.Skills = append(imp.Status.Skills, cantusv1alpha1.DiscoveredSkill{URI: "skill://" + path + "/SKILL.md",
+			DiscoveredContent: cantusv1alpha1.DiscoveredContent{Definition: &runtime.RawExtension{Raw: []byte(entry)}}})
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "a", Prefix: "lib_", Exclude: []string{"acme/secret"}}}
+	cfg := &adapterconfig.Config{}
+	report := reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"a": imp}, cfg)
+	if report.Skills != 1 || len(cfg.Imported.Skills) != 1 || cfg.Imported.Skills[0].Key != "skill://lib/acme/forms/SKILL.md" {
+		t.Fatalf("skills %+v", cfg.Imported.Skills)
+	}
+	if !strings.Contains(string(cfg.Imported.Skills[0].Definition), `{"digest":"sha256:00","size":1,"uri":"skill://lib/acme/forms/SKILL.md"}`) {
+		t.Errorf("the entry's resources must be moved, digests kept: %s", cfg.Imported.Skills[0].Definition)
+	}
+	var got []string
+	for _, r := range cfg.Imported.Resources {
+		got = append(got, r.Key+"<"+r.RemoteKey)
+	}
+	if want := "skill://lib/acme/forms/SKILL.md<skill://acme/forms/SKILL.md,skill://lib/acme/forms/ref.md<skill://acme/forms/ref.md,docs://x<"; strings.Join(got, ",") != want {
+		t.Errorf("resources %v, want %s", got, want)
+	}
+	if err := adapterconfig.Validate(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Imported: cfg.Imported}); err != nil {
+		t.Errorf("the adapter refuses what render served: %v", err)
+	}
+}
