@@ -117,6 +117,10 @@ type DiscoveredContent struct {
 	// are left out.
 	// +optional
 	Digest string `json:"digest,omitempty"`
+	// Approval is Automatic, Approved (served) or Pending (withheld by gateways until
+	// an owner approves it; see status.approval).
+	// +optional
+	Approval ItemApproval `json:"approval,omitempty"`
 	// Definition is the remote's list entry as sent, which gateways serve.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless

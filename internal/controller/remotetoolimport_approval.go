@@ -60,26 +60,84 @@ func (r *RemoteToolImportReconciler) approvingDigests(ctx context.Context, imp *
 	return out, nil
 }
 
-// definitionsSeen are the items a handshake found, by name, as approval compares them.
+// servedItem is one item the import's status lists, as approval sees it: where its
+// approval state goes, its definition's member digests and texts.
+type servedItem struct {
+	approved cantusv1alpha1.ApprovedItem
+	texts    map[string]string
+	state    *cantusv1alpha1.ItemApproval
+}
+
+// itemKey names an item among every kind.
+func itemKey(kind, name string) string { return kind + "\x00" + name }
+
+// definitionsSeen are the items a handshake found, by kind and name, as approval
+// compares them.
 type definitionsSeen struct {
-	items  []cantusv1alpha1.ApprovedItem
-	byName map[string]cantusv1alpha1.ApprovedItem
-	texts  map[string]map[string]string // member texts by tool name
+	items  []servedItem
+	byKey  map[string]servedItem
 	digest string
 }
 
-func seenDefinitions(tools []mcpclient.Tool) definitionsSeen {
-	seen := definitionsSeen{byName: map[string]cantusv1alpha1.ApprovedItem{}, texts: map[string]map[string]string{}}
-	refs := make([]mcpclient.ItemDigest, 0, len(tools))
+// seenDefinitions gathers every item the status lists: the tools (their digests from
+// the remote's full definitions) and the prompts, resources, resource templates and
+// Agent Skills (their digests as the status records them, of the full definitions too).
+func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Tool) definitionsSeen {
+	full := make(map[string]mcpclient.Tool, len(tools))
 	for _, t := range tools {
-		item := cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: t.Name, Digest: t.Digest(), Members: t.MemberDigests()}
-		seen.items = append(seen.items, item)
-		seen.byName[t.Name] = item
-		seen.texts[t.Name] = t.MemberTexts()
-		refs = append(refs, mcpclient.ItemDigest{Kind: item.Kind, Name: item.Name, Digest: item.Digest})
+		full[t.Name] = t
+	}
+	seen := definitionsSeen{byKey: map[string]servedItem{}}
+	add := func(it servedItem) {
+		seen.items = append(seen.items, it)
+		seen.byKey[itemKey(it.approved.Kind, it.approved.Name)] = it
+	}
+	for i := range imp.Status.Tools {
+		d := &imp.Status.Tools[i]
+		t, ok := full[d.Name]
+		if !ok {
+			continue
+		}
+		d.Digest = t.Digest()
+		add(servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: d.Name, Digest: t.Digest(), Members: t.MemberDigests()},
+			texts: t.MemberTexts(), state: &d.Approval})
+	}
+	for _, c := range contentItems(imp) {
+		add(c)
+	}
+	refs := make([]mcpclient.ItemDigest, 0, len(seen.items))
+	for _, it := range seen.items {
+		refs = append(refs, mcpclient.ItemDigest{Kind: it.approved.Kind, Name: it.approved.Name, Digest: it.approved.Digest})
 	}
 	seen.digest = mcpclient.DefinitionsDigest(refs)
 	return seen
+}
+
+// contentItems are the prompts, resources, resource templates and skills of the
+// status, keyed as gateways serve them.
+func contentItems(imp *cantusv1alpha1.RemoteToolImport) []servedItem {
+	var out []servedItem
+	add := func(kind mcpclient.ItemKind, key string, c *cantusv1alpha1.DiscoveredContent) {
+		item := servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: kind.Name, Name: key, Digest: c.Digest}, state: &c.Approval}
+		if c.Definition != nil {
+			item.approved.Members = kind.MemberDigests(c.Definition.Raw)
+			item.texts = kind.MemberTexts(c.Definition.Raw)
+		}
+		out = append(out, item)
+	}
+	for i := range imp.Status.Prompts {
+		add(mcpclient.PromptKind, imp.Status.Prompts[i].Name, &imp.Status.Prompts[i].DiscoveredContent)
+	}
+	for i := range imp.Status.Resources {
+		add(mcpclient.ResourceKind, imp.Status.Resources[i].URI, &imp.Status.Resources[i].DiscoveredContent)
+	}
+	for i := range imp.Status.ResourceTemplates {
+		add(mcpclient.ResourceTemplateKind, imp.Status.ResourceTemplates[i].URITemplate, &imp.Status.ResourceTemplates[i].DiscoveredContent)
+	}
+	for i := range imp.Status.Skills {
+		add(mcpclient.SkillKind, imp.Status.Skills[i].URI, &imp.Status.Skills[i].DiscoveredContent)
+	}
+	return out
 }
 
 // digestOfApproved recomputes the definitions digest of recorded items, so that a
@@ -92,16 +150,16 @@ func digestOfApproved(items []cantusv1alpha1.ApprovedItem) string {
 	return mcpclient.DefinitionsDigest(refs)
 }
 
-// applyApproval decides which of the handshake's tools are served and records it:
-// each status tool's approval, status.approval and DefinitionsApproved. before is the
+// applyApproval decides which of the items the status lists are served and records
+// it: each item's approval, status.approval and DefinitionsApproved. before is the
 // status as it was, for the approved record and the old text of changed members.
-// It returns the pending digest when it is new, for the Warning event.
+// It returns whether the pending digest is new, for the Warning event.
 func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.RemoteToolImportStatus, tools []mcpclient.Tool, approving map[string]string) (newlyPending bool) {
+	seen := seenDefinitions(imp, tools)
 	if imp.Spec.Approval.ModeOrDefault() != cantusv1alpha1.ApprovalManual {
-		setAutomaticApproval(imp, tools)
+		setAutomaticApproval(imp, seen)
 		return false
 	}
-	seen := seenDefinitions(tools)
 	prev := before.Approval
 	if prev == nil || prev.Mode != cantusv1alpha1.ApprovalManual {
 		prev = &cantusv1alpha1.ApprovalStatus{}
@@ -111,26 +169,24 @@ func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.
 		next.FirstSeenDigest = seen.digest
 	}
 	next.Approved, next.ApprovedDigest, next.ApprovedBy = approvedSet(imp.Spec.Approval, prev, seen, next.FirstSeenDigest, approving)
-	approvedByName := map[string]cantusv1alpha1.ApprovedItem{}
+	approvedByKey := map[string]cantusv1alpha1.ApprovedItem{}
 	for _, it := range next.Approved {
-		approvedByName[it.Name] = it
+		approvedByKey[itemKey(it.Kind, it.Name)] = it
 	}
-	for i := range imp.Status.Tools {
-		t := &imp.Status.Tools[i]
-		t.Digest = seen.byName[t.Name].Digest
-		t.Approval = cantusv1alpha1.ItemPending
-		if a, ok := approvedByName[t.Name]; ok && a.Digest == t.Digest {
-			t.Approval = cantusv1alpha1.ItemApproved
+	for _, it := range seen.items {
+		*it.state = cantusv1alpha1.ItemPending
+		if a, ok := approvedByKey[itemKey(it.approved.Kind, it.approved.Name)]; ok && a.Digest == it.approved.Digest {
+			*it.state = cantusv1alpha1.ItemApproved
 		}
 	}
-	changes := definitionChanges(seen, approvedByName, oldTexts(before, prev, approvedByName))
+	changes := definitionChanges(seen, approvedByKey, oldTexts(before, prev, approvedByKey))
 	next.ChangeCount = int32(len(changes))
 	next.Changes = changes[:min(len(changes), maxListedChanges)]
 	if pendingCount(changes) > 0 {
 		next.PendingDigest = seen.digest
 	}
 	imp.Status.Approval = next
-	setApprovalCondition(imp, changes)
+	setApprovalCondition(imp, len(seen.items), changes)
 	return next.PendingDigest != "" && next.PendingDigest != prev.PendingDigest
 }
 
@@ -145,35 +201,39 @@ func approvedSet(spec *cantusv1alpha1.ImportApproval, prev *cantusv1alpha1.Appro
 	trustsFirstSeen := spec != nil && spec.ApproveFirstSeen
 	switch {
 	case approving[seen.digest] != "":
-		return seen.items, seen.digest, approving[seen.digest]
+		return seen.approvedItems(), seen.digest, approving[seen.digest]
 	case recordedDigest != "" && approving[recordedDigest] != "":
 		return prev.Approved, recordedDigest, approving[recordedDigest]
 	case trustsFirstSeen && seen.digest == firstSeen:
-		return seen.items, seen.digest, approvedByFirstSeen
+		return seen.approvedItems(), seen.digest, approvedByFirstSeen
 	case trustsFirstSeen && recordedDigest == firstSeen:
 		return prev.Approved, recordedDigest, approvedByFirstSeen
 	}
 	return nil, "", ""
 }
 
-// setAutomaticApproval marks every tool served without approval.
-func setAutomaticApproval(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Tool) {
-	digests := make(map[string]string, len(tools))
-	for _, t := range tools {
-		digests[t.Name] = t.Digest()
+// approvedItems are the records of the items seen, for status.approval.approved.
+func (seen definitionsSeen) approvedItems() []cantusv1alpha1.ApprovedItem {
+	out := make([]cantusv1alpha1.ApprovedItem, 0, len(seen.items))
+	for _, it := range seen.items {
+		out = append(out, it.approved)
 	}
-	for i := range imp.Status.Tools {
-		imp.Status.Tools[i].Digest = digests[imp.Status.Tools[i].Name]
-		imp.Status.Tools[i].Approval = cantusv1alpha1.ItemAutomatic
+	return out
+}
+
+// setAutomaticApproval marks every item served without approval.
+func setAutomaticApproval(imp *cantusv1alpha1.RemoteToolImport, seen definitionsSeen) {
+	for _, it := range seen.items {
+		*it.state = cantusv1alpha1.ItemAutomatic
 	}
 	imp.Status.Approval = &cantusv1alpha1.ApprovalStatus{Mode: cantusv1alpha1.ApprovalAutomatic}
 	setCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAutomaticApproval,
 		"spec.approval.mode is Automatic: the remote's definitions are served as they change; set it to Manual to hold changes until approved")
 }
 
-// oldTexts are the approved texts of the members of each tool, by tool name: from the
-// status tools of before whose digest is the approved one, else from the changes
-// recorded before (the text they showed as old is still the approved text).
+// oldTexts are the approved texts of the members of each item, by item key: from the
+// items of before whose digest is the approved one, else from the changes recorded
+// before (the text they showed as old is still the approved text).
 func oldTexts(before *cantusv1alpha1.RemoteToolImportStatus, prev *cantusv1alpha1.ApprovalStatus, approved map[string]cantusv1alpha1.ApprovedItem) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, c := range prev.Changes {
@@ -181,11 +241,21 @@ func oldTexts(before *cantusv1alpha1.RemoteToolImportStatus, prev *cantusv1alpha
 		for _, m := range c.Members {
 			texts[m.Member] = m.Old
 		}
-		out[c.Name] = texts
+		out[itemKey(c.Kind, c.Name)] = texts
+	}
+	isApproved := func(kind, name, digest string) bool {
+		a, ok := approved[itemKey(kind, name)]
+		return ok && digest != "" && digest == a.Digest
 	}
 	for _, d := range before.Tools {
-		if a, ok := approved[d.Name]; ok && d.Digest != "" && d.Digest == a.Digest {
-			out[d.Name] = discoveredMemberTexts(d)
+		if isApproved(itemKindTool, d.Name, d.Digest) {
+			out[itemKey(itemKindTool, d.Name)] = discoveredMemberTexts(d)
+		}
+	}
+	old := &cantusv1alpha1.RemoteToolImport{Status: *before.DeepCopy()}
+	for _, it := range contentItems(old) {
+		if it.texts != nil && isApproved(it.approved.Kind, it.approved.Name, it.approved.Digest) {
+			out[itemKey(it.approved.Kind, it.approved.Name)] = it.texts
 		}
 	}
 	return out
@@ -216,26 +286,37 @@ func compactJSON(raw []byte) string {
 	return string(data)
 }
 
-// definitionChanges lists how the tools seen differ from the approved ones, sorted by
-// name: added and changed ones (pending) and removed ones.
+// definitionChanges lists how the items seen differ from the approved ones, sorted by
+// kind and name: added and changed ones (pending) and removed ones.
 func definitionChanges(seen definitionsSeen, approved map[string]cantusv1alpha1.ApprovedItem, old map[string]map[string]string) []cantusv1alpha1.DefinitionChange {
 	var out []cantusv1alpha1.DefinitionChange
 	for _, it := range seen.items {
-		a, ok := approved[it.Name]
+		key := itemKey(it.approved.Kind, it.approved.Name)
+		a, ok := approved[key]
+		change := cantusv1alpha1.DefinitionChange{Kind: it.approved.Kind, Name: clip(it.approved.Name, maxRemoteNameBytes)}
 		switch {
 		case !ok:
-			out = append(out, cantusv1alpha1.DefinitionChange{Kind: it.Kind, Name: clip(it.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionAdded})
-		case a.Digest != it.Digest:
-			out = append(out, cantusv1alpha1.DefinitionChange{Kind: it.Kind, Name: clip(it.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionChanged,
-				Members: changedMembers(a, it, old[it.Name], seen.texts[it.Name])})
+			change.Change = cantusv1alpha1.DefinitionAdded
+		case a.Digest != it.approved.Digest:
+			change.Change = cantusv1alpha1.DefinitionChanged
+			change.Members = changedMembers(a, it.approved, old[key], it.texts)
+		default:
+			continue
+		}
+		out = append(out, change)
+	}
+	for _, key := range slices.Sorted(maps.Keys(approved)) {
+		if _, ok := seen.byKey[key]; !ok {
+			a := approved[key]
+			out = append(out, cantusv1alpha1.DefinitionChange{Kind: a.Kind, Name: clip(a.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionRemoved})
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(approved)) {
-		if _, ok := seen.byName[name]; !ok {
-			out = append(out, cantusv1alpha1.DefinitionChange{Kind: approved[name].Kind, Name: clip(name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionRemoved})
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind > out[j].Kind // tools first
 		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out[i].Name < out[j].Name
+	})
 	return out
 }
 
@@ -270,12 +351,12 @@ func pendingCount(changes []cantusv1alpha1.DefinitionChange) int {
 
 // setApprovalCondition says whether everything served is approved and, when not, what
 // is held and how to approve it.
-func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, changes []cantusv1alpha1.DefinitionChange) {
+func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, items int, changes []cantusv1alpha1.DefinitionChange) {
 	a := imp.Status.Approval
 	if pendingCount(changes) == 0 {
-		msg := fmt.Sprintf("the %d tools the remote serves are the approved definitions %s (approved by %s)", len(imp.Status.Tools), shortDigest(a.ApprovedDigest), a.ApprovedBy)
+		msg := fmt.Sprintf("the %d items the remote serves (tools, prompts, resources, skills) are the approved definitions %s (approved by %s)", items, shortDigest(a.ApprovedDigest), a.ApprovedBy)
 		if removed := len(changes); removed > 0 {
-			msg += fmt.Sprintf("; %d approved tools are no longer served by the remote", removed)
+			msg += fmt.Sprintf("; %d approved items are no longer served by the remote", removed)
 		}
 		setCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved, msg)
 		return
@@ -291,15 +372,19 @@ func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, changes []cantus
 func pendingMessage(imp *cantusv1alpha1.RemoteToolImport, changes []cantusv1alpha1.DefinitionChange) string {
 	var held []string
 	for _, c := range changes {
+		label := clip(c.Name, 64)
+		if c.Kind != itemKindTool {
+			label = c.Kind + " " + label
+		}
 		switch c.Change {
 		case cantusv1alpha1.DefinitionAdded:
-			held = append(held, fmt.Sprintf("%s (new)", clip(c.Name, 64)))
+			held = append(held, fmt.Sprintf("%s (new)", label))
 		case cantusv1alpha1.DefinitionChanged:
 			members := make([]string, 0, len(c.Members))
 			for _, m := range c.Members {
 				members = append(members, m.Member)
 			}
-			held = append(held, fmt.Sprintf("%s (%s changed)", clip(c.Name, 64), strings.Join(members, ", ")))
+			held = append(held, fmt.Sprintf("%s (%s changed)", label, strings.Join(members, ", ")))
 		}
 	}
 	a := imp.Status.Approval
@@ -307,7 +392,7 @@ func pendingMessage(imp *cantusv1alpha1.RemoteToolImport, changes []cantusv1alph
 	if imp.Spec.Approval.Digest != "" && a.ApprovedDigest == "" {
 		prefix = "spec.approval.digest matches neither the definitions the remote serves nor the approved ones recorded in status, so none are served; "
 	}
-	return fmt.Sprintf("%s%d tools are withheld by gateways until approved: %s; status.approval.changes shows what changed. Approve with: kubectl patch remotetoolimport %s -n %s --type merge -p '{\"spec\":{\"approval\":{\"digest\":\"%s\"}}}' (or a DefinitionApproval naming this import and that digest)",
+	return fmt.Sprintf("%s%d items are withheld by gateways until approved: %s; status.approval.changes shows what changed. Approve with: kubectl patch remotetoolimport %s -n %s --type merge -p '{\"spec\":{\"approval\":{\"digest\":\"%s\"}}}' (or a DefinitionApproval naming this import and that digest)",
 		prefix, len(held), listAtMost(held, 10, ", "), imp.Name, imp.Namespace, a.PendingDigest)
 }
 

@@ -171,20 +171,59 @@ const memberDigestLength = 16
 
 // MemberDigests maps each member of the tool's definition (ToolKind's) that is present
 // to the first 16 hex digits of the sha256 of its canonical JSON.
-func (t Tool) MemberDigests() map[string]string {
-	out := map[string]string{}
-	for member, v := range t.members() {
+func (t Tool) MemberDigests() map[string]string { return memberDigests(t.members()) }
+
+// MemberTexts maps each member of the tool's definition that is present to its text: a
+// string member as is, any other as compact canonical JSON. It is for showing a change
+// to a human, who clips it.
+func (t Tool) MemberTexts() map[string]string { return memberTexts(t.members()) }
+
+// MemberDigests is Tool.MemberDigests for an item of kind k (its list entry as sent);
+// nil when definition is not a JSON object.
+func (k ItemKind) MemberDigests(definition json.RawMessage) map[string]string {
+	members, ok := k.members(definition)
+	if !ok {
+		return nil
+	}
+	return memberDigests(members)
+}
+
+// MemberTexts is Tool.MemberTexts for an item of kind k; nil when definition is not a
+// JSON object.
+func (k ItemKind) MemberTexts(definition json.RawMessage) map[string]string {
+	members, ok := k.members(definition)
+	if !ok {
+		return nil
+	}
+	return memberTexts(members)
+}
+
+func (k ItemKind) members(definition json.RawMessage) (map[string]any, bool) {
+	v, _ := decodeCanonical(definition)
+	def, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := map[string]any{}
+	for _, m := range k.Members {
+		if v := def[m]; v != nil {
+			out[m] = v
+		}
+	}
+	return out, true
+}
+
+func memberDigests(members map[string]any) map[string]string {
+	out := make(map[string]string, len(members))
+	for member, v := range members {
 		out[member] = sha256JSON(v)[:memberDigestLength]
 	}
 	return out
 }
 
-// MemberTexts maps each member of the tool's definition that is present to its text: a
-// string member as is, any other as compact canonical JSON. It is for showing a change
-// to a human, who clips it.
-func (t Tool) MemberTexts() map[string]string {
-	out := map[string]string{}
-	for member, v := range t.members() {
+func memberTexts(members map[string]any) map[string]string {
+	out := make(map[string]string, len(members))
+	for member, v := range members {
 		if s, ok := v.(string); ok {
 			out[member] = s
 			continue

@@ -27,6 +27,9 @@ type ContentReport struct {
 	// listed them (a definition the import's status left out, a URI template that does
 	// not parse).
 	Skipped []string
+	// Withheld name the items left out because their new or changed definitions wait
+	// for approval at their import.
+	Withheld []string
 }
 
 // contentCandidate is one import's item for a served key.
@@ -182,6 +185,11 @@ func describeContentCollision(label, key string, ownToo bool, cands []contentCan
 // status lists; an item whose definition the status left out is reported as skipped
 // (its clipped key cannot be served faithfully).
 func definitionOf(d cantusv1alpha1.DiscoveredContent, keyMember, label, statusKey, from string, report *ContentReport) (string, json.RawMessage, bool) {
+	if d.Approval == cantusv1alpha1.ItemPending {
+		// New or changed at the remote and not approved yet (spec.approval.mode Manual).
+		report.Withheld = append(report.Withheld, fmt.Sprintf("%s %q from %s", label, adapterconfig.ClipName(statusKey), from))
+		return "", nil, false
+	}
 	if d.Definition == nil || len(d.Definition.Raw) == 0 {
 		report.Skipped = append(report.Skipped, fmt.Sprintf("%s %q from %s: the import's status holds no definition of it (too large)", label, adapterconfig.ClipName(statusKey), from))
 		return "", nil, false
