@@ -11,6 +11,10 @@
 #                              in it behind the bridge.
 #   cantus.local/impostor:1    test/cluster/impostor as /adapter: it passes the adapter's
 #                              probes and answers MCP with a tool nobody asked for.
+#   cantus.local/rugpull:1     test/cluster/rugpull as /rugpull: a stdio MCP server whose
+#                              get_weather description changes after the first start in a
+#                              pod (a marker in the bridge pod's /tmp emptyDir), for the
+#                              approval test.
 #   cantus.local/skill-cataloguing:1
 #                              a content-only image (hack/image -content) of
 #                              test/cluster/testdata/skill-image: Agent Skills under
@@ -28,6 +32,7 @@ CTR=(ctr --address "${RUN}/containerd.sock" --namespace k8s.io)
 OUT="${ROOT}/.demo/images"
 EVERYTHING_IMAGE="cantus.local/everything:1"
 IMPOSTOR_IMAGE="cantus.local/impostor:1"
+RUGPULL_IMAGE="cantus.local/rugpull:1"
 SKILL_IMAGE="cantus.local/skill-cataloguing:1"
 EVERYTHING_HOME="/opt/everything"
 INPUTS_LABEL="cantus.dev/test-image-inputs"
@@ -103,6 +108,16 @@ build_impostor() {
   "${CTR[@]}" images import --all-platforms "${OUT}/impostor.tar" >&2
 }
 
+build_rugpull() {
+  say "building and importing ${RUGPULL_IMAGE}"
+  mkdir -p "${OUT}" "${ROOT}/bin/image"
+  (cd "${ROOT}" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags="-s -w" -o bin/image/rugpull ./test/cluster/rugpull \
+    && go build -o bin/image/image ./hack/image)
+  "${ROOT}/bin/image/image" -tag "${RUGPULL_IMAGE}" -o "${OUT}/rugpull.tar" -entrypoint /rugpull \
+    /rugpull="${ROOT}/bin/image/rugpull"
+  "${CTR[@]}" images import --all-platforms "${OUT}/rugpull.tar" >&2
+}
+
 build_skill_image() {
   say "building and importing ${SKILL_IMAGE} (content only)"
   mkdir -p "${OUT}" "${ROOT}/bin/image"
@@ -116,6 +131,7 @@ main() {
   "${CTR[@]}" version >/dev/null 2>&1 ||
     die "no containerd answers at ${RUN}/containerd.sock: start the node first (hack/cluster.sh up)"
   build_impostor
+  build_rugpull
   build_skill_image
   local peers node hash tar="${OUT}/everything.tar" stamp="${OUT}/everything.inputs"
   peers="$("${ROOT}/hack/npm-peers.sh" | tail -n1)"
