@@ -327,7 +327,7 @@ func writeRawResult(w http.ResponseWriter, id, raw json.RawMessage) {
 
 // importedListWriter rewrites the answer to body when it lists prompts, resources or
 // resource templates and imported ones are served; nil otherwise.
-func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway.ContentListWriter {
+func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway.AnswerRewriter {
 	defs := &s.content.Load().imported.defs
 	if defs.Empty() || !gateway.MayListContent(body) {
 		return nil

@@ -84,65 +84,9 @@ func (d *ContentDefinitions) rewriteMessage(msg []byte) []byte {
 	return out
 }
 
-// ContentListWriter holds back a JSON answer to rewrite it with the definitions; an
-// event stream (which mcp-go does not use for these answers) is written through as is.
-// Finish writes a held answer.
-type ContentListWriter struct {
-	http.ResponseWriter
-	defs   *ContentDefinitions
-	status int
-	body   bytes.Buffer
-	stream bool
-}
-
-// NewContentListWriter rewrites the answer written to w with defs.
-func NewContentListWriter(w http.ResponseWriter, defs *ContentDefinitions) *ContentListWriter {
-	return &ContentListWriter{ResponseWriter: w, defs: defs}
-}
-
-// WriteHeader holds the status back, but for an event stream.
-func (w *ContentListWriter) WriteHeader(status int) {
-	if w.status != 0 {
-		return
-	}
-	w.status = status
-	if mediaTypeOf(w.Header()) == "text/event-stream" {
-		w.stream = true
-		w.ResponseWriter.WriteHeader(status)
-	}
-}
-
-// Write holds a JSON body back.
-func (w *ContentListWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.stream {
-		return w.ResponseWriter.Write(p)
-	}
-	return w.body.Write(p)
-}
-
-// Flush flushes an event stream.
-func (w *ContentListWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.stream {
-		f.Flush()
-	}
-}
-
-// Unwrap is the response w wraps, for http.ResponseController.
-func (w *ContentListWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Finish writes a held-back answer, rewritten.
-func (w *ContentListWriter) Finish() {
-	if w.stream || w.status == 0 {
-		return
-	}
-	body := w.body.Bytes()
-	if w.status >= 200 && w.status <= 299 {
-		body = w.defs.rewriteMessage(bytes.TrimRight(body, "\n"))
-	}
-	w.Header().Del("Content-Length")
-	w.ResponseWriter.WriteHeader(w.status)
-	_, _ = w.ResponseWriter.Write(body)
+// NewContentListWriter rewrites the prompts, resources or resource templates list
+// written to w with defs; an event stream (which mcp-go does not use for these
+// answers) is written through as is.
+func NewContentListWriter(w http.ResponseWriter, defs *ContentDefinitions) *AnswerRewriter {
+	return &AnswerRewriter{ResponseWriter: w, message: defs.rewriteMessage}
 }

@@ -116,23 +116,24 @@ func scanLinesKeepingEnds(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil
 }
 
-// ListAnswerWriter holds back the answer to one tools/list POST (streamable HTTP) to
-// rewrite it: a JSON body whole, an event stream event by event. Finish writes it.
-type ListAnswerWriter struct {
+// AnswerRewriter holds back the answer to one list POST (streamable HTTP) to rewrite
+// it: a JSON body whole, an event stream event by event (or as is, without an events
+// rewrite). Finish writes a held answer.
+type AnswerRewriter struct {
 	http.ResponseWriter
-	defs   Definitions
-	status int
-	body   bytes.Buffer
-	stream bool // the answer is an event stream: written through, rewritten per write
+	message, events func([]byte) []byte
+	status          int
+	body            bytes.Buffer
+	stream          bool // the answer is an event stream: written through, rewritten per write
 }
 
-// NewListAnswerWriter rewrites the answer written to w with defs.
-func NewListAnswerWriter(w http.ResponseWriter, defs Definitions) *ListAnswerWriter {
-	return &ListAnswerWriter{ResponseWriter: w, defs: defs}
+// NewListAnswerWriter rewrites the tools/list answer written to w with defs.
+func NewListAnswerWriter(w http.ResponseWriter, defs Definitions) *AnswerRewriter {
+	return &AnswerRewriter{ResponseWriter: w, message: defs.rewriteMessage, events: defs.rewriteEvents}
 }
 
 // WriteHeader holds the status back, but for an event stream.
-func (w *ListAnswerWriter) WriteHeader(status int) {
+func (w *AnswerRewriter) WriteHeader(status int) {
 	if w.status != 0 {
 		return
 	}
@@ -144,39 +145,40 @@ func (w *ListAnswerWriter) WriteHeader(status int) {
 }
 
 // Write holds a JSON body back and rewrites an event stream's events on their way.
-func (w *ListAnswerWriter) Write(p []byte) (int, error) {
+func (w *AnswerRewriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.stream {
-		if _, err := w.ResponseWriter.Write(w.defs.rewriteEvents(p)); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+	if !w.stream {
+		return w.body.Write(p)
 	}
-	return w.body.Write(p)
+	if w.events == nil {
+		return w.ResponseWriter.Write(p)
+	}
+	if _, err := w.ResponseWriter.Write(w.events(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Flush flushes an event stream.
-func (w *ListAnswerWriter) Flush() {
-	if w.stream {
-		if f, ok := w.ResponseWriter.(http.Flusher); ok {
-			f.Flush()
-		}
+func (w *AnswerRewriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.stream {
+		f.Flush()
 	}
 }
 
 // Unwrap is the response w wraps, for http.ResponseController.
-func (w *ListAnswerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *AnswerRewriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Finish writes a held-back answer, rewritten.
-func (w *ListAnswerWriter) Finish() {
+func (w *AnswerRewriter) Finish() {
 	if w.stream || w.status == 0 {
 		return
 	}
 	body := w.body.Bytes()
 	if w.status >= 200 && w.status <= 299 {
-		body = w.defs.rewriteMessage(bytes.TrimRight(body, "\n"))
+		body = w.message(bytes.TrimRight(body, "\n"))
 	}
 	w.Header().Del("Content-Length")
 	w.ResponseWriter.WriteHeader(w.status)
