@@ -185,9 +185,11 @@ func startCalling(t *testing.T, ctx context.Context, url string) *counter {
 
 // startAskingTheCatalog lists the catalog's servers through its Service every 100 ms, as
 // the namespace's default service account with a token for the catalog's audience. A
-// request refused at connect (it reached a replica whose container had just died and
-// the Service had not yet dropped) is retried once, as HTTP clients retry an idempotent
-// GET; a request that fails twice is unanswered.
+// request refused at connect reached the replica whose container had just died, before
+// the Service dropped it; kube-proxy picks a replica at random for each connection, so
+// the client retries a refused GET every 100 ms for up to 5 s, as a client of a Service
+// with a dead replica must. A request still refused after that, or failing any other way,
+// is unanswered.
 func startAskingTheCatalog(t *testing.T, ctx context.Context, ns string) *counter {
 	t.Helper()
 	var svc corev1.Service
@@ -215,11 +217,18 @@ func startAskingTheCatalog(t *testing.T, ctx context.Context, ns string) *counte
 		}
 		return nil
 	}
+	var retried atomic.Int64
+	t.Cleanup(func() { t.Logf("%d catalog requests were refused at connect and retried", retried.Load()) })
 	return runCounting(ctx, 100*time.Millisecond, func(ctx context.Context) error {
-		if err := ask(ctx); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
-			return err
+		giveUp := time.Now().Add(5 * time.Second)
+		for {
+			err := ask(ctx)
+			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(giveUp) {
+				return err
+			}
+			retried.Add(1)
+			time.Sleep(100 * time.Millisecond)
 		}
-		return ask(ctx)
 	}, t.Logf)
 }
 
