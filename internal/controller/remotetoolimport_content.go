@@ -85,10 +85,18 @@ func setContentDiscovered(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.R
 	}
 	prompts, resources, templates, skills, truncated := statusContent(listed)
 	status := &imp.Status.RemoteContentStatus
-	status.Prompts = toPrompts(prompts)
-	status.Resources = toResources(resources)
-	status.ResourceTemplates = toResourceTemplates(templates)
-	status.Skills = toSkills(skills)
+	status.Prompts = asStatus(prompts, func(e contentEntry) cantusv1alpha1.DiscoveredPrompt {
+		return cantusv1alpha1.DiscoveredPrompt{DiscoveredContent: e.content}
+	})
+	status.Resources = asStatus(resources, func(e contentEntry) cantusv1alpha1.DiscoveredResource {
+		return cantusv1alpha1.DiscoveredResource{URI: e.key, DiscoveredContent: e.content}
+	})
+	status.ResourceTemplates = asStatus(templates, func(e contentEntry) cantusv1alpha1.DiscoveredResourceTemplate {
+		return cantusv1alpha1.DiscoveredResourceTemplate{URITemplate: e.key, DiscoveredContent: e.content}
+	})
+	status.Skills = asStatus(skills, func(e contentEntry) cantusv1alpha1.DiscoveredSkill {
+		return cantusv1alpha1.DiscoveredSkill{URI: e.key, DiscoveredContent: e.content}
+	})
 	status.PromptCount, status.ResourceCount, status.ResourceTemplateCount = int32(len(listed.Prompts)), int32(len(listed.Resources)), int32(len(listed.ResourceTemplates))
 	status.SkillCount = int32(len(listed.Skills))
 	status.ContentTruncated = truncated
@@ -255,39 +263,6 @@ func discoveredEntry(kind contentKind, raw json.RawMessage) contentEntry {
 	return e
 }
 
-func toPrompts(entries []contentEntry) []cantusv1alpha1.DiscoveredPrompt {
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make([]cantusv1alpha1.DiscoveredPrompt, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, cantusv1alpha1.DiscoveredPrompt{DiscoveredContent: e.content})
-	}
-	return out
-}
-
-func toResources(entries []contentEntry) []cantusv1alpha1.DiscoveredResource {
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make([]cantusv1alpha1.DiscoveredResource, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, cantusv1alpha1.DiscoveredResource{URI: e.key, DiscoveredContent: e.content})
-	}
-	return out
-}
-
-func toSkills(entries []contentEntry) []cantusv1alpha1.DiscoveredSkill {
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make([]cantusv1alpha1.DiscoveredSkill, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, cantusv1alpha1.DiscoveredSkill{URI: e.key, DiscoveredContent: e.content})
-	}
-	return out
-}
-
 // rawMember is the member name of a JSON object as sent, nil when absent.
 func rawMember(raw json.RawMessage, name string) json.RawMessage {
 	var members map[string]json.RawMessage
@@ -295,17 +270,6 @@ func rawMember(raw json.RawMessage, name string) json.RawMessage {
 		return nil
 	}
 	return members[name]
-}
-
-func toResourceTemplates(entries []contentEntry) []cantusv1alpha1.DiscoveredResourceTemplate {
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make([]cantusv1alpha1.DiscoveredResourceTemplate, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, cantusv1alpha1.DiscoveredResourceTemplate{URITemplate: e.key, DiscoveredContent: e.content})
-	}
-	return out
 }
 
 // contentEntriesOf are the entries a status records, by kind label.
@@ -385,4 +349,17 @@ func diffEntries(before, after []contentEntry) (added, removed, changed []string
 	sort.Strings(removed)
 	sort.Strings(changed)
 	return added, removed, changed
+}
+
+// asStatus converts entries to a status list of one kind; none is nil, so that an empty
+// list is left out of the status rather than written as [].
+func asStatus[T any](entries []contentEntry, item func(contentEntry) T) []T {
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make([]T, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, item(e))
+	}
+	return out
 }
