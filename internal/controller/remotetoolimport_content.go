@@ -351,8 +351,8 @@ func diffEntries(before, after []contentEntry) (added, removed, changed []string
 	return added, removed, changed
 }
 
-// asStatus converts entries to a status list of one kind; none is nil, so that an empty
-// list is left out of the status rather than written as [].
+// asStatus converts entries to the status list of one kind; no entries give nil, so that an
+// empty list is left out of the status rather than written as [].
 func asStatus[T any](entries []contentEntry, item func(contentEntry) T) []T {
 	if len(entries) == 0 {
 		return nil
