@@ -268,7 +268,31 @@ type SkillImport struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Renames []ToolRename `json:"renames,omitempty"`
+	// Relay lists the requests the remote may send this server's callers while it
+	// serves their calls of these tools: elicitation (ask the user), sampling (run the
+	// caller's model) and roots. None by default: the remote is answered with an error.
+	// Sampling spends the caller's model and may carry a prompt injection; enable it
+	// only for a remote you trust. A request goes only to the caller whose call the
+	// remote is serving; it needs a stateful server (one replica) for callers of
+	// protocol 2025-11-25 and older, and reaches callers of 2026-07-28 as an
+	// input-required result. Not available for stdio imports (the bridge shares one
+	// process among callers).
+	// +kubebuilder:validation:MaxItems=3
+	// +listType=set
+	// +optional
+	Relay []RelayedRequest `json:"relay,omitempty"`
 }
+
+// RelayedRequest is a kind of request a remote may send the caller through the gateway.
+// +kubebuilder:validation:Enum=elicitation;sampling;roots
+type RelayedRequest string
+
+// The requests a gateway can relay from a remote to its caller.
+const (
+	RelayElicitation RelayedRequest = "elicitation"
+	RelaySampling    RelayedRequest = "sampling"
+	RelayRoots       RelayedRequest = "roots"
+)
 
 // ToolRename serves the remote tool From as To.
 type ToolRename struct {

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -295,8 +296,33 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 		writeAnswer(w, req.ID, forwardFailure(err))
 		return true
 	}
+	if req.modern {
+		raw = withModernMembers(raw, req.Method == string(mcp.MethodResourcesRead))
+	}
 	writeRawResult(w, req.ID, raw)
 	return true
+}
+
+// withModernMembers adds to raw, a result the remote gave the gateway's session of an
+// older protocol, the members protocol 2026-07-28 requires of it: resultType and, for
+// a resource read, the caching hints (SEP-2549) the gateway's own reads carry. The
+// rest stays as the remote sent it.
+func withModernMembers(raw json.RawMessage, read bool) json.RawMessage {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) < 2 || trimmed[0] != '{' || bytes.Contains(trimmed, []byte(`"resultType"`)) {
+		return raw
+	}
+	members := `"resultType":"complete"`
+	if read {
+		members += fmt.Sprintf(`,"ttlMs":%d,"cacheScope":%q`, cacheTTLMs, cacheScope)
+	}
+	rest := bytes.TrimSpace(trimmed[1:])
+	out := make([]byte, 0, len(trimmed)+len(members)+2)
+	out = append(append(out, '{'), members...)
+	if rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
 }
 
 func writeAnswer(w http.ResponseWriter, id json.RawMessage, answer *jsonRPCAnswer) {

@@ -160,7 +160,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	if o.calls != nil {
 		s.calls = o.calls
 	}
-	s.remotes = gateway.NewPool(s.log, s.metrics.gateway)
+	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)

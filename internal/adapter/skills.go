@@ -56,6 +56,8 @@ type contentRequest struct {
 		Name      string            `json:"name"`
 		Arguments map[string]string `json:"arguments"`
 	} `json:"params"`
+	// modern is true for a request of protocol 2026-07-28 or later (modernRequest).
+	modern bool
 }
 
 // mayBeContentRequest is false for most bodies that cannot be one, so that they are
@@ -75,7 +77,8 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || !gateway.ValidRequestID(req.ID) {
 		return false
 	}
-	if !s.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !modernRequest(body) {
+	req.modern = modernRequest(body)
+	if !s.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !req.modern {
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}

@@ -258,7 +258,19 @@ type RemoteBackend struct {
 	// tools/list serves it as is with Tool.Name, so clients see the tool exactly as the
 	// remote defined it; Description and InputSchema still drive validation.
 	Definition json.RawMessage `json:"definition,omitempty"`
+	// Relay names the requests (RelayElicitation, RelaySampling, RelayRoots) the
+	// remote may send the caller of this tool while serving its call; the gateway
+	// declares them to the remote and answers any other with an error.
+	Relay []string `json:"relay,omitempty"`
 }
+
+// The requests a remote may have relayed to the caller (RemoteBackend.Relay), named
+// as the capability a client declares for them.
+const (
+	RelayElicitation = "elicitation"
+	RelaySampling    = "sampling"
+	RelayRoots       = "roots"
+)
 
 // ToolAnnotations are the MCP tool hints.
 type ToolAnnotations struct {

@@ -203,6 +203,11 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 	if r.Timeout.Duration <= 0 {
 		problems = append(problems, fmt.Sprintf("remote.timeout %q must be greater than 0, e.g. \"30s\"", r.Timeout.Duration))
 	}
+	for _, kind := range r.Relay {
+		if kind != RelayElicitation && kind != RelaySampling && kind != RelayRoots {
+			problems = append(problems, fmt.Sprintf("remote.relay: %q is not a request the gateway relays: use %q, %q or %q", kind, RelayElicitation, RelaySampling, RelayRoots))
+		}
+	}
 	for _, a := range r.Addresses {
 		if _, err := netip.ParseAddr(a); err != nil {
 			problems = append(problems, fmt.Sprintf("remote.addresses: %q is not an IP address", a))

@@ -59,6 +59,10 @@ type ClientOptions struct {
 	MaxIdleConnsPerHost int
 	// ClientName and ClientVersion are sent in initialize.
 	ClientName, ClientVersion string
+	// Capabilities are the client capabilities declared in initialize, by name
+	// ("elicitation", "sampling", "roots"): the requests the server may send while it
+	// serves a call, which the call's CallOptions.Ask answers. None by default.
+	Capabilities []string
 }
 
 // Client is the HTTP side of one remote: URL, headers, TLS trust and a connection

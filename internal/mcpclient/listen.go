@@ -58,6 +58,18 @@ func (s *Session) listenOnSSE(ctx context.Context, changed func(string)) error {
 // listenOnGETStream opens the session's GET stream (streamable HTTP) and reads it until
 // ctx ends or it does, answering the server's pings.
 func (s *Session) listenOnGETStream(ctx context.Context, changed func(string)) error {
+	return s.readGETStream(ctx, func(m Message) {
+		if isNotification(m) && strings.HasSuffix(m.Method, ListChangedSuffix) {
+			changed(m.Method)
+			return
+		}
+		s.answerServer(m)
+	})
+}
+
+// readGETStream opens the session's GET stream (streamable HTTP) and hands each message
+// on it to handle until ctx ends (nil) or the stream does.
+func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error {
 	if s.id == "" {
 		return ErrNoSession
 	}
@@ -93,11 +105,7 @@ func (s *Session) listenOnGETStream(ctx context.Context, changed func(string)) e
 			continue
 		}
 		for _, m := range msgs {
-			if isNotification(m) && strings.HasSuffix(m.Method, ListChangedSuffix) {
-				changed(m.Method)
-				continue
-			}
-			s.answerServer(m)
+			handle(m)
 		}
 	}
 }

@@ -132,8 +132,17 @@ func (o Options) clientOptions(budget time.Duration) ClientOptions {
 		MaxIdleConnsPerHost: 2,
 		ClientName:          ClientName,
 		ClientVersion:       ClientVersion,
+		// Every request a gateway can relay: some remotes offer a tool only to
+		// clients able to answer what it asks (server-everything's elicitation and
+		// sampling tools), and an import must see those tools for a gateway to relay
+		// them. A probe calls no tool, so it is never asked.
+		Capabilities: ProbeCapabilities(),
 	}
 }
+
+// ProbeCapabilities are the client capabilities a Probe declares: the requests a
+// gateway can relay from a remote to its callers.
+func ProbeCapabilities() []string { return []string{"elicitation", "roots", "sampling"} }
 
 // handshakeFailure marks err, an *Error of the Client or Session, as a failed
 // handshake.

@@ -116,7 +116,7 @@ type initializeResult struct {
 }
 
 func (s *Session) initialize(ctx context.Context) error {
-	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion), nil)
+	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion, s.c.opts.Capabilities...), nil)
 	if err != nil {
 		var rpcErr *RPCError
 		if errors.As(err, &rpcErr) {
@@ -274,6 +274,12 @@ type CallOptions struct {
 	// the server sends on the call's stream, such as log messages (notifications/message).
 	// Over SSE only progress can be told apart from the rest of the stream.
 	Notify func(Message)
+	// Ask, when set, answers the requests the server sends on the call's own stream
+	// (streamable HTTP) while it serves the call, such as elicitation/create: it
+	// returns the result, or the error to answer with. It runs on a goroutine of its
+	// own and may block until the call's context ends. Unset, or over SSE, such
+	// requests are refused as this client offers no capabilities.
+	Ask func(ctx context.Context, request Message) (json.RawMessage, *ErrorObject)
 }
 
 // CallToolWith is CallTool with options. When ctx ends before the answer, the server
@@ -305,7 +311,34 @@ func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMe
 			s.mu.Unlock()
 		}()
 	}
-	return s.request(ctx, "tools/call", params, notify)
+	return s.requestAsking(ctx, "tools/call", params, notify, opts.Ask)
+}
+
+// CallToolAlone makes one call on a session of its own, closed after it. Every request
+// the server sends on that session is the call's: those on the call's stream and those
+// on the session's GET stream (some servers send their requests only there; mcp-go
+// 1.2.1 does for sampling) go to opts.Ask.
+func (c *Client) CallToolAlone(ctx context.Context, name string, args json.RawMessage, opts CallOptions) (json.RawMessage, error) {
+	s, err := c.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if opts.Ask != nil && s.sseEndpoint == nil && s.id != "" {
+		streamCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			// A server without a GET stream sends its requests on the call's stream.
+			_ = s.readGETStream(streamCtx, func(m Message) {
+				if !isNotification(m) && m.Method != "ping" {
+					go s.answerAsked(streamCtx, m, opts.Ask)
+					return
+				}
+				s.answerServer(m)
+			})
+		}()
+	}
+	return s.CallToolWith(ctx, name, args, opts)
 }
 
 type callParams struct {
@@ -324,6 +357,12 @@ type callMeta struct {
 // request sends one JSON-RPC request and returns its result. notify, when set,
 // receives the notifications the server sends on the request's own stream.
 func (s *Session) request(ctx context.Context, method string, params any, notify func(Message)) (json.RawMessage, error) {
+	return s.requestAsking(ctx, method, params, notify, nil)
+}
+
+// requestAsking is request whose server requests on the request's own stream ask
+// answers (see CallOptions.Ask); nil refuses them.
+func (s *Session) requestAsking(ctx context.Context, method string, params any, notify func(Message), ask askFunc) (json.RawMessage, error) {
 	if !s.Alive() {
 		return nil, s.notSentBecauseLost()
 	}
@@ -337,7 +376,7 @@ func (s *Session) request(ctx context.Context, method string, params any, notify
 	if s.sseEndpoint != nil {
 		result, err = s.requestSSE(ctx, id, method, body)
 	} else {
-		result, err = s.requestStreamable(ctx, id, method, body, notify)
+		result, err = s.requestStreamable(ctx, id, method, body, notify, ask)
 	}
 	var e *Error
 	if errors.As(err, &e) && e.SessionLost {
@@ -395,7 +434,7 @@ func (s *Session) send(ctx context.Context, method string, params any) error {
 
 // ---- streamable HTTP ----
 
-func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message)) (json.RawMessage, error) {
+func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message), ask askFunc) (json.RawMessage, error) {
 	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
 		session: s.id, protocol: s.ProtocolVersion()})
 	if err != nil {
@@ -434,7 +473,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 		}
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s holds no answer to request %d", step, id), nil)
 	case ContentTypeSSE:
-		return s.readStreamAnswer(ctx, resp.Body, id, method, step, notify)
+		return s.readStreamAnswer(ctx, resp.Body, id, method, step, notify, ask)
 	case "":
 		return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("%s (HTTP %s) has no Content-Type", step, resp.Status), nil)
 	default:
@@ -447,7 +486,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 // A stream that ends cleanly after an event with an id is resumed (GET with
 // Last-Event-ID, 2025-11-25), as servers that poll their clients do
 // (AnswerStream).
-func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string, notify func(Message)) (json.RawMessage, error) {
+func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id int64, method, step string, notify func(Message), ask askFunc) (json.RawMessage, error) {
 	events := NewAnswerStream(&countingReader{r: first}, s.c.opts.MaxMessageBytes, func(ctx context.Context, lastID string) (io.ReadCloser, error) {
 		resp, err := s.c.send(ctx, exchange{what: "the resumed event stream for " + method, method: http.MethodGet, url: s.endpoint, accept: ContentTypeSSE,
 			session: s.id, protocol: s.ProtocolVersion(), lastEventID: lastID})
@@ -486,6 +525,10 @@ func (s *Session) readStreamAnswer(ctx context.Context, first io.ReadCloser, id 
 				if isNotification(m) && notify != nil {
 					notify(m)
 				}
+				if ask != nil && !isNotification(m) && m.Method != "ping" {
+					go s.answerAsked(ctx, m, ask)
+					continue
+				}
 				s.answerServer(m)
 				continue
 			}
@@ -519,17 +562,42 @@ func (s *Session) routeProgress(m Message) {
 	}
 }
 
+// askFunc is CallOptions.Ask.
+type askFunc = func(ctx context.Context, request Message) (json.RawMessage, *ErrorObject)
+
 // answerServer answers a request the server sent (ping; anything else is refused, this
 // client offers no capabilities). Notifications are dropped.
 func (s *Session) answerServer(m Message) {
 	if len(m.ID) == 0 || string(m.ID) == "null" {
 		return
 	}
-	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 	if m.Method == "ping" {
-		reply["result"] = struct{}{}
+		s.reply(m.ID, struct{}{}, nil)
+		return
+	}
+	s.reply(m.ID, nil, &ErrorObject{Code: -32601, Message: "method not supported by this client: " + clip.Line(m.Method, 60)})
+}
+
+// answerAsked answers the server's request m, sent while it serves a call, with what
+// ask returns. ask may wait for a person: it gets the call's context, not a deadline
+// of its own.
+func (s *Session) answerAsked(ctx context.Context, m Message, ask askFunc) {
+	result, failed := ask(ctx, m)
+	if failed != nil {
+		s.reply(m.ID, nil, failed)
+		return
+	}
+	s.reply(m.ID, result, nil)
+}
+
+// reply sends the answer to the server's request id, a result or an error, in the
+// background: the stream it came on is still being read.
+func (s *Session) reply(id json.RawMessage, result any, failed *ErrorObject) {
+	reply := map[string]any{"jsonrpc": "2.0", "id": id}
+	if failed != nil {
+		reply["error"] = failed
 	} else {
-		reply["error"] = ErrorObject{Code: -32601, Message: "method not supported by this client: " + clip.Line(m.Method, 60)}
+		reply["result"] = result
 	}
 	data, _ := json.Marshal(reply)
 	endpoint, session, protocol := s.endpoint, s.id, s.ProtocolVersion()

@@ -60,12 +60,17 @@ func ParseMessages(data []byte) ([]Message, error) {
 	return []Message{m}, nil
 }
 
-// InitializeParams are the params of initialize: ProtocolVersion, no client
-// capabilities, and the client's name and version.
-func InitializeParams(clientName, clientVersion string) map[string]any {
+// InitializeParams are the params of initialize: ProtocolVersion, the client
+// capabilities named (each declared as an empty object, e.g. "elicitation"), and the
+// client's name and version.
+func InitializeParams(clientName, clientVersion string, capabilities ...string) map[string]any {
+	declared := make(map[string]any, len(capabilities))
+	for _, c := range capabilities {
+		declared[c] = map[string]any{}
+	}
 	return map[string]any{
 		"protocolVersion": ProtocolVersion,
-		"capabilities":    map[string]any{},
+		"capabilities":    declared,
 		"clientInfo":      map[string]any{"name": clientName, "version": clientVersion},
 	}
 }

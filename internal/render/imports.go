@@ -82,6 +82,7 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 			continue
 		}
 		backend, files := remoteBackend(imp)
+		backend.Relay = relayed(spec, imp)
 		out.files = append(out.files, files...)
 		for _, t := range imp.Status.Tools {
 			if !selected(spec, t.Name) {
@@ -230,6 +231,21 @@ func conditionReason(imp *cantusv1alpha1.RemoteToolImport, t string) string {
 		return c.Reason
 	}
 	return "no status yet"
+}
+
+// relayed is what the import lets the remote ask the callers of its tools. A stdio
+// import gets nothing relayed: its bridge shares one child process among all callers,
+// so a request the child sends cannot be tied to the call it serves.
+func relayed(spec cantusv1alpha1.SkillImport, imp *cantusv1alpha1.RemoteToolImport) []string {
+	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio || len(spec.Relay) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(spec.Relay))
+	for _, kind := range spec.Relay {
+		out = append(out, string(kind))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // remoteBackend is how the adapter reaches the import: the same URL (or stdio bridge),

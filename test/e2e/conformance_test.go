@@ -62,6 +62,7 @@ var conformanceScenarios = []struct {
 	{name: "prompts-get-with-image", statelessToo: true},
 	{name: "sep-2164-resource-not-found", statelessOnly: true},
 	{name: "caching", statelessOnly: true},
+	{name: "http-header-validation", statelessOnly: true},
 	{name: "sep-2640-skills-enumeration", statelessOnly: true},
 	{name: "sep-2640-skills-manifest", statelessOnly: true},
 	{name: "sep-2640-skills-directory", statelessOnly: true},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,7 @@ type remoteSpec struct {
 	RemoteName  string            `json:"remoteName"`
 	HeaderFiles map[string]string `json:"headerFiles,omitempty"`
 	Timeout     string            `json:"timeout"`
+	Relay       []string          `json:"relay,omitempty"`
 }
 
 type gatewayTool struct {
@@ -50,13 +52,22 @@ type gatewayTool struct {
 // accepts it.
 func writeGatewayConfig(t *testing.T, path, transportName string, stateless bool, tools []gatewayTool) {
 	t.Helper()
-	data, err := json.MarshalIndent(map[string]any{
+	writeGatewayConfigWith(t, path, transportName, stateless, tools, nil)
+}
+
+// writeGatewayConfigWith is writeGatewayConfig with more members of the config (such as
+// "imported").
+func writeGatewayConfigWith(t *testing.T, path, transportName string, stateless bool, tools []gatewayTool, more map[string]any) {
+	t.Helper()
+	cfg := map[string]any{
 		"server":    map[string]any{"name": "cantus-gateway", "version": "0.1.0"},
 		"transport": transportName,
 		"port":      0,
 		"stateless": stateless,
 		"tools":     tools,
-	}, "", "  ")
+	}
+	maps.Copy(cfg, more)
+	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}

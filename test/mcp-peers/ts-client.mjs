@@ -11,6 +11,11 @@
 // notifications/cancelled) once N have arrived. Log messages (notifications/message)
 // are always collected.
 //
+// --elicit JSON declares the elicitation capability and accepts every elicitation/create
+// with that content; --sample TEXT declares sampling and answers every
+// sampling/createMessage with TEXT. Without them the client declares neither. The
+// requests received are printed under "asked" ({method, message}).
+//
 // It connects (initialize handshake), lists the tools (every page), optionally calls one,
 // and prints ONE JSON object on stdout:
 //   {"serverInfo":{...},"protocolVersion":"...","capabilities":{...},"instructions":"...",
@@ -21,7 +26,9 @@ import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  LoggingMessageNotificationSchema, ElicitRequestSchema, CreateMessageRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 function usage(msg) {
   process.stderr.write(`ts-client: ${msg}\n` +
@@ -42,6 +49,8 @@ try {
       timeout: { type: 'string', default: '30000' },
       progress: { type: 'boolean', default: false },
       'cancel-after-progress': { type: 'string' },
+      elicit: { type: 'string' },
+      sample: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -101,9 +110,35 @@ if (typeof transport.setProtocolVersion === 'function') {
   };
 }
 
-const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { capabilities: {} });
+let elicitContent;
+if (opts.elicit !== undefined) {
+  try {
+    elicitContent = JSON.parse(opts.elicit);
+  } catch (err) {
+    usage(`--elicit is not JSON: ${err.message}`);
+  }
+}
+const capabilities = {};
+if (elicitContent !== undefined) capabilities.elicitation = {};
+if (opts.sample !== undefined) capabilities.sampling = {};
+
+const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { capabilities });
 const logs = [];
+const asked = [];
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+if (elicitContent !== undefined) {
+  client.setRequestHandler(ElicitRequestSchema, (req) => {
+    asked.push({ method: req.method, message: req.params.message });
+    return { action: 'accept', content: elicitContent };
+  });
+}
+if (opts.sample !== undefined) {
+  client.setRequestHandler(CreateMessageRequestSchema, (req) => {
+    const first = req.params.messages?.[0]?.content;
+    asked.push({ method: req.method, message: first?.type === 'text' ? first.text : '' });
+    return { role: 'assistant', content: { type: 'text', text: opts.sample }, model: 'cantus-e2e-model', stopReason: 'endTurn' };
+  });
+}
 
 let cancelAfter;
 if (opts['cancel-after-progress'] !== undefined) {
@@ -167,6 +202,7 @@ try {
     }
     out.progress = progress;
     out.logs = logs;
+    out.asked = asked;
   }
 
   process.stdout.write(JSON.stringify(out) + '\n');

@@ -37,6 +37,11 @@ type TSClientOptions struct {
 	// many have arrived.
 	Progress            bool
 	CancelAfterProgress int
+	// Elicit, when set, declares the elicitation capability and accepts every
+	// elicitation/create with this content; Sample, when set, declares sampling and
+	// answers every sampling/createMessage with this text.
+	Elicit map[string]any
+	Sample string
 }
 
 // TSClientOutput is the JSON object ts-client.mjs prints.
@@ -54,6 +59,15 @@ type TSClientOutput struct {
 	Progress  []json.RawMessage `json:"progress,omitempty"`
 	Logs      []json.RawMessage `json:"logs,omitempty"`
 	Cancelled bool              `json:"cancelled,omitempty"`
+	// Asked are the requests the server sent the client during the call.
+	Asked []AskedRequest `json:"asked,omitempty"`
+}
+
+// AskedRequest is a request the server sent the client: its method and message (the
+// elicitation's message, or the text of the first sampling message).
+type AskedRequest struct {
+	Method  string `json:"method"`
+	Message string `json:"message"`
 }
 
 // Implementation is the serverInfo of an initialize answer.
@@ -174,6 +188,16 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 		}
 		if opts.CancelAfterProgress > 0 {
 			args = append(args, "--cancel-after-progress", strconv.Itoa(opts.CancelAfterProgress))
+		}
+		if opts.Elicit != nil {
+			b, err := json.Marshal(opts.Elicit)
+			if err != nil {
+				t.Fatalf("peers: TSClientOptions.Elicit: %v", err)
+			}
+			args = append(args, "--elicit", string(b))
+		}
+		if opts.Sample != "" {
+			args = append(args, "--sample", opts.Sample)
 		}
 		if opts.Args != nil {
 			b, err := json.Marshal(opts.Args)

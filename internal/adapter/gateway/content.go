@@ -47,7 +47,7 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 			r = p.remotes[key]
 		}
 		if r == nil {
-			if r, err = newRemote(key, p.log, p.metrics); err != nil {
+			if r, err = newRemote(key, p.log, p.metrics, p.relay); err != nil {
 				errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -70,11 +71,23 @@ func (f *forwarder) forward(m mcpclient.Message) {
 		params["progressToken"] = f.progressToken
 		f.send(m.Method, params)
 	case string(mcp.MethodNotificationMessage):
-		// The remote chose the level; the gateway does not filter again.
-		if params := paramsOf(m); params != nil {
+		// The remote chose the level for a session's caller; the gateway does not
+		// filter again. A caller of 2026-07-28 asks per request (SEP-2575).
+		if params := paramsOf(m); params != nil && f.logWanted(params) {
 			f.send(m.Method, params)
 		}
 	}
+}
+
+// logWanted is false for a log message the request of protocol 2026-07-28 did not ask
+// for: it named no log level, or one above the message's.
+func (f *forwarder) logWanted(params map[string]any) bool {
+	info := server.RequestProtocolInfoFromContext(f.ctx)
+	if info == nil || !info.Modern {
+		return true
+	}
+	level, _ := params["level"].(string)
+	return info.LogLevel != "" && mcp.LoggingLevel(level).ShouldSendTo(info.LogLevel)
 }
 
 func (f *forwarder) send(method string, params map[string]any) {
@@ -107,6 +120,16 @@ type EventWatch struct {
 	queued  int
 	written int
 	changed chan struct{} // closed and replaced when written grows
+	// failure, when set, is the JSON-RPC error (and its HTTP status) that answers
+	// the call instead of the result mcp-go writes: a tool handler can only return
+	// results, and protocol 2026-07-28 wants some failures as errors.
+	failure *answerFailure
+}
+
+// answerFailure is the error a call answers with (EventWatch.failure).
+type answerFailure struct {
+	status int
+	error  map[string]any
 }
 
 // WatchEvents wraps the response w of a POST.
@@ -127,8 +150,43 @@ func (w *EventWatch) sent() {
 	w.mu.Unlock()
 }
 
+// failWith makes the call of w answer with the JSON-RPC error code, message and data,
+// and HTTP status when the answer is not an event stream; false for a nil watch.
+func (w *EventWatch) failWith(status, code int, message string, data any) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failure = &answerFailure{status: status, error: map[string]any{"code": code, "message": message, "data": data}}
+	return true
+}
+
+// WriteHeader sends the status of the answer, or the failure's when it replaces a JSON
+// answer.
+func (w *EventWatch) WriteHeader(status int) {
+	w.mu.Lock()
+	failure := w.failure
+	w.mu.Unlock()
+	if failure != nil && status == http.StatusOK && JSONContentType(w.Header().Get("Content-Type")) {
+		status = failure.status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
 // Write writes p and counts it when it is a notification event.
 func (w *EventWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	failure := w.failure
+	w.mu.Unlock()
+	if failure != nil {
+		if replaced, ok := failure.replace(p); ok {
+			if _, err := w.ResponseWriter.Write(replaced); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
 	n, err := w.ResponseWriter.Write(p)
 	if bytes.HasPrefix(p, []byte("event: message\ndata: ")) && bytes.Contains(p, []byte(`"method":"notifications/`)) {
 		w.mu.Lock()
@@ -177,6 +235,44 @@ func (w *EventWatch) waitWritten(limit time.Duration) {
 			return
 		}
 	}
+}
+
+// replace returns the failure's error in place of p when p is the call's answer: a
+// JSON-RPC response, alone or as the data of an event; anything else is not replaced.
+func (f *answerFailure) replace(p []byte) ([]byte, bool) {
+	const eventPrefix = "event: message\ndata: "
+	body, event := p, bytes.HasPrefix(p, []byte(eventPrefix))
+	if event {
+		body = bytes.TrimSuffix(bytes.TrimPrefix(p, []byte(eventPrefix)), []byte("\n\n"))
+	}
+	var answer struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(body, &answer) != nil || answer.Method != "" || len(answer.Result) == 0 || !ValidRequestID(answer.ID) {
+		return nil, false
+	}
+	out, err := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": answer.ID, "error": f.error})
+	if err != nil {
+		return nil, false
+	}
+	if event {
+		return append(append([]byte(eventPrefix), out...), "\n\n"...), true
+	}
+	return append(out, '\n'), true
+}
+
+// missingCapability answers the call of ctx, made with protocol 2026-07-28, with a
+// MissingRequiredClientCapabilityError (-32021, HTTP 400) naming kind, as SEP-2575
+// asks of a server that needs a capability the client did not declare. The result
+// returned stands for it where the answer cannot be replaced.
+func missingCapability(ctx context.Context, kind string) *mcp.CallToolResult {
+	message := fmt.Sprintf("the remote tool needs the %s capability, which this request's _meta did not declare", kind)
+	watch, _ := ctx.Value(eventWatchKey{}).(*EventWatch)
+	data := map[string]any{"requiredCapabilities": map[string]any{kind: map[string]any{}}}
+	watch.failWith(http.StatusBadRequest, mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
+	return mcp.NewToolResultError(MarkerCallFailed + message)
 }
 
 // paramsOf decodes a notification's params; nil when they are not an object.

@@ -59,7 +59,8 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		return false
 	}
 	t := srv.RemoteTool(call.Params.Name)
-	if t == nil {
+	if t == nil || t.relays() {
+		// A relaying call may end in an input-required result, which mcp-go shapes.
 		return false
 	}
 	out := &answerWriter{w: w, id: call.ID}
@@ -93,7 +94,7 @@ func (t *Tool) forwardCall(ctx context.Context, req mcp.CallToolRequest, notify 
 	if refused != nil {
 		return nil, refused
 	}
-	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Notify: notify})
+	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Notify: notify, Ask: t.refuseUnrelayed})
 	if failed != nil {
 		return nil, failed
 	}

@@ -45,9 +45,11 @@ const remoteConnectTimeout = 30 * time.Second
 const rereadEvery = 10 * time.Second
 
 // remoteKey identifies a pooled remote: tools with the same URL, transport, header
-// files and CA file share one client session.
+// files, CA file and relayed requests share one client session. (The relayed requests
+// are the capabilities the session declares, so imports that relay differently need
+// sessions of their own.)
 type remoteKey struct {
-	url, transport, headerFiles, caFile, addresses string
+	url, transport, headerFiles, caFile, addresses, relay string
 }
 
 func remoteKeyOf(r *adapterconfig.RemoteBackend) remoteKey {
@@ -56,7 +58,7 @@ func remoteKeyOf(r *adapterconfig.RemoteBackend) remoteKey {
 		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
 	}
 	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile,
-		addresses: strings.Join(r.Addresses, ",")}
+		addresses: strings.Join(r.Addresses, ","), relay: strings.Join(r.Relay, ",")}
 }
 
 // Pool holds the remotes the served tools use: tools that name the same remote (URL,
@@ -65,13 +67,17 @@ type Pool struct {
 	log     logr.Logger
 	metrics *Metrics
 
+	relay *relaySettings
+
 	mu      sync.Mutex
 	remotes map[remoteKey]*remote
 }
 
-// NewPool returns an empty pool; metrics counts its connects and retries.
-func NewPool(log logr.Logger, metrics *Metrics) *Pool {
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}}
+// NewPool returns an empty pool; metrics counts its connects and retries. stateful
+// says whether the server keeps sessions, on which a caller of protocol 2025-11-25 or
+// older can be asked what a remote asks (see relay.go).
+func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful}}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -95,7 +101,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		}
 		if r == nil {
 			var err error
-			if r, err = newRemote(key, p.log, p.metrics); err != nil {
+			if r, err = newRemote(key, p.log, p.metrics, p.relay); err != nil {
 				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
 				continue
 			}
@@ -133,6 +139,7 @@ type remote struct {
 	name    string // the URL without its query, for logs and metrics
 	log     logr.Logger
 	metrics *Metrics
+	relay   *relaySettings
 
 	// loadMu serialises the re-reads of the files, so that a read that started
 	// earlier cannot replace the values of one that started later.
@@ -175,8 +182,8 @@ func (e *connectError) Unwrap() error { return e.err }
 
 var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
 
-func newRemote(key remoteKey, log logr.Logger, metrics *Metrics) (*remote, error) {
-	r := &remote{key: key, metrics: metrics}
+func newRemote(key remoteKey, log logr.Logger, metrics *Metrics, relay *relaySettings) (*remote, error) {
+	r := &remote{key: key, metrics: metrics, relay: relay}
 	headers, ca, stamps, err := r.load()
 	if err != nil {
 		return nil, err
@@ -200,11 +207,21 @@ func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpclient.Cli
 		CABundle:       ca,
 		ConnectTimeout: remoteConnectTimeout,
 		Dial:           pinnedDialer(r.key.addresses),
+		Capabilities:   r.relayed(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remote client: %w", err)
 	}
 	return client, nil
+}
+
+// relayed are the capabilities the remote's session declares: the requests its tools
+// relay to their callers.
+func (r *remote) relayed() []string {
+	if r.key.relay == "" {
+		return nil
+	}
+	return strings.Split(r.key.relay, ",")
 }
 
 // pinnedDialer connects only to the listed addresses (comma-separated), at the port
@@ -494,10 +511,13 @@ func (r *remote) close() {
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
 func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	if t.relays() {
+		return t.callRelaying(ctx, req, args)
+	}
 	progressToken := progressTokenOf(req)
 	fwd := forwardNotifications(ctx, progressToken)
 	defer fwd.flush()
-	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify()})
+	raw, client, failed := t.remote.forward(ctx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: fwd.notify(), Ask: t.refuseUnrelayed})
 	if failed != nil {
 		return failed
 	}
@@ -531,7 +551,7 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 			}
 			return nil, nil, r.callFailed(ctx, t, err)
 		}
-		raw, err := conn.sess.CallToolWith(ctx, t.Backend.RemoteName, args, opts)
+		raw, err := callOn(ctx, conn, t, args, opts)
 		r.release(conn)
 		if err == nil {
 			return raw, conn.client, nil
@@ -558,6 +578,16 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 		r.metrics.retries.WithLabelValues(r.name).Inc()
 		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)
 	}
+}
+
+// callOn makes the call on conn's session; a call whose tool relays the remote's
+// requests gets a session of its own from conn's client, so that whatever the remote
+// asks on it can only be this call's, wherever the remote sends it.
+func callOn(ctx context.Context, conn *remoteConn, t *Tool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, error) {
+	if t.relays() {
+		return conn.client.CallToolAlone(ctx, t.Backend.RemoteName, args, opts)
+	}
+	return conn.sess.CallToolWith(ctx, t.Backend.RemoteName, args, opts)
 }
 
 // otherCredentials is asked after the remote refused the credentials of used: it

@@ -1,0 +1,365 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+)
+
+// A remote may ask the caller something while it serves a forwarded call:
+// elicitation/create, sampling/createMessage or roots/list. The gateway passes such a
+// request to the caller whose call it is, and only when the tool's import relays that
+// kind (RemoteBackend.Relay, which the remote session also declares as capabilities);
+// any other is refused with an error that says why.
+//
+// The remote's call keeps running while the caller answers, so a relaying call runs
+// apart from the caller's request (a waitingCall). Each request the remote sends
+// becomes an input-required result (SEP-2322) holding it, with a requestState that
+// names the waiting call:
+//   - a caller of protocol 2026-07-28 answers by calling again with the answer;
+//   - for an older caller on a stateful server, mcp-go asks it over its session and
+//     calls again itself;
+//   - a stateless server cannot ask an older caller (its answer could reach another
+//     replica), so the remote is told so.
+//
+// The requests come on the call's own stream from the remote (mcpclient's
+// CallOptions.Ask), so one caller's call never receives another's.
+
+// MarkerInputExpired starts the error result of a call that answers a request no call
+// is waiting for any more.
+const MarkerInputExpired = "mcp_input_expired: "
+
+// maxWaitingCalls bounds the calls, over every remote of the adapter, that wait for
+// their caller to answer; beyond it a remote's request is refused.
+const maxWaitingCalls = 256
+
+// relayedMethods maps the requests a remote may have relayed to the capability (and
+// RemoteBackend.Relay entry) they need.
+var relayedMethods = map[string]string{
+	string(mcp.MethodElicitationCreate):     adapterconfig.RelayElicitation,
+	string(mcp.MethodSamplingCreateMessage): adapterconfig.RelaySampling,
+	string(mcp.MethodListRoots):             adapterconfig.RelayRoots,
+}
+
+// relaySettings are what every relaying call of a pool shares.
+type relaySettings struct {
+	// sessions is true for a stateful server, whose older callers can be asked.
+	sessions bool
+	waiting  waitingCalls
+}
+
+// waitingCalls are the calls waiting for their caller's answer, by requestState.
+type waitingCalls struct {
+	mu      sync.Mutex
+	byState map[string]*waitingCall
+}
+
+// waitingCall is one relaying call: the remote's call, running on its own, and what it
+// asked that its caller has not answered yet.
+type waitingCall struct {
+	tool   *Tool
+	caller string
+	cancel context.CancelFunc
+	asked  chan *remoteRequest // the remote's requests, in order
+	done   chan forwardOutcome // the remote's answer to the call
+	round  atomic.Pointer[forwarder]
+
+	parked   *remoteRequest // asked of the caller, not answered yet
+	parkedAs string         // its key in the input-required result
+	asks     int
+}
+
+// remoteRequest is one request of the remote, decoded, and where its answer goes.
+type remoteRequest struct {
+	kind   string
+	input  mcp.InputRequest
+	answer chan remoteAnswer
+}
+
+type remoteAnswer struct {
+	result json.RawMessage
+	err    *mcpclient.ErrorObject
+}
+
+// forwardOutcome is forward's result.
+type forwardOutcome struct {
+	raw    json.RawMessage
+	client *mcpclient.Client
+	failed *mcp.CallToolResult
+}
+
+// refusal answers a remote's request the gateway will not pass on.
+func refusal(format string, args ...any) *mcpclient.ErrorObject {
+	return &mcpclient.ErrorObject{Code: mcp.INVALID_REQUEST, Message: "cantus gateway: " + fmt.Sprintf(format, args...)}
+}
+
+// refuseUnrelayed is the Ask of a call whose tool relays nothing, or of a request kind
+// it does not relay.
+func (t *Tool) refuseUnrelayed(_ context.Context, m mcpclient.Message) (json.RawMessage, *mcpclient.ErrorObject) {
+	return nil, t.unrelayed(m.Method)
+}
+
+func (t *Tool) unrelayed(method string) *mcpclient.ErrorObject {
+	if _, ok := relayedMethods[method]; !ok {
+		return &mcpclient.ErrorObject{Code: mcp.METHOD_NOT_FOUND, Message: "cantus gateway: " + clip.Line(method, 60) + " is not a request a gateway passes to its callers"}
+	}
+	return refusal("%s is not passed to the callers of %q: the owner of this gateway has not enabled it for import %s (spec.imports[].relay)",
+		method, t.Name, t.Backend.Import)
+}
+
+// relays is true when the tool's import lets the remote ask its callers something.
+func (t *Tool) relays() bool { return len(t.Backend.Relay) > 0 }
+
+// callRelaying forwards a call of a tool that relays the remote's requests, or goes on
+// with the one req answers (its requestState).
+func (t *Tool) callRelaying(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	caller := callerOf(ctx)
+	if state := req.Params.RequestState; state != "" {
+		wc := t.remote.relay.waiting.take(state, t, caller)
+		if wc == nil {
+			return mcp.NewToolResultError(MarkerInputExpired + "no call of " + t.Name + " waits for this answer: it ended, timed out, or started on another replica of this server. Call the tool again.")
+		}
+		if again := wc.answerParked(req.Params.InputResponses); again != nil {
+			return again
+		}
+		return wc.await(ctx)
+	}
+	return t.startWaitingCall(ctx, req, args, caller).await(ctx)
+}
+
+// startWaitingCall starts the remote's call apart from ctx, which ends with the
+// caller's request; the tool's timeout still bounds it.
+func (t *Tool) startWaitingCall(ctx context.Context, req mcp.CallToolRequest, args []byte, caller string) *waitingCall {
+	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	wc := &waitingCall{tool: t, caller: caller, cancel: cancel, asked: make(chan *remoteRequest, 4), done: make(chan forwardOutcome, 1)}
+	progressToken := progressTokenOf(req)
+	wc.round.Store(forwardNotifications(ctx, progressToken))
+	go func() {
+		defer cancel()
+		raw, client, failed := t.remote.forward(callCtx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: wc.notify, Ask: wc.ask})
+		t.remote.relay.waiting.drop(wc)
+		wc.done <- forwardOutcome{raw: raw, client: client, failed: failed}
+	}()
+	return wc
+}
+
+// notify passes the remote's notifications on to the request of the round under way;
+// between rounds there is none to pass them to.
+func (wc *waitingCall) notify(m mcpclient.Message) {
+	if fwd := wc.round.Load(); fwd != nil {
+		fwd.forward(m)
+	}
+}
+
+// ask is the remote call's CallOptions.Ask: it hands a relayed request to the round
+// under way (or the next) and waits for the caller's answer.
+func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMessage, *mcpclient.ErrorObject) {
+	kind, ok := relayedMethods[m.Method]
+	if !ok || !slices.Contains(wc.tool.Backend.Relay, kind) {
+		return nil, wc.tool.unrelayed(m.Method)
+	}
+	envelope, err := json.Marshal(struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params,omitempty"`
+	}{m.Method, m.Params})
+	var input mcp.InputRequest
+	if err == nil {
+		err = json.Unmarshal(envelope, &input)
+	}
+	if err != nil {
+		return nil, &mcpclient.ErrorObject{Code: mcp.INVALID_PARAMS, Message: "cantus gateway: the params of " + m.Method + " are not valid: " + clip.Line(err.Error(), 200)}
+	}
+	q := &remoteRequest{kind: kind, input: input, answer: make(chan remoteAnswer, 1)}
+	select {
+	case wc.asked <- q:
+	case <-ctx.Done():
+		return nil, refusal("the call ended before its caller could be asked")
+	}
+	select {
+	case a := <-q.answer:
+		return a.result, a.err
+	case <-ctx.Done():
+		return nil, refusal("the caller did not answer before the call ended")
+	}
+}
+
+// await is one round of a relaying call, on the caller's request ctx: it returns the
+// remote's answer, or the input-required result asking the caller what the remote
+// asked.
+func (wc *waitingCall) await(ctx context.Context) *mcp.CallToolResult {
+	t := wc.tool
+	wc.round.Store(forwardNotifications(ctx, nil))
+	defer wc.round.Store(nil)
+	for {
+		select {
+		case out := <-wc.done:
+			if out.failed != nil {
+				return out.failed
+			}
+			return remoteResult(out.raw, out.client)
+		case q := <-wc.asked:
+			if why, missing := t.callerCannotAnswer(ctx, q.kind); why != nil {
+				q.answer <- remoteAnswer{err: why}
+				if missing {
+					wc.cancel()
+					return missingCapability(ctx, q.kind)
+				}
+				continue
+			}
+			if result := wc.park(q); result != nil {
+				return result
+			}
+			q.answer <- remoteAnswer{err: refusal("too many calls wait for their callers' answers (%d); try again later", maxWaitingCalls)}
+		case <-ctx.Done():
+			wc.cancel()
+			return mcp.NewToolResultError(MarkerCallFailed + "the caller stopped waiting")
+		}
+	}
+}
+
+// callerCannotAnswer says why the caller of ctx cannot be asked a request of kind, to
+// answer the remote with; missing is true when the caller must be told it lacks the
+// capability (protocol 2026-07-28: MissingRequiredClientCapabilityError).
+func (t *Tool) callerCannotAnswer(ctx context.Context, kind string) (why *mcpclient.ErrorObject, missing bool) {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		if !declares(info.ClientCapabilities, kind) {
+			return refusal("the caller did not declare the %s capability", kind), true
+		}
+		return nil, false
+	}
+	if !t.remote.relay.sessions {
+		return refusal("this gateway is stateless, so a caller of protocol %s cannot be asked (its answer could reach another replica): serve the gateway stateful with one replica, or call it with protocol 2026-07-28",
+			clip.Line(server.RequestProtocolVersion(ctx), 40)), false
+	}
+	session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
+	if !ok {
+		return refusal("the caller has no session to be asked on"), false
+	}
+	caps := session.GetClientCapabilities()
+	if !declares(&caps, kind) {
+		return refusal("the caller did not declare the %s capability", kind), false
+	}
+	return nil, false
+}
+
+func declares(caps *mcp.ClientCapabilities, kind string) bool {
+	if caps == nil {
+		return false
+	}
+	switch kind {
+	case adapterconfig.RelayElicitation:
+		return caps.Elicitation != nil
+	case adapterconfig.RelaySampling:
+		return caps.Sampling != nil
+	case adapterconfig.RelayRoots:
+		return caps.Roots != nil
+	}
+	return false
+}
+
+// park keeps q for the caller's answer and returns the input-required result that asks
+// for it; nil when too many calls wait already.
+func (wc *waitingCall) park(q *remoteRequest) *mcp.CallToolResult {
+	wc.asks++
+	wc.parked, wc.parkedAs = q, fmt.Sprintf("%s-%d", q.kind, wc.asks)
+	return wc.inputRequired()
+}
+
+// inputRequired registers the call under a new requestState and asks for what it
+// parked.
+func (wc *waitingCall) inputRequired() *mcp.CallToolResult {
+	state, ok := wc.tool.remote.relay.waiting.put(wc)
+	if !ok {
+		wc.parked = nil
+		return nil
+	}
+	return &mcp.CallToolResult{
+		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: mcp.InputRequests{wc.parkedAs: wc.parked.input}, RequestState: state},
+	}
+}
+
+// answerParked hands the caller's answer to the remote; when it holds none for the
+// parked request, it returns the result asking again.
+func (wc *waitingCall) answerParked(responses mcp.InputResponses) *mcp.CallToolResult {
+	answer, ok := responses[wc.parkedAs]
+	if !ok {
+		if again := wc.inputRequired(); again != nil {
+			return again
+		}
+		wc.parked.answer <- remoteAnswer{err: refusal("too many calls wait for their callers' answers (%d)", maxWaitingCalls)}
+		wc.parked = nil
+		return nil
+	}
+	raw, err := json.Marshal(answer)
+	if err != nil || string(raw) == "null" {
+		wc.parked.answer <- remoteAnswer{err: refusal("the caller's answer to %s is not a result", wc.parked.input.Method)}
+	} else {
+		wc.parked.answer <- remoteAnswer{result: raw}
+	}
+	wc.parked = nil
+	return nil
+}
+
+// put registers wc under a new requestState, unless maxWaitingCalls wait already.
+func (w *waitingCalls) put(wc *waitingCall) (string, bool) {
+	var b [18]byte
+	_, _ = rand.Read(b[:])
+	state := "cantus-relay." + base64.RawURLEncoding.EncodeToString(b[:])
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.byState) >= maxWaitingCalls {
+		return "", false
+	}
+	if w.byState == nil {
+		w.byState = map[string]*waitingCall{}
+	}
+	w.byState[state] = wc
+	return state, true
+}
+
+// take removes and returns the call waiting under state, when it is a call of t by
+// caller: a requestState is good for one answer, by the caller it was given to.
+func (w *waitingCalls) take(state string, t *Tool, caller string) *waitingCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wc := w.byState[state]
+	if wc == nil || wc.tool.Name != t.Name || wc.tool.remote != t.remote || wc.caller != caller {
+		return nil
+	}
+	delete(w.byState, state)
+	return wc
+}
+
+// drop forgets wc, whose remote call ended.
+func (w *waitingCalls) drop(wc *waitingCall) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for state, other := range w.byState {
+		if other == wc {
+			delete(w.byState, state)
+		}
+	}
+}
+
+// callerOf names the caller of ctx as authentication found it; "" when the server
+// authenticates no one (then the requestState, 144 random bits, is all that binds).
+func callerOf(ctx context.Context) string {
+	if c, ok := access.CallerFrom(ctx); ok && c != nil {
+		return c.String()
+	}
+	return ""
+}
