@@ -154,6 +154,7 @@ func loadContent(cfg *Config) (*contentSet, error) {
 		if c.skillByURI[skill.uri] == nil { // the server's own wins
 			c.skills = append(c.skills, skill)
 			c.skillByURI[skill.uri] = skill
+			c.addImportedDirectories(skill.path)
 		}
 	}
 	slices.SortFunc(c.skills, func(a, b *servedSkill) int { return strings.Compare(a.uri, b.uri) })
@@ -296,6 +297,24 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return b.Bytes()
+}
+
+// addImportedDirectories serves resources/directory/read for the imported skill at
+// skillPath from the files its remote listed with it (its skills/list entry), each
+// listed as the remote lists the resource when it does.
+func (c *contentSet) addImportedDirectories(skillPath string) {
+	root := adapterconfig.SkillURIScheme + skillPath + "/"
+	for uri, owner := range c.imported.skillOf {
+		file, ok := strings.CutPrefix(uri, root)
+		if owner != skillPath || !ok || file == "" {
+			continue
+		}
+		listing := mcp.Resource{URI: uri, Name: path.Base(file)}
+		if r := c.imported.resources[uri]; r != nil {
+			listing = r.listing
+		}
+		c.addToDirectory(skillPath, file, listing)
+	}
 }
 
 // addToDirectory lists the file in its directory and every directory above it, up to

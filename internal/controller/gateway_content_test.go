@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,6 +272,25 @@ func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 		g.Expect("sha256:"+hexSHA256([]byte(read.Contents[0].Text))).To(Equal(r.Digest), "digest of %s", r.URI)
 		g.Expect(read.Contents[0].Text).To(HaveLen(r.Size))
 	}
+	// resources/directory/read of the moved skill lists what its remote listed with it:
+	// the files at its root and a directory for each folder.
+	root := "skill://lib/acme/pdf-forms"
+	wantChildren := map[string]bool{}
+	for _, r := range entry.Resources {
+		first, _, nested := strings.Cut(strings.TrimPrefix(r.URI, root+"/"), "/")
+		wantChildren[root+"/"+first] = nested
+	}
+	raw, err := s.ReadDirectory(ctx, root)
+	g.Expect(err).NotTo(HaveOccurred())
+	var dir struct {
+		Resources []struct{ URI, MimeType string } `json:"resources"`
+	}
+	g.Expect(json.Unmarshal(raw, &dir)).To(Succeed())
+	gotChildren := map[string]bool{}
+	for _, r := range dir.Resources {
+		gotChildren[r.URI] = r.MimeType == "inode/directory"
+	}
+	g.Expect(gotChildren).To(Equal(wantChildren), "the children of %s through the gateway", root)
 	// The remote's own URI is not served by the gateway: the prefix moved it.
 	_, err = s.ReadResource(ctx, "skill://acme/pdf-forms/SKILL.md")
 	g.Expect(err).To(HaveOccurred())

@@ -234,6 +234,11 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 		Dial:          checker.DialContext,
 		CheckRedirect: checker.CheckRedirect,
 	}
+	if imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio {
+		// What a gateway can relay, so that the import lists the tools a remote offers
+		// only to clients that can answer them; a stdio bridge relays nothing.
+		opts.Capabilities = mcpclient.RelayableCapabilities()
+	}
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		url, reason, err := r.bridgeURL(ctx, imp)
 		if err != nil {

@@ -84,6 +84,12 @@ func (s *Session) ReadResource(ctx context.Context, uri string) (json.RawMessage
 	return s.request(ctx, string(mcp.MethodResourcesRead), map[string]string{"uri": uri}, nil)
 }
 
+// ReadDirectory sends resources/directory/read (the Skills extension) for uri and
+// returns the result as the server sent it.
+func (s *Session) ReadDirectory(ctx context.Context, uri string) (json.RawMessage, error) {
+	return s.request(ctx, "resources/directory/read", map[string]string{"uri": uri}, nil)
+}
+
 // GetPrompt sends prompts/get for name with args (a JSON object, or empty for none) and
 // returns the result as the server sent it.
 func (s *Session) GetPrompt(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {

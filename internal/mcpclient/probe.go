@@ -45,6 +45,11 @@ type Options struct {
 	// request. Unset, every http(s) redirect is followed (ClientOptions.CheckRedirect
 	// says how).
 	CheckRedirect func(target *url.URL) error
+	// Capabilities are the client capabilities declared in initialize (none by
+	// default). A probe calls no tool, so it is never asked what they offer; but some
+	// servers list a tool only to clients able to answer what it asks
+	// (server-everything's elicitation and sampling tools).
+	Capabilities []string
 }
 
 // Result is what a successful handshake learnt.
@@ -132,17 +137,13 @@ func (o Options) clientOptions(budget time.Duration) ClientOptions {
 		MaxIdleConnsPerHost: 2,
 		ClientName:          ClientName,
 		ClientVersion:       ClientVersion,
-		// Every request a gateway can relay: some remotes offer a tool only to
-		// clients able to answer what it asks (server-everything's elicitation and
-		// sampling tools), and an import must see those tools for a gateway to relay
-		// them. A probe calls no tool, so it is never asked.
-		Capabilities: ProbeCapabilities(),
+		Capabilities:        o.Capabilities,
 	}
 }
 
-// ProbeCapabilities are the client capabilities a Probe declares: the requests a
-// gateway can relay from a remote to its callers.
-func ProbeCapabilities() []string { return []string{"elicitation", "roots", "sampling"} }
+// RelayableCapabilities are the client capabilities of the requests a gateway can
+// relay from a remote to its callers.
+func RelayableCapabilities() []string { return []string{"elicitation", "roots", "sampling"} }
 
 // handshakeFailure marks err, an *Error of the Client or Session, as a failed
 // handshake.
