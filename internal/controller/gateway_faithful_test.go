@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -71,7 +72,7 @@ func TestGatewayServesImportedDefinitionsAsTheRemoteDefinedThem(t *testing.T) {
 		t.Run(string(transport), func(t *testing.T) {
 			g := NewWithT(t)
 			direct, gateway := everythingGateway(t, ctx, transport)
-			want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct})
+			want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Declare: mcpclient.RelayableCapabilities()})
 			got := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Transport: string(transport)})
 
 			listed := map[string]json.RawMessage{}
@@ -104,7 +105,7 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	got := reconcileImport(t, importReconciler(), imp)
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 
-	listed := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct})
+	listed := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Declare: mcpclient.RelayableCapabilities()})
 	byName := map[string]peers.Tool{}
 	for _, tool := range listed.Tools {
 		byName[tool.Name] = tool

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -41,7 +42,8 @@ func TestImportOfServerEverything(t *testing.T) {
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
 			g.Expect(got.Status.ServerInfo.Name).NotTo(BeEmpty())
 
-			listed := peers.TSClient(t, ctx, peers.TSClientOptions{URL: base + tc.path, Transport: string(tc.transport)})
+			// Declaring what the operator's probe declares, the client sees the same tools.
+			listed := peers.TSClient(t, ctx, peers.TSClientOptions{URL: base + tc.path, Transport: string(tc.transport), Declare: mcpclient.RelayableCapabilities()})
 			g.Expect(got.Status.Tools).To(HaveLen(len(listed.Tools)))
 			want := map[string]json.RawMessage{}
 			for _, tool := range listed.Tools {

@@ -14,7 +14,10 @@
 // --elicit JSON declares the elicitation capability and accepts every elicitation/create
 // with that content; --sample TEXT declares sampling and answers every
 // sampling/createMessage with TEXT. Without them the client declares neither. The
-// requests received are printed under "asked" ({method, message}).
+// requests received are printed under "asked" ({method, message}). --declare
+// elicitation,roots,sampling declares those capabilities too (to list what a server
+// offers such clients); requests the other options do not answer are declined:
+// elicitation with action "decline", sampling with an error, roots with no roots.
 //
 // It connects (initialize handshake), lists the tools (every page), optionally calls one,
 // and prints ONE JSON object on stdout:
@@ -27,7 +30,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
-  LoggingMessageNotificationSchema, ElicitRequestSchema, CreateMessageRequestSchema,
+  LoggingMessageNotificationSchema, ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 function usage(msg) {
@@ -50,6 +53,7 @@ try {
       progress: { type: 'boolean', default: false },
       'cancel-after-progress': { type: 'string' },
       elicit: { type: 'string' },
+      declare: { type: 'string' },
       sample: { type: 'string' },
     },
     strict: true,
@@ -121,6 +125,11 @@ if (opts.elicit !== undefined) {
 const capabilities = {};
 if (elicitContent !== undefined) capabilities.elicitation = {};
 if (opts.sample !== undefined) capabilities.sampling = {};
+const declared = (opts.declare ?? '').split(',').filter((c) => c !== '');
+for (const c of declared) {
+  if (!['elicitation', 'roots', 'sampling'].includes(c)) usage(`--declare: unknown capability ${JSON.stringify(c)}`);
+  capabilities[c] ??= {};
+}
 
 const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { capabilities });
 const logs = [];
@@ -130,6 +139,24 @@ if (elicitContent !== undefined) {
   client.setRequestHandler(ElicitRequestSchema, (req) => {
     asked.push({ method: req.method, message: req.params.message });
     return { action: 'accept', content: elicitContent };
+  });
+}
+if (elicitContent === undefined && declared.includes('elicitation')) {
+  client.setRequestHandler(ElicitRequestSchema, (req) => {
+    asked.push({ method: req.method, message: req.params.message });
+    return { action: 'decline' };
+  });
+}
+if (opts.sample === undefined && declared.includes('sampling')) {
+  client.setRequestHandler(CreateMessageRequestSchema, (req) => {
+    asked.push({ method: req.method, message: '' });
+    throw new Error('ts-client declines to sample');
+  });
+}
+if (declared.includes('roots')) {
+  client.setRequestHandler(ListRootsRequestSchema, (req) => {
+    asked.push({ method: req.method, message: '' });
+    return { roots: [] };
   });
 }
 if (opts.sample !== undefined) {

@@ -42,6 +42,10 @@ type TSClientOptions struct {
 	// answers every sampling/createMessage with this text.
 	Elicit map[string]any
 	Sample string
+	// Declare names more capabilities to declare ("elicitation", "roots",
+	// "sampling"), to list what a server offers clients that have them; the requests
+	// they bring are declined.
+	Declare []string
 }
 
 // TSClientOutput is the JSON object ts-client.mjs prints.
@@ -180,6 +184,9 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 	args = append(args, "--timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
 	for k, v := range opts.Headers {
 		args = append(args, "--header", k+": "+v)
+	}
+	if len(opts.Declare) > 0 {
+		args = append(args, "--declare", strings.Join(opts.Declare, ","))
 	}
 	if opts.Call != "" {
 		args = append(args, "--call", opts.Call)

@@ -135,9 +135,9 @@ func (t *Tool) callRelaying(ctx context.Context, req mcp.CallToolRequest, args [
 		if again := wc.answerParked(req.Params.InputResponses); again != nil {
 			return again
 		}
-		return wc.await(ctx)
+		return wc.await(ctx, req)
 	}
-	return t.startWaitingCall(ctx, req, args, caller).await(ctx)
+	return t.startWaitingCall(ctx, req, args, caller).await(ctx, req)
 }
 
 // startWaitingCall starts the remote's call apart from ctx, which ends with the
@@ -146,7 +146,6 @@ func (t *Tool) startWaitingCall(ctx context.Context, req mcp.CallToolRequest, ar
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wc := &waitingCall{tool: t, caller: caller, cancel: cancel, asked: make(chan *remoteRequest, 4), done: make(chan forwardOutcome, 1)}
 	progressToken := progressTokenOf(req)
-	wc.round.Store(forwardNotifications(ctx, progressToken))
 	go func() {
 		defer cancel()
 		raw, client, failed := t.remote.forward(callCtx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: wc.notify, Ask: wc.ask})
@@ -196,13 +195,18 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 	}
 }
 
-// await is one round of a relaying call, on the caller's request ctx: it returns the
-// remote's answer, or the input-required result asking the caller what the remote
-// asked.
-func (wc *waitingCall) await(ctx context.Context) *mcp.CallToolResult {
+// await is one round of a relaying call, on the request req of the caller (ctx): it
+// returns the remote's answer, or the input-required result asking the caller what the
+// remote asked. The remote's notifications meanwhile go to req (progress under its
+// progress token).
+func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
 	t := wc.tool
-	wc.round.Store(forwardNotifications(ctx, nil))
-	defer wc.round.Store(nil)
+	fwd := forwardNotifications(ctx, progressTokenOf(req))
+	wc.round.Store(fwd)
+	defer func() {
+		wc.round.Store(nil)
+		fwd.flush()
+	}()
 	for {
 		select {
 		case out := <-wc.done:
