@@ -22,9 +22,10 @@ import (
 )
 
 // ListChangeWatcher keeps one session open with the remote of each import whose
-// definitions are pinned (spec.approval.mode Manual, streamable-http or sse), and
-// re-runs the import's handshake when the remote says a list changed, so that a change
-// is held (or approved definitions come back) without waiting for refreshInterval.
+// definitions are pinned (spec.approval.mode Manual) or that a gateway re-exports
+// (streamable-http or sse), and re-runs the import's handshake when the remote says a
+// list changed, so that a change is held (or approved definitions come back, or a
+// gateway's clients see it) without waiting for refreshInterval.
 // stdio imports are not watched: the bridge shares one child among callers and does
 // not pass list_changed on; they are re-checked every refreshInterval.
 type ListChangeWatcher struct {
@@ -87,9 +88,15 @@ func (w *ListChangeWatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// watchesRemote says whether an import's remote is watched for list changes.
-func watchesRemote(imp *cantusv1alpha1.RemoteToolImport) bool {
-	return imp.Spec.Approval.ModeOrDefault() == cantusv1alpha1.ApprovalManual && imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio
+// watchable says whether an import's remote can be watched for list changes: not
+// through a stdio bridge, which does not pass them on.
+func watchable(imp *cantusv1alpha1.RemoteToolImport) bool {
+	return imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio
+}
+
+// pinned says whether an import's definitions wait for approval when they change.
+func pinned(imp *cantusv1alpha1.RemoteToolImport) bool {
+	return imp.Spec.Approval.ModeOrDefault() == cantusv1alpha1.ApprovalManual
 }
 
 // Ensure watches the import's remote with opts, replacing a watch made with other

@@ -154,22 +154,33 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	if applyApproval(imp, previous, tools, approving) {
 		r.event(imp, corev1.EventTypeWarning, "DefinitionsChanged", pendingMessage(imp, imp.Status.Approval.Changes))
 	}
-	r.watchIfPinned(ctx, imp, opts, checker)
+	r.watchIfNeeded(ctx, imp, opts, checker)
 	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
 }
 
-// watchIfPinned keeps a session with the remote of a pinned import, so that its
-// list_changed notifications re-run the handshake, and ends that of any other.
-func (r *RemoteToolImportReconciler) watchIfPinned(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, opts mcpclient.Options, checker *policy.Checker) {
+// watchIfNeeded keeps a session with the remote of an import that is pinned or that a
+// gateway re-exports, so that its list_changed notifications re-run the handshake (and
+// a gateway's clients see the change) at once, and ends that of any other.
+func (r *RemoteToolImportReconciler) watchIfNeeded(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, opts mcpclient.Options, checker *policy.Checker) {
 	if r.ListChanges == nil {
 		return
 	}
 	key := client.ObjectKeyFromObject(imp)
-	if !watchesRemote(imp) {
+	if !watchable(imp) || (!pinned(imp) && !r.reexported(ctx, imp)) {
 		r.ListChanges.Stop(key)
 		return
 	}
 	r.ListChanges.Ensure(ctx, key, opts, checker)
+}
+
+// reexported says whether a SkillServer of the import's namespace imports it; false
+// when that cannot be told (the index of imports is the SkillServer controller's).
+func (r *RemoteToolImportReconciler) reexported(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) bool {
+	var servers cantusv1alpha1.SkillServerList
+	if err := r.List(ctx, &servers, client.InNamespace(imp.Namespace), client.MatchingFields{importRefIndex: imp.Name}); err != nil {
+		return false
+	}
+	return len(servers.Items) > 0
 }
 
 func (r *RemoteToolImportReconciler) stopWatching(key types.NamespacedName) {
