@@ -245,6 +245,25 @@ func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 	})
 }
 
+// A stateless gateway cannot ask a caller of protocol 2025-11-25 (its answer could reach
+// another replica): the remote is told so at once, and the caller gets the remote's
+// failure saying why, not a hang.
+func TestStatelessGatewayTellsTheRemoteItCannotAskAnOlderCaller(t *testing.T) {
+	ctx := testContext(t, gatewayTimeout)
+	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation))
+	started := time.Now()
+	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask", Elicit: map[string]any{"answer": "x"}})
+	if len(out.Asked) != 0 {
+		t.Errorf("the client was asked %+v through a stateless gateway", out.Asked)
+	}
+	if !out.Result.IsError || !strings.Contains(out.Result.Text(), "this gateway is stateless") {
+		t.Errorf("got %q (isError %v), want the remote's failure saying the gateway is stateless", out.Result.Text(), out.Result.IsError)
+	}
+	if took := time.Since(started); took > 5*time.Second {
+		t.Errorf("the answer took %s, want under 5 s", took)
+	}
+}
+
 // modernPost sends one request of protocol 2026-07-28 (no session; _meta carries the
 // protocol version and the client's capabilities) and returns the HTTP status and the
 // decoded answer.
