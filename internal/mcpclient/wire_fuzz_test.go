@@ -44,7 +44,13 @@ func FuzzParseMessages(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	for _, seed := range parseMessagesCases {
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+			wantParsedAsEncodingJSON(t, data)
+		}
 		msgs, err := ParseMessages(data)
 		if err != nil {
 			return
