@@ -114,13 +114,13 @@ func InitializeParams(clientName, clientVersion string, capabilities ...string) 
 // splitMessage is the common case of ParseMessages, one message, at a third of
 // encoding/json's cost for a large one: encoding/json scans the input once to check it
 // and again to decode it, byte by byte through its state machine, while here one check
-// (json.Valid) is followed by a walk over the members that jumps from quote to quote.
+// (validJSON) is followed by a walk over the members that jumps from quote to quote.
 // Only the small members are decoded. ok is false, and the caller decodes data with
 // encoding/json, for anything but a valid object whose member names are spelled
 // plainly, one "error" at most: encoding/json also takes names in another case and
 // names with escapes, and merges repeated objects.
 func splitMessage(data []byte) (m Message, ok bool) {
-	if len(data) == 0 || data[0] != '{' || !json.Valid(data) {
+	if len(data) == 0 || data[0] != '{' || !validJSON(data) {
 		return Message{}, false
 	}
 	i := skipSpace(data, 1)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,26 @@ func wantParsedAsEncodingJSON(t *testing.T, data []byte) {
 	if err == nil && (len(got) != 1 || !reflect.DeepEqual(got[0], want)) {
 		t.Fatalf("ParseMessages(%s)\n got %+v\nwant %+v", data, got, want)
 	}
+}
+
+// validJSON accepts exactly what json.Valid accepts, at the edges of the grammar.
+func TestValidJSONAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", maxNestingDepth) + strings.Repeat("]", maxNestingDepth)
+	for _, data := range append(validJSONCases, deep, "["+deep+"]") {
+		if got, want := validJSON([]byte(data)), json.Valid([]byte(data)); got != want {
+			t.Errorf("validJSON(%.80q) = %t, json.Valid %t", data, got, want)
+		}
+	}
+}
+
+// validJSONCases are values, and near-values, at the edges of the grammar.
+var validJSONCases = []string{
+	``, ` `, `0`, `-0`, `01`, `-`, `1.`, `.5`, `1.5e`, `1.5e+`, `1e-07`, `1E9`, `-12.50e+3`, `1x`,
+	`true`, `tru`, `truex`, `nul`, `null `, ` false`, `"`, `""`, `"\"`, `"\\"`, `"\/\b\f\n\r\t"`, `"\a"`,
+	`"\u00e9"`, `"\u00E"`, `"\u00eg"`, `"\uD83D\uDE00"`, "\"tab\tinside\"", "\"\x7f\xff\xfe\"", `"a"b`,
+	`[]`, `[,]`, `[1,]`, `[1 2]`, `[ 1 , [ ] , { } ]`, `{}`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a" : 1 , "b":[{"c":null}]}`,
+	`{1:2}`, `{"a":1}}`, `[[]`, `{"a":"\"}"}`, "\r\n{}\t", `[1] [2]`,
 }
 
 func TestSupportedProtocolVersions(t *testing.T) {
