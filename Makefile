@@ -116,7 +116,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test run
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
 .PHONY: bench
-bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (also to a remote tool that takes 1 ms), and the memory tool's ops/s.
+bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (tools/call, also to a remote tool that takes 1 ms; resources/read of a 64 KiB resource and prompts/get) and beside a bare reverse proxy, and the memory tool's ops/s.
 	go run ./hack/bench -hop
 	go run ./hack/bench -only gateway -remote-delay 1ms
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/

@@ -24,12 +24,13 @@ import (
 // what a slice measures (calls, latency, CPU, allocations).
 
 // target is one side of a comparison: an endpoint and the tool called there (or, with
-// uri, the resource read there).
+// uri, the resource read there; with prompt, the prompt got there).
 type target struct {
 	name    string
 	url     string
 	tool    string
 	uri     string
+	prompt  string
 	headers map[string]string
 	http    *http.Client
 }
@@ -97,12 +98,18 @@ func callOnce(c *client.Client, req mcp.CallToolRequest) error {
 }
 
 // request is the one request the side repeats, built once: tools/call of its tool,
-// or resources/read of its uri; it checks the answer.
+// resources/read of its uri or prompts/get of its prompt; it checks the answer.
 func (t target) request() func(*client.Client) error {
 	if t.uri != "" {
 		req := mcp.ReadResourceRequest{}
 		req.Params.URI = t.uri
 		return func(c *client.Client) error { return readOnce(c, req) }
+	}
+	if t.prompt != "" {
+		req := mcp.GetPromptRequest{}
+		req.Params.Name = t.prompt
+		req.Params.Arguments = map[string]string{"name": argName}
+		return func(c *client.Client) error { return getPromptOnce(c, req) }
 	}
 	req := callRequest(t.tool)
 	return func(c *client.Client) error { return callOnce(c, req) }

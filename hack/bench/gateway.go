@@ -29,31 +29,16 @@ var gatewayTargets = targets{minThroughput: 0.6, maxP50: 1.5}
 // gatewayComparisons measures the skill re-exported through a gateway against a direct
 // call to its remote and, with -hop, a bare reverse proxy against the direct call.
 func gatewayComparisons(o options, token string, newTarget func(name, url, tool string) target) (_ []comparison, _ func(), err error) {
-	var started stops
+	remoteURL, gatewayURL, started, err := startRemoteAndGateway(token,
+		func() (string, func(), error) { return startRemote(o.remoteDelay, token) }, startGateway)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer func() {
 		if err != nil {
 			started.run()
 		}
 	}()
-	remoteURL, stopRemote, err := startRemote(o.remoteDelay, token)
-	if err != nil {
-		return nil, nil, err
-	}
-	started = append(started, stopRemote)
-	headerFile := ""
-	if token != "" {
-		// The gateway sends the remote's token from a file, as a Secret mounted for
-		// a RemoteToolImport's headers.
-		if headerFile, err = writeHeaderFile("Bearer " + token); err != nil {
-			return nil, nil, err
-		}
-		started = append(started, func() { _ = os.Remove(headerFile) })
-	}
-	gatewayURL, stopGateway, err := startGateway(remoteURL, headerFile, token)
-	if err != nil {
-		return nil, nil, err
-	}
-	started = append(started, stopGateway)
 	comparisons := []comparison{{
 		name: onlyGateway,
 		title: fmt.Sprintf("gateway/direct: tools/call %s on the gateway, re-exported from the remote's %s, against %s called on the remote directly%s",
@@ -71,6 +56,33 @@ func gatewayComparisons(o options, token string, newTarget func(name, url, tool 
 		comparisons = append(comparisons, c)
 	}
 	return comparisons, started.run, nil
+}
+
+// startRemoteAndGateway starts a remote with startRemote and a gateway in front of it
+// with startGateway (given the remote's URL, the file of the header it sends the remote,
+// and the token it requires), and returns their URLs and their stops.
+func startRemoteAndGateway(token string, startRemote func() (string, func(), error),
+	startGateway func(remoteURL, headerFile, token string) (string, func(), error)) (remoteURL, gatewayURL string, started stops, err error) {
+	defer func() {
+		if err != nil {
+			started.run()
+		}
+	}()
+	remoteURL, stopRemote, err := startRemote()
+	if err != nil {
+		return "", "", nil, err
+	}
+	started = append(started, stopRemote)
+	headerFile, stopHeaderFile, err := remoteHeaderFile(token)
+	if err != nil {
+		return "", "", started, err
+	}
+	started = append(started, stopHeaderFile)
+	gatewayURL, stopGateway, err := startGateway(remoteURL, headerFile, token)
+	if err != nil {
+		return "", "", started, err
+	}
+	return remoteURL, gatewayURL, append(started, stopGateway), nil
 }
 
 // startRemote serves the remote the gateway re-exports from: the template skill, or with
@@ -115,22 +127,43 @@ func remoteKind(delay time.Duration) string {
 // holds the Authorization header the gateway sends to the remote; token, when set, is
 // the bearer token the gateway itself requires.
 func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
-	remote := &adapter.RemoteBackend{
-		Import:     gatewayImport,
-		URL:        remoteURL,
-		Transport:  adapter.TransportStreamableHTTP,
-		RemoteName: toolName,
-		Timeout:    adapter.Duration{Duration: callTimeout},
-	}
-	if headerFile != "" {
-		remote.HeaderFiles = map[string]string{"Authorization": headerFile}
-	}
+	remote := remoteBackend(remoteURL, headerFile, toolName)
 	return startAdapter(nameGateway, token, adapter.Tool{
 		Name:        gatewayToolName,
 		Description: toolDesc,
 		InputSchema: json.RawMessage(toolSchema),
-		Remote:      remote,
+		Remote:      &remote,
 	})
+}
+
+// remoteBackend reaches remoteName (a tool or prompt; "" for a resource) at the remote
+// at remoteURL, over streamable HTTP, with the header in headerFile when it is set.
+func remoteBackend(remoteURL, headerFile, remoteName string) adapter.RemoteBackend {
+	b := adapter.RemoteBackend{
+		Import:     gatewayImport,
+		URL:        remoteURL,
+		Transport:  adapter.TransportStreamableHTTP,
+		RemoteName: remoteName,
+		Timeout:    adapter.Duration{Duration: callTimeout},
+	}
+	if headerFile != "" {
+		b.HeaderFiles = map[string]string{"Authorization": headerFile}
+	}
+	return b
+}
+
+// remoteHeaderFile is the file of the Authorization header a gateway sends its remote
+// when the remote requires token, as a Secret mounted for a RemoteToolImport's headers
+// ("" without a token), and what removes it.
+func remoteHeaderFile(token string) (string, func(), error) {
+	if token == "" {
+		return "", func() {}, nil
+	}
+	path, err := writeHeaderFile("Bearer " + token)
+	if err != nil {
+		return "", nil, err
+	}
+	return path, func() { _ = os.Remove(path) }, nil
 }
 
 // writeHeaderFile writes value to a new private temporary file and returns its path.

@@ -8,7 +8,10 @@
 //   - gateway: the skill re-exported through a gateway (a second adapter whose tool has
 //     a Remote backend, as a SkillServer with spec.imports renders it) against a direct
 //     call to the same remote (an adapter serving the skill; with -remote-delay, an
-//     adapter whose tool is an HTTP backend that takes that long, as real tools do).
+//     adapter whose tool is an HTTP backend that takes that long, as real tools do);
+//   - reads: resources/read of a 64 KiB text resource and prompts/get of a template
+//     prompt, each re-exported through a gateway (imported content) against the same
+//     request made on the remote directly.
 //
 // At every concurrency level both sides of a comparison get the same number of mcp-go
 // clients, one per worker, each initialized before anything is timed. After a warm-up
@@ -17,11 +20,12 @@
 // drift on a small shared machine (other processes, frequency, GC) falls on both
 // alike. A side's figures combine its slices: calls/s, p50 and p99 latency, process
 // CPU and heap allocations per call, then the ratios against the targets: adapter/bare
-// throughput ≥ 0.9× and p99 ≤ 1.2×; gateway/direct p50 ≤ 1.5× and throughput ≥ 0.6×.
+// throughput ≥ 0.9× and p99 ≤ 1.2×; gateway/direct (calls and reads) p50 ≤ 1.5× and
+// throughput ≥ 0.6×.
 // The targets are printed, never asserted: the command exits 0 whatever the figures,
 // and fails only when a server cannot be set up or does not answer the expected text.
 //
-//	go run ./hack/bench [-only adapter|gateway|resources|all] [-duration 3s] [-rounds 6]
+//	go run ./hack/bench [-only adapter|gateway|resources|reads|all] [-duration 3s] [-rounds 6]
 //	                    [-warmup 500ms] [-concurrency 1,16,64] [-json] [-auth]
 //	                    [-remote-delay 1ms] [-hop] [-limits 512,512] [-tracing]
 //	                    [-cpuprofile cpu.out] [-memprofile allocs.out]
@@ -33,8 +37,8 @@
 // `go tool pprof -tagfocus server=adapter`; what carries no label is the runtime's own
 // work, mostly GC.
 //
-// Each comparison has its file (adapter.go, resources.go, gateway.go, hop.go); servers.go, clients.go
-// and report.go are what they share.
+// Each comparison has its file (adapter.go, resources.go, gateway.go, hop.go, reads.go);
+// servers.go, clients.go and report.go are what they share.
 package main
 
 import (
@@ -104,6 +108,7 @@ const (
 	onlyAdapter   = "adapter"
 	onlyGateway   = "gateway"
 	onlyResources = "resources"
+	onlyReads     = "reads"
 )
 
 type options struct {
@@ -131,11 +136,19 @@ func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.r
 func (o options) settle() time.Duration { return min(maxSettle, o.slice()/5) }
 
 func (o options) comparisons() int {
-	n := 1
-	if o.only == onlyAll {
-		n = 3
+	n := 0
+	for _, name := range []string{onlyAdapter, onlyResources, onlyGateway} {
+		if o.wants(name) {
+			n++
+		}
+	}
+	if o.wants(onlyReads) {
+		n += 2 // resources/read and prompts/get
 	}
 	if o.hop && o.wants(onlyGateway) {
+		n++
+	}
+	if o.hop && o.wants(onlyReads) {
 		n++
 	}
 	return n
@@ -159,7 +172,7 @@ func main() {
 func parseFlags() (options, error) {
 	var o options
 	var conc string
-	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct), resources (resources/read adapter/bare) or all")
+	flag.StringVar(&o.only, "only", onlyAll, "which comparison to run: adapter (adapter/bare), gateway (gateway/direct), resources (resources/read adapter/bare), reads (resources/read and prompts/get gateway/direct) or all")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each side of a comparison at each concurrency level")
 	flag.IntVar(&o.rounds, "rounds", 6, "alternation groups per level (ABBA or BAAB); each side's -duration is cut into 2×rounds slices")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured calls to each side before each level")
@@ -167,7 +180,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of tables")
 	flag.BoolVar(&o.auth, "auth", false, "serve the adapter, the remote and the gateway with a bearer token (off by default, as an adapter without bearerTokenFile); every client sends it, the gateway from a header file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
-	flag.BoolVar(&o.hop, "hop", false, "with the gateway comparison, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone over the gateway's transport, the floor of a gateway served by net/http")
+	flag.BoolVar(&o.hop, "hop", false, "with the gateway and reads comparisons, also measure a bare HTTP reverse proxy (net/http/httputil, no MCP work) in front of the remote against the direct call: the cost of the extra HTTP hop alone over the gateway's transport, the floor of a gateway served by net/http")
 	flag.DurationVar(&o.remoteDelay, "remote-delay", 0, "gateway comparison only: the remote's tool is an HTTP backend that answers after this delay (e.g. 1ms) instead of a template, as most real tools take time")
 	flag.BoolVar(&o.tracing, "tracing", false, "trace the adapters (not the bare server) with the OpenTelemetry SDK, every call sampled, spans batched to an exporter that drops them: what tracing costs when it is on (off, the default, is how adapters run without OTEL_* settings)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end (pprof -sample_index=alloc_objects)")
@@ -184,8 +197,8 @@ func parseFlags() (options, error) {
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	if !slices.Contains([]string{onlyAll, onlyAdapter, onlyGateway, onlyResources}, o.only) {
-		return o, fmt.Errorf("-only %q: use %s, %s, %s or %s", o.only, onlyAdapter, onlyGateway, onlyResources, onlyAll)
+	if !slices.Contains([]string{onlyAll, onlyAdapter, onlyGateway, onlyResources, onlyReads}, o.only) {
+		return o, fmt.Errorf("-only %q: use %s, %s, %s, %s or %s", o.only, onlyAdapter, onlyGateway, onlyResources, onlyReads, onlyAll)
 	}
 	if o.rounds < 1 || o.rounds > 100 {
 		return o, fmt.Errorf("-rounds %d must be in 1..100", o.rounds)
@@ -209,7 +222,7 @@ func parseFlags() (options, error) {
 // comparison is two sides measured against each other: a is the candidate, b the
 // baseline, and the ratios are a/b.
 type comparison struct {
-	name    string // onlyAdapter, onlyResources or onlyGateway
+	name    string // onlyAdapter, onlyResources, onlyGateway, onlyReads or nameHop
 	title   string // what is compared, for the report
 	a, b    target
 	targets targets
@@ -278,6 +291,14 @@ func run() error {
 	}
 	if o.wants(onlyGateway) {
 		cs, stop, err := gatewayComparisons(o, token, newTarget)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		comparisons = append(comparisons, cs...)
+	}
+	if o.wants(onlyReads) {
+		cs, stop, err := readsComparisons(o.hop, token, newTarget)
 		if err != nil {
 			return err
 		}

@@ -213,7 +213,7 @@ func (r *report) print(out io.Writer) {
 	if r.Tracing {
 		traced = "on (adapters sample every call; spans batched to a discarding exporter)"
 	}
-	fmt.Fprintf(out, "tools/call (resources/read in the resources comparison) over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s, tracing %s\n",
+	fmt.Fprintf(out, "tools/call (resources/read and prompts/get where the title says) over streamable HTTP (stateless, protocol %s) on 127.0.0.1, auth %s, tracing %s\n",
 		protocolVersion, auth, traced)
 	fmt.Fprintf(out, "per side and level: %s warm-up, then %s measured in %d slices of %s, alternating ABBA / BAAB\n",
 		r.Warmup, r.DurationPerSide, 2*r.Rounds, r.Slice)

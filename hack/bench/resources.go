@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -61,9 +57,9 @@ func resourcesComparison(token string, newTarget func(name, url, tool string) ta
 // startSkillAdapter serves one Agent Skill whose reference file is the 64 KiB text,
 // from a content folder named by digest as the kubernetes runtime mounts it.
 func startSkillAdapter(token string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "cantus-bench-content-")
+	folder, err := newContentFolder()
 	if err != nil {
-		return "", nil, fmt.Errorf("content folder: %w", err)
+		return "", nil, err
 	}
 	manifest := "---\nname: " + skillPath + "\ndescription: How to read the library's guide.\n---\nRead references/GUIDE.md.\n"
 	var files []adapterconfig.SkillFile
@@ -71,29 +67,20 @@ func startSkillAdapter(token string) (string, func(), error) {
 		{adapterconfig.SkillManifestFile, manifest, "text/markdown"},
 		{skillFilePath, skillFileText, "text/markdown"},
 	} {
-		sum := sha256.Sum256([]byte(f.text))
-		if err := os.WriteFile(filepath.Join(dir, hex.EncodeToString(sum[:])), []byte(f.text), 0o600); err != nil {
-			return "", nil, fmt.Errorf("content folder: %w", err)
+		digest, err := folder.add(f.text)
+		if err != nil {
+			folder.remove()
+			return "", nil, err
 		}
-		files = append(files, adapterconfig.SkillFile{Path: f.path, Digest: adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(f.text)), MimeType: f.mime})
+		files = append(files, adapterconfig.SkillFile{Path: f.path, Digest: digest, Size: int64(len(f.text)), MimeType: f.mime})
 	}
 	frontmatter, _ := json.Marshal(map[string]string{"name": skillPath, "description": "How to read the library's guide."})
-	cfg := &adapter.Config{
+	return folder.serve(nameAdapter, token, &adapter.Config{
 		Server:      adapter.ServerInfo{Name: "cantus-bench-skills", Version: "0.0.0"},
 		Transport:   adapter.TransportStreamableHTTP,
 		Stateless:   true,
-		ContentDir:  dir,
 		AgentSkills: []adapterconfig.AgentSkill{{Path: skillPath, Frontmatter: frontmatter, Files: files}},
-	}
-	url, stop, err := serveConfig(nameAdapter, token, cfg)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
-	}
-	return url, func() {
-		stop()
-		_ = os.RemoveAll(dir)
-	}, nil
+	})
 }
 
 // startBareResource serves the same bytes with mcp-go alone: one AddResource whose

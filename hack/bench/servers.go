@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The servers the comparisons share: every server is served under its pprof label, and
@@ -94,4 +99,42 @@ func (s stops) run() {
 	for i := len(s) - 1; i >= 0; i-- {
 		s[i]()
 	}
+}
+
+// contentFolder is a temporary folder of content files named by their digest, as the
+// kubernetes runtime mounts a SkillServer's content.
+type contentFolder struct{ dir string }
+
+func newContentFolder() (*contentFolder, error) {
+	dir, err := os.MkdirTemp("", "cantus-bench-content-")
+	if err != nil {
+		return nil, fmt.Errorf("content folder: %w", err)
+	}
+	return &contentFolder{dir: dir}, nil
+}
+
+// add stores text and returns its digest ("sha256:<hex>").
+func (f *contentFolder) add(text string) (string, error) {
+	sum := sha256.Sum256([]byte(text))
+	if err := os.WriteFile(filepath.Join(f.dir, hex.EncodeToString(sum[:])), []byte(text), 0o600); err != nil {
+		return "", fmt.Errorf("content folder: %w", err)
+	}
+	return adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), nil
+}
+
+func (f *contentFolder) remove() { _ = os.RemoveAll(f.dir) }
+
+// serve serves cfg with its content in the folder, which its stop removes (as does a
+// failure to serve).
+func (f *contentFolder) serve(label, token string, cfg *adapter.Config) (string, func(), error) {
+	cfg.ContentDir = f.dir
+	url, stop, err := serveConfig(label, token, cfg)
+	if err != nil {
+		f.remove()
+		return "", nil, err
+	}
+	return url, func() {
+		stop()
+		f.remove()
+	}, nil
 }

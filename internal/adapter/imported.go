@@ -299,7 +299,7 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 	if req.modern {
 		raw = withModernMembers(raw, req.Method == string(mcp.MethodResourcesRead))
 	}
-	writeRawResult(w, req.ID, raw)
+	gateway.WriteResult(w, req.ID, raw)
 	return true
 }
 
@@ -339,16 +339,6 @@ func forwardFailure(err error) *jsonRPCAnswer {
 		return &jsonRPCAnswer{Error: &jsonRPCError{Code: fe.RPC.Code, Message: fe.RPC.Message}}
 	}
 	return &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
-}
-
-// writeRawResult writes the JSON-RPC response whose result is raw, as the remote sent
-// it: not decoded and encoded again, so every byte of its contents reaches the client.
-func writeRawResult(w http.ResponseWriter, id, raw json.RawMessage) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	for _, part := range [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), raw, []byte("}")} {
-		_, _ = w.Write(part)
-	}
 }
 
 // importedListWriter rewrites the answer to body when it lists prompts, resources or

@@ -23,10 +23,19 @@ const vendorResult = `{"content":[{"type":"text","text":"as sent"}],"vendorTrace
 // with result, byte for byte.
 func rawRemote(t *testing.T, result string) string {
 	t.Helper()
+	return rawMethodsRemote(t, map[string]string{"tools/call": result}, nil)
+}
+
+// rawMethodsRemote is a minimal MCP server over streamable HTTP that answers each
+// method of results with its result, byte for byte, and every other request with {}.
+// seen, when set, gets each request's method and params.
+func rawMethodsRemote(t *testing.T, results map[string]string, seen func(method string, params json.RawMessage)) string {
+	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
 		body, _ := io.ReadAll(r.Body)
 		if r.Method != http.MethodPost || json.Unmarshal(body, &msg) != nil {
@@ -37,11 +46,13 @@ func rawRemote(t *testing.T, result string) string {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
+		if seen != nil {
+			seen(msg.Method, msg.Params)
+		}
 		answer := `{}`
-		switch msg.Method {
-		case "initialize":
-			answer = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"0"}}`
-		case "tools/call":
+		if msg.Method == "initialize" {
+			answer = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{},"prompts":{}},"serverInfo":{"name":"raw","version":"0"}}`
+		} else if result, ok := results[msg.Method]; ok {
 			answer = result
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -44,7 +45,13 @@ func FuzzParseMessages(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	for _, seed := range parseMessagesCases {
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+			wantParsedAsEncodingJSON(t, data)
+		}
 		msgs, err := ParseMessages(data)
 		if err != nil {
 			return
@@ -53,6 +60,18 @@ func FuzzParseMessages(f *testing.F) {
 			if _, err := EncodeRequest(1, m.Method, m.Params); err != nil && len(m.Params) > 0 {
 				t.Fatalf("a parsed message's params do not re-encode: %v", err)
 			}
+		}
+	})
+}
+
+// validJSON accepts exactly what json.Valid accepts.
+func FuzzValidJSON(f *testing.F) {
+	for _, seed := range append(validJSONCases, parseMessagesCases...) {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := validJSON(data), json.Valid(data); got != want {
+			t.Fatalf("validJSON(%q) = %t, json.Valid %t", data, got, want)
 		}
 	})
 }

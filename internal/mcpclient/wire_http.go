@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
@@ -254,11 +255,7 @@ func (l *LimitedReader) Read(b []byte) (int, error) {
 func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	body := &LimitedReader{R: resp.Body, Max: limit}
 	if resp.ContentLength <= 0 || resp.ContentLength > limit {
-		data, err := io.ReadAll(body)
-		if err != nil {
-			return nil, &readError{err: err, n: body.N}
-		}
-		return data, nil
+		return readUnannounced(body)
 	}
 	data := make([]byte, resp.ContentLength)
 	if _, err := io.ReadFull(body, data); err != nil {
@@ -268,6 +265,33 @@ func ReadBody(resp *http.Response, limit int64) ([]byte, error) {
 	_, _ = body.Read(make([]byte, 1))
 	return data, nil
 }
+
+// readUnannounced reads a body of no announced length (chunked, as most servers send
+// a large answer) into a buffer of its own length. It is read into a pooled buffer
+// first: read straight into a growing slice, a 64 KiB body would allocate about twice
+// its size on the way.
+func readUnannounced(body *LimitedReader) ([]byte, error) {
+	buf, _ := bodyBuffers.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer func() {
+		if buf.Cap() <= maxPooledBodyBuffer {
+			buf.Reset()
+			bodyBuffers.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(body); err != nil {
+		return nil, &readError{err: err, n: body.N}
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// bodyBuffers are readUnannounced's buffers. One that grew beyond maxPooledBodyBuffer
+// for a rare large body is left to the collector rather than kept.
+var bodyBuffers sync.Pool
+
+const maxPooledBodyBuffer = 1 << 20
 
 // Origin is u's scheme and host: "https://host:8443".
 func Origin(u *url.URL) string { return u.Scheme + "://" + u.Host }

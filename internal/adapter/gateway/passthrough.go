@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -21,6 +22,12 @@ import (
 // protocol versions without sessions) goes to mcp-go as before. The call still gets
 // everything the server gives every call (authorization, limits, metrics, audit) and
 // its argument validation.
+//
+// A forwarded resources/read or prompts/get of imported content is answered the same
+// way, by the adapter (answerImported) after its own authorization and audit of reads:
+// the remote's result as sent, through WriteResult. For a large resource the cost is
+// in the bytes, so mcpclient reads the answer into one buffer of its size and hands the
+// result over as a slice of it, not decoded or copied again.
 
 // Server is what PassThrough needs of the adapter's server.
 type Server interface {
@@ -210,20 +217,44 @@ func (a *answerWriter) answer(result json.RawMessage) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.done = true
-	response := [][]byte{[]byte(`{"jsonrpc":"2.0","id":`), a.id, []byte(`,"result":`), result, []byte("}")}
-	if a.streamed {
-		// An event's data is one line: a remote's pretty-printed result would end the
-		// event at its first newline and leave the rest as stray fields.
-		var compact bytes.Buffer
-		if json.Compact(&compact, result) == nil {
-			response[3] = compact.Bytes()
-		}
-		a.writeEvent(response...)
+	if !a.streamed {
+		WriteResult(a.w, a.id, result)
 		return
 	}
-	a.w.Header().Set("Content-Type", "application/json")
-	a.w.WriteHeader(http.StatusOK)
-	a.write(response...)
+	// An event's data is one line: a remote's pretty-printed result would end the
+	// event at its first newline and leave the rest as stray fields.
+	var compact bytes.Buffer
+	if json.Compact(&compact, result) == nil {
+		result = compact.Bytes()
+	}
+	response := resultResponse(a.id, result)
+	a.writeEvent(response[:]...)
+}
+
+// WriteResult answers request id with the JSON-RPC response whose result is result
+// (valid JSON), as a remote sent it: not decoded and encoded again, so every byte of it
+// reaches the client, and written in parts rather than copied into one message first.
+// Forwarded calls and forwarded reads of imported resources and prompts are answered
+// with it. The length is set so that a large result (a resource's contents) is not
+// sent chunked.
+func WriteResult(w http.ResponseWriter, id, result json.RawMessage) {
+	response := resultResponse(id, result)
+	n := 0
+	for _, p := range response {
+		n += len(p)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	for _, p := range response {
+		_, _ = w.Write(p)
+	}
+}
+
+// resultResponse is the JSON-RPC response to request id carrying result, in parts.
+func resultResponse(id, result json.RawMessage) [5][]byte {
+	return [5][]byte{[]byte(`{"jsonrpc":"2.0","id":`), id, []byte(`,"result":`), result, []byte("}")}
 }
 
 func (a *answerWriter) answerResult(result *mcp.CallToolResult) {
