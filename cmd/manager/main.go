@@ -328,7 +328,7 @@ func run(opts options) error {
 func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.Bridges, error) {
 	switch opts.runtime {
 	case "kubernetes":
-		kube := workload.NewKubernetes(mgr.GetClient(), opts.adapterImage, opts.clusterDomain)
+		kube := workload.NewKubernetes(controller.ChildClient(mgr), opts.adapterImage, opts.clusterDomain)
 		kube.APIReader = mgr.GetAPIReader()
 		if opts.adapterTracing {
 			kube.TracingEnv = tracing.AdapterEnv(os.Getenv)

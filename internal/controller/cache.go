@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,4 +53,28 @@ func CacheNamespaces(namespaces []string) map[string]cache.Config {
 		out[ns] = cache.Config{}
 	}
 	return out
+}
+
+// ChildClient is the client the kubernetes runtime applies and reads its children with:
+// the manager's, except that it reads ConfigMaps from the manager's cache, which holds
+// the operator's labelled ones (ClientOptions sends the manager's ConfigMap reads to
+// the API server, for the tenants' ConfigMaps the cache does not hold). The runtime reads
+// only its own children: their adapter config and content shards would otherwise be read
+// from the API server on every reconcile of every SkillServer, 404s included for the
+// shards a server does not have (issue 26). A name the cache does not know is still
+// looked up on the API server before it is written (workload.Kubernetes.APIReader).
+func ChildClient(mgr ctrl.Manager) client.Client {
+	return childClient{Client: mgr.GetClient(), cache: mgr.GetCache()}
+}
+
+type childClient struct {
+	client.Client
+	cache client.Reader
+}
+
+func (c childClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		return c.cache.Get(ctx, key, obj, opts...)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }

@@ -116,7 +116,7 @@ func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolListe
 		}
 	}
 	if kube, ok := rt.(*workload.Kubernetes); ok {
-		kube.Client, kube.APIReader = mgr.GetClient(), mgr.GetAPIReader()
+		kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
 	}
 	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
 	if err := r.UseContentCache(mgr); err != nil {

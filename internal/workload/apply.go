@@ -67,8 +67,13 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, apiReader cl
 		if err := refuseForeign(kind, live, owner); err != nil {
 			return err
 		}
-	} else if err := refuseUncachedForeign(ctx, cl, apiReader, kind, key, live, owner); err != nil {
+	} else if rv, err := refuseUncachedForeign(ctx, cl, apiReader, kind, key, live, owner); err != nil {
 		return err
+	} else if rv != "" && c.has(kind, key, rv, requestID) {
+		// This process applied this very request and nobody wrote the object since;
+		// the cache has not caught up with it yet (a reconcile right after the one
+		// that created it). Applying it again would write the same thing.
+		return nil
 	}
 	if rv := live.GetResourceVersion(); rv != "" && (c.has(kind, key, rv, requestID) || holdsRequest(live, request)) {
 		c.add(kind, key, rv, requestID)
@@ -115,24 +120,25 @@ func refuseForeign(kind string, obj metav1.Object, owner types.UID) error {
 }
 
 // refuseUncachedForeign looks up on the API server, by metadata only, an object the cache
-// does not hold, and refuses it when it exists and owner does not control it.
-func refuseUncachedForeign(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object, owner types.UID) error {
+// does not hold, and refuses it when it exists and owner does not control it. It returns
+// the resourceVersion of the object it found, "" when there is none.
+func refuseUncachedForeign(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object, owner types.UID) (string, error) {
 	if apiReader == nil {
-		return nil
+		return "", nil
 	}
 	gvk, err := apiutil.GVKForObject(live, cl.Scheme())
 	if err != nil {
-		return fmt.Errorf("kind of %s %s: %w", kind, key, err)
+		return "", fmt.Errorf("kind of %s %s: %w", kind, key, err)
 	}
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(gvk)
 	if err := apiReader.Get(ctx, key, meta); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("get %s %s: %w", kind, key, err)
+		return "", fmt.Errorf("get %s %s: %w", kind, key, err)
 	}
-	return refuseForeign(kind, meta, owner)
+	return meta.GetResourceVersion(), refuseForeign(kind, meta, owner)
 }
 
 // holdsRequest says whether every field the apply request sets has that value in the

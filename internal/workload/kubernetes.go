@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -124,34 +125,45 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 	if err := k.reconcileNetworkPolicy(ctx, ss); err != nil {
 		return Observation{}, err
 	}
+	// The Service depends on nothing the others write: it is applied (and, when new, looked
+	// up) beside the ConfigMaps and the Deployment, which take one round trip to the API
+	// server after another, so that a new SkillServer waits for two fewer of them.
+	service := make(chan error, 1)
+	go func() { service <- k.apply(ctx, &corev1.Service{}, serviceFor(ss)) }()
+	if err := errors.Join(k.applyChain(ctx, d), <-service); err != nil {
+		return Observation{}, err
+	}
+	return k.observe(ctx, ss)
+}
+
+// applyChain applies the children that must be written in order: the content shards
+// before the config that names their files, the config before the Deployment that
+// mounts it, and the shards no longer needed deleted after the Deployment stopped
+// naming them.
+func (k *Kubernetes) applyChain(ctx context.Context, d Desired) error {
+	ss := d.SkillServer
 	shards := contentShards(d.Content)
 	if err := k.applyContent(ctx, ss, shards); err != nil {
-		return Observation{}, err
+		return err
 	}
 	configMap, err := configMapFor(ss, d.Config)
 	if err != nil {
-		return Observation{}, err
+		return err
 	}
 	if err := k.apply(ctx, &corev1.ConfigMap{}, configMap); err != nil {
-		return Observation{}, err
+		return err
 	}
 	if ss.Spec.Memory != nil {
 		if err := k.apply(ctx, &corev1.PersistentVolumeClaim{}, memoryClaimFor(ss)); err != nil {
-			return Observation{}, err
+			return err
 		}
 	}
 	dep := k.deploymentFor(ss, d.RolloutHash, d.Files)
 	withContentVolumes(dep, ss, len(shards), d.ImageSkills)
 	if err := k.apply(ctx, &appsv1.Deployment{}, dep); err != nil {
-		return Observation{}, err
+		return err
 	}
-	if err := k.deleteContentShardsFrom(ctx, ss, len(shards)); err != nil {
-		return Observation{}, err
-	}
-	if err := k.apply(ctx, &corev1.Service{}, serviceFor(ss)); err != nil {
-		return Observation{}, err
-	}
-	return k.observe(ctx, ss)
+	return k.deleteContentShardsFrom(ctx, ss, len(shards))
 }
 
 func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {
