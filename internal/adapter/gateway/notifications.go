@@ -47,8 +47,7 @@ func forwardNotifications(ctx context.Context, progressToken mcp.ProgressToken) 
 	if srv == nil {
 		return nil
 	}
-	watch, _ := ctx.Value(eventWatchKey{}).(*EventWatch)
-	return &forwarder{ctx: ctx, srv: srv, progressToken: progressToken, watch: watch}
+	return &forwarder{ctx: ctx, srv: srv, progressToken: progressToken, watch: eventWatchOf(ctx)}
 }
 
 // notify is mcpclient.CallOptions.Notify, nil for a nil forwarder. The remote's
@@ -138,6 +137,12 @@ func WatchEvents(w http.ResponseWriter) *EventWatch { return &EventWatch{Respons
 // WithEventWatch gives the call of ctx the watch of its response.
 func WithEventWatch(ctx context.Context, w *EventWatch) context.Context {
 	return context.WithValue(ctx, eventWatchKey{}, w)
+}
+
+// eventWatchOf is the watch of the call of ctx's response; nil but over streamable HTTP.
+func eventWatchOf(ctx context.Context) *EventWatch {
+	watch, _ := ctx.Value(eventWatchKey{}).(*EventWatch)
+	return watch
 }
 
 // sent counts a notification handed to mcp-go; a nil watch ignores it.
@@ -269,9 +274,8 @@ func (f *answerFailure) replace(p []byte) ([]byte, bool) {
 // returned stands for it where the answer cannot be replaced.
 func missingCapability(ctx context.Context, kind string) *mcp.CallToolResult {
 	message := fmt.Sprintf("the remote tool needs the %s capability, which this request's _meta did not declare", kind)
-	watch, _ := ctx.Value(eventWatchKey{}).(*EventWatch)
 	data := map[string]any{"requiredCapabilities": map[string]any{kind: map[string]any{}}}
-	watch.failWith(http.StatusBadRequest, mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
+	eventWatchOf(ctx).failWith(http.StatusBadRequest, mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, message, data)
 	return mcp.NewToolResultError(MarkerCallFailed + message)
 }
 
