@@ -229,14 +229,16 @@ healthzBindAddress: 127.0.0.1:10256
 # Leave the host's conntrack table size alone (it is not ours to tune).
 conntrack: {maxPerCore: 0}
 YAML
-  # The audit log is how the cluster tests see the manager's API writes and any Forbidden.
+  # The audit log is how the cluster tests see the manager's API writes and any Forbidden:
+  # make deploy's manager, and the one TestHelmReleaseInstallUpgradeUninstall installs
+  # with Helm (release helm in cantus-system).
   cat >"${STATE}/audit.yaml" <<YAML
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  users: ["system:serviceaccount:cantus-system:cantus-operator"]
+  users: ["system:serviceaccount:cantus-system:cantus-operator", "system:serviceaccount:cantus-system:helm-cantus-operator"]
 - level: None
 YAML
 }

@@ -15,11 +15,11 @@ import (
 
 // The Helm chart, rendered for the image the node runs, is accepted by the node's API
 // server (kubectl apply --dry-run=server): CRDs, RBAC, the manager and the catalog's
-// Service. The suite runs the operator once, from `make deploy`, so the chart is not
-// installed beside it (two operators would reconcile the same objects); test/helm
-// installs, upgrades and uninstalls it against envtest. The release goes to a namespace
-// of its own: in cantus-system the dry run would meet make deploy's Deployment, whose
-// selector (immutable) kustomize wrote differently.
+// Service, under the release name and in the namespace the README's install uses (a
+// namespace of its own here: in cantus-system the dry run would meet make deploy's
+// Deployment, whose selector (immutable) kustomize wrote differently).
+// TestHelmReleaseInstallUpgradeUninstall installs, upgrades and uninstalls the chart for
+// real, under another name, with make deploy's operator stopped.
 func TestHelmChartAcceptedByTheNode(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {

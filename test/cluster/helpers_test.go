@@ -252,6 +252,13 @@ func (ev auditEvent) forbiddenByRBAC() bool {
 // log hack/cluster.sh makes the API server write.
 func managerRequests(t *testing.T) []auditEvent {
 	t.Helper()
+	return requestsOf(t, managerUser)
+}
+
+// requestsOf reads every request of user (a service account the audit policy of
+// hack/cluster.sh names) from the audit log.
+func requestsOf(t *testing.T, user string) []auditEvent {
+	t.Helper()
 	root, _ := testenv.RepoRoot()
 	path := filepath.Join(root, ".demo", "cluster", "audit.log")
 	f, err := os.Open(path)
@@ -265,7 +272,7 @@ func managerRequests(t *testing.T) []auditEvent {
 	for sc.Scan() {
 		var ev auditEvent
 		// The test that acts with the operator's credentials on purpose is not the manager.
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == managerUser && ev.UserAgent != operatorCredentialsTestAgent {
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.User.Username == user && ev.UserAgent != operatorCredentialsTestAgent {
 			out = append(out, ev)
 		}
 	}

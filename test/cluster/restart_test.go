@@ -87,7 +87,7 @@ func TestLeaderFailoverRewritesNothingAndDropsNoCall(t *testing.T) {
 		t.Errorf("the clients made %d calls and %d catalog requests, want some of each", made, asked)
 	}
 
-	if writes := writesToSettledObjects(t, killedAt, settled, changed); len(writes) > 0 {
+	if writes := writesToSettledObjects(managerRequests(t), killedAt, settled, changed); len(writes) > 0 {
 		t.Errorf("after the failover the operator wrote %d times to settled objects, want 0: %v", len(writes), writes)
 	}
 	var steadyAfter cantusv1alpha1.SkillServer
@@ -117,12 +117,12 @@ func newFailoverServer(t *testing.T, ctx context.Context, ns, name string) *cant
 	return ss
 }
 
-// writesToSettledObjects lists the operator's writes since a time to objects in settled
-// namespaces, leaving out leader election, events, and the object the test changed.
-func writesToSettledObjects(t *testing.T, since time.Time, settled map[string]bool, changed *cantusv1alpha1.SkillServer) []string {
-	t.Helper()
+// writesToSettledObjects lists the writes among an operator's requests since a time to
+// objects in settled namespaces, leaving out leader election, events, and the object the
+// test changed (nil: none).
+func writesToSettledObjects(requests []auditEvent, since time.Time, settled map[string]bool, changed *cantusv1alpha1.SkillServer) []string {
 	var writes []string
-	for _, ev := range managerRequests(t) {
+	for _, ev := range requests {
 		if ev.StageTimestamp.Before(since) || !slices.Contains([]string{"create", "update", "patch", "delete"}, ev.Verb) {
 			continue
 		}
@@ -132,7 +132,7 @@ func writesToSettledObjects(t *testing.T, since time.Time, settled map[string]bo
 		if !settled[ev.ObjectRef.Namespace] {
 			continue // objects still being set up by a test running beside this one
 		}
-		if ev.ObjectRef.Namespace == changed.Namespace && strings.HasPrefix(ev.ObjectRef.Name, changed.Name) {
+		if changed != nil && ev.ObjectRef.Namespace == changed.Namespace && strings.HasPrefix(ev.ObjectRef.Name, changed.Name) {
 			continue // the SkillServer changed in the gap and its children
 		}
 		writes = append(writes, ev.StageTimestamp.Format(time.RFC3339)+" "+ev.Verb+" "+ev.RequestURI)
