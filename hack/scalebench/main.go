@@ -161,6 +161,9 @@ func run(o options) error {
 	fmt.Printf("operator: every child applied and every status written %s after it started (%.0f servers/s): %.0f writes (%.0f/s) and %.0f GETs\n",
 		applied.Round(time.Millisecond), float64(o.servers)/applied.Seconds(), writes, operatorRate, reads)
 	fmt.Printf("ratio: %.2f x of the API server's parallel write rate (%.0f/s against %.0f/s)\n", operatorRate/yardstick, operatorRate, yardstick)
+	if err := printWhereTheTimeWent(mgr, "skillserver"); err != nil {
+		return err
+	}
 
 	start = time.Now()
 	for i := range o.imports {
@@ -455,6 +458,47 @@ func (m *managerProcess) requests(methods ...string) (float64, error) {
 	return m.sum("rest_client_requests_total", func(labels string) bool {
 		return slices.ContainsFunc(methods, func(m string) bool { return strings.Contains(labels, `method="`+m+`"`) })
 	})
+}
+
+// printWhereTheTimeWent prints the controller's reconciles, how long one took and how
+// long a request waited in the queue on average, and the mean API request latency: what
+// tells a pace set by the API server from one set by the operator's own queue.
+func printWhereTheTimeWent(m *managerProcess, controller string) error {
+	ofController := func(labels string) bool { return strings.Contains(labels, `controller="`+controller+`"`) }
+	ofQueue := func(labels string) bool { return strings.Contains(labels, `name="`+controller+`"`) }
+	any := func(string) bool { return true }
+	ofResult := func(result string) func(string) bool {
+		return func(labels string) bool { return ofController(labels) && strings.Contains(labels, `result="`+result+`"`) }
+	}
+	var v [9]float64
+	for i, q := range []struct {
+		metric string
+		match  func(string) bool
+	}{
+		{"controller_runtime_reconcile_total", ofController},
+		{"controller_runtime_reconcile_time_seconds_sum", ofController},
+		{"workqueue_queue_duration_seconds_sum", ofQueue},
+		{"workqueue_queue_duration_seconds_count", ofQueue},
+		{"workqueue_retries_total", ofQueue},
+		{"controller_runtime_reconcile_total", ofResult("requeue_after")},
+		{"controller_runtime_reconcile_total", ofResult("error")},
+		{"rest_client_request_duration_seconds_sum", any},
+		{"rest_client_request_duration_seconds_count", any},
+	} {
+		var err error
+		if v[i], err = m.sum(q.metric, q.match); err != nil {
+			return err
+		}
+	}
+	mean := func(sum, count float64) time.Duration {
+		if count == 0 {
+			return 0
+		}
+		return time.Duration(sum / count * float64(time.Second)).Round(100 * time.Microsecond)
+	}
+	fmt.Printf("%s: %.0f reconciles (%s each; %.0f asked to come back later, %.0f failed), %s waiting in the queue on average, %.0f retries; API requests %s each\n",
+		controller, v[0], mean(v[1], v[0]), v[5], v[6], mean(v[2], v[3]), v[4], mean(v[7], v[8]))
+	return nil
 }
 
 // reconciles counts the reconciles the controller finished, whatever their result.

@@ -68,6 +68,8 @@ type RemoteToolImportReconciler struct {
 	// ListChanges re-runs the handshake of pinned imports when their remote says a
 	// list changed; SetupWithManager makes one when nil.
 	ListChanges *ListChangeWatcher
+
+	statuses writtenStatuses
 }
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports,verbs=get;list;watch
@@ -83,6 +85,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Get(ctx, req.NamespacedName, imp); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.stopWatching(req.NamespacedName)
+			r.statuses.forget(req.NamespacedName)
 			return ctrl.Result{}, r.forgetBridge(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get RemoteToolImport: %w", err)
@@ -432,6 +435,7 @@ func retryDelay(imp *cantusv1alpha1.RemoteToolImport) time.Duration {
 func (r *RemoteToolImportReconciler) statusWriter() statusWriter {
 	return statusWriter{
 		client: r.Client, recorder: r.Recorder, announced: cantusv1alpha1.ConditionHandshakeSucceeded, action: "Handshake",
+		written: &r.statuses,
 		settle: func(before, after conditioned) {
 			keepProbeTimesIfNothingElseChanged(before.(*cantusv1alpha1.RemoteToolImport), after.(*cantusv1alpha1.RemoteToolImport))
 		},

@@ -62,6 +62,8 @@ type SkillServerReconciler struct {
 	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
 	// SkillServer may accept tokens issued for them.
 	APIAudiences []string
+
+	statuses writtenStatuses
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -94,6 +96,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	ss := &cantusv1alpha1.SkillServer{}
 	if err := r.Get(ctx, req.NamespacedName, ss); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.statuses.forget(req.NamespacedName)
 			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)
@@ -230,7 +233,7 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 
 // statusWriter announces changes of Ready as events.
 func (r *SkillServerReconciler) statusWriter() statusWriter {
-	return statusWriter{client: r.Client, recorder: r.Recorder, announced: cantusv1alpha1.ConditionReady, action: "Reconcile"}
+	return statusWriter{client: r.Client, recorder: r.Recorder, announced: cantusv1alpha1.ConditionReady, action: "Reconcile", written: &r.statuses}
 }
 
 // SetupWithManager registers the reconciler; the runtime says which children to watch.

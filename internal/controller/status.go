@@ -60,6 +60,8 @@ type statusWriter struct {
 	// settle, when set, adjusts the finished status before it is compared with the
 	// stored one (an import keeps its probe times when nothing else changed).
 	settle func(before, after conditioned)
+	// written, when set, skips a patch of the very status this process last wrote.
+	written *writtenStatuses
 }
 
 // write finishes the status computed in memory (observedGeneration, Reconciling, the
@@ -74,7 +76,15 @@ func (w statusWriter) write(ctx context.Context, before, after conditioned, part
 	if w.settle != nil {
 		w.settle(before, after)
 	}
-	written, err := patchStatusIfChanged(ctx, w.client, before, after, !sameJSON(parts(before).status, common.status))
+	changed := !sameJSON(parts(before).status, common.status)
+	if changed && w.written.holds(after, common.status) {
+		// Computed from an object older than the status this process wrote last.
+		return reconcileErr
+	}
+	written, err := patchStatusIfChanged(ctx, w.client, before, after, changed)
+	if written {
+		w.written.remember(after, common.status)
+	}
 	if err != nil {
 		if reconcileErr == nil && apierrors.IsConflict(err) {
 			return fmt.Errorf("%w: %w", errStaleStatus, err)

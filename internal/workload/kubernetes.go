@@ -180,7 +180,13 @@ func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer
 		Selector: Selector(ss),
 	}
 	dep := &appsv1.Deployment{}
-	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, dep); err != nil {
+	err := k.Client.Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}, dep)
+	if apierrors.IsNotFound(err) {
+		// Just applied, not in the cache yet: the event that brings it reconciles again.
+		// An error here would retry through the rate limiter, which at a thousand new
+		// servers held every one of them back.
+		dep = justCreatedDeployment(ss)
+	} else if err != nil {
 		return obs, fmt.Errorf("get Deployment %s: %w", ss.Name, err)
 	}
 	obs.Replicas = dep.Status.Replicas
@@ -196,6 +202,15 @@ func (k *Kubernetes) observe(ctx context.Context, ss *cantusv1alpha1.SkillServer
 		obs.ProbeURL = fmt.Sprintf("http://%s%s", net.JoinHostPort(ip, fmt.Sprint(render.PortOf(ss))), render.EndpointPath(ss))
 	}
 	return obs, nil
+}
+
+// justCreatedDeployment stands for a Deployment the API server has just taken and its
+// controller has not observed yet.
+func justCreatedDeployment(ss *cantusv1alpha1.SkillServer) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: 1},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(ptr.Deref(ss.Spec.Replicas, 1))},
+	}
 }
 
 // DeploymentAvailability reads a Deployment's status the way `kubectl rollout status`

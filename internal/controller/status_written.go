@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// writtenStatuses remembers the status this process last wrote to each object. A child's
+// event often starts a reconcile before the cache has seen the status the previous one
+// wrote; that reconcile computes the same status from the stale object, and patching it
+// fails on the optimistic lock, costs a write, and comes back 500 ms later. At 1,000 new
+// SkillServers that was one reconcile in six. When the status computed equals the one
+// last written for the same object and generation, the API server holds it already.
+//
+// The zero value is ready; it belongs to one reconciler and is safe for its workers.
+type writtenStatuses struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]writtenStatus
+}
+
+type writtenStatus struct {
+	uid         types.UID
+	generation  int64
+	fingerprint [sha256.Size]byte
+}
+
+// holds says whether status is what was last written to obj (same object, same
+// generation), condition transition times aside: a stale object gives a condition that
+// did not change a transition time of its own.
+func (w *writtenStatuses) holds(obj conditioned, status any) bool {
+	if w == nil {
+		return false
+	}
+	fingerprint, ok := statusFingerprint(obj, status)
+	if !ok {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, found := w.last[keyOf(obj)]
+	return found && last.uid == obj.GetUID() && last.generation == obj.GetGeneration() && last.fingerprint == fingerprint
+}
+
+// remember records the status just written to obj.
+func (w *writtenStatuses) remember(obj conditioned, status any) {
+	if w == nil {
+		return
+	}
+	fingerprint, ok := statusFingerprint(obj, status)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ok {
+		delete(w.last, keyOf(obj))
+		return
+	}
+	if w.last == nil {
+		w.last = map[types.NamespacedName]writtenStatus{}
+	}
+	w.last[keyOf(obj)] = writtenStatus{uid: obj.GetUID(), generation: obj.GetGeneration(), fingerprint: fingerprint}
+}
+
+// forget drops what was written to an object that is gone.
+func (w *writtenStatuses) forget(key types.NamespacedName) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, key)
+}
+
+func keyOf(obj conditioned) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// statusFingerprint hashes status (which holds obj's conditions) with the conditions'
+// transition times left out.
+func statusFingerprint(obj conditioned, status any) ([sha256.Size]byte, bool) {
+	conditions := obj.GetConditions()
+	timeless := make([]metav1.Condition, len(conditions))
+	for i, c := range conditions {
+		c.LastTransitionTime = metav1.Time{}
+		timeless[i] = c
+	}
+	obj.SetConditions(timeless)
+	data, err := json.Marshal(status)
+	obj.SetConditions(conditions)
+	if err != nil {
+		return [sha256.Size]byte{}, false
+	}
+	return sha256.Sum256(data), true
+}
