@@ -466,9 +466,11 @@ func (m *managerProcess) requests(methods ...string) (float64, error) {
 func printWhereTheTimeWent(m *managerProcess, controller string) error {
 	ofController := func(labels string) bool { return strings.Contains(labels, `controller="`+controller+`"`) }
 	ofQueue := func(labels string) bool { return strings.Contains(labels, `name="`+controller+`"`) }
-	any := func(string) bool { return true }
+	everyRequest := func(string) bool { return true }
 	ofResult := func(result string) func(string) bool {
-		return func(labels string) bool { return ofController(labels) && strings.Contains(labels, `result="`+result+`"`) }
+		return func(labels string) bool {
+			return ofController(labels) && strings.Contains(labels, `result="`+result+`"`)
+		}
 	}
 	var v [9]float64
 	for i, q := range []struct {
@@ -482,8 +484,8 @@ func printWhereTheTimeWent(m *managerProcess, controller string) error {
 		{"workqueue_retries_total", ofQueue},
 		{"controller_runtime_reconcile_total", ofResult("requeue_after")},
 		{"controller_runtime_reconcile_total", ofResult("error")},
-		{"rest_client_request_duration_seconds_sum", any},
-		{"rest_client_request_duration_seconds_count", any},
+		{"rest_client_request_duration_seconds_sum", everyRequest},
+		{"rest_client_request_duration_seconds_count", everyRequest},
 	} {
 		var err error
 		if v[i], err = m.sum(q.metric, q.match); err != nil {
