@@ -36,7 +36,7 @@ func WatchListChanges(ctx context.Context, opts Options, changed func(method str
 		return err
 	}
 	defer s.Close()
-	return s.Listen(ctx, func(m Message) {
+	return s.Listen(ctx, nil, func(m Message) {
 		if strings.HasSuffix(m.Method, ListChangedSuffix) {
 			changed(m.Method)
 		}
@@ -61,11 +61,16 @@ func (s *Session) HasStream() bool { return s.sseEndpoint != nil || s.id != "" }
 // ends (nil) or the stream does (the error says why; over streamable HTTP a session the
 // server forgot is an *Error with SessionLost). The server's pings are answered, its
 // other requests refused. notify runs on the reading goroutine, one message at a time.
-func (s *Session) Listen(ctx context.Context, notify func(Message)) error {
+// opened, when set, is called once the stream is open: what the server sends from then
+// on reaches notify.
+func (s *Session) Listen(ctx context.Context, opened func(), notify func(Message)) error {
 	if s.sseEndpoint != nil {
+		if opened != nil {
+			opened()
+		}
 		return s.listenOnSSE(ctx, notify)
 	}
-	return s.readGETStream(ctx, func(m Message) {
+	return s.readGETStream(ctx, opened, func(m Message) {
 		if isNotification(m) {
 			notify(m)
 			return
@@ -130,8 +135,9 @@ func (s *Session) listenOnSSE(ctx context.Context, notify func(Message)) error {
 }
 
 // readGETStream opens the session's GET stream (streamable HTTP) and hands each message
-// on it to handle until ctx ends (nil) or the stream does.
-func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error {
+// on it to handle until ctx ends (nil) or the stream does; opened, when set, is called
+// once it is open.
+func (s *Session) readGETStream(ctx context.Context, opened func(), handle func(Message)) error {
 	if s.id == "" {
 		return ErrNoSession
 	}
@@ -146,6 +152,9 @@ func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return s.c.statusError(resp, "the session's GET stream", s.id)
+	}
+	if opened != nil {
+		opened()
 	}
 	events := NewEventReader(resp.Body, s.c.opts.MaxMessageBytes)
 	for {

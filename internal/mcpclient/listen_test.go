@@ -56,16 +56,17 @@ func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
 	if !s.HasStream() {
 		t.Fatal("a stateful session has no stream")
 	}
-	updated := make(chan string, 4)
+	updated, opened := make(chan string, 4), make(chan struct{})
 	listenCtx, stop := context.WithCancel(ctx)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- s.Listen(listenCtx, func(m Message) {
+		ended <- s.Listen(listenCtx, func() { close(opened) }, func(m Message) {
 			if uri := UpdatedURI(m); uri != "" {
 				updated <- uri
 			}
 		})
 	}()
+	<-opened
 	if err := s.Subscribe(ctx, "test://one"); err != nil {
 		t.Fatalf("subscribe: %v", err)
 	}

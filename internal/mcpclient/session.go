@@ -348,7 +348,7 @@ func (c *Client) CallToolAlone(ctx context.Context, name string, args json.RawMe
 		defer stop()
 		go func() {
 			// A server without a GET stream sends its requests on the call's stream.
-			_ = s.readGETStream(streamCtx, func(m Message) {
+			_ = s.readGETStream(streamCtx, nil, func(m Message) {
 				if !isNotification(m) && m.Method != "ping" {
 					go s.answerAsked(streamCtx, m, opts.Ask)
 					return
