@@ -144,7 +144,9 @@ func subscribableImported(remoteURL string) map[string]any {
 }
 
 // updatesClient is an mcp-go client of the gateway with its GET stream open, which
-// records the notifications/resources/updated it receives and when.
+// records the notifications/resources/updated it receives and when. It speaks protocol
+// 2025-11-25, whose GET stream and resources/subscribe mcp-go marks deprecated (2026-07-28
+// replaced them with subscriptions/listen); the gateway relays these.
 type updatesClient struct {
 	*client.Client
 	got chan updateSeen
@@ -157,7 +159,8 @@ type updateSeen struct {
 
 func newUpdatesClient(t *testing.T, ctx context.Context, url string) *updatesClient {
 	t.Helper()
-	c := &updatesClient{Client: mcpGoClient(t, ctx, url, transport.WithContinuousListening()), got: make(chan updateSeen, 64)}
+	listening := transport.WithContinuousListening() //nolint:staticcheck // SA1019: see above
+	c := &updatesClient{Client: mcpGoClient(t, ctx, url, listening), got: make(chan updateSeen, 64)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == mcp.MethodNotificationResourceUpdated {
 			uri, _ := n.Params.AdditionalFields["uri"].(string)
@@ -170,14 +173,14 @@ func newUpdatesClient(t *testing.T, ctx context.Context, url string) *updatesCli
 func (c *updatesClient) subscribe(ctx context.Context, uri string) error {
 	req := mcp.SubscribeRequest{}
 	req.Params.URI = uri
-	return c.Subscribe(ctx, req)
+	return c.Subscribe(ctx, req) //nolint:staticcheck // SA1019: see updatesClient
 }
 
 func (c *updatesClient) unsubscribe(t *testing.T, ctx context.Context, uri string) {
 	t.Helper()
 	req := mcp.UnsubscribeRequest{}
 	req.Params.URI = uri
-	if err := c.Unsubscribe(ctx, req); err != nil {
+	if err := c.Unsubscribe(ctx, req); err != nil { //nolint:staticcheck // SA1019: see updatesClient
 		t.Fatalf("unsubscribe %s: %v", uri, err)
 	}
 }
