@@ -134,6 +134,7 @@ func (h *Subscriptions) SessionEnded(session string) {
 // Subscribing again to a URI is a no-op. The error is a *SubscriptionError or a
 // *ForwardError.
 func (h *Subscriptions) Subscribe(ctx context.Context, session string, it *Item, uri string) error {
+	h.awaitSession(ctx, session)
 	sub, err := h.add(session, it, uri)
 	if err != nil || sub == nil {
 		return err
@@ -145,6 +146,27 @@ func (h *Subscriptions) Subscribe(ctx context.Context, session string, it *Item,
 		h.Unsubscribe(session, uri)
 		return &ForwardError{Message: fmt.Sprintf("%sno answer from the remote to resources/subscribe of %s: %v (import %s)",
 			MarkerCallFailed, uri, ctx.Err(), it.Backend.Import)}
+	}
+}
+
+// registrationWait bounds how long Subscribe waits for a session the server has not
+// registered yet (see awaitSession).
+const registrationWait = time.Second
+
+// awaitSession waits, at most registrationWait, until the session is registered: mcp-go
+// registers a session only after it wrote the answer to initialize, so a quick client's
+// first resources/subscribe can arrive before. A session that is never registered is
+// refused by add.
+func (h *Subscriptions) awaitSession(ctx context.Context, session string) {
+	deadline := time.Now().Add(registrationWait)
+	for {
+		h.mu.Lock()
+		live := h.live[session]
+		h.mu.Unlock()
+		if live || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
