@@ -192,6 +192,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
+				if s.relaysSubscriptions() {
+					gb.Reset(withoutResourceSubscriptions(body))
+				}
 				s.serveStream(w, r, next, body)
 				return
 			}

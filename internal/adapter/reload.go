@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
@@ -62,6 +63,8 @@ func (s *Server) Reload(cfg *Config) error {
 	old := s.state.Load()
 	next := newToolSet(tools, cfg.Withheld)
 	s.state.Store(next)
+	// Before the remotes no longer used close, so that no subscription is lost with them.
+	s.retargetSubscriptions(content)
 	s.remotes.Commit(linked)
 	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
 	d := diffToolSets(old, next)
@@ -104,6 +107,9 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	}
 	if servesCompletions(cfg) != servesCompletions(&s.cfg) {
 		changed = append(changed, "whether imported prompts or resource templates are served (the completions capability is declared at start)")
+	}
+	if adapterconfig.RelaysSubscriptions(cfg) != s.relaysSubscriptions() {
+		changed = append(changed, "whether resource subscriptions are relayed to imports' remotes (resources.subscribe is declared at start)")
 	}
 	if servesSkills(cfg) != servesSkills(&s.cfg) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")

@@ -28,7 +28,8 @@ const markerNotAllowed = "not_allowed: "
 func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 	var opts []server.ServerOption
 	if set.servesResources() || s.servesSkillMethods() {
-		opts = append(opts, server.WithResourceCapabilities(false, true))
+		// subscribe: the gateway relays subscriptions to imports' remotes that offer them.
+		opts = append(opts, server.WithResourceCapabilities(s.relaysSubscriptions(), true))
 	}
 	if len(set.prompts) > 0 || len(set.imported.prompts) > 0 {
 		opts = append(opts, server.WithPromptCapabilities(true))

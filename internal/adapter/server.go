@@ -81,7 +81,9 @@ type Server struct {
 	// servedTemplates: mcp-go holds resource templates (it cannot list them back).
 	servedTemplates bool
 	remotes         *gateway.Pool
-	mcp             *server.MCPServer
+	// subs are the resource subscriptions relayed to the remotes (subscriptions.go).
+	subs *gateway.Subscriptions
+	mcp  *server.MCPServer
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
 
@@ -175,6 +177,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.content.Store(content)
 	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
+	s.subs = s.newSubscriptions()
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -376,6 +379,7 @@ func (s *Server) listHooks() *server.Hooks {
 		result.Tools = s.visibleTools(ctx, s.listedTools(result.Tools))
 	})
 	s.contentHooks(hooks)
+	s.subscriptionHooks(hooks)
 	return hooks
 }
 

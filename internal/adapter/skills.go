@@ -82,7 +82,7 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}
-	if s.answerImported(w, r, &req) {
+	if s.answerSubscription(w, r, &req) || s.answerImported(w, r, &req) {
 		return true
 	}
 	answer := s.answerContentRequest(r, &req)

@@ -262,6 +262,9 @@ type RemoteBackend struct {
 	// remote may send the caller of this tool while serving its call; the gateway
 	// declares them to the remote and answers any other with an error.
 	Relay []string `json:"relay,omitempty"`
+	// Subscribe says the remote declared resources.subscribe: a stateful gateway relays
+	// its clients' resources/subscribe of the resources read from this remote.
+	Subscribe bool `json:"subscribe,omitempty"`
 }
 
 // The requests a remote may have relayed to the caller (RemoteBackend.Relay), named

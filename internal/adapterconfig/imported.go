@@ -41,6 +41,33 @@ func (c *ImportedContent) Empty() bool {
 	return c == nil || len(c.Prompts)+len(c.Resources)+len(c.ResourceTemplates)+len(c.Skills) == 0
 }
 
+// RelaysSubscriptions says whether a gateway of cfg relays resource subscriptions: it
+// keeps sessions (stateful streamable HTTP, where the adapter reads each request before
+// mcp-go) and an imported resource or template comes from a remote that offers them.
+// It declares resources.subscribe then, which it does only when it starts.
+func RelaysSubscriptions(cfg *Config) bool {
+	if cfg.Stateless || cfg.Transport == TransportSSE || cfg.Imported.Empty() {
+		return false
+	}
+	return SubscribableImports(cfg)
+}
+
+// SubscribableImports says whether an imported resource or template of cfg comes from a
+// remote that offers subscriptions, whatever the gateway's transport.
+func SubscribableImports(cfg *Config) bool {
+	if cfg.Imported.Empty() {
+		return false
+	}
+	for _, items := range [][]ImportedItem{cfg.Imported.Resources, cfg.Imported.ResourceTemplates} {
+		for _, it := range items {
+			if it.Remote.Subscribe {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Bounds of imported content: a remote is not trusted, and the status it came from
 // holds at most these (see the RemoteToolImport status).
 const (

@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,10 @@ import (
 // ListChangedSuffix ends the method of every notification that says a list changed:
 // notifications/tools/list_changed, …/prompts/list_changed, …/resources/list_changed.
 const ListChangedSuffix = "/list_changed"
+
+// MethodResourceUpdated is the notification a server sends about a resource the
+// session subscribed to.
+const MethodResourceUpdated = "notifications/resources/updated"
 
 // WatchListChanges opens a session with the server and calls changed with the method
 // of every list_changed notification the server sends, until ctx ends (nil) or the
@@ -31,22 +36,96 @@ func WatchListChanges(ctx context.Context, opts Options, changed func(method str
 		return err
 	}
 	defer s.Close()
-	if s.sseEndpoint != nil {
-		return s.listenOnSSE(ctx, changed)
-	}
-	return s.listenOnGETStream(ctx, changed)
+	return s.Listen(ctx, nil, func(m Message) {
+		if strings.HasSuffix(m.Method, ListChangedSuffix) {
+			changed(m.Method)
+		}
+	})
 }
 
 // ErrNoSession says a streamable HTTP server gave no session, so it has no stream to
 // send notifications on.
-var ErrNoSession = errors.New("the server keeps no session (stateless), so it sends no list_changed notifications")
+var ErrNoSession = errors.New("the server keeps no session (stateless), so it sends no notifications outside a request")
 
-// listenOnSSE hands the list_changed notifications of the session's SSE stream to
-// changed until ctx ends or the stream does.
-func (s *Session) listenOnSSE(ctx context.Context, changed func(string)) error {
+// ErrNoStream says a streamable HTTP server answered the session's GET stream with 405:
+// it sends no notifications outside a request.
+var ErrNoStream = errors.New("the server offers no stream for notifications")
+
+// HasStream says whether the server can send this session notifications outside a
+// request: over SSE always, over streamable HTTP when it gave a session (its GET
+// stream may still be refused; Listen says so).
+func (s *Session) HasStream() bool { return s.sseEndpoint != nil || s.id != "" }
+
+// Listen hands every notification the server sends outside a request (the session's
+// GET stream over streamable HTTP, the session's stream over SSE) to notify, until ctx
+// ends (nil) or the stream does (the error says why; over streamable HTTP a session the
+// server forgot is an *Error with SessionLost). The server's pings are answered, its
+// other requests refused. notify runs on the reading goroutine, one message at a time.
+// opened, when set, is called once the stream is open: what the server sends from then
+// on reaches notify.
+func (s *Session) Listen(ctx context.Context, opened func(), notify func(Message)) error {
+	if s.sseEndpoint != nil {
+		if opened != nil {
+			opened()
+		}
+		return s.listenOnSSE(ctx, notify)
+	}
+	return s.readGETStream(ctx, opened, func(m Message) {
+		if isNotification(m) {
+			notify(m)
+			return
+		}
+		s.answerServer(m)
+	})
+}
+
+// Subscribe asks the server for notifications/resources/updated about uri on this
+// session (resources/subscribe). Errors are *RPCError (the server refused) or *Error.
+func (s *Session) Subscribe(ctx context.Context, uri string) error {
+	_, err := s.request(ctx, "resources/subscribe", map[string]string{"uri": uri}, nil)
+	return err
+}
+
+// Unsubscribe ends a subscription Subscribe made (resources/unsubscribe).
+func (s *Session) Unsubscribe(ctx context.Context, uri string) error {
+	_, err := s.request(ctx, "resources/unsubscribe", map[string]string{"uri": uri}, nil)
+	return err
+}
+
+// Ping asks the server whether it still knows the session: a streamable HTTP server
+// may open a GET stream for a session id it does not know (mcp-go does), but it
+// refuses a request on one, with an *Error whose SessionLost is set.
+func (s *Session) Ping(ctx context.Context) error {
+	_, err := s.request(ctx, "ping", nil, nil)
+	return err
+}
+
+// UpdatedURI is the uri of a notifications/resources/updated; "" for any other message
+// or one without a uri.
+func UpdatedURI(m Message) string {
+	if m.Method != MethodResourceUpdated {
+		return ""
+	}
+	var params struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(m.Params, &params) != nil {
+		return ""
+	}
+	return params.URI
+}
+
+// listenOnSSE hands the notifications of the session's SSE stream to notify until ctx
+// ends or the stream does. One listener at a time: a second replaces the first.
+func (s *Session) listenOnSSE(ctx context.Context, notify func(Message)) error {
 	s.mu.Lock()
-	s.onListChanged = changed
+	s.onNotification = notify
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.onNotification = nil
+		s.mu.Unlock()
+	}()
 	select {
 	case <-ctx.Done():
 		return nil
@@ -55,21 +134,10 @@ func (s *Session) listenOnSSE(ctx context.Context, changed func(string)) error {
 	}
 }
 
-// listenOnGETStream opens the session's GET stream (streamable HTTP) and reads it until
-// ctx ends or it does, answering the server's pings.
-func (s *Session) listenOnGETStream(ctx context.Context, changed func(string)) error {
-	return s.readGETStream(ctx, func(m Message) {
-		if isNotification(m) && strings.HasSuffix(m.Method, ListChangedSuffix) {
-			changed(m.Method)
-			return
-		}
-		s.answerServer(m)
-	})
-}
-
 // readGETStream opens the session's GET stream (streamable HTTP) and hands each message
-// on it to handle until ctx ends (nil) or the stream does.
-func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error {
+// on it to handle until ctx ends (nil) or the stream does; opened, when set, is called
+// once it is open.
+func (s *Session) readGETStream(ctx context.Context, opened func(), handle func(Message)) error {
 	if s.id == "" {
 		return ErrNoSession
 	}
@@ -80,10 +148,13 @@ func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error
 	}
 	defer DrainAndClose(resp.Body)
 	if resp.StatusCode == http.StatusMethodNotAllowed {
-		return fmt.Errorf("GET %s answered 405: the server offers no stream for notifications", Path(s.endpoint))
+		return fmt.Errorf("GET %s answered 405: %w", Path(s.endpoint), ErrNoStream)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return s.c.statusError(resp, "the session's GET stream", "")
+		return s.c.statusError(resp, "the session's GET stream", s.id)
+	}
+	if opened != nil {
+		opened()
 	}
 	events := NewEventReader(resp.Body, s.c.opts.MaxMessageBytes)
 	for {
@@ -110,16 +181,15 @@ func (s *Session) readGETStream(ctx context.Context, handle func(Message)) error
 	}
 }
 
-// notifyListChanged hands a list_changed notification of the SSE stream to the
-// listener, if any.
-func (s *Session) notifyListChanged(m Message) {
-	if !isNotification(m) || !strings.HasSuffix(m.Method, ListChangedSuffix) {
+// notifyListener hands a notification of the SSE stream to the listener, if any.
+func (s *Session) notifyListener(m Message) {
+	if !isNotification(m) {
 		return
 	}
 	s.mu.Lock()
-	changed := s.onListChanged
+	notify := s.onNotification
 	s.mu.Unlock()
-	if changed != nil {
-		changed(m.Method)
+	if notify != nil {
+		notify(m)
 	}
 }

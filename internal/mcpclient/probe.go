@@ -59,7 +59,9 @@ type Result struct {
 	ProtocolVersion string `json:"protocolVersion"`
 	Instructions    string `json:"instructions,omitempty"`
 	// Capabilities are the sorted names of the capabilities the server announced:
-	// "tools", "logging", "prompts", "resources", "completions", …
+	// "tools", "logging", "prompts", "resources", "completions", …; and
+	// CapabilityResourcesSubscribe ("resources.subscribe") when it offers resource
+	// subscriptions.
 	Capabilities []string `json:"capabilities"`
 	// Extensions are the sorted names of the extensions the server announced.
 	Extensions []string `json:"extensions,omitempty"`

@@ -49,9 +49,9 @@ type Session struct {
 	// the progress token each call sent.
 	progress    map[string]func(Message)
 	progressSeq atomic.Int64
-	// onListChanged, when set, receives the methods of the list_changed
-	// notifications of the SSE stream (WatchListChanges).
-	onListChanged func(method string)
+	// onNotification, when set, receives the notifications of the SSE stream
+	// (Listen).
+	onNotification func(Message)
 
 	lost      chan struct{}
 	lostOnce  sync.Once
@@ -98,7 +98,8 @@ func (c *Client) Connect(ctx context.Context) (*Session, error) {
 type ServerInfo struct {
 	Name, Version, Instructions string
 	// Capabilities are the names of the capabilities it announced, sorted: "tools",
-	// "logging", "prompts", "resources", "completions", …
+	// "logging", "prompts", "resources", "completions", …; and
+	// CapabilityResourcesSubscribe when it offers resource subscriptions.
 	Capabilities []string
 	// Extensions are the sorted names of the extensions it announced in
 	// capabilities.extensions ("io.modelcontextprotocol/skills", …).
@@ -139,15 +140,33 @@ func (s *Session) initialize(ctx context.Context) error {
 	s.protocol.Store(&init.ProtocolVersion)
 	s.server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
 	s.info = ServerInfo{Name: init.ServerInfo.Name, Version: init.ServerInfo.Version, Instructions: init.Instructions,
-		Capabilities: slices.Sorted(maps.Keys(init.Capabilities))}
-	if s.info.Capabilities == nil {
-		s.info.Capabilities = []string{}
-	}
+		Capabilities: capabilityNames(init.Capabilities)}
 	s.info.Extensions = extensionNames(init.Capabilities["extensions"])
 	if err := s.notify(ctx, "notifications/initialized"); err != nil {
 		return s.timeoutOnConnect(ctx, err)
 	}
 	return nil
+}
+
+// CapabilityResourcesSubscribe is listed among a server's capabilities when it
+// declared resources.subscribe: a gateway relays its clients' resources/subscribe to it.
+const CapabilityResourcesSubscribe = "resources.subscribe"
+
+// capabilityNames are the names of the capabilities a server announced, sorted, with
+// CapabilityResourcesSubscribe among them when resources.subscribe is true; never nil.
+func capabilityNames(caps map[string]json.RawMessage) []string {
+	names := slices.Sorted(maps.Keys(caps))
+	var resources struct {
+		Subscribe bool `json:"subscribe"`
+	}
+	if json.Unmarshal(caps["resources"], &resources) == nil && resources.Subscribe {
+		names = append(names, CapabilityResourcesSubscribe)
+		slices.Sort(names)
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return names
 }
 
 var dateVersion = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
@@ -329,7 +348,7 @@ func (c *Client) CallToolAlone(ctx context.Context, name string, args json.RawMe
 		defer stop()
 		go func() {
 			// A server without a GET stream sends its requests on the call's stream.
-			_ = s.readGETStream(streamCtx, func(m Message) {
+			_ = s.readGETStream(streamCtx, nil, func(m Message) {
 				if !isNotification(m) && m.Method != "ping" {
 					go s.answerAsked(streamCtx, m, opts.Ask)
 					return
@@ -703,7 +722,7 @@ func (s *Session) readStream(life context.Context, body io.ReadCloser, streamURL
 				if m.Method == "notifications/progress" && isNotification(m) {
 					s.routeProgress(m)
 				}
-				s.notifyListChanged(m)
+				s.notifyListener(m)
 				s.answerServer(m)
 				continue
 			}

@@ -3,10 +3,12 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // A gateway re-exports its imports' prompts, resources and resource templates beside
@@ -80,6 +82,8 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		}
 		backend, _ := remoteBackend(imp)
 		from := "import " + spec.Name
+		readable := backend // resources and templates: subscriptions are relayed when the remote offers them
+		readable.Subscribe = offersSubscriptions(imp)
 		for _, p := range imp.Status.Prompts {
 			name, def, ok := definitionOf(p.DiscoveredContent, "name", "prompt", p.Name, from, &report)
 			if !ok || !selected(spec, name) {
@@ -100,7 +104,7 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 			if !ok {
 				continue
 			}
-			item := adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: backend}
+			item := adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: readable}
 			if skills.listed && strings.HasPrefix(uri, adapterconfig.SkillURIScheme) {
 				// A skill's file goes with its skill: moved under the prefix, or not
 				// served when its skill is not.
@@ -115,7 +119,7 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		}
 		for _, t := range imp.Status.ResourceTemplates {
 			if tmpl, def, ok := definitionOf(t.DiscoveredContent, "uriTemplate", "resource template", t.URITemplate, from, &report); ok {
-				kinds[adapterconfig.ImportedResourceTemplates].add(contentCandidate{item: adapterconfig.ImportedItem{Key: tmpl, Definition: def, Remote: backend}, from: from})
+				kinds[adapterconfig.ImportedResourceTemplates].add(contentCandidate{item: adapterconfig.ImportedItem{Key: tmpl, Definition: def, Remote: readable}, from: from})
 			}
 		}
 	}
@@ -130,6 +134,14 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		cfg.Imported = out
 	}
 	return report
+}
+
+// offersSubscriptions says whether the gateway can relay resource subscriptions to the
+// import's remote: it declared resources.subscribe at its last handshake, and it is
+// reached directly (the stdio bridge passes no notifications outside a request on).
+func offersSubscriptions(imp *cantusv1alpha1.RemoteToolImport) bool {
+	return imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio && imp.Status.ServerInfo != nil &&
+		slices.Contains(imp.Status.ServerInfo.Capabilities, mcpclient.CapabilityResourcesSubscribe)
 }
 
 // contentKindCandidates are the candidates of one kind, by served key, in the order
@@ -231,6 +243,10 @@ func importedEndpoints(cfg *adapterconfig.Config) []string {
 	if len(cfg.Imported.Prompts)+len(cfg.Imported.ResourceTemplates) > 0 {
 		// So is the completions capability.
 		out = append(out, "serves completions")
+	}
+	if adapterconfig.RelaysSubscriptions(cfg) {
+		// And resources.subscribe.
+		out = append(out, "relays resource subscriptions")
 	}
 	for _, items := range [][]adapterconfig.ImportedItem{cfg.Imported.Prompts, cfg.Imported.Resources, cfg.Imported.ResourceTemplates} {
 		for _, it := range items {

@@ -118,3 +118,51 @@ func TestReexportSkillsUnderThePrefix(t *testing.T) {
 		t.Errorf("the adapter refuses what render served: %v", err)
 	}
 }
+
+// An import whose remote declared resources.subscribe has its resources and templates
+// marked subscribable (not its prompts), unless it is a stdio import, whose bridge
+// passes no notifications on; the rollout hash changes with it, since the gateway
+// declares resources.subscribe when it starts.
+func TestReexportMarksSubscribableResources(t *testing.T) {
+	subscribable := func(name string, transport cantusv1alpha1.ImportTransport) *cantusv1alpha1.RemoteToolImport {
+		imp := withContent(readyImportOf(name), []string{name + "p"}, []string{"file:///" + name}, []string{name + "://{id}"})
+		imp.Spec.Transport = transport
+		if transport == cantusv1alpha1.ImportTransportStdio {
+			imp.Spec.URL, imp.Status.BridgeURL = "", "http://10.0.0.9:8080/mcp"
+		}
+		imp.Status.ServerInfo = &cantusv1alpha1.RemoteServerInfo{Capabilities: []string{"prompts", "resources", "resources.subscribe"}}
+		return imp
+	}
+	imports := map[string]*cantusv1alpha1.RemoteToolImport{
+		"plain": withContent(readyImportOf("plain"), nil, []string{"file:///plain"}, nil),
+		"subs":  subscribable("subs", cantusv1alpha1.ImportTransportStreamableHTTP),
+		"stdio": subscribable("stdio", cantusv1alpha1.ImportTransportStdio),
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "plain"}, {Name: "subs"}, {Name: "stdio"}}
+	cfg := &adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP}
+	reexportContent(ss, imports, cfg)
+	marked := map[string]bool{}
+	for _, items := range [][]adapterconfig.ImportedItem{cfg.Imported.Prompts, cfg.Imported.Resources, cfg.Imported.ResourceTemplates} {
+		for _, it := range items {
+			marked[it.Key] = it.Remote.Subscribe
+		}
+	}
+	want := map[string]bool{"file:///plain": false, "file:///subs": true, "subs://{id}": true, "subsp": false,
+		"file:///stdio": false, "stdio://{id}": false, "stdiop": false}
+	for key, w := range want {
+		if got, ok := marked[key]; !ok || got != w {
+			t.Errorf("%s: subscribe %v (served %v), want %v", key, got, ok, w)
+		}
+	}
+	if !adapterconfig.RelaysSubscriptions(cfg) {
+		t.Error("a stateful gateway of a subscribable import does not relay subscriptions")
+	}
+	if !strings.Contains(strings.Join(importedEndpoints(cfg), "\n"), "relays resource subscriptions") {
+		t.Error("relaying subscriptions is not in the rollout hash")
+	}
+	cfg.Stateless = true
+	if adapterconfig.RelaysSubscriptions(cfg) {
+		t.Error("a stateless gateway relays subscriptions")
+	}
+}

@@ -37,6 +37,7 @@ type remoteSpec struct {
 	HeaderFiles map[string]string `json:"headerFiles,omitempty"`
 	Timeout     string            `json:"timeout"`
 	Relay       []string          `json:"relay,omitempty"`
+	Subscribe   bool              `json:"subscribe,omitempty"`
 }
 
 type gatewayTool struct {

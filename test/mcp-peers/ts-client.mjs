@@ -19,6 +19,11 @@
 // offers such clients); requests the other options do not answer are declined:
 // elicitation with action "decline", sampling with an error, roots with no roots.
 //
+// --subscribe URI subscribes to the resource (resources/subscribe) before the call;
+// --wait-updated N then waits, after the call, until N notifications/resources/updated
+// about it arrived (or --timeout passed: exit 1). The URIs of every update received are
+// printed under "updated".
+//
 // It connects (initialize handshake), lists the tools (every page), optionally calls one,
 // and prints ONE JSON object on stdout:
 //   {"serverInfo":{...},"protocolVersion":"...","capabilities":{...},"instructions":"...",
@@ -31,6 +36,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
   LoggingMessageNotificationSchema, ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema,
+  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 function usage(msg) {
@@ -55,6 +61,8 @@ try {
       elicit: { type: 'string' },
       declare: { type: 'string' },
       sample: { type: 'string' },
+      subscribe: { type: 'string' },
+      'wait-updated': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -135,6 +143,12 @@ const client = new Client({ name: 'cantus-e2e-ts-client', version: '1.0.0' }, { 
 const logs = [];
 const asked = [];
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+const updated = [];
+let onUpdated = () => {};
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+  updated.push(n.params.uri);
+  onUpdated();
+});
 if (elicitContent !== undefined) {
   client.setRequestHandler(ElicitRequestSchema, (req) => {
     asked.push({ method: req.method, message: req.params.message });
@@ -174,6 +188,13 @@ if (opts['cancel-after-progress'] !== undefined) {
   if (!opts.progress) usage('--cancel-after-progress needs --progress');
 }
 
+let waitUpdated = 0;
+if (opts['wait-updated'] !== undefined) {
+  waitUpdated = Number(opts['wait-updated']);
+  if (!Number.isInteger(waitUpdated) || waitUpdated <= 0) usage('--wait-updated must be a positive integer');
+  if (opts.subscribe === undefined) usage('--wait-updated needs --subscribe');
+}
+
 // Whatever happens, never hang the Go test: hard deadline on the whole run.
 const watchdog = setTimeout(() => {
   process.stderr.write(`ts-client: gave up after ${timeout * 2} ms\n`);
@@ -207,6 +228,11 @@ try {
     tools,
   };
 
+  if (opts.subscribe !== undefined) {
+    stage = `resources/subscribe ${opts.subscribe}`;
+    await client.subscribeResource({ uri: opts.subscribe }, requestOptions);
+  }
+
   if (opts.call !== undefined) {
     stage = `tools/call ${opts.call}`;
     const progress = [];
@@ -231,6 +257,22 @@ try {
     out.logs = logs;
     out.asked = asked;
   }
+
+  if (waitUpdated > 0) {
+    stage = `waiting for ${waitUpdated} notifications/resources/updated about ${opts.subscribe}`;
+    const about = () => updated.filter((u) => u === opts.subscribe).length;
+    await new Promise((resolve, reject) => {
+      if (about() >= waitUpdated) return resolve();
+      const timer = setTimeout(() => reject(new Error(`only ${about()} arrived within ${timeout} ms`)), timeout);
+      onUpdated = () => {
+        if (about() >= waitUpdated) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+    });
+  }
+  if (opts.subscribe !== undefined) out.updated = updated;
 
   process.stdout.write(JSON.stringify(out) + '\n');
   stage = 'close';

@@ -46,6 +46,11 @@ type TSClientOptions struct {
 	// "sampling"), to list what a server offers clients that have them; the requests
 	// they bring are declined.
 	Declare []string
+	// Subscribe, when set, is a resource URI to subscribe to before the call;
+	// WaitUpdated > 0 waits after the call until that many
+	// notifications/resources/updated about it arrived (at most Timeout).
+	Subscribe   string
+	WaitUpdated int
 }
 
 // TSClientOutput is the JSON object ts-client.mjs prints.
@@ -65,6 +70,9 @@ type TSClientOutput struct {
 	Cancelled bool              `json:"cancelled,omitempty"`
 	// Asked are the requests the server sent the client during the call.
 	Asked []AskedRequest `json:"asked,omitempty"`
+	// Updated are the URIs of the notifications/resources/updated received (with
+	// TSClientOptions.Subscribe).
+	Updated []string `json:"updated,omitempty"`
 }
 
 // AskedRequest is a request the server sent the client: its method and message (the
@@ -187,6 +195,12 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 	}
 	if len(opts.Declare) > 0 {
 		args = append(args, "--declare", strings.Join(opts.Declare, ","))
+	}
+	if opts.Subscribe != "" {
+		args = append(args, "--subscribe", opts.Subscribe)
+		if opts.WaitUpdated > 0 {
+			args = append(args, "--wait-updated", strconv.Itoa(opts.WaitUpdated))
+		}
 	}
 	if opts.Call != "" {
 		args = append(args, "--call", opts.Call)

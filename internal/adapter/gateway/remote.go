@@ -162,6 +162,9 @@ type remoteConn struct {
 	client  *mcpclient.Client
 	refs    int
 	retired bool
+	// gone is closed when the conn is retired, so that a holder of it that is no
+	// call (the subscriptions' listener) lets it go.
+	gone chan struct{}
 }
 
 // connectFlight is one connect that every call waiting for a session shares.
@@ -441,7 +444,7 @@ func (r *remote) connect(f *connectFlight) {
 		// Removed, or its files changed, while connecting: the waiters try again.
 		go sess.Close()
 	default:
-		r.current = &remoteConn{sess: sess, client: client}
+		r.current = &remoteConn{sess: sess, client: client, gone: make(chan struct{})}
 		r.metrics.connects.WithLabelValues(r.name, "succeeded").Inc()
 		r.log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
 			"stateful", sess.ID() != "", "took", time.Since(start).Round(time.Millisecond).String())
@@ -475,6 +478,7 @@ func (r *remote) retireLocked(c *remoteConn) {
 		return
 	}
 	c.retired = true
+	close(c.gone)
 	if c.refs == 0 {
 		go r.closeConn(c)
 	}

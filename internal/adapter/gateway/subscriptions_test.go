@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
+
+// subscribableRemote is a real mcp-go server that offers resource subscriptions,
+// counts the resources/subscribe and /unsubscribe it gets per URI, and sends
+// notifications/resources/updated about a URI to its subscribed sessions on demand.
+type subscribableRemote struct {
+	srv *server.MCPServer
+	url string
+
+	mu           sync.Mutex
+	subscribes   map[string]int
+	unsubscribes map[string]int
+	subscribers  map[string]map[string]bool // URI → sessions
+}
+
+func startSubscribableRemote(t *testing.T, subscribe bool) *subscribableRemote {
+	t.Helper()
+	r := &subscribableRemote{subscribes: map[string]int{}, unsubscribes: map[string]int{}, subscribers: map[string]map[string]bool{}}
+	hooks := &server.Hooks{}
+	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		uri := req.Params.URI
+		r.subscribes[uri]++
+		if r.subscribers[uri] == nil {
+			r.subscribers[uri] = map[string]bool{}
+		}
+		r.subscribers[uri][server.ClientSessionFromContext(ctx).SessionID()] = true
+	})
+	hooks.AddAfterUnsubscribe(func(ctx context.Context, _ any, req *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.unsubscribes[req.Params.URI]++
+		delete(r.subscribers[req.Params.URI], server.ClientSessionFromContext(ctx).SessionID())
+	})
+	r.srv = server.NewMCPServer("subscribable", "1", server.WithResourceCapabilities(subscribe, false), server.WithHooks(hooks))
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(r.srv))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	r.url = hs.URL + "/mcp"
+	return r
+}
+
+// update tells the sessions subscribed to uri that it was updated.
+func (r *subscribableRemote) update(uri string) {
+	r.mu.Lock()
+	sessions := slices.Collect(func(yield func(string) bool) {
+		for s := range r.subscribers[uri] {
+			if !yield(s) {
+				return
+			}
+		}
+	})
+	r.mu.Unlock()
+	for _, s := range sessions {
+		_ = r.srv.SendNotificationToSpecificClient(s, "notifications/resources/updated", map[string]any{"uri": uri})
+	}
+}
+
+func (r *subscribableRemote) counts(uri string) (subscribes, unsubscribes int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subscribes[uri], r.unsubscribes[uri]
+}
+
+// deliveries records what a Subscriptions sent to which session.
+type deliveries struct {
+	mu   sync.Mutex
+	sent []string // "session uri"
+	got  chan string
+}
+
+func newDeliveries() *deliveries { return &deliveries{got: make(chan string, 64)} }
+
+func (d *deliveries) notify(session, uri string) error {
+	d.mu.Lock()
+	d.sent = append(d.sent, session+" "+uri)
+	d.mu.Unlock()
+	d.got <- session + " " + uri
+	return nil
+}
+
+// expect waits for the deliveries want (in any order) and then a little longer for
+// any other, which fails the test.
+func (d *deliveries) expect(t *testing.T, want ...string) {
+	t.Helper()
+	var got []string
+	deadline := time.After(5 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case g := <-d.got:
+			got = append(got, g)
+		case <-deadline:
+			t.Fatalf("got updates %v, want %v", got, want)
+		}
+	}
+	select {
+	case g := <-d.got:
+		got = append(got, g)
+	case <-time.After(200 * time.Millisecond):
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got updates %v, want %v", got, want)
+	}
+}
+
+// linkedItem is an imported resource of the remote at url, linked to a remote of pool.
+func linkedItem(t *testing.T, pool *Pool, url, key, remoteKey string) *Item {
+	t.Helper()
+	it := &Item{Key: key, RemoteKey: remoteKey, Backend: &adapterconfig.RemoteBackend{Import: "ns/remote", URL: url,
+		Transport: "streamable-http", Timeout: adapterconfig.Duration{Duration: 10 * time.Second}, Subscribe: true}}
+	linked, err := pool.PrepareAll(nil, []*Item{it})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Commit(linked)
+	return it
+}
+
+func newTestSubscriptions(t *testing.T, d *deliveries) (*Subscriptions, *Pool) {
+	t.Helper()
+	pool := NewPool(logr.Discard(), NewMetrics(), true)
+	subs := NewSubscriptions(logr.Discard(), d.notify)
+	t.Cleanup(func() {
+		subs.Close()
+		pool.CloseAll()
+	})
+	return subs, pool
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Sessions subscribed to one URI share one subscription at the remote; an update
+// reaches them and no other session; the last one to leave ends it at the remote.
+func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
+	ctx := context.Background()
+	remote := startSubscribableRemote(t, true)
+	d := newDeliveries()
+	subs, pool := newTestSubscriptions(t, d)
+	const uri = "test://doc"
+	it := linkedItem(t, pool, remote.url, uri, "")
+	for _, s := range []string{"a", "b", "c"} {
+		subs.SessionStarted(s)
+	}
+	for _, s := range []string{"a", "b", "a"} {
+		if err := subs.Subscribe(ctx, s, it, uri); err != nil {
+			t.Fatalf("session %s: subscribe: %v", s, err)
+		}
+	}
+	if n, _ := remote.counts(uri); n != 1 {
+		t.Errorf("the remote got %d resources/subscribe for two sessions, want 1", n)
+	}
+	if up, clients := subs.Count(); up != 1 || clients != 2 {
+		t.Errorf("Count() = %d upstream, %d clients; want 1, 2", up, clients)
+	}
+
+	remote.update(uri)
+	d.expect(t, "a "+uri, "b "+uri) // not c
+	remote.update("test://other")
+	d.expect(t)
+
+	subs.Unsubscribe("a", uri)
+	subs.Unsubscribe("c", uri) // never subscribed: a no-op
+	remote.update(uri)
+	d.expect(t, "b "+uri)
+	if _, n := remote.counts(uri); n != 0 {
+		t.Errorf("the remote got %d resources/unsubscribe while a session is still subscribed", n)
+	}
+
+	subs.SessionEnded("b")
+	waitUntil(t, "the remote is unsubscribed", func() bool { _, n := remote.counts(uri); return n == 1 })
+	remote.update(uri)
+	d.expect(t)
+	if up, clients := subs.Count(); up != 0 || clients != 0 {
+		t.Errorf("Count() = %d upstream, %d clients after everyone left; want 0, 0", up, clients)
+	}
+
+	// A new subscriber starts over at the remote.
+	if err := subs.Subscribe(ctx, "c", it, uri); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the second subscribe", func() bool { n, _ := remote.counts(uri); return n == 2 })
+	remote.update(uri)
+	d.expect(t, "c "+uri)
+}
+
+// A skill's file moved under a prefix is subscribed under its remote URI, and the
+// update reaches the session under the URI it subscribed to.
+func TestSubscriptions_TranslateAMovedURI(t *testing.T) {
+	ctx := context.Background()
+	remote := startSubscribableRemote(t, true)
+	d := newDeliveries()
+	subs, pool := newTestSubscriptions(t, d)
+	it := linkedItem(t, pool, remote.url, "skill://team/notes/SKILL.md", "skill://notes/SKILL.md")
+	subs.SessionStarted("a")
+	if err := subs.Subscribe(ctx, "a", it, "skill://team/notes/SKILL.md"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := remote.counts("skill://notes/SKILL.md"); n != 1 {
+		t.Fatalf("the remote got %d subscribes of its own URI, want 1", n)
+	}
+	remote.update("skill://notes/SKILL.md")
+	d.expect(t, "a skill://team/notes/SKILL.md")
+}
+
+// The bounds: per session, and per gateway at the remotes.
+func TestSubscriptions_Bounds(t *testing.T) {
+	ctx := context.Background()
+	remote := startSubscribableRemote(t, true)
+	subs, pool := newTestSubscriptions(t, newDeliveries())
+	subs.maxPerSession, subs.maxUpstream = 3, 4
+	it := linkedItem(t, pool, remote.url, "test://{id}", "")
+	for _, s := range []string{"a", "b"} {
+		subs.SessionStarted(s)
+	}
+	for i := range 3 {
+		if err := subs.Subscribe(ctx, "a", it, fmt.Sprintf("test://%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused *SubscriptionError
+	if err := subs.Subscribe(ctx, "a", it, "test://3"); !errors.As(err, &refused) {
+		t.Errorf("a session's 4th subscription: %v, want a *SubscriptionError", err)
+	}
+	if err := subs.Subscribe(ctx, "a", it, "test://0"); err != nil {
+		t.Errorf("subscribing again to a URI at the bound: %v, want a no-op", err)
+	}
+	// b shares a's three and adds one: four at the remote, the gateway's bound.
+	for _, uri := range []string{"test://0", "test://1", "test://9"} {
+		if err := subs.Subscribe(ctx, "b", it, uri); err != nil {
+			t.Fatalf("b: %s: %v", uri, err)
+		}
+	}
+	subs.SessionStarted("c")
+	if err := subs.Subscribe(ctx, "c", it, "test://1"); err != nil {
+		t.Errorf("sharing a subscription at the gateway's bound: %v, want it shared", err)
+	}
+	if err := subs.Subscribe(ctx, "c", it, "test://new"); !errors.As(err, &refused) {
+		t.Errorf("a 5th subscription at the remotes: %v, want a *SubscriptionError", err)
+	}
+	if up, _ := subs.Count(); up != 4 {
+		t.Errorf("%d subscriptions at the remote, want 4", up)
+	}
+	if err := subs.Subscribe(ctx, "stranger", it, "test://0"); !errors.As(err, &refused) {
+		t.Errorf("a session the server never registered subscribed: %v, want a *SubscriptionError", err)
+	}
+}
+
+// A remote that refuses resources/subscribe: the subscriber gets its error, and
+// nothing is kept.
+func TestSubscriptions_RemoteRefusal(t *testing.T) {
+	remote := startSubscribableRemote(t, false)
+	subs, pool := newTestSubscriptions(t, newDeliveries())
+	it := linkedItem(t, pool, remote.url, "test://doc", "")
+	subs.SessionStarted("a")
+	err := subs.Subscribe(context.Background(), "a", it, "test://doc")
+	var fe *ForwardError
+	if !errors.As(err, &fe) || fe.RPC == nil || fe.RPC.Code != mcp.METHOD_NOT_FOUND {
+		t.Fatalf("subscribe at a remote without the capability: %v, want its -32601", err)
+	}
+	if up, clients := subs.Count(); up != 0 || clients != 0 {
+		t.Errorf("Count() = %d, %d after a refusal; want 0, 0", up, clients)
+	}
+}

@@ -1,0 +1,110 @@
+package mcpclient
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// startSubscribable serves, with mcp-go, a stateful server that declares
+// resources.subscribe and answers every resources/subscribe by sending the subscriber
+// notifications/resources/updated about the URI, outside the request.
+func startSubscribable(t *testing.T) string {
+	t.Helper()
+	hooks := &server.Hooks{}
+	var srv *server.MCPServer
+	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+		session := server.ClientSessionFromContext(ctx).SessionID()
+		go func() {
+			// After the answer, so that the notification is not the request's.
+			time.Sleep(50 * time.Millisecond)
+			_ = srv.SendNotificationToSpecificClient(session, MethodResourceUpdated, map[string]any{"uri": req.Params.URI})
+		}()
+	})
+	srv = server.NewMCPServer("subscribable", "1", server.WithResourceCapabilities(true, false), server.WithHooks(hooks))
+	srv.AddResource(mcp.NewResource("test://one", "one"), func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://one", Text: "1"}}, nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv, server.WithSessionIdManager(&server.InsecureStatefulSessionIdManager{})))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs.URL + "/mcp"
+}
+
+func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
+	ctx := testContext(t)
+	c, err := New(ClientOptions{URL: startSubscribable(t), ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if caps := s.ServerInfo().Capabilities; !slices.Contains(caps, CapabilityResourcesSubscribe) {
+		t.Errorf("capabilities %v lack %s", caps, CapabilityResourcesSubscribe)
+	}
+	if !s.HasStream() {
+		t.Fatal("a stateful session has no stream")
+	}
+	updated, opened := make(chan string, 4), make(chan struct{})
+	listenCtx, stop := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- s.Listen(listenCtx, func() { close(opened) }, func(m Message) {
+			if uri := UpdatedURI(m); uri != "" {
+				updated <- uri
+			}
+		})
+	}()
+	<-opened
+	if err := s.Subscribe(ctx, "test://one"); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "test://one" {
+			t.Errorf("updated %q, want test://one", uri)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated on the GET stream")
+	}
+	if err := s.Unsubscribe(ctx, "test://one"); err != nil {
+		t.Errorf("unsubscribe: %v", err)
+	}
+	stop()
+	if err := <-ended; err != nil {
+		t.Errorf("Listen ended with %v after its context, want nil", err)
+	}
+}
+
+func TestPing_AForgottenSessionIsLost(t *testing.T) {
+	ctx := testContext(t)
+	url := startSubscribable(t)
+	c, err := New(ClientOptions{URL: url, ConnectTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("ping on a known session: %v", err)
+	}
+	s.id = "mcp-session-00000000-0000-0000-0000-000000000000"
+	err = s.Ping(ctx)
+	var e *Error
+	if !errors.As(err, &e) || !e.SessionLost {
+		t.Errorf("ping on a session the server does not know: %v, want an *Error with SessionLost", err)
+	}
+}
