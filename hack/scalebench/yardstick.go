@@ -21,16 +21,15 @@ import (
 // rate is compared with what the API server on the same cores can take.
 
 const (
-	yardstickNamespace = "yardstick"
-	yardstickWriters   = 16
+	yardstickWriters = 16
 	// writesPerUnit is what one unit writes: four applies and a status patch.
 	writesPerUnit = 5
 )
 
 // parallelWriteRate has yardstickWriters clients apply units of the operator's mix of
 // kinds and returns the writes a second they achieved.
-func parallelWriteRate(ctx context.Context, c client.Client, units int) (float64, error) {
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: yardstickNamespace}}); err != nil {
+func parallelWriteRate(ctx context.Context, c client.Client, namespace string, units int) (float64, error) {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return 0, fmt.Errorf("create the yardstick's namespace: %w", err)
 	}
 	var next atomic.Int64
@@ -40,7 +39,7 @@ func parallelWriteRate(ctx context.Context, c client.Client, units int) (float64
 	for range yardstickWriters {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < units; i = int(next.Add(1)) - 1 {
-				if err := writeUnit(ctx, c, i); err != nil {
+				if err := writeUnit(ctx, c, namespace, i); err != nil {
 					errs <- err
 					return
 				}
@@ -58,17 +57,17 @@ func parallelWriteRate(ctx context.Context, c client.Client, units int) (float64
 
 // writeUnit applies the four children of one server with forced ownership, as the
 // operator does, then patches the Deployment's status in place of the SkillServer's.
-func writeUnit(ctx context.Context, c client.Client, i int) error {
+func writeUnit(ctx context.Context, c client.Client, namespace string, i int) error {
 	name := fmt.Sprintf("unit-%d", i)
 	labels := map[string]string{"app.kubernetes.io/name": "yardstick", "app.kubernetes.io/instance": name}
 	objs := []client.Object{
-		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(name, labels),
+		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(namespace, name, labels),
 			Data: map[string]string{"config.json": fmt.Sprintf(`{"server":{"name":%q,"version":"0.0.0"},"transport":"streamable-http","tools":[{"name":"search_book","description":"Search the catalog.","template":{"text":"found: {{ .title }}"}}]}`, name)}},
-		yardstickDeployment(name, labels),
-		&corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(name, labels), Spec: corev1.ServiceSpec{
+		yardstickDeployment(namespace, name, labels),
+		&corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(namespace, name, labels), Spec: corev1.ServiceSpec{
 			Selector: labels, Ports: []corev1.ServicePort{{Name: "mcp", Port: 8765, TargetPort: intstr.FromString("mcp")}},
 		}},
-		&networkingv1.NetworkPolicy{TypeMeta: typeMeta("networking.k8s.io/v1", "NetworkPolicy"), ObjectMeta: meta(name, labels), Spec: networkingv1.NetworkPolicySpec{
+		&networkingv1.NetworkPolicy{TypeMeta: typeMeta("networking.k8s.io/v1", "NetworkPolicy"), ObjectMeta: meta(namespace, name, labels), Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: labels},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: ptrTo(intstr.FromInt32(8765))}}}},
@@ -91,9 +90,9 @@ func writeUnit(ctx context.Context, c client.Client, i int) error {
 }
 
 // yardstickDeployment is about the size of an adapter's Deployment.
-func yardstickDeployment(name string, labels map[string]string) *appsv1.Deployment {
+func yardstickDeployment(namespace, name string, labels map[string]string) *appsv1.Deployment {
 	no, yes := false, true
-	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta(name, labels), Spec: appsv1.DeploymentSpec{
+	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta(namespace, name, labels), Spec: appsv1.DeploymentSpec{
 		Replicas: ptrTo(int32(1)),
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{
@@ -118,6 +117,6 @@ func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 }
 
-func meta(name string, labels map[string]string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: yardstickNamespace, Name: name, Labels: labels}
+func meta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
