@@ -38,6 +38,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/gomemlimit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -52,6 +53,8 @@ const (
 )
 
 func main() {
+	// The adapter logs nothing about it: it serves on stdout in stdio mode.
+	_, _ = gomemlimit.FromContainer()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
+	"github.com/cantus-dev/cantus-operator/internal/gomemlimit"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -223,6 +225,11 @@ func main() {
 func run(opts options) error {
 	if err := checkLocalRuntime(opts.runtime, opts.allowLocalInCluster); err != nil {
 		return err
+	}
+	if limit, err := gomemlimit.FromContainer(); err != nil {
+		ctrl.Log.Error(err, "no soft memory limit from the container's; the heap may grow to twice what is live")
+	} else if limit != math.MaxInt64 {
+		ctrl.Log.Info("soft memory limit from the container's", "goMemLimitBytes", limit)
 	}
 	// Tracing is the operator's to configure (OTEL_* variables of its own process),
 	// never a SkillServer's: a tenant must not choose where spans go.

@@ -39,6 +39,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -63,6 +64,9 @@ type options struct {
 	idle             time.Duration
 	manager          string
 	cpuprofile       string
+	heapprofile      string
+	refresh          string
+	memoryLimit      string
 	managerArgs      string
 	restart          bool
 }
@@ -70,7 +74,10 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.servers, "servers", 1000, "SkillServers to create")
-	flag.IntVar(&o.imports, "imports", 1000, "RemoteToolImports to create, refreshed every 30s against an unchanged remote")
+	flag.IntVar(&o.imports, "imports", 1000, "RemoteToolImports to create, refreshed every -refresh against an unchanged remote")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 400Mi): Go's soft limit at 90% of it, as the manager sets itself")
+	flag.StringVar(&o.refresh, "refresh", "5m", "the imports' spec.refreshInterval (5m is the operator's default)")
+	flag.StringVar(&o.heapprofile, "heapprofile", "", "write a heap profile of the manager after the idle time to this file")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "how long to count writes once everything settled")
 	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "more flags for the manager, space-separated (e.g. --skillserver-workers=32)")
@@ -141,7 +148,7 @@ func run(o options) error {
 	fmt.Printf("SkillServers: %d created in %s by one client (%.0f creates/s)\n", o.servers, created.Round(time.Millisecond), float64(o.servers)/created.Seconds())
 
 	start = time.Now()
-	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), admin)
+	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), o.memoryLimit, admin)
 	if err != nil {
 		return err
 	}
@@ -182,7 +189,7 @@ func run(o options) error {
 
 	start = time.Now()
 	for i := range o.imports {
-		if err := c.Create(ctx, remoteToolImport(i, remote)); err != nil {
+		if err := c.Create(ctx, remoteToolImport(i, remote, o.refresh)); err != nil {
 			return fmt.Errorf("create RemoteToolImport %d: %w", i, err)
 		}
 	}
@@ -209,6 +216,11 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("manager memory: RSS %d MiB, peak %d MiB\n", rss>>10, peak>>10)
+	if o.heapprofile != "" {
+		if err := mgr.profile("heap", o.heapprofile); err != nil {
+			return err
+		}
+	}
 	if !o.restart {
 		return nil
 	}
@@ -221,7 +233,7 @@ func run(o options) error {
 // controller_runtime_reconcile_total) and how many API writes it made: none is wanted.
 func restart(ctx context.Context, o options, admin *envtest.AuthenticatedUser) error {
 	start := time.Now()
-	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), admin)
+	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), o.memoryLimit, admin)
 	if err != nil {
 		return err
 	}
@@ -278,12 +290,12 @@ func skillServer(i int) *cantusv1alpha1.SkillServer {
 	}
 }
 
-func remoteToolImport(i int, remote *remoteServer) *cantusv1alpha1.RemoteToolImport {
+func remoteToolImport(i int, remote *remoteServer, refresh string) *cantusv1alpha1.RemoteToolImport {
 	return &cantusv1alpha1.RemoteToolImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%namespaces), Name: fmt.Sprintf("import-%d", i)},
 		Spec: cantusv1alpha1.RemoteToolImportSpec{
 			URL:             remote.url,
-			RefreshInterval: ptrTo(cantusv1alpha1.Duration("30s")),
+			RefreshInterval: ptrTo(cantusv1alpha1.Duration(refresh)),
 		},
 	}
 }
@@ -400,9 +412,14 @@ type managerProcess struct {
 
 // profileCPU writes a CPU profile of the manager over the next seconds to path.
 func (m *managerProcess) profileCPU(path string, seconds int) error {
-	resp, err := http.Get(fmt.Sprintf("%sprofile?seconds=%d", m.pprof, seconds))
+	return m.profile(fmt.Sprintf("profile?seconds=%d", seconds), path)
+}
+
+// profile writes the manager's pprof profile of that name (and query) to path.
+func (m *managerProcess) profile(name, path string) error {
+	resp, err := http.Get(m.pprof + name)
 	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
+		return fmt.Errorf("%s profile: %w", name, err)
 	}
 	defer resp.Body.Close()
 	f, err := os.Create(path)
@@ -414,7 +431,7 @@ func (m *managerProcess) profileCPU(path string, seconds int) error {
 	return err
 }
 
-func startManager(binary string, extraArgs []string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
+func startManager(binary string, extraArgs []string, memoryLimit string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
 		return nil, err
@@ -442,6 +459,15 @@ func startManager(binary string, extraArgs []string, admin *envtest.Authenticate
 		"--health-probe-bind-address=0", "--catalog-bind-address=0")
 	cmd.Args = append(cmd.Args, extraArgs...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
+	if memoryLimit != "" {
+		// What the manager sets itself in a pod with this memory limit
+		// (internal/gomemlimit): the bench runs it outside a container.
+		limit, err := resource.ParseQuantity(memoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("-memory-limit: %w", err)
+		}
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(limit.Value())*0.9)))
+	}
 	log, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func (w statusWriter) recordTransition(before, after conditioned) {
 	was := apimeta.FindStatusCondition(before.GetConditions(), w.announced)
 	now := apimeta.FindStatusCondition(after.GetConditions(), w.announced)
 	if w.recorder == nil || now == nil || now.Status == metav1.ConditionUnknown ||
-		(was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		(was != nil && was.Status == now.Status && was.Reason == now.Reason) || firstSteps(was, now) {
 		return
 	}
 	eventType := corev1.EventTypeNormal
@@ -141,6 +141,13 @@ func (w statusWriter) recordTransition(before, after conditioned) {
 		eventType = corev1.EventTypeWarning
 	}
 	w.recorder.Eventf(after, nil, eventType, now.Reason, w.action, "%s", now.Message)
+}
+
+// firstSteps says whether an object's first status only says it is on its way: not a
+// warning for whoever watches Warning events, and at a thousand new servers a thousand
+// writes the API server need not take. Its conditions say it all the same.
+func firstSteps(was, now *metav1.Condition) bool {
+	return was == nil && now.Status == metav1.ConditionFalse && now.Reason == cantusv1alpha1.ReasonProgressing
 }
 
 // sameJSON says whether two statuses would be stored the same: a nil and an empty list,

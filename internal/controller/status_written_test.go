@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
@@ -56,5 +58,43 @@ func TestWrittenStatusesHoldOnlyWhatWasWritten(t *testing.T) {
 	var none *writtenStatuses
 	if none.holds(written, &written.Status) {
 		t.Error("a nil memory holds a status")
+	}
+}
+
+// A new object's first status on its way to Ready makes no event; a failure, becoming
+// Ready, and falling back to Progressing later do.
+func TestTransitionEventsLeaveOutTheFirstSteps(t *testing.T) {
+	condition := func(status metav1.ConditionStatus, reason string) *cantusv1alpha1.SkillServer {
+		ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "books"}}
+		if reason != "" {
+			ss.Status.Conditions = []metav1.Condition{{Type: cantusv1alpha1.ConditionReady, Status: status, Reason: reason}}
+		}
+		return ss
+	}
+	none := condition("", "")
+	tests := []struct {
+		name          string
+		before, after *cantusv1alpha1.SkillServer
+		want          string
+	}{
+		{"new and progressing", none, condition(metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing), ""},
+		{"new and failing", none, condition(metav1.ConditionFalse, cantusv1alpha1.ReasonDeploymentNotReady), "Warning " + cantusv1alpha1.ReasonDeploymentNotReady},
+		{"ready", condition(metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing), condition(metav1.ConditionTrue, cantusv1alpha1.ReasonAvailable), "Normal " + cantusv1alpha1.ReasonAvailable},
+		{"progressing again after ready", condition(metav1.ConditionTrue, cantusv1alpha1.ReasonAvailable), condition(metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing), "Warning " + cantusv1alpha1.ReasonProgressing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recorder := events.NewFakeRecorder(1)
+			statusWriter{recorder: recorder, announced: cantusv1alpha1.ConditionReady, action: "Reconcile"}.recordTransition(tt.before, tt.after)
+			var got string
+			select {
+			case e := <-recorder.Events:
+				got = strings.Join(strings.Fields(e)[:2], " ")
+			default:
+			}
+			if got != tt.want {
+				t.Errorf("event %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
