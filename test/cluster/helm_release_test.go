@@ -517,14 +517,7 @@ func waitReconciledEverything(t *testing.T, ctx context.Context, leader *corev1.
 	// The metrics endpoint serves a self-signed certificate.
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
-	var servers cantusv1alpha1.SkillServerList
-	var imports cantusv1alpha1.RemoteToolImportList
-	if err := k8s.List(ctx, &servers); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.List(ctx, &imports); err != nil {
-		t.Fatal(err)
-	}
+	servers, imports := listServersAndImports(t, ctx)
 	want := map[string]float64{"skillserver": float64(len(servers.Items)), "remotetoolimport": float64(len(imports.Items))}
 	var last map[string]controllerMetrics
 	var lastErr error

@@ -281,3 +281,17 @@ func requestsOf(t *testing.T, user string) []auditEvent {
 	}
 	return out
 }
+
+// listServersAndImports lists every SkillServer and RemoteToolImport of the cluster.
+func listServersAndImports(t *testing.T, ctx context.Context) (cantusv1alpha1.SkillServerList, cantusv1alpha1.RemoteToolImportList) {
+	t.Helper()
+	var servers cantusv1alpha1.SkillServerList
+	var imports cantusv1alpha1.RemoteToolImportList
+	if err := k8s.List(ctx, &servers); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.List(ctx, &imports); err != nil {
+		t.Fatal(err)
+	}
+	return servers, imports
+}

@@ -320,14 +320,7 @@ func settledNamespaces(t *testing.T, ctx context.Context) map[string]bool {
 		}
 		settled[ns] = true
 	}
-	var servers cantusv1alpha1.SkillServerList
-	var imports cantusv1alpha1.RemoteToolImportList
-	if err := k8s.List(ctx, &servers); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.List(ctx, &imports); err != nil {
-		t.Fatal(err)
-	}
+	servers, imports := listServersAndImports(t, ctx)
 	for _, s := range servers.Items {
 		note(s.Namespace, s.Status.Conditions, s.Generation)
 		if s.Spec.Auth != nil && s.Spec.Auth.ServiceAccountTokens != nil {
