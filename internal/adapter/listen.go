@@ -69,16 +69,16 @@ func listenSubscriptions(body []byte) (json.RawMessage, []string) {
 }
 
 // listenHandler is the handler of a subscriptions/listen whose body gb holds: next,
-// mcp-go, or relayListen in front of it when the request asks for resource
-// subscriptions this server answers. Their URIs are taken out of the body either way:
-// mcp-go, seeing resources.subscribe declared, would acknowledge them and deliver
-// nothing.
+// mcp-go, or relayListen in front of it when the request (of protocol 2026-07-28; an
+// older session subscribes with resources/subscribe) asks for resource subscriptions.
+// Their URIs are taken out of the body either way: mcp-go, seeing resources.subscribe
+// declared, would acknowledge them and deliver nothing.
 func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) http.Handler {
 	if !s.relaysListenSubscriptions() {
 		return next
 	}
 	gb.Reset(withoutResourceSubscriptions(body))
-	if id, uris := listenSubscriptions(body); len(uris) > 0 {
+	if id, uris := listenSubscriptions(body); len(uris) > 0 && modernRequest(body) {
 		return s.relayListen(next, id, uris)
 	}
 	return next
@@ -88,7 +88,7 @@ func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) ht
 // (already taken out of its body): next, mcp-go, serves the rest of it.
 func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stream := &listenStream{w: w, id: id}
+		stream := newListenStream(w, id)
 		key := s.subs.OpenStream(stream.notify)
 		defer s.subs.CloseStream(key)
 		// Established before mcp-go acknowledges: the acknowledgement must name them.
@@ -97,7 +97,7 @@ func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []strin
 			next.ServeHTTP(w, r)
 			return
 		}
-		defer stream.close() // before CloseStream: no update is written after this returns
+		defer stream.deliverWhile(r.Context())() // stopped before w goes with this handler
 		next.ServeHTTP(stream, r)
 		if stream.acknowledged() {
 			// mcp-go answers at once when nothing else was asked for; the stream stays
@@ -144,9 +144,15 @@ func (s *Server) subscribeListenTo(ctx context.Context, key, uri string) error {
 // listenStream is the response of a subscriptions/listen whose resource
 // subscriptions the gateway established: mcp-go writes its events through it, and the
 // gateway's updates go between them. It adds the established URIs to mcp-go's
-// acknowledgement, holds the updates that come before it (the acknowledgement must be
-// the first message), and drops mcp-go's answer once acknowledged (relayListen keeps
-// the stream open).
+// acknowledgement, holds the updates until that went out (it must be the first
+// message), and drops mcp-go's answer once acknowledged (relayListen keeps the stream
+// open).
+//
+// An update is only queued by notify and written by the stream's own goroutine
+// (deliverWhile): a client that does not read blocks that goroutine alone, not the
+// fan-out of its remote's updates to everyone else. The queue is a set of URIs (an
+// update says only that the resource changed, so two pending ones are one), no larger
+// than the URIs established.
 type listenStream struct {
 	w           http.ResponseWriter
 	id          json.RawMessage
@@ -155,8 +161,15 @@ type listenStream struct {
 	mu      sync.Mutex // every write to w, mcp-go's and the updates'
 	partial []byte     // the start of an event mcp-go has not finished writing
 	acked   bool
+
+	queueMu sync.Mutex // never held while writing
+	queued  []string
 	closed  bool
-	early   []string // updated URIs that arrived before the acknowledgement
+	wake    chan struct{}
+}
+
+func newListenStream(w http.ResponseWriter, id json.RawMessage) *listenStream {
+	return &listenStream{w: w, id: id, wake: make(chan struct{}, 1)}
 }
 
 func (l *listenStream) Header() http.Header { return l.w.Header() }
@@ -199,32 +212,54 @@ func (l *listenStream) passEventLocked(event []byte) error {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Error  json.RawMessage `json:"error"`
 	}
 	_ = json.Unmarshal(msg, &head)
+	answer := head.Method == "" && len(head.ID) > 0
 	switch {
 	case head.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) && !l.acked:
-		if _, err := l.w.Write(sseEvent(withResourceSubscriptions(msg, l.established))); err != nil {
-			return fmt.Errorf("write the acknowledgement: %w", err)
-		}
-		l.acked = true
-		for _, uri := range l.early {
-			if err := l.writeUpdateLocked(uri); err != nil {
-				return err
-			}
-		}
-		l.early = nil
-		return nil
-	case head.Method == "" && len(head.ID) > 0 && l.acked:
+		return l.acknowledgeLocked(msg)
+	case answer && l.acked:
 		return nil // mcp-go's answer: the stream stays open (see relayListen)
+	case answer && len(head.Error) == 0:
+		// mcp-go, asked for nothing else, answered at once, and may have lost its
+		// acknowledgement on the way (its forwarder can take it off the session's queue
+		// and then find the request done): acknowledge here, with what it established.
+		return l.acknowledgeLocked(l.emptyAcknowledgement())
 	}
 	_, err := l.w.Write(event)
 	return err
+}
+
+// acknowledgeLocked writes the acknowledgement msg, naming the established URIs, and
+// lets the updates follow.
+func (l *listenStream) acknowledgeLocked(msg []byte) error {
+	if _, err := l.w.Write(sseEvent(withResourceSubscriptions(msg, l.established))); err != nil {
+		return fmt.Errorf("write the acknowledgement: %w", err)
+	}
+	l.acked = true
+	l.poke() // the updates that came before
+	return nil
+}
+
+// emptyAcknowledgement is an acknowledgement of no notifications, as mcp-go writes it.
+func (l *listenStream) emptyAcknowledgement() []byte {
+	msg, _ := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"method":  mcp.MethodNotificationSubscriptionsAcknowledged,
+		"params":  map[string]any{"_meta": map[string]any{mcp.MetaKeySubscriptionID: l.id}, "notifications": map[string]any{}},
+	})
+	return msg
 }
 
 // Flush flushes the stream.
 func (l *listenStream) Flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *listenStream) flushLocked() {
 	if f, ok := l.w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -239,28 +274,70 @@ func (l *listenStream) acknowledged() bool {
 	return l.acked
 }
 
-// close ends the updates: the request's handler is returning, and w with it.
-func (l *listenStream) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
+// notify queues notifications/resources/updated about uri for the stream; it is the
+// stream's gateway.StreamNotifier, and never waits for the client.
+func (l *listenStream) notify(uri string) error {
+	l.queueMu.Lock()
+	defer l.queueMu.Unlock()
+	if l.closed {
+		return gateway.ErrSessionEnded
+	}
+	if !slices.Contains(l.queued, uri) {
+		l.queued = append(l.queued, uri)
+	}
+	l.poke()
+	return nil
 }
 
-// notify writes notifications/resources/updated about uri onto the stream; it is the
-// stream's gateway.StreamNotifier.
-func (l *listenStream) notify(uri string) error {
+func (l *listenStream) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliverWhile writes the queued updates, once acknowledged, until ctx ends or the
+// returned stop is called; stop returns when nothing more will be written.
+func (l *listenStream) deliverWhile(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-l.wake:
+				l.writeQueued()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		l.queueMu.Lock()
+		l.closed = true
+		l.queueMu.Unlock()
+	}
+}
+
+// writeQueued writes the queued updates, when the acknowledgement went out.
+func (l *listenStream) writeQueued() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.closed:
-		return gateway.ErrSessionEnded
-	case !l.acked:
-		if !slices.Contains(l.early, uri) {
-			l.early = append(l.early, uri)
-		}
-		return nil
+	if !l.acked {
+		return // passEventLocked pokes once it has
 	}
-	return l.writeUpdateLocked(uri)
+	l.queueMu.Lock()
+	uris := l.queued
+	l.queued = nil
+	l.queueMu.Unlock()
+	for _, uri := range uris {
+		if err := l.writeUpdateLocked(uri); err != nil {
+			return // the client is gone; its request ends with it
+		}
+	}
+	l.flushLocked()
 }
 
 func (l *listenStream) writeUpdateLocked(uri string) error {
@@ -273,11 +350,7 @@ func (l *listenStream) writeUpdateLocked(uri string) error {
 		return fmt.Errorf("encode an update of %s: %w", uri, err)
 	}
 	if _, err := l.w.Write(sseEvent(msg)); err != nil {
-		// The client is gone; its request ends with it.
-		return fmt.Errorf("write an update of %s: %w: %w", uri, err, gateway.ErrSessionEnded)
-	}
-	if f, ok := l.w.(http.Flusher); ok {
-		f.Flush()
+		return fmt.Errorf("write an update of %s: %w", uri, err)
 	}
 	return nil
 }
