@@ -192,10 +192,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
-				if s.relaysSubscriptions() {
-					gb.Reset(withoutResourceSubscriptions(body))
-				}
-				s.serveStream(w, r, next, body)
+				s.serveStream(w, r, s.listenHandler(gb, body, next), body)
 				return
 			}
 			if defs := s.state.Load().defs; len(defs) > 0 && gateway.MayList(body) && parseHead(body).Method == string(mcp.MethodToolsList) {

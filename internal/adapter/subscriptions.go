@@ -21,9 +21,9 @@ import (
 // mcp-go would acknowledge any URI, and cannot answer a handler's failure with the
 // remote's error. A subscription belongs to the caller's session, so only a stateful
 // gateway relays them (protocol 2025-11-25 and older); a stateless one answers that it
-// cannot. A caller of protocol 2026-07-28 subscribes with subscriptions/listen, which
-// mcp-go serves: resource subscriptions there are not relayed (see
-// withoutResourceSubscriptions).
+// cannot. A caller of protocol 2026-07-28 subscribes with subscriptions/listen, whose
+// response stream carries the updates: those are relayed by stateless gateways too
+// (listen.go).
 
 // relaysSubscriptions says whether this server relays resource subscriptions, and so
 // declares resources.subscribe; fixed when it starts.
@@ -151,10 +151,8 @@ func (s *Server) retargetSubscriptions(next *contentSet) {
 }
 
 // withoutResourceSubscriptions is body, a subscriptions/listen of protocol 2026-07-28,
-// without the resource subscriptions it asks for: this gateway relays them for the
-// sessions of older protocols only, and mcp-go, seeing resources.subscribe declared,
-// would acknowledge them and deliver nothing. The acknowledgement then says they were
-// not established. Anything that does not parse as such a request is left as it is.
+// without the resource subscriptions it asks for, which the gateway answers itself
+// (listen.go). Anything that does not parse as such a request is left as it is.
 func withoutResourceSubscriptions(body []byte) []byte {
 	if !bytes.Contains(body, []byte("resourceSubscriptions")) {
 		return body

@@ -29,6 +29,11 @@ import (
 // URI, under the URI they subscribed to (a skill's file moved by a prefix has another
 // URI at the remote).
 //
+// A 2026-07-28 client's subscriptions/listen request subscribes like a session does:
+// its response stream is a subscriber of its own (OpenStream), with its own Notifier,
+// sharing the same subscriptions at the remotes, and its subscriptions end with the
+// request (CloseStream).
+//
 // A stream that ends may mean the remote restarted and forgot the session with its
 // subscriptions (mcp-go's default server never says a session is unknown), so the
 // listener then drops the pooled session, opens the next one and subscribes every URI
@@ -41,7 +46,8 @@ const (
 	// MaxSubscriptions bounds the subscriptions a gateway holds at its remotes: one per
 	// (remote, URI) however many sessions share it.
 	MaxSubscriptions = 1024
-	// MaxSessionSubscriptions bounds the URIs one client session may be subscribed to.
+	// MaxSessionSubscriptions bounds the URIs one client session, or one
+	// subscriptions/listen request, may be subscribed to.
 	MaxSessionSubscriptions = 100
 )
 
@@ -65,6 +71,11 @@ var ErrSessionEnded = errors.New("the session has ended")
 // Notifier sends notifications/resources/updated about uri to the client session.
 type Notifier func(session, uri string) error
 
+// StreamNotifier writes notifications/resources/updated about uri onto the response
+// stream of one subscriptions/listen request; ErrSessionEnded says the stream has
+// ended.
+type StreamNotifier func(uri string) error
+
 // SubscriptionError is a subscription refused by the gateway itself (a bound, an unknown
 // session), not by the remote.
 type SubscriptionError struct{ Message string }
@@ -80,12 +91,17 @@ type Subscriptions struct {
 	// tests make them small.
 	maxUpstream, maxPerSession int
 
-	mu        sync.Mutex
-	closed    bool
-	live      map[string]bool // the client sessions the server has
-	listeners map[*remote]*listener
-	bySession map[string]map[string]*subscription // session → served URI
-	count     int                                 // subscriptions at the remotes
+	mu     sync.Mutex
+	closed bool
+	live   map[string]bool // the client sessions the server has
+	// streams are the open subscriptions/listen requests, by the key OpenStream gave
+	// them, with the Notifier of each. Their keys cannot be a session's (see
+	// OpenStream), so a session's requests can never reach a stream's subscriptions.
+	streams    map[string]StreamNotifier
+	lastStream uint64
+	listeners  map[*remote]*listener
+	bySession  map[string]map[string]*subscription // session → served URI
+	count      int                                 // subscriptions at the remotes
 }
 
 // subscription is one URI subscribed at one remote, and the client sessions that share it.
@@ -100,14 +116,49 @@ type subscription struct {
 	err     error
 }
 
-// subscriber is a client session and the URI it subscribed to.
+// subscriber is a client session (or the key of a listen stream) and the URI it
+// subscribed to.
 type subscriber struct{ session, uri string }
 
 // NewSubscriptions returns an empty set; notify sends the updates to client sessions.
 func NewSubscriptions(log logr.Logger, notify Notifier) *Subscriptions {
 	return &Subscriptions{log: log.WithName("subscriptions"), notify: notify, live: map[string]bool{},
 		maxUpstream: MaxSubscriptions, maxPerSession: MaxSessionSubscriptions,
-		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{}}
+		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{},
+		streams: map[string]StreamNotifier{}}
+}
+
+// OpenStream records an open subscriptions/listen request, whose updates notify
+// writes, and returns its key for SubscribeStream and CloseStream. The key holds a
+// NUL, which no HTTP header value may carry, so no client can name it as its session.
+func (h *Subscriptions) OpenStream(notify StreamNotifier) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastStream++
+	key := fmt.Sprintf("listen\x00%d", h.lastStream)
+	h.streams[key] = notify
+	return key
+}
+
+// CloseStream ends every subscription of the listen stream: its request ended.
+func (h *Subscriptions) CloseStream(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams[key] == nil {
+		return
+	}
+	delete(h.streams, key)
+	h.removeAllLocked(key)
+}
+
+// SubscribeStream subscribes the open listen stream to uri, which it serves, as
+// Subscribe does a session.
+func (h *Subscriptions) SubscribeStream(ctx context.Context, key string, it *Item, uri string) error {
+	sub, err := h.add(key, true, it, uri)
+	if err != nil || sub == nil {
+		return err
+	}
+	return h.awaitRemote(ctx, key, sub, it, uri)
 }
 
 // SessionStarted records a client session the server registered; only such sessions
@@ -123,8 +174,13 @@ func (h *Subscriptions) SessionEnded(session string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.live, session)
-	for uri := range h.bySession[session] {
-		h.removeLocked(session, uri)
+	h.removeAllLocked(session)
+}
+
+// removeAllLocked ends every subscription of a session or listen stream.
+func (h *Subscriptions) removeAllLocked(key string) {
+	for uri := range h.bySession[key] {
+		h.removeLocked(key, uri)
 	}
 }
 
@@ -135,15 +191,23 @@ func (h *Subscriptions) SessionEnded(session string) {
 // *ForwardError.
 func (h *Subscriptions) Subscribe(ctx context.Context, session string, it *Item, uri string) error {
 	h.awaitSession(ctx, session)
-	sub, err := h.add(session, it, uri)
+	sub, err := h.add(session, false, it, uri)
 	if err != nil || sub == nil {
 		return err
 	}
+	return h.awaitRemote(ctx, session, sub, it, uri)
+}
+
+// awaitRemote waits for the remote's answer to the subscription the session or listen
+// stream (key) shares, at most until ctx ends; then key's part in it ends.
+func (h *Subscriptions) awaitRemote(ctx context.Context, key string, sub *subscription, it *Item, uri string) error {
 	select {
 	case <-sub.ready:
 		return sub.err
 	case <-ctx.Done():
-		h.Unsubscribe(session, uri)
+		h.mu.Lock()
+		h.removeLocked(key, uri)
+		h.mu.Unlock()
 		return &ForwardError{Message: fmt.Sprintf("%sno answer from the remote to resources/subscribe of %s: %v (import %s)",
 			MarkerCallFailed, uri, ctx.Err(), it.Backend.Import)}
 	}
@@ -171,10 +235,13 @@ func (h *Subscriptions) awaitSession(ctx context.Context, session string) {
 }
 
 // Unsubscribe ends the session's subscription to uri; a URI it is not subscribed to is
-// a no-op, as the protocol asks.
+// a no-op, as the protocol asks. A listen stream's subscriptions end only with it.
 func (h *Subscriptions) Unsubscribe(session, uri string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.streams[session] != nil {
+		return
+	}
 	h.removeLocked(session, uri)
 }
 
@@ -206,6 +273,7 @@ func (h *Subscriptions) Close() {
 func (h *Subscriptions) Retarget(route func(uri string) *Item) {
 	type move struct {
 		session, uri string
+		stream       bool
 		it           *Item
 	}
 	var moves []move
@@ -218,7 +286,7 @@ func (h *Subscriptions) Retarget(route func(uri string) *Item) {
 			}
 			h.removeLocked(session, uri)
 			if it != nil && it.Backend.Subscribe {
-				moves = append(moves, move{session, uri, it})
+				moves = append(moves, move{session, uri, h.streams[session] != nil, it})
 			} else {
 				h.log.Info("a subscription ended: the reloaded config no longer relays subscriptions to this resource", "uri", uri)
 			}
@@ -229,7 +297,11 @@ func (h *Subscriptions) Retarget(route func(uri string) *Item) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), upstreamRequestTimeout)
 			defer cancel()
-			if err := h.Subscribe(ctx, m.session, m.it, m.uri); err != nil {
+			subscribe := h.Subscribe
+			if m.stream {
+				subscribe = h.SubscribeStream
+			}
+			if err := subscribe(ctx, m.session, m.it, m.uri); err != nil {
 				h.log.Info("a subscription ended: subscribing at the remote that serves it since the reload failed", "uri", m.uri, "error", err.Error())
 			}
 		}()
@@ -244,15 +316,17 @@ func (it *Item) remoteURI(uri string) string {
 	return uri
 }
 
-// add records the subscription of the session to uri and returns it, nil when the
-// session had it already.
-func (h *Subscriptions) add(session string, it *Item, uri string) (*subscription, error) {
+// add records the subscription of the session, or of the listen stream when stream is
+// true, to uri and returns it, nil when the session had it already.
+func (h *Subscriptions) add(session string, stream bool, it *Item, uri string) (*subscription, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case h.closed:
 		return nil, &SubscriptionError{Message: "the gateway is shutting down"}
-	case !h.live[session]:
+	case stream && h.streams[session] == nil:
+		return nil, &SubscriptionError{Message: "the subscriptions/listen request has ended"}
+	case !stream && !h.live[session]:
 		return nil, &SubscriptionError{Message: "resources/subscribe needs an initialized session, and this one is not (or no longer) the server's"}
 	}
 	mine := h.bySession[session]
@@ -260,6 +334,9 @@ func (h *Subscriptions) add(session string, it *Item, uri string) (*subscription
 		return nil, nil
 	}
 	if len(mine) >= h.maxPerSession {
+		if stream {
+			return nil, &SubscriptionError{Message: fmt.Sprintf("this subscriptions/listen request already asks for %d resources, the most one request may", h.maxPerSession)}
+		}
 		return nil, &SubscriptionError{Message: fmt.Sprintf("this session is subscribed to %d resources, the most a session may be; unsubscribe from one first", h.maxPerSession)}
 	}
 	remoteURI := it.remoteURI(uri)
@@ -399,23 +476,36 @@ func (h *Subscriptions) wantedOf(l *listener) map[string]*subscription {
 	return maps.Clone(l.wanted)
 }
 
-// updated fans an update of remoteURI out to the sessions subscribed to it. A remote
-// is untrusted: an update about a URI nobody subscribed to is dropped, and only the
-// URI is passed on.
+// updated fans an update of remoteURI out to the sessions and listen streams
+// subscribed to it. A remote is untrusted: an update about a URI nobody subscribed to
+// is dropped, and only the URI is passed on.
 func (h *Subscriptions) updated(l *listener, remoteURI string) {
+	type delivery struct {
+		subscriber
+		stream StreamNotifier // nil for a session
+	}
 	h.mu.Lock()
-	var to []subscriber
+	var to []delivery
 	if sub := l.wanted[remoteURI]; sub != nil {
-		to = slices.Collect(maps.Keys(sub.subscribers))
+		for s := range sub.subscribers {
+			to = append(to, delivery{s, h.streams[s.session]})
+		}
 	}
 	h.mu.Unlock()
-	for _, s := range to {
-		err := h.notify(s.session, s.uri)
+	for _, d := range to {
+		var err error
+		if d.stream != nil {
+			err = d.stream(d.uri)
+		} else {
+			err = h.notify(d.session, d.uri)
+		}
 		switch {
+		case errors.Is(err, ErrSessionEnded) && d.stream != nil:
+			h.CloseStream(d.session)
 		case errors.Is(err, ErrSessionEnded):
-			h.SessionEnded(s.session)
+			h.SessionEnded(d.session)
 		case err != nil:
-			h.log.V(1).Info("an update did not reach a subscribed session", "uri", s.uri, "error", err.Error())
+			h.log.V(1).Info("an update did not reach a subscriber", "uri", d.uri, "error", err.Error())
 		}
 	}
 }

@@ -292,3 +292,60 @@ func TestSubscriptions_RemoteRefusal(t *testing.T) {
 		t.Errorf("Count() = %d, %d after a refusal; want 0, 0", up, clients)
 	}
 }
+
+// A subscriptions/listen stream is a subscriber of its own: it shares the session's
+// subscription at the remote, gets updates through its own notifier, is bounded like a
+// session, cannot be touched by a session naming its key, and its closing ends its part.
+func TestSubscriptions_ListenStreams(t *testing.T) {
+	ctx := context.Background()
+	remote := startSubscribableRemote(t, true)
+	d := newDeliveries()
+	subs, pool := newTestSubscriptions(t, d)
+	subs.maxPerSession = 2
+	it := linkedItem(t, pool, remote.url, "test://{id}", "")
+	streamGot := make(chan string, 8)
+	key := subs.OpenStream(func(uri string) error { streamGot <- uri; return nil })
+	subs.SessionStarted("a")
+	if err := subs.Subscribe(ctx, "a", it, "test://1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"test://1", "test://2"} {
+		if err := subs.SubscribeStream(ctx, key, it, uri); err != nil {
+			t.Fatalf("stream: %s: %v", uri, err)
+		}
+	}
+	var refused *SubscriptionError
+	if err := subs.SubscribeStream(ctx, key, it, "test://3"); !errors.As(err, &refused) {
+		t.Errorf("a stream's 3rd subscription over a bound of 2: %v, want a *SubscriptionError", err)
+	}
+	if n, _ := remote.counts("test://1"); n != 1 {
+		t.Errorf("a session and a stream subscribed to test://1 made %d subscribes at the remote, want 1", n)
+	}
+	if err := subs.Subscribe(ctx, key, it, "test://4"); !errors.As(err, &refused) {
+		t.Errorf("resources/subscribe naming a stream's key as its session: %v, want a *SubscriptionError", err)
+	}
+	subs.Unsubscribe(key, "test://2") // a session naming the stream's key: a no-op
+
+	remote.update("test://2")
+	select {
+	case uri := <-streamGot:
+		if uri != "test://2" {
+			t.Errorf("the stream got an update of %s, want test://2", uri)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream got no update of test://2")
+	}
+	d.expect(t) // no session subscribed to test://2
+
+	subs.CloseStream(key)
+	waitUntil(t, "the remote is unsubscribed from test://2", func() bool { _, n := remote.counts("test://2"); return n == 1 })
+	if _, n := remote.counts("test://1"); n != 0 {
+		t.Errorf("closing the stream ended test://1 at the remote while session a still holds it")
+	}
+	if up, clients := subs.Count(); up != 1 || clients != 1 {
+		t.Errorf("Count() = %d upstream, %d clients after the stream closed; want 1, 1", up, clients)
+	}
+	if err := subs.SubscribeStream(ctx, key, it, "test://1"); !errors.As(err, &refused) {
+		t.Errorf("subscribing a closed stream: %v, want a *SubscriptionError", err)
+	}
+}

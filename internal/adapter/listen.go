@@ -1,0 +1,416 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+)
+
+// Resource subscriptions of protocol 2026-07-28. A client subscribes with
+// subscriptions/listen, whose params.notifications.resourceSubscriptions lists URIs;
+// the server acknowledges, in notifications/subscriptions/acknowledged (the first
+// message on the request's response stream), the ones it established, and writes
+// notifications/resources/updated about them onto that stream until the client
+// closes it. Every message on it carries the request's id in
+// _meta["io.modelcontextprotocol/subscriptionId"].
+//
+// The rest of the listen request (tools, prompts and resources list_changed) is
+// mcp-go's, and stays so: the gateway takes the resource subscriptions out of the body
+// (withoutResourceSubscriptions), subscribes the request's stream to each URI an
+// import serves, as a subscriber of its own in gateway.Subscriptions (the same
+// subscription at the remote as sessions share), and hands the request to mcp-go
+// through a listenStream, which adds the established URIs to mcp-go's acknowledgement
+// and writes the updates between mcp-go's events. Since the stream is the request's
+// own, a stateless gateway relays these too: the update reaches the replica holding
+// the stream. Refused URIs are left out of the acknowledgement (the spec has no place
+// to say why; the gateway logs it).
+
+// listenParams is what the gateway reads of a subscriptions/listen.
+type listenParams struct {
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		Notifications struct {
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		} `json:"notifications"`
+	} `json:"params"`
+}
+
+// relaysListenSubscriptions says whether this server answers the resource
+// subscriptions of a subscriptions/listen itself: streamable HTTP, where it reads
+// each request before mcp-go, stateful or not.
+func (s *Server) relaysListenSubscriptions() bool { return s.streamable != nil }
+
+// listenSubscriptions are the distinct URIs a subscriptions/listen body asks to
+// subscribe to, in order, and its id; none when it asks for none or does not parse.
+func listenSubscriptions(body []byte) (json.RawMessage, []string) {
+	if !bytes.Contains(body, []byte("resourceSubscriptions")) {
+		return nil, nil
+	}
+	var p listenParams
+	if json.Unmarshal(body, &p) != nil {
+		return nil, nil
+	}
+	var uris []string
+	for _, uri := range p.Params.Notifications.ResourceSubscriptions {
+		if uri != "" && !slices.Contains(uris, uri) {
+			uris = append(uris, uri)
+		}
+	}
+	return p.ID, uris
+}
+
+// listenHandler is the handler of a subscriptions/listen whose body gb holds: next,
+// mcp-go, or relayListen in front of it when the request (of protocol 2026-07-28; an
+// older session subscribes with resources/subscribe) asks for resource subscriptions.
+// Their URIs are taken out of the body either way: mcp-go, seeing resources.subscribe
+// declared, would acknowledge them and deliver nothing.
+func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) http.Handler {
+	if !s.relaysListenSubscriptions() {
+		return next
+	}
+	gb.Reset(withoutResourceSubscriptions(body))
+	if id, uris := listenSubscriptions(body); len(uris) > 0 && modernRequest(body) {
+		return s.relayListen(next, id, uris)
+	}
+	return next
+}
+
+// relayListen serves a subscriptions/listen asking for the resource subscriptions uris
+// (already taken out of its body): next, mcp-go, serves the rest of it.
+func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stream := newListenStream(w, id)
+		key := s.subs.OpenStream(stream.notify)
+		defer s.subs.CloseStream(key)
+		// Established before mcp-go acknowledges: the acknowledgement must name them.
+		stream.established = s.subscribeListen(r.Context(), key, uris)
+		if len(stream.established) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		defer stream.deliverWhile(r.Context())() // stopped before w goes with this handler
+		next.ServeHTTP(stream, r)
+		if stream.acknowledged() {
+			// mcp-go answers at once when nothing else was asked for; the stream stays
+			// open for the updates until the client closes it or shutdown ends it.
+			<-r.Context().Done()
+		}
+	})
+}
+
+// subscribeListen subscribes the listen stream key to each of uris it may read and an
+// import serves with subscriptions, and returns those established.
+func (s *Server) subscribeListen(ctx context.Context, key string, uris []string) []string {
+	var established []string
+	for _, uri := range uris {
+		if err := s.subscribeListenTo(ctx, key, uri); err != nil {
+			s.log.V(1).Info("a resource subscription of subscriptions/listen was not established", "uri", uri, "why", err.Error())
+			continue
+		}
+		established = append(established, uri)
+	}
+	return established
+}
+
+// subscribeListenTo subscribes the listen stream key to uri, checked like a read.
+func (s *Server) subscribeListenTo(ctx context.Context, key, uri string) error {
+	it, refusal := s.subscribable(uri)
+	if refusal != "" {
+		return fmt.Errorf("%s", refusal)
+	}
+	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
+		s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeRefused)
+		return errNotAllowed("resource " + uri)
+	}
+	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
+	defer cancel()
+	err := s.subs.SubscribeStream(ctx, key, it, uri)
+	s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeOf(err))
+	if err != nil {
+		return fmt.Errorf("subscribe at the remote: %w", err)
+	}
+	return nil
+}
+
+// listenStream is the response of a subscriptions/listen whose resource
+// subscriptions the gateway established: mcp-go writes its events through it, and the
+// gateway's updates go between them. It adds the established URIs to mcp-go's
+// acknowledgement, holds the updates until that went out (it must be the first
+// message), and drops mcp-go's answer once acknowledged (relayListen keeps the stream
+// open).
+//
+// An update is only queued by notify and written by the stream's own goroutine
+// (deliverWhile): a client that does not read blocks that goroutine alone, not the
+// fan-out of its remote's updates to everyone else. The queue is a set of URIs (an
+// update says only that the resource changed, so two pending ones are one), no larger
+// than the URIs established.
+type listenStream struct {
+	w           http.ResponseWriter
+	id          json.RawMessage
+	established []string
+
+	mu      sync.Mutex // every write to w, mcp-go's and the updates'
+	partial []byte     // the start of an event mcp-go has not finished writing
+	acked   bool
+
+	queueMu sync.Mutex // never held while writing
+	queued  []string
+	closed  bool
+	wake    chan struct{}
+}
+
+func newListenStream(w http.ResponseWriter, id json.RawMessage) *listenStream {
+	return &listenStream{w: w, id: id, wake: make(chan struct{}, 1)}
+}
+
+func (l *listenStream) Header() http.Header { return l.w.Header() }
+
+func (l *listenStream) WriteHeader(code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.WriteHeader(code)
+}
+
+// Write passes mcp-go's events on, event by event (see listenStream). An answer that
+// is not an event stream (mcp-go refused the request) passes unchanged.
+func (l *listenStream) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !isEventStream(l.w.Header()) {
+		return l.w.Write(p)
+	}
+	l.partial = append(l.partial, p...)
+	for {
+		end := bytes.Index(l.partial, []byte("\n\n"))
+		if end < 0 {
+			break
+		}
+		event := l.partial[:end+2]
+		if err := l.passEventLocked(event); err != nil {
+			return 0, err
+		}
+		l.partial = l.partial[end+2:]
+	}
+	if len(l.partial) == 0 {
+		l.partial = nil
+	}
+	return len(p), nil
+}
+
+// passEventLocked writes one event of mcp-go's.
+func (l *listenStream) passEventLocked(event []byte) error {
+	msg := eventData(event)
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Error  json.RawMessage `json:"error"`
+	}
+	_ = json.Unmarshal(msg, &head)
+	answer := head.Method == "" && len(head.ID) > 0
+	switch {
+	case head.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) && !l.acked:
+		return l.acknowledgeLocked(msg)
+	case answer && l.acked:
+		return nil // mcp-go's answer: the stream stays open (see relayListen)
+	case answer && len(head.Error) == 0:
+		// mcp-go, asked for nothing else, answered at once, and may have lost its
+		// acknowledgement on the way (its forwarder can take it off the session's queue
+		// and then find the request done): acknowledge here, with what it established.
+		return l.acknowledgeLocked(l.emptyAcknowledgement())
+	}
+	_, err := l.w.Write(event)
+	return err
+}
+
+// acknowledgeLocked writes the acknowledgement msg, naming the established URIs, and
+// lets the updates follow.
+func (l *listenStream) acknowledgeLocked(msg []byte) error {
+	if _, err := l.w.Write(sseEvent(withResourceSubscriptions(msg, l.established))); err != nil {
+		return fmt.Errorf("write the acknowledgement: %w", err)
+	}
+	l.acked = true
+	l.poke() // the updates that came before
+	return nil
+}
+
+// emptyAcknowledgement is an acknowledgement of no notifications, as mcp-go writes it.
+func (l *listenStream) emptyAcknowledgement() []byte {
+	msg, _ := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"method":  mcp.MethodNotificationSubscriptionsAcknowledged,
+		"params":  map[string]any{"_meta": map[string]any{mcp.MetaKeySubscriptionID: l.id}, "notifications": map[string]any{}},
+	})
+	return msg
+}
+
+// Flush flushes the stream.
+func (l *listenStream) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *listenStream) flushLocked() {
+	if f, ok := l.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap is the response l wraps, for http.ResponseController.
+func (l *listenStream) Unwrap() http.ResponseWriter { return l.w }
+
+func (l *listenStream) acknowledged() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked
+}
+
+// notify queues notifications/resources/updated about uri for the stream; it is the
+// stream's gateway.StreamNotifier, and never waits for the client.
+func (l *listenStream) notify(uri string) error {
+	l.queueMu.Lock()
+	defer l.queueMu.Unlock()
+	if l.closed {
+		return gateway.ErrSessionEnded
+	}
+	if !slices.Contains(l.queued, uri) {
+		l.queued = append(l.queued, uri)
+	}
+	l.poke()
+	return nil
+}
+
+func (l *listenStream) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliverWhile writes the queued updates, once acknowledged, until ctx ends or the
+// returned stop is called; stop returns when nothing more will be written.
+func (l *listenStream) deliverWhile(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-l.wake:
+				l.writeQueued()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		l.queueMu.Lock()
+		l.closed = true
+		l.queueMu.Unlock()
+	}
+}
+
+// writeQueued writes the queued updates, when the acknowledgement went out.
+func (l *listenStream) writeQueued() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.acked {
+		return // passEventLocked pokes once it has
+	}
+	l.queueMu.Lock()
+	uris := l.queued
+	l.queued = nil
+	l.queueMu.Unlock()
+	for _, uri := range uris {
+		if err := l.writeUpdateLocked(uri); err != nil {
+			return // the client is gone; its request ends with it
+		}
+	}
+	l.flushLocked()
+}
+
+func (l *listenStream) writeUpdateLocked(uri string) error {
+	msg, err := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"method":  mcp.MethodNotificationResourceUpdated,
+		"params":  map[string]any{"_meta": map[string]any{mcp.MetaKeySubscriptionID: l.id}, "uri": uri},
+	})
+	if err != nil {
+		return fmt.Errorf("encode an update of %s: %w", uri, err)
+	}
+	if _, err := l.w.Write(sseEvent(msg)); err != nil {
+		return fmt.Errorf("write an update of %s: %w", uri, err)
+	}
+	return nil
+}
+
+// eventData is the data of one server-sent event (its data lines joined), nil for
+// none.
+func eventData(event []byte) []byte {
+	var data []byte
+	for line := range bytes.SplitSeq(event, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		if data != nil {
+			data = append(data, '\n')
+		}
+		data = append(data, bytes.TrimPrefix(rest, []byte(" "))...)
+	}
+	return data
+}
+
+// sseEvent is msg as a message event, as mcp-go writes them.
+func sseEvent(msg []byte) []byte {
+	out := make([]byte, 0, len(msg)+24)
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, msg...)
+	return append(out, "\n\n"...)
+}
+
+// withResourceSubscriptions is the acknowledgement msg naming uris among the
+// notifications established; msg itself when it does not parse as one.
+func withResourceSubscriptions(msg []byte, uris []string) []byte {
+	var ack map[string]json.RawMessage
+	var params map[string]json.RawMessage
+	notifications := map[string]json.RawMessage{}
+	if json.Unmarshal(msg, &ack) != nil || json.Unmarshal(ack["params"], &params) != nil {
+		return msg
+	}
+	if raw := params["notifications"]; len(raw) > 0 && json.Unmarshal(raw, &notifications) != nil {
+		return msg
+	}
+	var err error
+	if notifications["resourceSubscriptions"], err = json.Marshal(uris); err != nil {
+		return msg
+	}
+	if params["notifications"], err = json.Marshal(notifications); err != nil {
+		return msg
+	}
+	if ack["params"], err = json.Marshal(params); err != nil {
+		return msg
+	}
+	out, err := json.Marshal(ack)
+	if err != nil {
+		return msg
+	}
+	return out
+}
+
+// isEventStream says whether the response h heads is a stream of server-sent events.
+func isEventStream(h http.Header) bool {
+	mediaType, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream")
+}
