@@ -77,13 +77,13 @@ func (w statusWriter) write(ctx context.Context, before, after conditioned, part
 		w.settle(before, after)
 	}
 	changed := !sameJSON(parts(before).status, common.status)
-	if changed && w.written.holds(after, common.status) {
-		// Computed from an object older than the status this process wrote last.
+	if changed && w.written.holds(before, after, common.status) {
+		// Computed from the version the last write was made from: the cache is behind.
 		return reconcileErr
 	}
 	written, err := patchStatusIfChanged(ctx, w.client, before, after, changed)
 	if written {
-		w.written.remember(after, common.status)
+		w.written.remember(before, after, common.status)
 	}
 	if err != nil {
 		if reconcileErr == nil && apierrors.IsConflict(err) {

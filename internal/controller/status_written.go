@@ -13,8 +13,10 @@ import (
 // event often starts a reconcile before the cache has seen the status the previous one
 // wrote; that reconcile computes the same status from the stale object, and patching it
 // fails on the optimistic lock, costs a write, and comes back 500 ms later. At 1,000 new
-// SkillServers that was one reconcile in six. When the status computed equals the one
-// last written for the same object and generation, the API server holds it already.
+// SkillServers that was one reconcile in six. When the object read is the very version
+// the last write was made from (the cache has not caught up with it) and the status
+// computed equals the one written then, the API server holds it already. Any other
+// version, someone else's write included, is patched as before.
 //
 // The zero value is ready; it belongs to one reconciler and is safe for its workers.
 type writtenStatuses struct {
@@ -23,15 +25,17 @@ type writtenStatuses struct {
 }
 
 type writtenStatus struct {
-	uid         types.UID
+	uid types.UID
+	// from is the resourceVersion of the object the status was computed from.
+	from        string
 	generation  int64
 	fingerprint [sha256.Size]byte
 }
 
-// holds says whether status is what was last written to obj (same object, same
-// generation), condition transition times aside: a stale object gives a condition that
-// did not change a transition time of its own.
-func (w *writtenStatuses) holds(obj conditioned, status any) bool {
+// holds says whether status, computed from read, is what was last written to obj from
+// that same version of it, condition transition times aside: a stale object gives a
+// condition that did not change a transition time of its own.
+func (w *writtenStatuses) holds(read, obj conditioned, status any) bool {
 	if w == nil {
 		return false
 	}
@@ -42,11 +46,12 @@ func (w *writtenStatuses) holds(obj conditioned, status any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, found := w.last[keyOf(obj)]
-	return found && last.uid == obj.GetUID() && last.generation == obj.GetGeneration() && last.fingerprint == fingerprint
+	return found && last.uid == obj.GetUID() && last.from == read.GetResourceVersion() &&
+		last.generation == obj.GetGeneration() && last.fingerprint == fingerprint
 }
 
-// remember records the status just written to obj.
-func (w *writtenStatuses) remember(obj conditioned, status any) {
+// remember records the status just written to obj, computed from read.
+func (w *writtenStatuses) remember(read, obj conditioned, status any) {
 	if w == nil {
 		return
 	}
@@ -60,7 +65,7 @@ func (w *writtenStatuses) remember(obj conditioned, status any) {
 	if w.last == nil {
 		w.last = map[types.NamespacedName]writtenStatus{}
 	}
-	w.last[keyOf(obj)] = writtenStatus{uid: obj.GetUID(), generation: obj.GetGeneration(), fingerprint: fingerprint}
+	w.last[keyOf(obj)] = writtenStatus{uid: obj.GetUID(), from: read.GetResourceVersion(), generation: obj.GetGeneration(), fingerprint: fingerprint}
 }
 
 // forget drops what was written to an object that is gone.

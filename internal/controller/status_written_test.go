@@ -20,29 +20,34 @@ func TestWrittenStatusesHoldOnlyWhatWasWritten(t *testing.T) {
 			Reason: reason, Message: "0 of 1 adapter pods ready", ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(at)}}
 		return ss
 	}
+	readAt := func(resourceVersion string) *cantusv1alpha1.SkillServer {
+		return &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "books", ResourceVersion: resourceVersion}}
+	}
 	now := time.Now().Truncate(time.Second)
 	var w writtenStatuses
 	written := server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now)
-	if w.holds(written, &written.Status) {
+	if w.holds(readAt("10"), written, &written.Status) {
 		t.Fatal("nothing written yet, but holds says the status is there")
 	}
-	w.remember(written, &written.Status)
+	w.remember(readAt("10"), written, &written.Status)
 
 	tests := []struct {
 		name string
+		read *cantusv1alpha1.SkillServer
 		obj  *cantusv1alpha1.SkillServer
 		want bool
 	}{
-		{"the same status", server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now), true},
-		{"the same status computed a second later from a stale object", server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now.Add(time.Second)), true},
-		{"another reason", server("uid-1", 2, cantusv1alpha1.ReasonDeploymentNotReady, now), false},
-		{"a newer generation", server("uid-1", 3, cantusv1alpha1.ReasonProgressing, now), false},
-		{"an object of the same name created again", server("uid-2", 2, cantusv1alpha1.ReasonProgressing, now), false},
+		{"the same status from the same stale version", readAt("10"), server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now), true},
+		{"the same status computed a second later from that version", readAt("10"), server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now.Add(time.Second)), true},
+		{"a version written since, by anyone", readAt("12"), server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now), false},
+		{"another reason", readAt("10"), server("uid-1", 2, cantusv1alpha1.ReasonDeploymentNotReady, now), false},
+		{"a newer generation", readAt("10"), server("uid-1", 3, cantusv1alpha1.ReasonProgressing, now), false},
+		{"an object of the same name created again", readAt("10"), server("uid-2", 2, cantusv1alpha1.ReasonProgressing, now), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.obj.Status.Conditions[0].LastTransitionTime
-			if got := w.holds(tt.obj, &tt.obj.Status); got != tt.want {
+			if got := w.holds(tt.read, tt.obj, &tt.obj.Status); got != tt.want {
 				t.Errorf("holds = %v, want %v", got, tt.want)
 			}
 			if tt.obj.Status.Conditions[0].LastTransitionTime != before {
@@ -52,11 +57,11 @@ func TestWrittenStatusesHoldOnlyWhatWasWritten(t *testing.T) {
 	}
 
 	w.forget(types.NamespacedName{Namespace: "ns", Name: "books"})
-	if w.holds(written, &written.Status) {
+	if w.holds(readAt("10"), written, &written.Status) {
 		t.Error("a forgotten object's status is still held")
 	}
 	var none *writtenStatuses
-	if none.holds(written, &written.Status) {
+	if none.holds(readAt("10"), written, &written.Status) {
 		t.Error("a nil memory holds a status")
 	}
 }
