@@ -50,6 +50,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/gomemlimit"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 )
 
@@ -466,7 +467,7 @@ func startManager(binary string, extraArgs []string, memoryLimit string, admin *
 		if err != nil {
 			return nil, fmt.Errorf("-memory-limit: %w", err)
 		}
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(limit.Value())*0.9)))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(limit.Value())*gomemlimit.Ratio)))
 	}
 	log, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {

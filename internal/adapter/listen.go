@@ -52,7 +52,7 @@ func (s *Server) relaysListenSubscriptions() bool { return s.streamable != nil }
 // listenSubscriptions are the distinct URIs a subscriptions/listen body asks to
 // subscribe to, in order, and its id; none when it asks for none or does not parse.
 func listenSubscriptions(body []byte) (json.RawMessage, []string) {
-	if !bytes.Contains(body, []byte("resourceSubscriptions")) {
+	if !bytes.Contains(body, []byte(resourceSubscriptionsKey)) {
 		return nil, nil
 	}
 	var p listenParams
@@ -383,30 +383,14 @@ func sseEvent(msg []byte) []byte {
 // withResourceSubscriptions is the acknowledgement msg naming uris among the
 // notifications established; msg itself when it does not parse as one.
 func withResourceSubscriptions(msg []byte, uris []string) []byte {
-	var ack map[string]json.RawMessage
-	var params map[string]json.RawMessage
-	notifications := map[string]json.RawMessage{}
-	if json.Unmarshal(msg, &ack) != nil || json.Unmarshal(ack["params"], &params) != nil {
-		return msg
-	}
-	if raw := params["notifications"]; len(raw) > 0 && json.Unmarshal(raw, &notifications) != nil {
-		return msg
-	}
-	var err error
-	if notifications["resourceSubscriptions"], err = json.Marshal(uris); err != nil {
-		return msg
-	}
-	if params["notifications"], err = json.Marshal(notifications); err != nil {
-		return msg
-	}
-	if ack["params"], err = json.Marshal(params); err != nil {
-		return msg
-	}
-	out, err := json.Marshal(ack)
-	if err != nil {
-		return msg
-	}
-	return out
+	return editNotifications(msg, func(notifications map[string]json.RawMessage) bool {
+		raw, err := json.Marshal(uris)
+		if err != nil {
+			return false
+		}
+		notifications[resourceSubscriptionsKey] = raw
+		return true
+	})
 }
 
 // isEventStream says whether the response h heads is a stream of server-sent events.

@@ -154,30 +154,47 @@ func (s *Server) retargetSubscriptions(next *contentSet) {
 // without the resource subscriptions it asks for, which the gateway answers itself
 // (listen.go). Anything that does not parse as such a request is left as it is.
 func withoutResourceSubscriptions(body []byte) []byte {
-	if !bytes.Contains(body, []byte("resourceSubscriptions")) {
+	if !bytes.Contains(body, []byte(resourceSubscriptionsKey)) {
 		return body
 	}
-	var msg map[string]json.RawMessage
-	var params map[string]json.RawMessage
-	var notifications map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
-		json.Unmarshal(params["notifications"], &notifications) != nil {
-		return body
+	return editNotifications(body, func(notifications map[string]json.RawMessage) bool {
+		if _, asked := notifications[resourceSubscriptionsKey]; !asked {
+			return false
+		}
+		delete(notifications, resourceSubscriptionsKey)
+		return true
+	})
+}
+
+// resourceSubscriptionsKey names the resource subscriptions among a listen request's
+// (and its acknowledgement's) notifications.
+const resourceSubscriptionsKey = "resourceSubscriptions"
+
+// editNotifications is msg, a JSON-RPC message, with params.notifications changed by
+// edit (which says whether it changed anything); msg itself when it does not parse or
+// edit changed nothing. Missing notifications are edited as an empty object.
+func editNotifications(msg []byte, edit func(notifications map[string]json.RawMessage) bool) []byte {
+	var envelope, params map[string]json.RawMessage
+	notifications := map[string]json.RawMessage{}
+	if json.Unmarshal(msg, &envelope) != nil || json.Unmarshal(envelope["params"], &params) != nil {
+		return msg
 	}
-	if _, asked := notifications["resourceSubscriptions"]; !asked {
-		return body
+	if raw := params["notifications"]; len(raw) > 0 && json.Unmarshal(raw, &notifications) != nil {
+		return msg
 	}
-	delete(notifications, "resourceSubscriptions")
+	if !edit(notifications) {
+		return msg
+	}
 	var err error
 	if params["notifications"], err = json.Marshal(notifications); err != nil {
-		return body
+		return msg
 	}
-	if msg["params"], err = json.Marshal(params); err != nil {
-		return body
+	if envelope["params"], err = json.Marshal(params); err != nil {
+		return msg
 	}
-	out, err := json.Marshal(msg)
+	out, err := json.Marshal(envelope)
 	if err != nil {
-		return body
+		return msg
 	}
 	return out
 }

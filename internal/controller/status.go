@@ -77,13 +77,21 @@ func (w statusWriter) write(ctx context.Context, before, after conditioned, part
 		w.settle(before, after)
 	}
 	changed := !sameJSON(parts(before).status, common.status)
-	if changed && w.written.holds(before, after, common.status) {
+	var entry writtenStatus
+	recordable := false
+	if changed && w.written != nil {
+		entry, recordable = statusWritten(before, after, common.status)
+	}
+	if recordable && w.written.holds(keyOf(after), entry) {
 		// Computed from the version the last write was made from: the cache is behind.
 		return reconcileErr
 	}
 	written, err := patchStatusIfChanged(ctx, w.client, before, after, changed)
-	if written {
-		w.written.remember(before, after, common.status)
+	switch {
+	case written && recordable:
+		w.written.remember(keyOf(after), entry)
+	case written:
+		w.written.forget(keyOf(after))
 	}
 	if err != nil {
 		if reconcileErr == nil && apierrors.IsConflict(err) {

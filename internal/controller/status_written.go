@@ -32,40 +32,37 @@ type writtenStatus struct {
 	fingerprint [sha256.Size]byte
 }
 
-// holds says whether status, computed from read, is what was last written to obj from
-// that same version of it, condition transition times aside: a stale object gives a
-// condition that did not change a transition time of its own.
-func (w *writtenStatuses) holds(read, obj conditioned, status any) bool {
-	if w == nil {
-		return false
-	}
+// statusWritten is what a write of status to obj, computed from read, records; ok is
+// false when the status does not encode. Condition transition times are left out: a
+// stale object gives a condition that did not change a transition time of its own.
+func statusWritten(read, obj conditioned, status any) (writtenStatus, bool) {
 	fingerprint, ok := statusFingerprint(obj, status)
-	if !ok {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, found := w.last[keyOf(obj)]
-	return found && last.uid == obj.GetUID() && last.from == read.GetResourceVersion() &&
-		last.generation == obj.GetGeneration() && last.fingerprint == fingerprint
+	return writtenStatus{uid: obj.GetUID(), from: read.GetResourceVersion(), generation: obj.GetGeneration(), fingerprint: fingerprint}, ok
 }
 
-// remember records the status just written to obj, computed from read.
-func (w *writtenStatuses) remember(read, obj conditioned, status any) {
+// holds says whether s is what was last written to the object: the same status,
+// computed from the same version of the same object at the same generation.
+func (w *writtenStatuses) holds(key types.NamespacedName, s writtenStatus) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, found := w.last[key]
+	return found && last == s
+}
+
+// remember records s as the status just written to the object.
+func (w *writtenStatuses) remember(key types.NamespacedName, s writtenStatus) {
 	if w == nil {
 		return
 	}
-	fingerprint, ok := statusFingerprint(obj, status)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !ok {
-		delete(w.last, keyOf(obj))
-		return
-	}
 	if w.last == nil {
 		w.last = map[types.NamespacedName]writtenStatus{}
 	}
-	w.last[keyOf(obj)] = writtenStatus{uid: obj.GetUID(), from: read.GetResourceVersion(), generation: obj.GetGeneration(), fingerprint: fingerprint}
+	w.last[key] = s
 }
 
 // forget drops what was written to an object that is gone.

@@ -26,10 +26,20 @@ func TestWrittenStatusesHoldOnlyWhatWasWritten(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	var w writtenStatuses
 	written := server("uid-1", 2, cantusv1alpha1.ReasonProgressing, now)
-	if w.holds(readAt("10"), written, &written.Status) {
+	key := types.NamespacedName{Namespace: "ns", Name: "books"}
+	holds := func(read, obj *cantusv1alpha1.SkillServer) bool {
+		t.Helper()
+		s, ok := statusWritten(read, obj, &obj.Status)
+		if !ok {
+			t.Fatal("the status does not encode")
+		}
+		return w.holds(key, s)
+	}
+	if holds(readAt("10"), written) {
 		t.Fatal("nothing written yet, but holds says the status is there")
 	}
-	w.remember(readAt("10"), written, &written.Status)
+	entry, _ := statusWritten(readAt("10"), written, &written.Status)
+	w.remember(key, entry)
 
 	tests := []struct {
 		name string
@@ -47,21 +57,21 @@ func TestWrittenStatusesHoldOnlyWhatWasWritten(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.obj.Status.Conditions[0].LastTransitionTime
-			if got := w.holds(tt.read, tt.obj, &tt.obj.Status); got != tt.want {
+			if got := holds(tt.read, tt.obj); got != tt.want {
 				t.Errorf("holds = %v, want %v", got, tt.want)
 			}
 			if tt.obj.Status.Conditions[0].LastTransitionTime != before {
-				t.Error("holds changed the object's transition time")
+				t.Error("statusWritten changed the object's transition time")
 			}
 		})
 	}
 
-	w.forget(types.NamespacedName{Namespace: "ns", Name: "books"})
-	if w.holds(readAt("10"), written, &written.Status) {
+	w.forget(key)
+	if holds(readAt("10"), written) {
 		t.Error("a forgotten object's status is still held")
 	}
 	var none *writtenStatuses
-	if none.holds(readAt("10"), written, &written.Status) {
+	if none.holds(key, entry) {
 		t.Error("a nil memory holds a status")
 	}
 }

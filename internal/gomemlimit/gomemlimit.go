@@ -13,15 +13,15 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// ratio is the share of the container's memory limit the heap may use; the rest is for
+// Ratio is the share of the container's memory limit the heap may use; the rest is for
 // goroutine stacks, the runtime and what the collector has not returned yet.
-const ratio = 0.9
+const Ratio = 0.9
 
 // FromContainer sets the soft memory limit from the cgroup's memory limit, unless
 // GOMEMLIMIT is set, and returns it (math.MaxInt64 when there is no limit).
 func FromContainer() (int64, error) {
 	return memlimit.Set(
-		memlimit.WithRatio(ratio),
+		memlimit.WithRatio(Ratio),
 		memlimit.WithProvider(memlimit.FromCgroup),
 		memlimit.WithLogger(slog.New(slog.DiscardHandler)),
 	)

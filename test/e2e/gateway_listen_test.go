@@ -6,17 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
-	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
 // modernListen is an open subscriptions/listen request of protocol 2026-07-28 (there
@@ -33,24 +28,9 @@ type modernListen struct {
 // headers of modernPost, and waits for the acknowledgement, the stream's first message.
 func openListen(t *testing.T, ctx context.Context, url string, id int, notifications map[string]any) *modernListen {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": mcp.MethodSubscriptionsListen, "params": map[string]any{
-		"_meta": map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    mcp.ProtocolVersion20260728,
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e-listen", "version": "0"},
-		},
-		"notifications": notifications,
-	}})
 	streamCtx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(streamCtx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", mcp.ProtocolVersion20260728)
-	req.Header.Set("Mcp-Method", string(mcp.MethodSubscriptionsListen))
+	req := modernRequest(t, streamCtx, url, id, string(mcp.MethodSubscriptionsListen), map[string]any{"notifications": notifications}, map[string]any{})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("subscriptions/listen: %v", err)
@@ -157,10 +137,7 @@ func TestGatewayRelaysListenSubscriptions(t *testing.T) {
 func testListenSubscriptions(t *testing.T, stateless bool) {
 	ctx := testContext(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
-	configPath := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
-	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, stateless, []gatewayTool{}, subscribableImported(remote.url()))
-	gw := peers.StartAdapterServer(t, ctx, configPath, "--v", "1")
-	url := gw.BaseURL + adapter.PathMCP
+	gw, url := startGatewayOf(t, ctx, remote, stateless)
 	const unserved = "test://nobody/serves/this"
 
 	first := openListen(t, ctx, url, 7, map[string]any{"resourceSubscriptions": []string{subscribedDoc, unserved}})

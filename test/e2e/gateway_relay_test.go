@@ -269,25 +269,7 @@ func TestStatelessGatewayTellsTheRemoteItCannotAskAnOlderCaller(t *testing.T) {
 // decoded answer.
 func modernPost(t *testing.T, ctx context.Context, url string, id int, method string, params map[string]any, capabilities map[string]any) (int, map[string]any) {
 	t.Helper()
-	meta := map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    mcp.ProtocolVersion20260728,
-		"io.modelcontextprotocol/clientCapabilities": capabilities,
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e-modern", "version": "0"},
-	}
-	params["_meta"] = meta
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", mcp.ProtocolVersion20260728)
-	req.Header.Set("Mcp-Method", method)
-	if name, ok := params["name"].(string); ok {
-		req.Header.Set("Mcp-Name", name)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(modernRequest(t, ctx, url, id, method, params, capabilities))
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
@@ -305,6 +287,31 @@ func modernPost(t *testing.T, ctx context.Context, url string, id int, method st
 		t.Fatalf("%s: the answer is not JSON: %v\n%s", method, err, data)
 	}
 	return resp.StatusCode, answer
+}
+
+// modernRequest is a POST of one request of protocol 2026-07-28: no session; _meta
+// carries the protocol version and the client's capabilities, and the headers repeat
+// the method (and the tool or prompt name).
+func modernRequest(t *testing.T, ctx context.Context, url string, id int, method string, params map[string]any, capabilities map[string]any) *http.Request {
+	t.Helper()
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    mcp.ProtocolVersion20260728,
+		"io.modelcontextprotocol/clientCapabilities": capabilities,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e-modern", "version": "0"},
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", mcp.ProtocolVersion20260728)
+	req.Header.Set("Mcp-Method", method)
+	if name, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", name)
+	}
+	return req
 }
 
 // TestGatewayInputRequiredRoundTrip: a caller of protocol 2026-07-28 calls, through a

@@ -132,6 +132,16 @@ func (r *subscribableRemote) counts(uri string) (subscribes, unsubscribes int) {
 	return r.subscribes[uri], r.unsubscribes[uri]
 }
 
+// startGatewayOf starts the real adapter binary as a streamable HTTP gateway (stateful
+// or not) re-exporting the remote's resources, and returns it and its MCP URL.
+func startGatewayOf(t *testing.T, ctx context.Context, remote *subscribableRemote, stateless bool) (*peers.Server, string) {
+	t.Helper()
+	configPath := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
+	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, stateless, []gatewayTool{}, subscribableImported(remote.url()))
+	gw := peers.StartAdapterServer(t, ctx, configPath, "--v", "1")
+	return gw, gw.BaseURL + adapter.PathMCP
+}
+
 // subscribableImported is the "imported" member of a gateway config that re-exports the
 // remote's two resources, whose remote declared resources.subscribe.
 func subscribableImported(remoteURL string) map[string]any {
@@ -205,10 +215,7 @@ func (c *updatesClient) next(d time.Duration) (updateSeen, bool) {
 func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 	ctx := testContext(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
-	configPath := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
-	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{}, subscribableImported(remote.url()))
-	gw := peers.StartAdapterServer(t, ctx, configPath, "--v", "1")
-	url := gw.BaseURL + adapter.PathMCP
+	gw, url := startGatewayOf(t, ctx, remote, false)
 
 	a, b, quiet := newUpdatesClient(t, ctx, url), newUpdatesClient(t, ctx, url), newUpdatesClient(t, ctx, url)
 	if caps := a.GetServerCapabilities(); caps.Resources == nil || !caps.Resources.Subscribe {
@@ -306,9 +313,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
 	ctx := testContext(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
-	configPath := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
-	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, true, []gatewayTool{}, subscribableImported(remote.url()))
-	url := peers.StartAdapter(t, ctx, configPath) + adapter.PathMCP
+	_, url := startGatewayOf(t, ctx, remote, true)
 	c := &updatesClient{Client: mcpGoClient(t, ctx, url)}
 	if caps := c.GetServerCapabilities(); caps.Resources != nil && caps.Resources.Subscribe {
 		t.Errorf("a stateless gateway declares resources.subscribe")

@@ -94,6 +94,9 @@ type Subscriptions struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[string]bool // the client sessions the server has
+	// registered is closed, and replaced, whenever a session is registered: what
+	// awaitSession waits on.
+	registered chan struct{}
 	// streams are the open subscriptions/listen requests, by the key OpenStream gave
 	// them, with the Notifier of each. Their keys cannot be a session's (see
 	// OpenStream), so a session's requests can never reach a stream's subscriptions.
@@ -125,7 +128,7 @@ func NewSubscriptions(log logr.Logger, notify Notifier) *Subscriptions {
 	return &Subscriptions{log: log.WithName("subscriptions"), notify: notify, live: map[string]bool{},
 		maxUpstream: MaxSubscriptions, maxPerSession: MaxSessionSubscriptions,
 		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{},
-		streams: map[string]StreamNotifier{}}
+		streams: map[string]StreamNotifier{}, registered: make(chan struct{})}
 }
 
 // OpenStream records an open subscriptions/listen request, whose updates notify
@@ -167,6 +170,8 @@ func (h *Subscriptions) SessionStarted(session string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.live[session] = true
+	close(h.registered)
+	h.registered = make(chan struct{})
 }
 
 // SessionEnded ends every subscription of the session.
@@ -222,15 +227,22 @@ const registrationWait = time.Second
 // first resources/subscribe can arrive before. A session that is never registered is
 // refused by add.
 func (h *Subscriptions) awaitSession(ctx context.Context, session string) {
-	deadline := time.Now().Add(registrationWait)
+	timeout := time.NewTimer(registrationWait)
+	defer timeout.Stop()
 	for {
 		h.mu.Lock()
-		live := h.live[session]
+		live, registered := h.live[session], h.registered
 		h.mu.Unlock()
-		if live || time.Now().After(deadline) || ctx.Err() != nil {
+		if live {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-registered:
+		case <-timeout.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
