@@ -110,3 +110,24 @@ func perWrite(s cpuSample, writes float64) float64 {
 	}
 	return float64((s["kube-apiserver"] + s["etcd"]).Milliseconds()) / writes
 }
+
+// waitForAQuietAPIServer waits until the API server and etcd together use less than a
+// tenth of a core for two seconds in a row, at most a minute: installing a CRD makes the
+// API server rebuild its OpenAPI documents for seconds, which would be measured as the
+// yardstick's cost otherwise. It returns how long it waited.
+func waitForAQuietAPIServer() time.Duration {
+	const quiet, window = 100 * time.Millisecond, time.Second
+	start := time.Now()
+	calm := 0
+	for calm < 2 && time.Since(start) < time.Minute {
+		before := sampleCPU(0)
+		time.Sleep(window)
+		used := sampleCPU(0).since(before)
+		if used["kube-apiserver"]+used["etcd"] < quiet {
+			calm++
+		} else {
+			calm = 0
+		}
+	}
+	return time.Since(start)
+}

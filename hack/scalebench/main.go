@@ -38,11 +38,13 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,14 +59,16 @@ import (
 const namespaces = 10
 
 // yardstickUnits is how many servers' worth of writes the yardstick makes: enough for a
-// steady rate, few enough to take seconds.
-const yardstickUnits = 400
+// steady rate (at 400 the rate moved by a quarter between runs), few enough to take
+// seconds.
+const yardstickUnits = 1000
 
 type options struct {
 	servers, imports int
 	idle             time.Duration
 	manager          string
 	cpuprofile       string
+	apiserverProfile string
 	heapprofile      string
 	refresh          string
 	memoryLimit      string
@@ -83,6 +87,7 @@ func main() {
 	flag.StringVar(&o.manager, "manager", "bin/manager", "the manager binary")
 	flag.StringVar(&o.managerArgs, "manager-args", "", "more flags for the manager, space-separated (e.g. --skillserver-workers=32)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the manager while it brings the SkillServers up to this file")
+	flag.StringVar(&o.apiserverProfile, "apiserver-cpuprofile", "", "write CPU profiles of kube-apiserver to this path with .yardstick and .operator appended: 4 s of the yardstick, 15 s of the manager bringing the SkillServers up")
 	flag.DurationVar(&pollEvery, "poll", pollEvery, "how often to look at what the bench waits for (its own watch cache, or the manager's metrics)")
 	flag.BoolVar(&o.restart, "restart", false, "after the idle time, start a new manager on the settled objects and print how long it takes to reconcile each once, and what it writes")
 	flag.Parse()
@@ -126,13 +131,21 @@ func run(o options) error {
 	}
 	fmt.Printf("scalebench: %d SkillServers and %d RemoteToolImports in %d namespaces; manager %s\n", o.servers, o.imports, namespaces, o.manager)
 
+	if err := installYardstickKind(ctx, c); err != nil {
+		return err
+	}
+	if err := prepareUnits(ctx, c, "yardstick", yardstickUnits); err != nil {
+		return err
+	}
+	waitForAQuietAPIServer()
 	cpuBefore := sampleCPU(0)
+	profileAPIServerMeanwhile(ctx, cfg, o.apiserverProfile, "yardstick", 4)
 	yardstick, err := parallelWriteRate(ctx, c, "yardstick", yardstickUnits)
 	if err != nil {
 		return fmt.Errorf("the yardstick: %w", err)
 	}
 	yardstickCPU := sampleCPU(0).since(cpuBefore)
-	fmt.Printf("API server: %.0f writes/s from %d parallel writers applying a ConfigMap, a Deployment, a Service and a NetworkPolicy and patching a status (%d writes)\n",
+	fmt.Printf("API server: %.0f writes/s from %d parallel writers applying a ConfigMap, a Deployment, a Service and a NetworkPolicy and patching a SkillServer status (%d writes)\n",
 		yardstick, yardstickWriters, yardstickUnits*writesPerUnit)
 	fmt.Printf("  CPU: %s; %.1f ms of API server and etcd per write\n", yardstickCPU,
 		perWrite(yardstickCPU, float64(yardstickUnits*writesPerUnit)))
@@ -155,6 +168,7 @@ func run(o options) error {
 	}
 	defer mgr.stop()
 	cpuBefore = sampleCPU(mgr.cmd.Process.Pid)
+	profileAPIServerMeanwhile(ctx, cfg, o.apiserverProfile, "operator", 15)
 	if o.cpuprofile != "" {
 		go func() {
 			if err := mgr.profileCPU(o.cpuprofile, 15); err != nil {
@@ -281,13 +295,20 @@ func setUp(ctx context.Context, c client.Client) error {
 	return nil
 }
 
+// agents are the pods the bench's servers admit.
+var agents = networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/part-of": "agents"}}}
+
 func skillServer(i int) *cantusv1alpha1.SkillServer {
 	return &cantusv1alpha1.SkillServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("scale-%d", i%namespaces), Name: fmt.Sprintf("server-%d", i)},
-		Spec: cantusv1alpha1.SkillServerSpec{Skills: []cantusv1alpha1.Skill{{
-			Name: "search_book", Description: "Search the catalog.",
-			Template: &cantusv1alpha1.TemplateBackend{Text: "found: {{ .title }}"},
-		}}},
+		Spec: cantusv1alpha1.SkillServerSpec{
+			Skills: []cantusv1alpha1.Skill{{
+				Name: "search_book", Description: "Search the catalog.",
+				Template: &cantusv1alpha1.TemplateBackend{Text: "found: {{ .title }}"},
+			}},
+			// So that the operator applies a NetworkPolicy, as the yardstick's units do.
+			AllowFrom: []networkingv1.NetworkPolicyPeer{agents},
+		},
 	}
 }
 
@@ -432,6 +453,32 @@ func (m *managerProcess) profile(name, path string) error {
 	return err
 }
 
+// profileAPIServerMeanwhile writes a CPU profile of kube-apiserver over the next seconds
+// to path.phase, in the background; nothing when path is empty.
+func profileAPIServerMeanwhile(ctx context.Context, cfg *rest.Config, path, phase string, seconds int) {
+	if path == "" {
+		return
+	}
+	go func() {
+		if err := profileAPIServer(ctx, cfg, path+"."+phase, seconds); err != nil {
+			fmt.Fprintln(os.Stderr, "scalebench:", err)
+		}
+	}()
+}
+
+func profileAPIServer(ctx context.Context, cfg *rest.Config, path string, seconds int) error {
+	clients, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	profile, err := clients.RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("profile kube-apiserver: %w", err)
+	}
+	return os.WriteFile(path, profile, 0o600)
+}
+
 func startManager(binary string, extraArgs []string, memoryLimit string, admin *envtest.AuthenticatedUser) (*managerProcess, error) {
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
@@ -508,6 +555,10 @@ func (m *managerProcess) requests(methods ...string) (float64, error) {
 // empty API server overstates what it accepts at 10,000 servers. The operator's rate
 // spans the climb from empty to full; both ratios are printed.
 func compareAtThisSize(ctx context.Context, c client.Client, operatorRate float64) error {
+	if err := prepareUnits(ctx, c, "yardstick-full", yardstickUnits); err != nil {
+		return err
+	}
+	waitForAQuietAPIServer()
 	rate, err := parallelWriteRate(ctx, c, "yardstick-full", yardstickUnits)
 	if err != nil {
 		return fmt.Errorf("the yardstick at this size: %w", err)
