@@ -114,7 +114,7 @@ func run(o options) error {
 	// The benchmark's own client must not be what limits the rate of creates.
 	cfg := admin.Config()
 	cfg.QPS, cfg.Burst = 1000, 2000
-	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		return err
 	}
@@ -554,7 +554,7 @@ func (m *managerProcess) requests(methods ...string) (float64, error) {
 // cluster IP is found by looking at every allocated one), so the yardstick taken on an
 // empty API server overstates what it accepts at 10,000 servers. The operator's rate
 // spans the climb from empty to full; both ratios are printed.
-func compareAtThisSize(ctx context.Context, c client.Client, operatorRate float64) error {
+func compareAtThisSize(ctx context.Context, c client.WithWatch, operatorRate float64) error {
 	if err := prepareUnits(ctx, c, "yardstick-full", yardstickUnits); err != nil {
 		return err
 	}

@@ -4,24 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // The yardstick: how many writes a second the same API server accepts from parallel
@@ -37,7 +41,8 @@ import (
 
 const (
 	yardstickWriters = 16
-	// writesPerUnit is what one unit writes: four applies and a status patch.
+	// writesPerUnit is what one unit writes: four applies (a ConfigMap, a NetworkPolicy,
+	// a Service, a Deployment) and a status patch.
 	writesPerUnit = 5
 )
 
@@ -56,9 +61,10 @@ func prepareUnits(ctx context.Context, c client.Client, namespace string, units 
 
 // parallelWriteRate has yardstickWriters clients apply the prepared units of the
 // operator's mix of kinds and returns the writes a second they achieved.
-func parallelWriteRate(ctx context.Context, c client.Client, namespace string, units int) (float64, error) {
+func parallelWriteRate(ctx context.Context, c client.WithWatch, namespace string, units int) (float64, error) {
+	kube := yardstickRuntime(c)
 	start := time.Now()
-	if err := inParallel(units, func(i int) error { return writeUnit(ctx, c, namespace, i) }); err != nil {
+	if err := inParallel(units, func(i int) error { return writeUnit(ctx, kube, c, namespace, i) }); err != nil {
 		return 0, err
 	}
 	return float64(units*writesPerUnit) / time.Since(start).Seconds(), nil
@@ -137,46 +143,49 @@ func createUnitServer(ctx context.Context, c client.Client, namespace string, i 
 
 func unitName(i int) string { return fmt.Sprintf("unit-%d", i) }
 
-// writeUnit applies the four children of one server with forced ownership, as the
-// operator does, then patches its SkillServer's status as the operator does for a new
-// server.
-func writeUnit(ctx context.Context, c client.Client, namespace string, i int) error {
-	name := unitName(i)
-	labels := map[string]string{"app.kubernetes.io/name": "yardstick", "app.kubernetes.io/instance": name}
-	objs := []client.Object{
-		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: meta(namespace, name, labels),
-			Data: map[string]string{"config.json": fmt.Sprintf(`{"server":{"name":%q,"version":"0.0.0"},"transport":"streamable-http","tools":[{"name":"search_book","description":"Search the catalog.","template":{"text":"found: {{ .title }}"}}]}`, name)}},
-		yardstickDeployment(namespace, name, labels),
-		&corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(namespace, name, labels), Spec: corev1.ServiceSpec{
-			Selector: labels, Ports: []corev1.ServicePort{{Name: "mcp", Port: 8765, TargetPort: intstr.FromString("mcp")}},
-		}},
-		&networkingv1.NetworkPolicy{TypeMeta: typeMeta("networking.k8s.io/v1", "NetworkPolicy"), ObjectMeta: meta(namespace, name, labels), Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: labels},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  []networkingv1.NetworkPolicyPeer{agents},
-				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptrTo(corev1.ProtocolTCP), Port: ptrTo(intstr.FromString("mcp"))}},
-			}},
-		}},
+// writeUnit applies the children of one server with the operator's own code and
+// objects (yardstickRuntime), then patches its SkillServer's status as the operator
+// does for a new server.
+func writeUnit(ctx context.Context, kube *workload.Kubernetes, c client.Client, namespace string, i int) error {
+	ss := skillServer(i)
+	ss.Namespace, ss.Name, ss.UID, ss.Generation = namespace, unitName(i), uuid.NewUUID(), 1
+	rendered, err := render.SkillServer(ss, render.Inputs{})
+	if err != nil {
+		return fmt.Errorf("render unit %d: %w", i, err)
 	}
-	for _, obj := range objs {
-		//nolint:staticcheck // SA1019: the operator applies typed objects the same way
-		if err := c.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner("yardstick")); err != nil {
-			return fmt.Errorf("apply %T %s: %w", obj, name, err)
-		}
+	if _, err := kube.Apply(ctx, workload.Desired{SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files}); err != nil {
+		return fmt.Errorf("apply the children of unit %d: %w", i, err)
 	}
 	server, err := unitServer(namespace, i)
 	if err != nil {
 		return err
 	}
-	status, err := json.Marshal(map[string]any{"status": newServerStatus(namespace, name)})
+	status, err := json.Marshal(map[string]any{"status": newServerStatus(namespace, ss.Name)})
 	if err != nil {
 		return err
 	}
 	if err := c.Status().Patch(ctx, server, client.RawPatch(types.MergePatchType, status)); err != nil {
-		return fmt.Errorf("patch the status of %s: %w", name, err)
+		return fmt.Errorf("patch the status of unit %d: %w", i, err)
 	}
 	return nil
+}
+
+// yardstickRuntime is the operator's kubernetes runtime for the yardstick's writers. The
+// operator reads the objects it writes from its cache; the writers have none, so every
+// read finds nothing, at no cost to the API server, and each unit is applied whole. The
+// objects are not labelled as the operator's, so that the manager does not cache them.
+func yardstickRuntime(c client.WithWatch) *workload.Kubernetes {
+	nothingCached := interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+			return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			labels := reflect.ValueOf(obj).Elem().FieldByName("Labels")
+			labels.SetMapIndex(reflect.ValueOf(workload.LabelManagedBy), reflect.ValueOf("scalebench-yardstick"))
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+	return workload.NewKubernetes(nothingCached, "cantus.local/cantus-operator:dev", "cluster.local")
 }
 
 // newServerStatus is about what the operator writes for a new server whose pods are not
@@ -197,36 +206,4 @@ func newServerStatus(namespace, name string) cantusv1alpha1.SkillServerStatus {
 		Tools:     []cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}},
 		ToolCount: 1,
 	}
-}
-
-// yardstickDeployment is about the size of an adapter's Deployment.
-func yardstickDeployment(namespace, name string, labels map[string]string) *appsv1.Deployment {
-	no, yes := false, true
-	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta(namespace, name, labels), Spec: appsv1.DeploymentSpec{
-		Replicas: ptrTo(int32(1)),
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"cantus.dev/config-hash": name}},
-			Spec: corev1.PodSpec{
-				AutomountServiceAccountToken: &no,
-				SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-				Containers: []corev1.Container{{
-					Name: "adapter", Image: "cantus.local/cantus-operator:dev", Args: []string{"adapter", "--config=/etc/cantus/config.json"},
-					Ports:           []corev1.ContainerPort{{Name: "mcp", ContainerPort: 8765}},
-					ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("mcp")}}},
-					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-					VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: "/etc/cantus", ReadOnly: true}},
-				}},
-				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
-			},
-		},
-	}}
-}
-
-func typeMeta(apiVersion, kind string) metav1.TypeMeta {
-	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
-}
-
-func meta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
 }
