@@ -149,6 +149,9 @@ func run(o options) error {
 		yardstick, yardstickWriters, yardstickUnits*writesPerUnit)
 	fmt.Printf("  CPU: %s; %.1f ms of API server and etcd per write\n", yardstickCPU,
 		perWrite(yardstickCPU, float64(yardstickUnits*writesPerUnit)))
+	if err := removeUnits(ctx, c, "yardstick"); err != nil {
+		return err
+	}
 
 	// The servers exist before the manager starts, so that what is measured is the
 	// operator's pace, not the pace of one client creating them.
@@ -161,6 +164,7 @@ func run(o options) error {
 	created := time.Since(start)
 	fmt.Printf("SkillServers: %d created in %s by one client (%.0f creates/s)\n", o.servers, created.Round(time.Millisecond), float64(o.servers)/created.Seconds())
 
+	waitForAQuietAPIServer()
 	start = time.Now()
 	mgr, err := startManager(o.manager, strings.Fields(o.managerArgs), o.memoryLimit, admin)
 	if err != nil {

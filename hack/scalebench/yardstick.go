@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +70,32 @@ func parallelWriteRate(ctx context.Context, c client.WithWatch, namespace string
 		return 0, err
 	}
 	return float64(units*writesPerUnit) / time.Since(start).Seconds(), nil
+}
+
+// removeUnits deletes what the units wrote, so that the operator starts on the API
+// server as the yardstick found it. Deleting a Service releases its cluster IP, and a
+// new Service costs the API server more the more cluster IPs it holds.
+func removeUnits(ctx context.Context, c client.Client, namespace string) error {
+	in := client.InNamespace(namespace)
+	for _, kind := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &networkingv1.NetworkPolicy{}} {
+		if err := c.DeleteAllOf(ctx, kind, in); err != nil {
+			return fmt.Errorf("delete the yardstick's %T: %w", kind, err)
+		}
+	}
+	servers := &unstructured.Unstructured{}
+	servers.SetAPIVersion(yardstickGroup + "/" + cantusv1alpha1.GroupVersion.Version)
+	servers.SetKind("SkillServer")
+	if err := c.DeleteAllOf(ctx, servers, in); err != nil {
+		return fmt.Errorf("delete the yardstick's SkillServers: %w", err)
+	}
+	// Services have no delete-collection.
+	services := &corev1.ServiceList{}
+	if err := c.List(ctx, services, in); err != nil {
+		return fmt.Errorf("list the yardstick's Services: %w", err)
+	}
+	return inParallel(len(services.Items), func(i int) error {
+		return client.IgnoreNotFound(c.Delete(ctx, &services.Items[i]))
+	})
 }
 
 // inParallel runs do for 0 … n-1 on yardstickWriters goroutines and returns the first error.
