@@ -5,10 +5,12 @@
 //
 //	go run ./hack/scalebench -servers 1000 -imports 1000 -idle 1m
 //
-// First a yardstick (yardstick.go): 16 parallel writers apply the operator's mix of kinds
-// to the same API server, which gives the write rate it accepts on these cores. Then the
-// SkillServers are created, the manager is started, and its write rate until every child
-// is applied and every status written is printed beside the yardstick's, as a ratio.
+// First a yardstick (yardstick.go): 16 parallel writers apply, with the operator's own
+// code, what the operator writes for as many servers as the bench will create, to the
+// same empty API server; that gives the write rate it accepts on these cores. Their
+// objects are deleted again. Then the SkillServers are created, the manager is started,
+// and its write rate until every child is applied and every status written is printed
+// beside the yardstick's, as a ratio.
 //
 // Writes are the manager's own count of API requests (rest_client_requests_total by
 // method) read from its metrics endpoint. Without nodes no adapter pod runs, so
@@ -58,10 +60,12 @@ import (
 
 const namespaces = 10
 
-// yardstickUnits is how many servers' worth of writes the yardstick makes: enough for a
-// steady rate (at 400 the rate moved by a quarter between runs), few enough to take
-// seconds.
-const yardstickUnits = 1000
+// fullSizeUnits is how many servers' worth of writes the second yardstick makes, once
+// every server has settled: enough for a steady rate (at 400 the rate moved by a quarter
+// between runs), few enough to take seconds at any size. The first yardstick writes as
+// many units as there are servers, so that both climb from the same empty API server to
+// the same size.
+const fullSizeUnits = 1000
 
 type options struct {
 	servers, imports int
@@ -134,21 +138,21 @@ func run(o options) error {
 	if err := installYardstickKind(ctx, c); err != nil {
 		return err
 	}
-	if err := prepareUnits(ctx, c, "yardstick", yardstickUnits); err != nil {
+	if err := prepareUnits(ctx, c, "yardstick", o.servers); err != nil {
 		return err
 	}
 	waitForAQuietAPIServer()
 	cpuBefore := sampleCPU(0)
 	profileAPIServerMeanwhile(ctx, cfg, o.apiserverProfile, "yardstick", 4)
-	yardstick, err := parallelWriteRate(ctx, c, "yardstick", yardstickUnits)
+	yardstick, err := parallelWriteRate(ctx, c, "yardstick", o.servers)
 	if err != nil {
 		return fmt.Errorf("the yardstick: %w", err)
 	}
 	yardstickCPU := sampleCPU(0).since(cpuBefore)
 	fmt.Printf("API server: %.0f writes/s from %d parallel writers applying a ConfigMap, a Deployment, a Service and a NetworkPolicy and patching a SkillServer status (%d writes)\n",
-		yardstick, yardstickWriters, yardstickUnits*writesPerUnit)
+		yardstick, yardstickWriters, o.servers*writesPerUnit)
 	fmt.Printf("  CPU: %s; %.1f ms of API server and etcd per write\n", yardstickCPU,
-		perWrite(yardstickCPU, float64(yardstickUnits*writesPerUnit)))
+		perWrite(yardstickCPU, float64(o.servers*writesPerUnit)))
 	if err := removeUnits(ctx, c, "yardstick"); err != nil {
 		return err
 	}
@@ -559,11 +563,11 @@ func (m *managerProcess) requests(methods ...string) (float64, error) {
 // empty API server overstates what it accepts at 10,000 servers. The operator's rate
 // spans the climb from empty to full; both ratios are printed.
 func compareAtThisSize(ctx context.Context, c client.WithWatch, operatorRate float64) error {
-	if err := prepareUnits(ctx, c, "yardstick-full", yardstickUnits); err != nil {
+	if err := prepareUnits(ctx, c, "yardstick-full", fullSizeUnits); err != nil {
 		return err
 	}
 	waitForAQuietAPIServer()
-	rate, err := parallelWriteRate(ctx, c, "yardstick-full", yardstickUnits)
+	rate, err := parallelWriteRate(ctx, c, "yardstick-full", fullSizeUnits)
 	if err != nil {
 		return fmt.Errorf("the yardstick at this size: %w", err)
 	}
