@@ -122,7 +122,7 @@ bench: build ## Print the adapter's throughput and latency beside a bare mcp-go 
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
 
 .PHONY: scale-bench
-scale-bench: build ## Print how the manager copes with 1,000 SkillServers and 1,000 imports on an embedded control plane: apply time, idle writes, RSS.
+scale-bench: build ## Print how the manager copes with 1,000 SkillServers and 1,000 imports on an embedded control plane: its write rate against the API server's, idle writes, RSS.
 	go run ./hack/scalebench -servers 1000 -imports 1000 -refresh 30s -idle 1m
 
 ##@ Running
