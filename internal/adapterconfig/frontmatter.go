@@ -13,10 +13,31 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// Bounds on what a SKILL.md's frontmatter may cost to read. The frontmatter comes from
+// tenants (ConfigMaps, images) and is parsed by the manager, so a hostile one must not
+// cost more than these, whatever its shape. A skill's frontmatter carries a name (64
+// characters), a description (1,024) and a little metadata; these leave ample room.
+const (
+	// MaxFrontmatterBytes bounds the YAML text between the two --- lines.
+	MaxFrontmatterBytes = 64 << 10
+	// MaxFrontmatterNodes bounds the YAML nodes (keys, values, list items) parsed.
+	MaxFrontmatterNodes = 10_000
+	// MaxFrontmatterJSON bounds the frontmatter carried as JSON. HTML-escaping in JSON
+	// can make one YAML byte six JSON bytes, so it is larger than MaxFrontmatterBytes.
+	MaxFrontmatterJSON = 128 << 10
+)
+
+// errFrontmatterAlias is the refusal of a YAML anchor or alias. go.yaml.in/yaml/v3 does
+// not apply its alias-expansion guard when it decodes into a yaml.Node, so one alias
+// per level of a ten-way list grows a 500-byte frontmatter tenfold per level; skills
+// have no use for them, so they are refused rather than counted.
+var errFrontmatterAlias = errors.New("YAML anchors and aliases are not allowed; write each value out where it is used")
+
 // SkillFrontmatter reads the YAML frontmatter of a SKILL.md (between a first line "---"
 // and the next "---") and returns it as a JSON object. It is read with YAML 1.2
 // semantics, as the Skills extension's clients read it: yes, no, on and off stay
-// strings; timestamps stay the text written, since JSON has no time type.
+// strings; timestamps stay the text written, since JSON has no time type. A
+// frontmatter with an anchor or an alias, or beyond the bounds above, is refused.
 func SkillFrontmatter(skillMD []byte) (json.RawMessage, error) {
 	block, err := frontmatterBlock(skillMD)
 	if err != nil {
@@ -25,6 +46,9 @@ func SkillFrontmatter(skillMD []byte) (json.RawMessage, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(block, &doc); err != nil {
 		return nil, fmt.Errorf("the frontmatter is not YAML: %w", err)
+	}
+	if err := checkFrontmatterNodes(&doc); err != nil {
+		return nil, fmt.Errorf("SKILL.md frontmatter: %w", err)
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, errors.New("the frontmatter is not a YAML mapping (name: ..., description: ...)")
@@ -37,7 +61,31 @@ func SkillFrontmatter(skillMD []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the frontmatter as JSON: %w", err)
 	}
+	if len(out) > MaxFrontmatterJSON {
+		return nil, fmt.Errorf("SKILL.md frontmatter is %d bytes as JSON, more than the %d allowed", len(out), MaxFrontmatterJSON)
+	}
 	return out, nil
+}
+
+// checkFrontmatterNodes walks the parsed tree once, in document order and without
+// recursion, before anything is built from it: it refuses anchors and aliases (naming
+// the first one's line) and counts the nodes.
+func checkFrontmatterNodes(doc *yaml.Node) error {
+	pending := []*yaml.Node{doc}
+	for count := 0; len(pending) > 0; count++ {
+		if count > MaxFrontmatterNodes {
+			return fmt.Errorf("more than %d YAML values (keys, values and list items): too large for a skill's frontmatter", MaxFrontmatterNodes)
+		}
+		n := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		if n.Kind == yaml.AliasNode || n.Anchor != "" {
+			return fmt.Errorf("line %d: %w", n.Line, errFrontmatterAlias)
+		}
+		for i := len(n.Content) - 1; i >= 0; i-- {
+			pending = append(pending, n.Content[i])
+		}
+	}
+	return nil
 }
 
 // frontmatterBlock is the text between the opening and closing "---" lines.
@@ -52,6 +100,9 @@ func frontmatterBlock(md []byte) ([]byte, error) {
 		if isDelimiter(line) {
 			return block, nil
 		}
+		if len(block)+len(line) > MaxFrontmatterBytes {
+			return nil, fmt.Errorf("SKILL.md frontmatter is longer than %d bytes (or has no closing --- line)", MaxFrontmatterBytes)
+		}
 		block = append(block, line...)
 	}
 	return nil, errors.New("SKILL.md's frontmatter has no closing --- line")
@@ -62,7 +113,7 @@ func isDelimiter(line []byte) bool {
 }
 
 // maxFrontmatterDepth bounds nesting, so that a hostile SKILL.md cannot make the
-// conversion recurse without end (aliases can loop).
+// conversion recurse deeply.
 const maxFrontmatterDepth = 32
 
 // yamlToJSON converts a YAML node into values encoding/json writes faithfully: numbers
@@ -73,7 +124,7 @@ func yamlToJSON(n *yaml.Node, depth int) (any, error) {
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return yamlToJSON(n.Alias, depth+1)
+		return nil, fmt.Errorf("line %d: %w", n.Line, errFrontmatterAlias) // refused before; kept so no path expands one
 	case yaml.MappingNode:
 		return yamlMapping(n, depth)
 	case yaml.SequenceNode:

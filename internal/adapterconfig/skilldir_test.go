@@ -83,6 +83,9 @@ func TestReadSkillDirRefusesWhatBreaksARule(t *testing.T) {
 			write(t, dir, "SKILL.md", "---\nname: cataloguing\n---\n")
 		}, "no description"},
 		"no frontmatter": {func(t *testing.T, dir string) { write(t, dir, "SKILL.md", "# just text\n") }, "first line must be ---"},
+		"an alias in the frontmatter": {func(t *testing.T, dir string) {
+			write(t, dir, "SKILL.md", aliasBomb(3))
+		}, "file SKILL.md: SKILL.md frontmatter: line 3: YAML anchors and aliases are not allowed"},
 		"symlinked file": {func(t *testing.T, dir string) {
 			write(t, dir, "SKILL.md", dirSkillMD)
 			symlink(t, "/etc/passwd", filepath.Join(dir, "passwd"))

@@ -121,6 +121,8 @@ func TestRenderContentRefusesInvalidSkills(t *testing.T) {
 		{"no frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "# just text"}, ReasonInvalidContent, []string{"ConfigMap src", "file SKILL.md (key SKILL.md)", "first line must be ---"}},
 		{"unclosed frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "---\nname: pdf-forms\n"}, ReasonInvalidContent, []string{"no closing --- line"}},
 		{"frontmatter not YAML", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: [pdf")}, ReasonInvalidContent, []string{"not YAML"}},
+		{"frontmatter with an alias", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms\ndescription: &d d\nagain: *d")}, ReasonInvalidContent,
+			[]string{"ConfigMap src", "file SKILL.md (key SKILL.md)", "YAML anchors and aliases are not allowed"}},
 		{"no name", skill("pdf-forms"), map[string]string{"SKILL.md": md("description: d")}, ReasonInvalidContent, []string{"ConfigMap src", "frontmatter has no name"}},
 		{"name differs", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf\ndescription: d")}, ReasonInvalidContent, []string{"ConfigMap src", `"pdf" must equal the skill directory's name "pdf-forms"`}},
 		{"no description", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms")}, ReasonInvalidContent, []string{"frontmatter has no description"}},
@@ -260,7 +262,6 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 		{"null", "name: a\nx: ~\ny:", `{"name":"a","x":null,"y":null}`},
 		{"nested", "name: a\nmetadata:\n  tags: [pdf, forms]\n  version: \"1.0\"", `{"metadata":{"tags":["pdf","forms"],"version":"1.0"},"name":"a"}`},
 		{"infinity stays text", "name: a\nx: .inf", `{"name":"a","x":".inf"}`},
-		{"aliases resolve", "base: &b {k: v}\nname: a\ncopy: *b", `{"base":{"k":"v"},"copy":{"k":"v"},"name":"a"}`},
 		{"crlf", "name: a\r\ndescription: d\r\n", `{"description":"d","name":"a"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,7 +277,7 @@ func TestSkillFrontmatterYAML12(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"---\n- a\n---\n", "---\nname: a\nname: b\n---\n", "no frontmatter"} {
+	for _, bad := range []string{"---\n- a\n---\n", "---\nname: a\nname: b\n---\n", "no frontmatter", "---\nbase: &b {k: v}\nname: a\ncopy: *b\n---\n"} {
 		if _, err := adapterconfig.SkillFrontmatter([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
