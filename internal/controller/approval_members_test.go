@@ -79,7 +79,7 @@ func manualImport(url string) *cantusv1alpha1.RemoteToolImport {
 
 // handshakeOnce runs what a reconcile of the import does after its source was allowed:
 // the probe, then the status of a success (tools, content, approval) or of a failure.
-func handshakeOnce(t *testing.T, imp *cantusv1alpha1.RemoteToolImport) {
+func handshakeOnce(t *testing.T, imp *cantusv1alpha1.RemoteToolImport) approvalOutcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -90,7 +90,7 @@ func handshakeOnce(t *testing.T, imp *cantusv1alpha1.RemoteToolImport) {
 	if err != nil {
 		setHandshakeFailed(imp, err, now)
 		summarizeImportReady(imp)
-		return
+		return approvalOutcome{}
 	}
 	approving := map[string]string{}
 	if d := imp.Spec.Approval.Digest; d != "" {
@@ -100,8 +100,9 @@ func handshakeOnce(t *testing.T, imp *cantusv1alpha1.RemoteToolImport) {
 	tools := filterTools(res.Tools, imp.Spec.Tools)
 	setHandshakeSucceeded(imp, res, tools, now)
 	setContentDiscovered(imp, res, tools)
-	applyApproval(imp, previous, tools, approving)
+	outcome := applyApproval(imp, previous, tools, approving)
 	summarizeImportReady(imp)
+	return outcome
 }
 
 // gatewayOf renders a SkillServer that re-exports the import: the adapter config its
