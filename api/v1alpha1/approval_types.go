@@ -145,6 +145,18 @@ type ApprovalStatus struct {
 	// ChangeCount is the number of changes, also those Changes leaves out.
 	// +optional
 	ChangeCount int32 `json:"changeCount,omitempty"`
+	// DigestVersion is the version of the item digests this record holds: 2 since they
+	// cover every member a gateway serves (_meta, icons, execution). A record of an
+	// earlier version is migrated at the first handshake after an upgrade (event
+	// DigestMigrated); docs/upgrading.md says how.
+	// +optional
+	DigestVersion int32 `json:"digestVersion,omitempty"`
+	// MigratedFrom is the approved digest that approvedDigest was migrated from when
+	// item digests changed version: approvedDigest stays approved while that digest is
+	// (spec.approval.digest, a DefinitionApproval, or the first seen).
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +optional
+	MigratedFrom string `json:"migratedFrom,omitempty"`
 }
 
 // DefinitionApprovalSpec approves one digest of one import's definitions.

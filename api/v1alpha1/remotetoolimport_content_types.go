@@ -113,8 +113,8 @@ type DiscoveredContent struct {
 	// +optional
 	Description string `json:"description,omitempty"`
 	// Digest is the sha256 (hex) of the item's definition members (its kind's: e.g. a
-	// prompt's name, title, description and arguments), canonical JSON; _meta and icons
-	// are left out.
+	// prompt's name, title, description, arguments, icons and _meta), canonical JSON. In
+	// Manual approval mode a gateway serves exactly those members of an approved item.
 	// +optional
 	Digest string `json:"digest,omitempty"`
 	// Approval is Automatic, Approved (served) or Pending (withheld by gateways until

@@ -217,7 +217,9 @@ type DiscoveredTool struct {
 	// +optional
 	Clipped []string `json:"clipped,omitempty"`
 	// Digest is the tool's item digest (sha256 of its canonical title, description,
-	// schemas and annotations, as the remote sent them, before any clipping).
+	// schemas, annotations, icons, execution and _meta, as the remote sent them, before
+	// any clipping). In Manual approval mode a gateway serves exactly those members of
+	// an approved tool, and not a tool whose members were clipped.
 	// +optional
 	Digest string `json:"digest,omitempty"`
 	// Approval is Automatic, Approved (served) or Pending (withheld by gateways until

@@ -38,6 +38,8 @@ type importedSet struct {
 	skillOf map[string]string
 	// defs are the entries as the remotes listed them, served in place of mcp-go's.
 	defs gateway.ContentDefinitions
+	// skillFiles are the files the skills list, whose reads are checked.
+	skillFiles gateway.SkillFiles
 }
 
 type importedPrompt struct {
@@ -58,12 +60,13 @@ type importedTemplate struct {
 
 // loadImported builds the imported set of cfg, which the config check validated.
 func loadImported(c *adapterconfig.ImportedContent) (*importedSet, error) {
-	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}, skillOf: map[string]string{}}
+	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}, skillOf: map[string]string{},
+		skillFiles: gateway.SkillFiles{}}
 	if c.Empty() {
 		return set, nil
 	}
 	item := func(it *adapterconfig.ImportedItem) *gateway.Item {
-		return &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote}
+		return &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote, Files: set.skillFiles}
 	}
 	for i := range c.Skills {
 		if err := set.addSkill(&c.Skills[i]); err != nil {
@@ -372,5 +375,6 @@ func (set *importedSet) addSkill(it *adapterconfig.ImportedItem) error {
 		set.skillOf[r.URI] = path
 	}
 	set.skillOf[it.Key] = path
+	set.skillFiles.AddSkill(it.Key, it.Definition)
 	return nil
 }

@@ -150,25 +150,44 @@ func digestOfApproved(items []cantusv1alpha1.ApprovedItem) string {
 	return mcpclient.DefinitionsDigest(refs)
 }
 
+// approvalOutcome is what applyApproval tells the reconcile to announce.
+type approvalOutcome struct {
+	// newlyPending says the pending digest is new, for the DefinitionsChanged event.
+	newlyPending bool
+	// migration is what moving an approval record to the current digest version did,
+	// for the DigestMigrated event; nil when no record was moved.
+	migration *digestMigration
+}
+
 // applyApproval decides which of the items the status lists are served and records
 // it: each item's approval, status.approval and DefinitionsApproved. before is the
 // status as it was, for the approved record and the old text of changed members.
-// It returns whether the pending digest is new, for the Warning event.
-func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.RemoteToolImportStatus, tools []mcpclient.Tool, approving map[string]string) (newlyPending bool) {
+func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.RemoteToolImportStatus, tools []mcpclient.Tool, approving map[string]string) approvalOutcome {
 	seen := seenDefinitions(imp, tools)
 	if imp.Spec.Approval.ModeOrDefault() != cantusv1alpha1.ApprovalManual {
 		setAutomaticApproval(imp, seen)
-		return false
+		return approvalOutcome{}
 	}
 	prev := before.Approval
 	if prev == nil || prev.Mode != cantusv1alpha1.ApprovalManual {
 		prev = &cantusv1alpha1.ApprovalStatus{}
 	}
-	next := &cantusv1alpha1.ApprovalStatus{Mode: cantusv1alpha1.ApprovalManual, FirstSeenDigest: prev.FirstSeenDigest}
+	var out approvalOutcome
+	prev, out.migration = migrateApprovalDigests(prev, before, &imp.Status, tools, seen)
+	approvingNow := approving
+	if prev.MigratedFrom != "" && approving[prev.MigratedFrom] != "" && approving[prev.ApprovedDigest] == "" {
+		// The record was migrated from an approved digest: it stands for that digest.
+		approvingNow = maps.Clone(approving)
+		approvingNow[prev.ApprovedDigest] = approving[prev.MigratedFrom]
+	}
+	next := &cantusv1alpha1.ApprovalStatus{Mode: cantusv1alpha1.ApprovalManual, FirstSeenDigest: prev.FirstSeenDigest, DigestVersion: digestVersion}
 	if next.FirstSeenDigest == "" {
 		next.FirstSeenDigest = seen.digest
 	}
-	next.Approved, next.ApprovedDigest, next.ApprovedBy = approvedSet(imp.Spec.Approval, prev, seen, next.FirstSeenDigest, approving)
+	next.Approved, next.ApprovedDigest, next.ApprovedBy = approvedSet(imp.Spec.Approval, prev, seen, next.FirstSeenDigest, approvingNow)
+	if next.ApprovedDigest != "" && approving[next.ApprovedDigest] == "" && approvingNow[next.ApprovedDigest] != "" {
+		next.MigratedFrom = prev.MigratedFrom
+	}
 	approvedByKey := map[string]cantusv1alpha1.ApprovedItem{}
 	for _, it := range next.Approved {
 		approvedByKey[itemKey(it.Kind, it.Name)] = it
@@ -186,8 +205,9 @@ func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.
 		next.PendingDigest = seen.digest
 	}
 	imp.Status.Approval = next
-	setApprovalCondition(imp, len(seen.items), changes)
-	return next.PendingDigest != "" && next.PendingDigest != prev.PendingDigest
+	setApprovalCondition(imp, len(seen.items), changes, out.migration)
+	out.newlyPending = next.PendingDigest != "" && next.PendingDigest != prev.PendingDigest
+	return out
 }
 
 // approvedSet is the set of approved items: the definitions seen now when their digest
@@ -226,7 +246,7 @@ func setAutomaticApproval(imp *cantusv1alpha1.RemoteToolImport, seen definitions
 	for _, it := range seen.items {
 		*it.state = cantusv1alpha1.ItemAutomatic
 	}
-	imp.Status.Approval = &cantusv1alpha1.ApprovalStatus{Mode: cantusv1alpha1.ApprovalAutomatic}
+	imp.Status.Approval = &cantusv1alpha1.ApprovalStatus{Mode: cantusv1alpha1.ApprovalAutomatic, DigestVersion: digestVersion}
 	setCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAutomaticApproval,
 		"spec.approval.mode is Automatic: the remote's definitions are served as they change; set it to Manual to hold changes until approved")
 }
@@ -350,8 +370,8 @@ func pendingCount(changes []cantusv1alpha1.DefinitionChange) int {
 }
 
 // setApprovalCondition says whether everything served is approved and, when not, what
-// is held and how to approve it.
-func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, items int, changes []cantusv1alpha1.DefinitionChange) {
+// is held and how to approve it, and why a migration of the digests held items.
+func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, items int, changes []cantusv1alpha1.DefinitionChange, migration *digestMigration) {
 	a := imp.Status.Approval
 	if pendingCount(changes) == 0 {
 		msg := fmt.Sprintf("the %d items the remote serves (tools, prompts, resources, skills) are the approved definitions %s (approved by %s)", items, shortDigest(a.ApprovedDigest), a.ApprovedBy)
@@ -365,7 +385,11 @@ func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, items int, chang
 	if d := imp.Spec.Approval.Digest; d != "" && a.ApprovedDigest == "" {
 		reason = cantusv1alpha1.ReasonUnknownDigest
 	}
-	setCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, reason, pendingMessage(imp, changes))
+	msg := pendingMessage(imp, changes)
+	if migration != nil && len(migration.held) > 0 {
+		msg = fmt.Sprintf("at the upgrade to approval digests version %d, %s. %s", digestVersion, migration.heldText(), msg)
+	}
+	setCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, reason, msg)
 }
 
 // pendingMessage names what is held (at most ten items), and the command that approves it.

@@ -154,7 +154,15 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	if hadCatalog && contentChange != "" {
 		r.event(imp, corev1.EventTypeNormal, "ContentChanged", contentChange)
 	}
-	if applyApproval(imp, previous, tools, approving) {
+	approval := applyApproval(imp, previous, tools, approving)
+	if m := approval.migration; m != nil {
+		eventType := corev1.EventTypeNormal
+		if len(m.held) > 0 {
+			eventType = corev1.EventTypeWarning
+		}
+		r.event(imp, eventType, "DigestMigrated", m.note())
+	}
+	if approval.newlyPending {
 		r.event(imp, corev1.EventTypeWarning, "DefinitionsChanged", pendingMessage(imp, imp.Status.Approval.Changes))
 	}
 	r.watchIfNeeded(ctx, imp, opts, checker)

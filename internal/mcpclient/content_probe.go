@@ -33,19 +33,23 @@ func extensionNames(raw json.RawMessage) []string {
 const DefaultMaxContentItems = 1000
 
 var (
-	resourcesListing         = listing{method: "resources/list", member: "resources", key: "uri", refused: ReasonContentListFailed}
-	resourceTemplatesListing = listing{method: "resources/templates/list", member: "resourceTemplates", key: "uriTemplate", refused: ReasonContentListFailed}
+	resourcesListing         = listing{method: "resources/list", member: "resources", key: "uri", item: ResourceKind, refused: ReasonContentListFailed}
+	resourceTemplatesListing = listing{method: "resources/templates/list", member: "resourceTemplates", key: "uriTemplate", item: ResourceTemplateKind, refused: ReasonContentListFailed}
 )
 
 // Item kinds a server serves besides tools, with the members of their definitions.
 var (
-	// PromptKind is a prompt: its name, title, description and arguments.
-	PromptKind = ItemKind{Name: "prompt", Members: []string{"name", "title", "description", "arguments"}}
+	// PromptKind is a prompt: its name, title, description and arguments, its icons and
+	// _meta.
+	PromptKind = ItemKind{Name: "prompt", Members: []string{"name", "title", "description", "arguments", "icons", "_meta"}}
 	// ResourceKind is a static resource: its URI and what a client is told of it. Its
-	// size is not a member: it changes with the content, which no definition covers.
-	ResourceKind = ItemKind{Name: "resource", Members: []string{"uri", "name", "title", "description", "mimeType", "annotations"}}
+	// size is ignored: it changes with the content, which no definition of a resource
+	// covers, so digesting it would hold every edit of a document for approval; in
+	// Manual mode a gateway does not serve it.
+	ResourceKind = ItemKind{Name: "resource", Members: []string{"uri", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"},
+		Ignored: []string{"size"}}
 	// ResourceTemplateKind is a resource template.
-	ResourceTemplateKind = ItemKind{Name: "resource template", Members: []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations"}}
+	ResourceTemplateKind = ItemKind{Name: "resource template", Members: []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}}
 )
 
 // Content is what a server serves besides tools, each list entry as sent, in the

@@ -118,13 +118,13 @@ func TestCatalogDigest(t *testing.T) {
 }
 
 // TestContentItemDigests: each kind's item digest covers its definition members and
-// nothing else.
+// nothing else (a resource's size is ignored on purpose).
 func TestContentItemDigests(t *testing.T) {
 	for _, tc := range []struct {
 		kind              ItemKind
 		base, same, other string
 	}{
-		{PromptKind, `{"name":"p","arguments":[{"name":"x"}]}`, `{"arguments":[{"name":"x"}],"name":"p","_meta":{"a":1},"icons":[]}`, `{"name":"p","arguments":[{"name":"y"}]}`},
+		{PromptKind, `{"name":"p","arguments":[{"name":"x"}]}`, `{"arguments":[{"name":"x"}],"name":"p","x-vendor":{"a":1}}`, `{"name":"p","arguments":[{"name":"y"}]}`},
 		{ResourceKind, `{"uri":"u:a","name":"a","mimeType":"text/plain"}`, `{"uri":"u:a","name":"a","mimeType":"text/plain","size":9}`, `{"uri":"u:a","name":"a","mimeType":"text/html"}`},
 		{ResourceTemplateKind, `{"uriTemplate":"u:{x}","name":"a"}`, `{"name":"a","uriTemplate":"u:{x}","description":null}`, `{"uriTemplate":"u:{y}","name":"a"}`},
 	} {

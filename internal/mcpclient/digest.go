@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Digest is the digest of a catalog: the sha256 (hex) of the canonical JSON of the
@@ -31,17 +33,81 @@ func Digest(tools []Tool) string {
 	return sha256JSON(defs)
 }
 
-// An ItemKind is a kind of item a server serves (a tool; later a prompt, a resource, a
-// resource template, a skill) and the members of its definition: what a client sees
-// of the item and would approve. Members outside them (_meta, icons, …) do not make
-// another item.
+// An ItemKind is a kind of item a server serves (a tool, a prompt, a resource, a
+// resource template, a skill) and the members of its definition: what a client sees of
+// the item and an owner approves. What is served of an approved item is exactly what
+// was approved: a gateway serves an item of a Manual-mode import with its Members only
+// (Served), so that a member is either digested or not served at all.
 type ItemKind struct {
-	Name    string
+	Name string
+	// Members are the members of a definition: digested, and the only ones served in
+	// Manual approval mode. A new member of the protocol is served in Manual mode once
+	// it is added here (which changes the digest of every item that has it).
 	Members []string
+	// Ignored are members remotes send that the digest leaves out on purpose, each for
+	// the reason given where the kind is defined; like any member outside Members, they
+	// are not served in Manual mode.
+	Ignored []string
+	// Inner maps members whose own members clients read by name (a skill's frontmatter,
+	// each of its resources) to those names, for CheckSpelling.
+	Inner map[string][]string
 }
 
-// ToolKind is a tool: its name, title, description, schemas and annotations.
-var ToolKind = ItemKind{Name: "tool", Members: []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}}
+// ToolKind is a tool: its name, title, description, schemas and annotations, and what a
+// host renders or runs of it: icons (it fetches their URLs), execution (task support)
+// and _meta (where MCP Apps put the UI resource a host shows).
+var ToolKind = ItemKind{Name: "tool", Members: []string{
+	"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta",
+}}
+
+// CheckSpelling refuses a definition (a JSON object) that spells a member of k, or a
+// member of one of k's Inner members, in another case ("Description", "inputſchema"):
+// encoding/json decoding into a struct, and many clients, fold case when they match
+// member names and take the last of the variants, while the digest and the gateway read
+// exact names. Such an entry would be one definition to the digest and another to a
+// client. A definition that is not an object is left to the caller.
+func (k ItemKind) CheckSpelling(definition json.RawMessage) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(definition, &members) != nil {
+		return nil
+	}
+	if err := caseVariant(members, slices.Concat(k.Members, k.Ignored), ""); err != nil {
+		return err
+	}
+	for _, member := range slices.Sorted(maps.Keys(k.Inner)) {
+		raw := members[member]
+		var objects []map[string]json.RawMessage
+		if json.Unmarshal(raw, &objects) != nil {
+			var one map[string]json.RawMessage
+			_ = json.Unmarshal(raw, &one)
+			objects = []map[string]json.RawMessage{one}
+		}
+		for i, o := range objects {
+			where := member
+			if len(objects) > 1 || bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
+				where = fmt.Sprintf("%s[%d]", member, i)
+			}
+			if err := caseVariant(o, k.Inner[member], where+"."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// caseVariant names the first member of o (in sorted order) that equals one of names
+// under Unicode case folding, as encoding/json matches names, without being it.
+func caseVariant(o map[string]json.RawMessage, names []string, prefix string) error {
+	for _, key := range slices.Sorted(maps.Keys(o)) {
+		for _, name := range names {
+			if key != name && strings.EqualFold(key, name) {
+				return fmt.Errorf("it carries the member %q, a case variant of the definition member %q: a client that folds case reads it as %s, the approval digest does not, so the entry is refused",
+					prefix+key, prefix+name, name)
+			}
+		}
+	}
+	return nil
+}
 
 // Digest is the digest of one served item: the sha256 (hex) of the canonical JSON of
 // the members of k in definition (a list entry as sent), with object keys sorted at
@@ -85,14 +151,29 @@ func (k ItemKind) definitionObject(definition json.RawMessage) (map[string]any, 
 	return def, nil
 }
 
-func (k ItemKind) digestOf(def map[string]any) string {
+func (k ItemKind) digestOf(def map[string]any) string { return sha256JSON(k.kept(def)) }
+
+// kept are the members of def that k digests; null ones count as absent.
+func (k ItemKind) kept(def map[string]any) map[string]any {
 	kept := make(map[string]any, len(k.Members))
 	for _, m := range k.Members {
 		if v := def[m]; v != nil {
 			kept[m] = v
 		}
 	}
-	return sha256JSON(kept)
+	return kept
+}
+
+// Served is what a gateway serves of an approved item: the canonical JSON of exactly
+// the members Digest covers, whose sha256 is the item's digest. Two definitions of one
+// digest are served as the same bytes; members k does not digest are not served. The
+// error says definition is not a JSON object.
+func (k ItemKind) Served(definition json.RawMessage) (json.RawMessage, error) {
+	def, err := k.definitionObject(definition)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalJSON(k.kept(def)), nil
 }
 
 // Digest is the tool's item digest (ToolKind.Digest of its entry; of its name,
@@ -106,13 +187,19 @@ func (t Tool) Digest() string {
 }
 
 func sha256JSON(v any) string {
+	sum := sha256.Sum256(canonicalJSON(v))
+	return hex.EncodeToString(sum[:])
+}
+
+// canonicalJSON is v (decoded by decodeCanonical) as JSON: object keys sorted at every
+// depth, numbers as written, no white space.
+func canonicalJSON(v any) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {
 		// Only values decoded from JSON go in, so this cannot happen.
 		panic("mcpclient: digest: " + err.Error())
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return data
 }
 
 // canonicalTool decodes a tool definition into maps (whose keys encoding/json sorts

@@ -103,7 +103,9 @@ func TestItemDigest(t *testing.T) {
 		{"keys in another order, other whitespace", `{ "annotations": {"readOnlyHint": true}, "outputSchema": {"type":"object"},
 			"inputSchema": {"properties":{"x":{"maximum":1.50,"type":"number"}},"type":"object"}, "description": "Adds.", "title": "A", "name": "a" }`, true, ""},
 		{"members outside the definition", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
-			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"_meta":{"k":"v"},"icons":[{"src":"https://example.com/a.png"}]}`, true, ""},
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"x-vendor":{"k":"v"}}`, true, ""},
+		{"_meta and icons", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
+			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"_meta":{"k":"v"},"icons":[{"src":"https://example.com/a.png"}]}`, false, "icons,_meta"},
 		{"a null member is an absent one", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
 			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":null}`, true, ""},
 		{"another description", `{"name":"a","title":"A","description":"Adds two.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +

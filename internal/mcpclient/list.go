@@ -16,19 +16,23 @@ type listing struct {
 	method string // "tools/list"
 	member string // the array of entries each page holds: "tools"
 	key    string // the member that names an entry, unique in the listing: "name" ("uri" for a resource)
+	// item is the kind of the entries: an entry spelling one of its members in another
+	// case is refused (with refused).
+	item ItemKind
 	// refused is the Reason when the server refuses the listing or pages it without
 	// end.
 	refused string
 }
 
-var toolsListing = listing{method: "tools/list", member: "tools", key: "name", refused: ReasonToolsListFailed}
+var toolsListing = listing{method: "tools/list", member: "tools", key: "name", item: ToolKind, refused: ReasonToolsListFailed}
 
 // list asks for every page of l (passing each nextCursor back as given) and returns the
 // entries as sent, in the server's order. It accepts at most limit entries
 // (ResponseTooLarge beyond) and limit+1 pages, as a page must bring an entry or end
 // the listing; every answer is bounded by MaxMessageBytes. Each entry must be an
-// object whose key is a string, unique in the listing (ProtocolError). A JSON-RPC error
-// or a cursor sent twice fails with l.refused.
+// object whose key is a string, unique in the listing (ProtocolError). A JSON-RPC error,
+// a cursor sent twice, or an entry spelling a member of its kind in another case (see
+// ItemKind.CheckSpelling) fails with l.refused.
 func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMessage, error) {
 	entries := []json.RawMessage{}
 	seenKeys := map[string]bool{}
@@ -63,6 +67,9 @@ func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMes
 			key, err := entryKey(entry, l.key)
 			if err != nil {
 				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("entry %d of %s page %d: %v", i, l.method, page, err), err)
+			}
+			if err := l.item.CheckSpelling(entry); err != nil {
+				return nil, s.c.fail(l.refused, fmt.Sprintf("the %s %q of %s: %v", l.item.Name, clip.Line(key, 80), l.method, err), err)
 			}
 			if seenKeys[key] {
 				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("server lists the %s %q twice in %s", l.key, clip.Line(key, 80), l.method), nil)
@@ -145,22 +152,26 @@ func (s *Session) ListTools(ctx context.Context, limit int) ([]Tool, error) {
 	return tools, nil
 }
 
-// parseTool reads an entry that list checked has a name.
+// parseTool reads an entry that list checked has a name. Its members are read from the
+// entry's members by their exact names, as the digest reads them: a decoding into a
+// struct would also take "Description" for "description" (and the last of the two),
+// so that the tool served would not be the tool digested.
 func parseTool(entry json.RawMessage) (Tool, error) {
-	var t struct {
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
-	}
-	if err := json.Unmarshal(entry, &t); err != nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(entry, &members); err != nil {
 		return Tool{}, err
 	}
-	tool := Tool{Name: t.Name, InputSchema: t.InputSchema, Raw: entry}
-	if t.Description != nil {
-		tool.Description = *t.Description
+	tool := Tool{Raw: entry}
+	if err := json.Unmarshal(members["name"], &tool.Name); err != nil {
+		return Tool{}, fmt.Errorf("name: %w", err)
 	}
-	if string(tool.InputSchema) == "null" {
-		tool.InputSchema = nil
+	if raw := members["description"]; len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &tool.Description); err != nil {
+			return Tool{}, fmt.Errorf("description: %w", err)
+		}
+	}
+	if raw := members["inputSchema"]; len(raw) > 0 && string(raw) != "null" {
+		tool.InputSchema = raw
 	}
 	return tool, nil
 }

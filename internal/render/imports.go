@@ -15,6 +15,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // ImportFilesDir is where the adapter reads the header values and CA bundles of the
@@ -93,6 +94,13 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 				pending = append(pending, withheldTool(served, imp, t.Name))
 				continue
 			}
+			if t.Approval == cantusv1alpha1.ItemApproved && len(t.Clipped) > 0 {
+				// The status holds a shortened definition, which nobody approved: an
+				// approved tool is served whole or not at all.
+				out.report.Skipped = append(out.report.Skipped, fmt.Sprintf("%q from import %s: its approved definition is served only whole, and the import's status clipped its %s",
+					adapterconfig.ClipName(served), spec.Name, strings.Join(t.Clipped, ", ")))
+				continue
+			}
 			if _, seen := candidates[served]; !seen {
 				order = append(order, served)
 			}
@@ -163,12 +171,16 @@ func (c candidate) adapterTool(served string) adapterconfig.Tool {
 
 // remoteDefinition rebuilds the remote's definition of d (without its name) from the
 // members the import's status records, for the gateway to serve as the remote defined
-// it. inputSchema is the one the gateway validates with.
+// it. inputSchema is the one the gateway validates with. An approved tool (Manual mode)
+// is served with the members its digest covers and no other (approvedMembers).
 func remoteDefinition(d cantusv1alpha1.DiscoveredTool, inputSchema json.RawMessage) json.RawMessage {
 	members := map[string]json.RawMessage{}
 	if d.OtherFields != nil {
 		_ = json.Unmarshal(d.OtherFields.Raw, &members) // the status holds an object; anything else adds nothing
 		delete(members, "name")
+	}
+	if d.Approval == cantusv1alpha1.ItemApproved {
+		members = approvedMembers(mcpclient.ToolKind, members)
 	}
 	setString := func(name, value string) {
 		if value != "" {
@@ -190,6 +202,42 @@ func remoteDefinition(d cantusv1alpha1.DiscoveredTool, inputSchema json.RawMessa
 		return nil // a member that is not JSON: serve the tool without the remote's extras
 	}
 	return out
+}
+
+// approvedMembers are the members of an approved item's definition that its kind
+// digests: what is served of an approved item is what was approved, so a member no
+// digest covers (one the operator does not know yet, a resource's size) is dropped.
+func approvedMembers(kind mcpclient.ItemKind, members map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(members))
+	for _, m := range kind.Members {
+		if v, ok := members[m]; ok {
+			out[m] = v
+		}
+	}
+	return out
+}
+
+// approvedContentKinds are the kinds of content by the label definitionOf is given.
+var approvedContentKinds = map[string]mcpclient.ItemKind{
+	mcpclient.PromptKind.Name: mcpclient.PromptKind, mcpclient.ResourceKind.Name: mcpclient.ResourceKind,
+	mcpclient.ResourceTemplateKind.Name: mcpclient.ResourceTemplateKind, mcpclient.SkillKind.Name: mcpclient.SkillKind,
+}
+
+// approvedDefinition is what a gateway serves of an approved prompt, resource, resource
+// template or skill (label its kind's name): exactly the members its digest covers, as
+// their canonical JSON (mcpclient.ItemKind.Served), so that one digest is served as one
+// definition. A definition that is not an object is served as is (the adapter's check
+// refuses it).
+func approvedDefinition(label string, def json.RawMessage) json.RawMessage {
+	kind, ok := approvedContentKinds[label]
+	if !ok {
+		panic("render: no item kind for " + label)
+	}
+	served, err := kind.Served(def)
+	if err != nil {
+		return def
+	}
+	return served
 }
 
 func describeCollision(name, owner string, cands []candidate) string {

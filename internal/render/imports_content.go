@@ -212,6 +212,9 @@ func definitionOf(d cantusv1alpha1.DiscoveredContent, keyMember, label, statusKe
 		report.Skipped = append(report.Skipped, fmt.Sprintf("%s %q from %s: its definition has no %s", label, adapterconfig.ClipName(statusKey), from, keyMember))
 		return "", nil, false
 	}
+	if d.Approval == cantusv1alpha1.ItemApproved {
+		return key, approvedDefinition(label, d.Definition.Raw), true
+	}
 	return key, d.Definition.Raw, true
 }
 

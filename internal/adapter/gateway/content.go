@@ -3,9 +3,13 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
@@ -26,6 +30,9 @@ type Item struct {
 	// file moved under a prefix); "" when it is Key.
 	RemoteKey string
 	Backend   *adapterconfig.RemoteBackend
+	// Files are the files the gateway's imported skills list, with their digests: a
+	// read of one of them is checked against its digest.
+	Files SkillFiles
 
 	remote *remote
 }
@@ -75,6 +82,12 @@ func (e *ForwardError) Error() string { return e.Message }
 // matched) and returns the remote's result as sent; for an item served under another
 // URI than the remote's, the remote's URI is asked for and the contents say the served
 // one (their text and blobs untouched).
+//
+// A file an imported skill lists (it.Files) is served only with the bytes of the digest
+// the skill lists: a skill's entry is what an owner approves, and a remote that keeps
+// listing the approved digest while it serves other bytes would otherwise change what
+// agents read under that approval. Its read is answered with the checked result, or
+// refused with an error beginning definition_changed:.
 func (it *Item) ReadResource(ctx context.Context, uri string) (json.RawMessage, error) {
 	asked := uri
 	if it.RemoteKey != "" && uri == it.Key {
@@ -83,10 +96,106 @@ func (it *Item) ReadResource(ctx context.Context, uri string) (json.RawMessage, 
 	raw, err := it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
 		return s.ReadResource(ctx, asked)
 	})
-	if err != nil || asked == uri {
+	if err != nil {
 		return raw, err
 	}
+	if want, listed := it.Files[uri]; listed {
+		if raw, err = listedBytes(raw, asked, want); err != nil {
+			return nil, &ForwardError{Message: fmt.Sprintf("%sthe remote answered a read of %s with other bytes than its skill lists (digest %s), so they are not served; a gateway serves them once the import's handshake lists their digest and, in Manual approval mode, its owner approves it (import %s): %v",
+				MarkerDefinitionChanged, uri, want, it.Backend.Import, err)}
+		}
+	}
+	if asked == uri {
+		return raw, nil
+	}
 	return withContentsURI(raw, asked, uri), nil
+}
+
+// MarkerDefinitionChanged begins the error of a read whose bytes are not those the
+// definition served for them lists.
+const MarkerDefinitionChanged = "definition_changed: "
+
+// SkillFiles maps the served URI of each file the imported skills list to the digest
+// listed for it ("sha256:" and hex).
+type SkillFiles map[string]string
+
+// AddSkill records the files an imported skill's entry lists: key is the served URI of
+// its SKILL.md and entry its skills/list entry with served URIs, whose resources' uri
+// and digest are read by their exact names, as the entry's digest reads them. Only files
+// under the skill's own directory are recorded: a skill has no say over another item's
+// bytes.
+func (f SkillFiles) AddSkill(key string, entry json.RawMessage) {
+	dir, ok := strings.CutSuffix(key, adapterconfig.SkillManifestFile)
+	if !ok || !strings.HasPrefix(dir, adapterconfig.SkillURIScheme) {
+		return
+	}
+	var members map[string]json.RawMessage
+	var resources []map[string]json.RawMessage
+	if json.Unmarshal(entry, &members) != nil || json.Unmarshal(members["resources"], &resources) != nil {
+		return
+	}
+	for _, r := range resources {
+		var uri, digest string
+		if json.Unmarshal(r["uri"], &uri) == nil && json.Unmarshal(r["digest"], &digest) == nil && strings.HasPrefix(uri, dir) {
+			f[uri] = digest
+		}
+	}
+}
+
+// contentsKind are the members of a resources/read content that a client reads by
+// name: a content spelling one in another case is refused, as list entries are.
+var contentsKind = mcpclient.ItemKind{Name: "resource contents", Members: []string{"uri", "mimeType", "text", "blob", "_meta"}}
+
+// listedBytes checks that raw, the result of a read of the file asked, holds exactly one
+// content, of that URI, whose text (its UTF-8 bytes) or blob (base64) has the sha256 of
+// want, and returns the result as it was checked: re-encoded from what was decoded, so
+// that a client never reads another value of a member sent twice.
+func listedBytes(raw json.RawMessage, asked, want string) (json.RawMessage, error) {
+	var result map[string]json.RawMessage
+	var contents []json.RawMessage
+	if json.Unmarshal(raw, &result) != nil || json.Unmarshal(result["contents"], &contents) != nil {
+		return nil, errors.New("the answer is not a read result")
+	}
+	if len(contents) != 1 {
+		return nil, fmt.Errorf("the answer holds %d contents, not the one file", len(contents))
+	}
+	if err := contentsKind.CheckSpelling(contents[0]); err != nil {
+		return nil, err
+	}
+	var c struct {
+		URI  string  `json:"uri"`
+		Text *string `json:"text"`
+		Blob *string `json:"blob"`
+	}
+	if err := json.Unmarshal(contents[0], &c); err != nil {
+		return nil, fmt.Errorf("its contents: %w", err)
+	}
+	var data []byte
+	switch {
+	case c.URI != asked:
+		return nil, fmt.Errorf("its contents are of %q", c.URI)
+	case c.Text != nil && c.Blob == nil:
+		data = []byte(*c.Text)
+	case c.Blob != nil && c.Text == nil:
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(*c.Blob); err != nil {
+			return nil, errors.New("its blob is not base64")
+		}
+	default:
+		return nil, errors.New("its contents hold neither a text nor a blob, or both")
+	}
+	sum := sha256.Sum256(data)
+	if got := adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]); got != strings.ToLower(want) {
+		return nil, fmt.Errorf("its bytes have the digest %s", got)
+	}
+	var content map[string]json.RawMessage
+	_ = json.Unmarshal(contents[0], &content) // decoded above
+	checked, err := marshalKeepingHTML([]map[string]json.RawMessage{content})
+	if err != nil {
+		return nil, err
+	}
+	result["contents"] = checked
+	return marshalKeepingHTML(result)
 }
 
 // withContentsURI is a resources/read result whose contents of URI from say to
