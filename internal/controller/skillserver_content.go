@@ -2,10 +2,15 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +30,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // Content ConfigMaps (skill files, resource contents) carry cantus.dev/content=true.
@@ -32,13 +38,21 @@ import (
 // owned children), and a label selector cannot OR two labels; rather than label every
 // owned ConfigMap as content too (and so cache tenants' unrelated ConfigMaps as owned
 // ones), the content ConfigMaps get a cache of their own, selecting only them.
+//
+// Both caches hold ConfigMaps without their data (cacheTransform): any tenant can label
+// a ConfigMap, and one SkillServer may name 64 MiB of content. The cache says which
+// ConfigMaps exist, with which label and resourceVersion, and its events bring the
+// reconciles; the bodies are read from the API server (APIReader), and only those of a
+// resourceVersion not rendered before (contentRenders).
 
-// NewContentCache is the cache of the ConfigMaps labelled cantus.dev/content=true; add
-// it to the manager (mgr.Add) and give it to the SkillServer reconciler.
+// NewContentCache is the cache of the ConfigMaps labelled cantus.dev/content=true,
+// without their data; add it to the manager (mgr.Add) and give it to the SkillServer
+// reconciler.
 func NewContentCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	opts.ByObject = map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{cantusv1alpha1.ContentLabel: "true"})},
 	}
+	opts.DefaultTransform = cacheTransform
 	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("create the cache of content ConfigMaps: %w", err)
@@ -47,7 +61,7 @@ func NewContentCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) 
 }
 
 // UseContentCache gives the reconciler a cache of the content ConfigMaps, run by mgr,
-// and the manager's uncached reader for the label check. With namespaces it watches only
+// and the manager's uncached reader for their bodies. With namespaces it watches only
 // those (the operator's --watch-namespaces, where it may not list ConfigMaps elsewhere).
 func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager, namespaces ...string) error {
 	c, err := NewContentCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -64,28 +78,29 @@ func (r *SkillServerReconciler) UseContentCache(mgr ctrl.Manager, namespaces ...
 
 // renderContent renders the content, an input of render.SkillServer. It returns false
 // when nothing must be applied: a spec only a spec change can fix (Stalled), or ConfigMap content that cannot
-// be served (ContentValid=False; the pods keep the last good content).
-func (r *SkillServerReconciler) renderContent(ctx context.Context, ss *cantusv1alpha1.SkillServer) (render.Content, bool, error) {
+// be served (ContentValid=False; the pods keep the last good content). The content's
+// Files may be unread (contentRender.unread): nothing they come from changed since the
+// last render, and their bytes were not read again.
+func (r *SkillServerReconciler) renderContent(ctx context.Context, ss *cantusv1alpha1.SkillServer) (contentRender, bool, error) {
 	specProblems, err := r.contentSpecProblems(ctx, ss)
 	if err != nil {
-		return render.Content{}, false, err
+		return contentRender{}, false, err
 	}
 	if len(specProblems) > 0 {
 		setStalled(ss, errors.New(strings.Join(specProblems, "; ")))
-		return render.Content{}, false, nil
+		return contentRender{}, false, nil
 	}
-	in, err := r.contentInputs(ctx, ss)
+	rendered, err := r.contentOf(ctx, ss)
 	if err != nil {
-		return render.Content{}, false, err
+		return contentRender{}, false, err
 	}
-	content, problems := render.RenderContent(ss, in)
-	setContentValid(ss, problems)
-	if len(problems) > 0 {
+	setContentValid(ss, rendered.problems)
+	if len(rendered.problems) > 0 {
 		clearStalled(ss)
-		return render.Content{}, false, nil
+		return contentRender{}, false, nil
 	}
-	setServedContent(ss, content)
-	return content, true, nil
+	setServedContent(ss, rendered.content)
+	return rendered, true, nil
 }
 
 // ContentValid is the condition about the content the ConfigMaps hold; its reasons
@@ -98,30 +113,139 @@ const (
 // imageVolumeRuntime is a runtime that can mount images as volumes.
 type imageVolumeRuntime interface{ ServesImageVolumes() bool }
 
-// contentInputs reads the ConfigMaps the content names: from the content cache, and,
-// for one the cache does not have, with one uncached GET, so that a ConfigMap that
-// exists without the label is reported as such rather than as missing.
-func (r *SkillServerReconciler) contentInputs(ctx context.Context, ss *cantusv1alpha1.SkillServer) (render.ContentInputs, error) {
-	in := render.ContentInputs{ConfigMaps: map[string]*corev1.ConfigMap{}, Unlabelled: map[string]bool{}}
+// contentRender is what a SkillServer's content rendered to, and from what.
+type contentRender struct {
+	// sources names the spec's content and the resourceVersion of each ConfigMap read.
+	sources  string
+	content  render.Content
+	problems []render.ContentProblem
+	// unread: content.Files hold the digests of the files, not their bytes.
+	unread bool
+}
+
+// contentOf renders the SkillServer's content from the bodies of its ConfigMaps, read
+// from the API server, unless the last render for it read the same spec from the same
+// resourceVersions: then that render is used again and no body is read.
+func (r *SkillServerReconciler) contentOf(ctx context.Context, ss *cantusv1alpha1.SkillServer) (contentRender, error) {
+	versions, err := r.contentVersions(ctx, ss)
+	if err != nil {
+		return contentRender{}, err
+	}
+	sources, err := contentSources(ss, versions)
+	if err != nil {
+		return contentRender{}, err
+	}
+	key := client.ObjectKeyFromObject(ss)
+	if last, ok := r.contentRenders.recall(key, sources); ok {
+		return last, nil
+	}
+	in, read, err := r.readContent(ctx, ss, versions)
+	if err != nil {
+		return contentRender{}, err
+	}
+	if sources, err = contentSources(ss, read); err != nil {
+		return contentRender{}, err
+	}
+	content, problems := render.RenderContent(ss, in)
+	rendered := contentRender{sources: sources, content: content, problems: problems}
+	r.contentRenders.remember(key, rendered)
+	return rendered, nil
+}
+
+// contentVersion is what the metadata says of a content ConfigMap: absent, present
+// without the label, or labelled at a resourceVersion.
+type contentVersion struct {
+	found, labelled bool
+	resourceVersion string
+}
+
+func versionOf(obj client.Object) contentVersion {
+	return contentVersion{found: true, labelled: obj.GetLabels()[cantusv1alpha1.ContentLabel] == "true", resourceVersion: obj.GetResourceVersion()}
+}
+
+// contentVersions reads the metadata of the ConfigMaps the content names: from the
+// content cache, and, for one the cache does not have, from the API server by metadata
+// only, so that a ConfigMap that exists without the label is reported as such rather
+// than as missing, and its body (which may be anything) is never read.
+func (r *SkillServerReconciler) contentVersions(ctx context.Context, ss *cantusv1alpha1.SkillServer) (map[string]contentVersion, error) {
+	versions := map[string]contentVersion{}
 	for _, name := range render.ConfigMapNames(&ss.Spec) {
 		key := types.NamespacedName{Namespace: ss.Namespace, Name: name}
 		cm := &corev1.ConfigMap{}
 		err := r.contentReader().Get(ctx, key, cm)
-		if apierrors.IsNotFound(err) && r.APIReader != nil {
-			err = r.APIReader.Get(ctx, key, cm)
-		}
-		switch {
-		case apierrors.IsNotFound(err):
+		if err == nil {
+			versions[name] = versionOf(cm)
 			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
+		}
+		if r.APIReader == nil {
+			versions[name] = contentVersion{}
+			continue
+		}
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		switch err := r.APIReader.Get(ctx, key, meta); {
+		case apierrors.IsNotFound(err):
+			versions[name] = contentVersion{}
 		case err != nil:
-			return in, fmt.Errorf("get content ConfigMap %s: %w", name, err)
-		case cm.Labels[cantusv1alpha1.ContentLabel] != "true":
-			in.Unlabelled[name] = true
+			return nil, fmt.Errorf("get the metadata of content ConfigMap %s: %w", name, err)
 		default:
-			in.ConfigMaps[name] = cm
+			versions[name] = versionOf(meta)
 		}
 	}
-	return in, nil
+	return versions, nil
+}
+
+// readContent reads the bodies of the labelled ConfigMaps from the API server, and
+// returns them with what it found: a ConfigMap may have changed since the metadata
+// was read.
+func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (render.ContentInputs, map[string]contentVersion, error) {
+	in := render.ContentInputs{ConfigMaps: map[string]*corev1.ConfigMap{}, Unlabelled: map[string]bool{}}
+	read := make(map[string]contentVersion, len(versions))
+	for name, v := range versions {
+		if !v.labelled {
+			if v.found {
+				in.Unlabelled[name] = true
+			}
+			read[name] = v
+			continue
+		}
+		cm := &corev1.ConfigMap{}
+		err := r.bodyReader().Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: name}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			read[name] = contentVersion{}
+			continue
+		case err != nil:
+			return in, nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
+		}
+		read[name] = versionOf(cm)
+		if read[name].labelled {
+			in.ConfigMaps[name] = cm
+		} else {
+			in.Unlabelled[name] = true
+		}
+	}
+	return in, read, nil
+}
+
+// contentSources names what a render of the content reads: the spec's content fields
+// and, for each ConfigMap, whether it exists with the label and at which
+// resourceVersion.
+func contentSources(ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (string, error) {
+	spec, err := json.Marshal([]any{ss.Spec.AgentSkills, ss.Spec.Resources, ss.Spec.ResourceTemplates, ss.Spec.Prompts})
+	if err != nil {
+		return "", fmt.Errorf("encode the content of the spec: %w", err)
+	}
+	h := sha256.New()
+	h.Write(spec)
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		v := versions[name]
+		fmt.Fprintf(h, "\x00%s\x00%t\x00%t\x00%s", name, v.found, v.labelled, v.resourceVersion)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (r *SkillServerReconciler) contentReader() client.Reader {
@@ -129,6 +253,77 @@ func (r *SkillServerReconciler) contentReader() client.Reader {
 		return r.ContentCache
 	}
 	return r.Client
+}
+
+// bodyReader reads what the content cache does not hold: the ConfigMaps' data.
+func (r *SkillServerReconciler) bodyReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// contentRenders remember the last render of each SkillServer's content, without the
+// files' bytes: one entry per SkillServer (the config entries, digests and status
+// entries it rendered, not what they hold), dropped when the SkillServer goes.
+type contentRenders struct {
+	mu      sync.Mutex
+	renders map[types.NamespacedName]contentRender
+}
+
+func (c *contentRenders) recall(key types.NamespacedName, sources string) (contentRender, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.renders[key]
+	return last, ok && last.sources == sources
+}
+
+func (c *contentRenders) remember(key types.NamespacedName, rendered contentRender) {
+	rendered.content.Files = maps.Clone(rendered.content.Files)
+	for digest := range rendered.content.Files {
+		rendered.content.Files[digest] = nil
+	}
+	rendered.unread = true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.renders == nil {
+		c.renders = map[types.NamespacedName]contentRender{}
+	}
+	c.renders[key] = rendered
+}
+
+func (c *contentRenders) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.renders, key)
+}
+
+// applyWorkload applies desired. When its content was not read (nothing it comes from
+// changed) and the runtime no longer holds it as it wrote it last (a restart of the
+// operator, a shard someone edited or deleted), the bodies are read and it applies
+// again.
+func (r *SkillServerReconciler) applyWorkload(ctx context.Context, desired workload.Desired, rendered contentRender) (workload.Observation, error) {
+	desired.Content, desired.ContentUnread = rendered.content.Files, rendered.unread
+	obs, err := r.Runtime.Apply(ctx, desired)
+	if !rendered.unread || !errors.Is(err, workload.ErrContentNotRead) {
+		return obs, err
+	}
+	ss := desired.SkillServer
+	r.contentRenders.forget(client.ObjectKeyFromObject(ss))
+	reread, err := r.contentOf(ctx, ss)
+	if err != nil {
+		return workload.Observation{}, err
+	}
+	if len(reread.problems) > 0 || !sameFiles(reread.content.Files, rendered.content.Files) {
+		// Changed since it was rendered: the event about the change reconciles again.
+		return workload.Observation{}, errors.New("a content ConfigMap changed while it was applied")
+	}
+	desired.Content, desired.ContentUnread = reread.content.Files, false
+	return r.Runtime.Apply(ctx, desired)
+}
+
+func sameFiles(a, b map[string][]byte) bool {
+	return slices.Equal(slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
 }
 
 // contentSpecProblems are what only a spec change can fix: image skills on a runtime

@@ -63,7 +63,8 @@ type SkillServerReconciler struct {
 	// SkillServer may accept tokens issued for them.
 	APIAudiences []string
 
-	statuses writtenStatuses
+	statuses       writtenStatuses
+	contentRenders contentRenders
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -97,6 +98,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, ss); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.statuses.forget(req.NamespacedName)
+			r.contentRenders.forget(req.NamespacedName)
 			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)
@@ -133,7 +135,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if !serve || err != nil {
 		return ctrl.Result{}, err
 	}
-	inputs.Content = content
+	inputs.Content = content.content
 	rendered, err := render.SkillServer(ss, inputs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -143,10 +145,10 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		// keeps running the last good config, so nothing is lost.
 		return ctrl.Result{}, nil
 	}
-	obs, err := r.Runtime.Apply(ctx, workload.Desired{
+	obs, err := r.applyWorkload(ctx, workload.Desired{
 		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
-		Content: content.Files, ImageSkills: content.ImageSkills,
-	})
+		ImageSkills: content.content.ImageSkills,
+	}, content)
 	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
 		// Someone else's object is not watched: look again now and then, without the
 		// error backoff's churn.

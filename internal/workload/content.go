@@ -2,11 +2,20 @@ package workload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
@@ -46,18 +55,240 @@ func contentShards(files map[string][]byte) []map[string][]byte {
 	return shards
 }
 
-// applyContent writes the shards, before the config that names their files.
-func (k *Kubernetes) applyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, shards []map[string][]byte) error {
+// applyContent writes the shards of files, before the config that names their files, and
+// returns how many there are. With unread (the controller did not read the content's
+// bytes, since no ConfigMap it renders changed) nothing is written: the shards this
+// runtime last wrote for the same files must still hold them, else it is
+// ErrContentNotRead and the caller reads the bytes.
+func (k *Kubernetes) applyContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, files map[string][]byte, unread bool) (int, error) {
+	if unread {
+		return k.contentStillWritten(ctx, ss, files)
+	}
+	shards := contentShards(files)
+	written := make([]writtenShard, len(shards))
 	for i, shard := range shards {
-		cm := corev1ac.ConfigMap(ContentConfigMapName(ss, i), ss.Namespace).
-			WithLabels(Labels(ss)).
-			WithOwnerReferences(ownerOf(ss)).
-			WithBinaryData(shard)
-		if err := k.apply(ctx, &corev1.ConfigMap{}, cm); err != nil {
-			return fmt.Errorf("apply content ConfigMap %s: %w", ContentConfigMapName(ss, i), err)
+		written[i].digest = DataDigest(nil, shard)
+		rv, err := k.applyConfigMap(ctx, contentShard(ss, i, shard))
+		if err != nil {
+			return 0, fmt.Errorf("apply content ConfigMap %s: %w", ContentConfigMapName(ss, i), err)
+		}
+		written[i].resourceVersion = rv
+	}
+	k.shards.remember(ss, files, written)
+	return len(shards), nil
+}
+
+func contentShard(ss *cantusv1alpha1.SkillServer, i int, shard map[string][]byte) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(ContentConfigMapName(ss, i), ss.Namespace).
+		WithLabels(Labels(ss)).
+		WithOwnerReferences(ownerOf(ss)).
+		WithBinaryData(shard)
+}
+
+// contentStillWritten checks that the shards written last for these files are there as
+// written, and returns how many there are: by the cache's metadata and digest, or,
+// where the cache has not caught up with the write yet, by the resourceVersion the
+// write left on the API server.
+func (k *Kubernetes) contentStillWritten(ctx context.Context, ss *cantusv1alpha1.SkillServer, files map[string][]byte) (int, error) {
+	written, ok := k.shards.recall(ss, files)
+	if !ok {
+		return 0, ErrContentNotRead
+	}
+	for i, shard := range written {
+		desired := contentShard(ss, i, nil)
+		holds, rv, err := k.cachedConfigMapHolds(ctx, desired, shard.digest)
+		if err != nil {
+			return 0, err
+		}
+		if holds {
+			continue
+		}
+		if rv == shard.resourceVersion {
+			return 0, ErrContentNotRead
+		}
+		if unchanged, err := k.unchangedSince(ctx, desired, shard.resourceVersion); err != nil || !unchanged {
+			return 0, errors.Join(err, ErrContentNotRead)
 		}
 	}
-	return nil
+	return len(written), nil
+}
+
+// unchangedSince says whether the ConfigMap desired names is on the API server at
+// resourceVersion, by its metadata.
+func (k *Kubernetes) unchangedSince(ctx context.Context, desired *corev1ac.ConfigMapApplyConfiguration, resourceVersion string) (bool, error) {
+	if k.APIReader == nil || resourceVersion == "" {
+		return false, nil
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: *desired.GetNamespace(), Name: *desired.GetName()}, meta)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get the metadata of ConfigMap %s: %w", *desired.GetName(), err)
+	}
+	return meta.ResourceVersion == resourceVersion, nil
+}
+
+// ErrContentNotRead says that a runtime needs the bytes of content the caller passed
+// unread: it does not hold them as they were last written.
+var ErrContentNotRead = errors.New("the runtime needs the content's bytes: what it wrote last is gone or was changed")
+
+// applyConfigMap applies a ConfigMap the operator owns unless the cache says it already
+// holds it, and returns the resourceVersion of the ConfigMap that does (empty when
+// unknown). The cache holds ConfigMaps without their data (the manager's cache
+// transform, WithoutConfigMapData), only a digest of it, so the generic comparison of
+// apply (which needs the data) would find every one different after a restart; here the
+// metadata is compared as apply does and the data by digest.
+func (k *Kubernetes) applyConfigMap(ctx context.Context, desired *corev1ac.ConfigMapApplyConfiguration) (string, error) {
+	holds, rv, err := k.cachedConfigMapHolds(ctx, desired, DataDigest(desired.Data, desired.BinaryData))
+	if err != nil || holds {
+		return rv, err
+	}
+	if err := k.apply(ctx, &corev1.ConfigMap{}, desired); err != nil {
+		return "", err
+	}
+	return resourceVersionOf(desired), nil
+}
+
+// cachedConfigMapHolds says whether the ConfigMap desired names is in the cache with the
+// metadata desired sets (labels, owner: someone else's never holds it) and data of
+// that digest, and returns the resourceVersion the cache has (empty when none).
+// desired's own data is not looked at.
+func (k *Kubernetes) cachedConfigMapHolds(ctx context.Context, desired *corev1ac.ConfigMapApplyConfiguration, digest string) (bool, string, error) {
+	live := &corev1.ConfigMap{}
+	err := k.Client.Get(ctx, types.NamespacedName{Namespace: *desired.GetNamespace(), Name: *desired.GetName()}, live)
+	if apierrors.IsNotFound(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("get ConfigMap %s: %w", *desired.GetName(), err)
+	}
+	if liveDataDigest(live) != digest {
+		return false, live.ResourceVersion, nil
+	}
+	metadataOnly := *desired
+	metadataOnly.Data, metadataOnly.BinaryData = nil, nil
+	request, err := json.Marshal(&metadataOnly)
+	if err != nil {
+		return false, "", fmt.Errorf("encode apply request for ConfigMap %s: %w", *desired.GetName(), err)
+	}
+	live.Data, live.BinaryData = nil, nil
+	return holdsRequest(live, request), live.ResourceVersion, nil
+}
+
+// AnnotationCachedDataDigest is where the manager's cache keeps the digest of the data
+// it dropped from a ConfigMap (WithoutConfigMapData). It exists only in the cache: the
+// operator never writes it, and the one a ConfigMap on the API server may carry is
+// replaced as it enters the cache.
+const AnnotationCachedDataDigest = "cantus.dev/cached-data-digest"
+
+// WithoutConfigMapData is a cache transform: a ConfigMap enters the cache without its
+// data and binaryData, which a tenant can make as large as etcd allows for every
+// ConfigMap the cache selects, and with the digest of what it dropped
+// (AnnotationCachedDataDigest). Other objects pass unchanged.
+func WithoutConfigMapData(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[AnnotationCachedDataDigest] = DataDigest(cm.Data, cm.BinaryData)
+	cm.Data, cm.BinaryData = nil, nil
+	return cm, nil
+}
+
+// liveDataDigest is the digest of a ConfigMap's data: computed when it holds its data
+// (a client without the cache), else the one the cache recorded.
+func liveDataDigest(cm *corev1.ConfigMap) string {
+	if cm.Data == nil && cm.BinaryData == nil {
+		if digest, ok := cm.Annotations[AnnotationCachedDataDigest]; ok {
+			return digest
+		}
+	}
+	return DataDigest(cm.Data, cm.BinaryData)
+}
+
+// DataDigest is the sha256 of a ConfigMap's data and binaryData: every key and value in
+// key order, each length-prefixed and tagged with the map it is in, so that no two
+// different ConfigMaps share one. A nil map and an empty one are the same.
+func DataDigest(data map[string]string, binaryData map[string][]byte) string {
+	h := sha256.New()
+	field := func(tag byte, key string, value []byte) {
+		var n [8]byte
+		h.Write([]byte{tag})
+		binary.BigEndian.PutUint64(n[:], uint64(len(key)))
+		h.Write(n[:])
+		h.Write([]byte(key))
+		binary.BigEndian.PutUint64(n[:], uint64(len(value)))
+		h.Write(n[:])
+		h.Write(value)
+	}
+	for _, key := range slices.Sorted(maps.Keys(data)) {
+		field('d', key, []byte(data[key]))
+	}
+	for _, key := range slices.Sorted(maps.Keys(binaryData)) {
+		field('b', key, binaryData[key])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// shardPlans remember, per SkillServer, which files the runtime last wrote to its shards
+// and the digest of each shard: what lets a reconcile whose content did not change skip
+// reading the content's bytes. One entry per SkillServer, a few hundred bytes.
+type shardPlans struct {
+	mu    sync.Mutex
+	plans map[types.NamespacedName]shardPlan
+}
+
+type shardPlan struct {
+	server  types.UID
+	files   string
+	written []writtenShard
+}
+
+// writtenShard is a shard as this runtime wrote it (or found it holding what it would
+// write).
+type writtenShard struct {
+	digest, resourceVersion string
+}
+
+func newShardPlans() *shardPlans { return &shardPlans{plans: map[types.NamespacedName]shardPlan{}} }
+
+func (p *shardPlans) remember(ss *cantusv1alpha1.SkillServer, files map[string][]byte, written []writtenShard) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.plans[types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}] = shardPlan{server: ss.UID, files: fileSet(files), written: written}
+}
+
+func (p *shardPlans) recall(ss *cantusv1alpha1.SkillServer, files map[string][]byte) ([]writtenShard, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan, ok := p.plans[types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}]
+	if !ok || plan.server != ss.UID || plan.files != fileSet(files) {
+		return nil, false
+	}
+	return plan.written, true
+}
+
+func (p *shardPlans) forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.plans, key)
+}
+
+// fileSet names a set of content files by one digest: their keys are the digests of
+// their bytes.
+func fileSet(files map[string][]byte) string {
+	h := sha256.New()
+	for _, key := range slices.Sorted(maps.Keys(files)) {
+		h.Write([]byte(key))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // deleteContentShardsFrom deletes the shards numbered from n on that this server owns.

@@ -70,6 +70,7 @@ type Kubernetes struct {
 	TracingEnv map[string]string
 
 	applied *appliedCache
+	shards  *shardPlans
 }
 
 // OperatorPeer selects the operator's pods: those labelled
@@ -106,7 +107,7 @@ func (k *Kubernetes) deleteIfControlled(ctx context.Context, kind string, obj cl
 
 // NewKubernetes returns the kubernetes runtime.
 func NewKubernetes(c client.Client, image, clusterDomain string) *Kubernetes {
-	return &Kubernetes{Client: c, Image: image, ClusterDomain: clusterDomain, applied: newAppliedCache()}
+	return &Kubernetes{Client: c, Image: image, ClusterDomain: clusterDomain, applied: newAppliedCache(), shards: newShardPlans()}
 }
 
 // OwnedTypes implements Runtime.
@@ -115,7 +116,10 @@ func (k *Kubernetes) OwnedTypes() []client.Object {
 }
 
 // Forget implements Runtime; the garbage collector removes owned objects.
-func (k *Kubernetes) Forget(context.Context, types.NamespacedName) error { return nil }
+func (k *Kubernetes) Forget(_ context.Context, key types.NamespacedName) error {
+	k.shards.forget(key)
+	return nil
+}
 
 // Apply implements Runtime.
 func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) {
@@ -142,15 +146,15 @@ func (k *Kubernetes) Apply(ctx context.Context, d Desired) (Observation, error) 
 // naming them.
 func (k *Kubernetes) applyChain(ctx context.Context, d Desired) error {
 	ss := d.SkillServer
-	shards := contentShards(d.Content)
-	if err := k.applyContent(ctx, ss, shards); err != nil {
+	shards, err := k.applyContent(ctx, ss, d.Content, d.ContentUnread)
+	if err != nil {
 		return err
 	}
 	configMap, err := configMapFor(ss, d.Config)
 	if err != nil {
 		return err
 	}
-	if err := k.apply(ctx, &corev1.ConfigMap{}, configMap); err != nil {
+	if _, err := k.applyConfigMap(ctx, configMap); err != nil {
 		return err
 	}
 	if ss.Spec.Memory != nil {
@@ -159,11 +163,11 @@ func (k *Kubernetes) applyChain(ctx context.Context, d Desired) error {
 		}
 	}
 	dep := k.deploymentFor(ss, d.RolloutHash, d.Files)
-	withContentVolumes(dep, ss, len(shards), d.ImageSkills)
+	withContentVolumes(dep, ss, shards, d.ImageSkills)
 	if err := k.apply(ctx, &appsv1.Deployment{}, dep); err != nil {
 		return err
 	}
-	return k.deleteContentShardsFrom(ctx, ss, len(shards))
+	return k.deleteContentShardsFrom(ctx, ss, shards)
 }
 
 func (k *Kubernetes) reconcileNetworkPolicy(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {

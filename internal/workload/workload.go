@@ -30,6 +30,10 @@ type Desired struct {
 	Files []render.File
 	// Content are the files the config names by digest (key: the 64 hex digits).
 	Content map[string][]byte
+	// ContentUnread says that Content holds the digests only, not the bytes: the caller
+	// did not read them since nothing they come from changed. A runtime that does not
+	// hold them as it last wrote them returns ErrContentNotRead.
+	ContentUnread bool
 	// ImageSkills are agent skills mounted from images (kubernetes runtime only).
 	ImageSkills []render.ImageSkill
 }

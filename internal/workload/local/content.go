@@ -8,13 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // writeLocalContent writes the content files into a folder of this host, named by
 // digest as the contract's ContentDir wants, and points cfg at it. Files already there
 // are kept (their name is their digest); files no longer named are removed: the adapter
 // serves content from memory once loaded, so the running one does not need them.
-func (l *Runtime) writeLocalContent(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) error {
+//
+// With unread, files hold the digests only (workload.Desired.ContentUnread): a file not
+// already there is workload.ErrContentNotRead.
+func (l *Runtime) writeLocalContent(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte, unread bool) error {
 	if err := l.pruneLocalContent(key, files); err != nil {
 		return err
 	}
@@ -29,6 +33,9 @@ func (l *Runtime) writeLocalContent(key types.NamespacedName, cfg *adapterconfig
 		onHost := filepath.Join(dir, digest)
 		if _, err := os.Stat(onHost); err == nil {
 			continue
+		}
+		if unread {
+			return workload.ErrContentNotRead
 		}
 		if err := writeFileAtomically(onHost, data); err != nil {
 			return fmt.Errorf("write content file %s: %w", digest, err)

@@ -16,13 +16,13 @@ func TestLocalContentFolder(t *testing.T) {
 	l := &Runtime{MemoryDir: t.TempDir()}
 	key := types.NamespacedName{Namespace: "team", Name: "docs"}
 	cfg := &adapterconfig.Config{}
-	if err := l.writeLocalContent(key, cfg, map[string][]byte{"aa": []byte("one"), "bb": []byte("two")}); err != nil {
+	if err := l.writeLocalContent(key, cfg, map[string][]byte{"aa": []byte("one"), "bb": []byte("two")}, false); err != nil {
 		t.Fatal(err)
 	}
 	if data, err := os.ReadFile(filepath.Join(cfg.ContentDir, "aa")); err != nil || string(data) != "one" {
 		t.Fatalf("read aa: %q %v", data, err)
 	}
-	if err := l.writeLocalContent(key, cfg, map[string][]byte{"bb": []byte("two")}); err != nil {
+	if err := l.writeLocalContent(key, cfg, map[string][]byte{"bb": []byte("two")}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.ContentDir, "aa")); !os.IsNotExist(err) {

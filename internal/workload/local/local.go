@@ -98,7 +98,7 @@ func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Obser
 	if err != nil {
 		return workload.Observation{}, err
 	}
-	if err := l.writeLocalContent(key, cfg, d.Content); err != nil {
+	if err := l.writeLocalContent(key, cfg, d.Content, d.ContentUnread); err != nil {
 		return workload.Observation{}, err
 	}
 	// Same server, new tools or tokens: reload in place, so that connected sessions are

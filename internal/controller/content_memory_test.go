@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+)
+
+// bodyReads counts the reads of whole ConfigMaps (data included) through a reader, by
+// namespace/name; reads of metadata only are not counted.
+type bodyReads struct {
+	crclient.Reader
+	mu    sync.Mutex
+	names []string
+}
+
+func (b *bodyReads) Get(ctx context.Context, key crclient.ObjectKey, obj crclient.Object, opts ...crclient.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		b.mu.Lock()
+		b.names = append(b.names, key.String())
+		b.mu.Unlock()
+	}
+	return b.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (b *bodyReads) of(key crclient.ObjectKey) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, got := range b.names {
+		if got == key.String() {
+			n++
+		}
+	}
+	return n
+}
+
+// servedDigest is the manifest digest of the first agent skill in the status.
+func servedDigest(ss *cantusv1alpha1.SkillServer) string {
+	if len(ss.Status.AgentSkills) == 0 {
+		return ""
+	}
+	return ss.Status.AgentSkills[0].Digest
+}
+
+// R9: neither of the manager's caches holds the data of a ConfigMap: not the content
+// ConfigMaps a tenant labels, not one labelled as the operator's by anyone, not the
+// operator's own adapter config and content shards. A SkillServer reading its content
+// from a ConfigMap still renders it, and its shards on the API server hold the bytes.
+func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	kube := workload.NewKubernetes(nil, "img", "cluster.local")
+	var reconciler *SkillServerReconciler
+	startManagerVerifying(t, kube, nil, func(r *SkillServerReconciler) { reconciler = r })
+
+	forms := "# Forms\n" + strings.Repeat("field: value\n", 1000)
+	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
+	spoofed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoofed",
+		Labels: map[string]string{workload.LabelManagedBy: workload.FieldOwner, cantusv1alpha1.ContentLabel: "true"}},
+		BinaryData: map[string][]byte{"blob": bytes.Repeat([]byte{7}, 512<<10)}}
+	g.Expect(k8sClient.Create(ctx, spoofed)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+
+	want := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte(forms)})
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(want)))
+	shard := &corev1.ConfigMap{}
+	g.Eventually(func() error {
+		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)
+	}).Should(Succeed())
+	g.Expect(shard.BinaryData).To(HaveKeyWithValue(hexSHA256([]byte(forms)), []byte(forms)), "the shard on the API server holds the bytes")
+
+	// The kubernetes runtime reads its children through the manager's cache.
+	for _, name := range []string{"docs-content-0", "docs-adapter", "spoofed"} {
+		cached := &corev1.ConfigMap{}
+		g.Eventually(func() error { return kube.Client.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, cached) }).Should(Succeed())
+		g.Expect(cached.Data).To(BeEmpty(), "the manager's cache holds the data of %s", name)
+		g.Expect(cached.BinaryData).To(BeEmpty(), "the manager's cache holds the binary data of %s", name)
+	}
+	for _, name := range []string{"pdf", "spoofed"} {
+		cached := &corev1.ConfigMap{}
+		g.Eventually(func() error {
+			return reconciler.ContentCache.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, cached)
+		}).Should(Succeed())
+		g.Expect(cached.Data).To(BeEmpty(), "the content cache holds the data of %s", name)
+		g.Expect(cached.BinaryData).To(BeEmpty(), "the content cache holds the binary data of %s", name)
+	}
+}
+
+// R9: the body of a content ConfigMap is read from the API server once per
+// resourceVersion: reconciles for other reasons (a spec change elsewhere, the children's
+// events) render the content without reading it again; an edit is read once.
+func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	reads := &bodyReads{}
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		reads.Reader = r.APIReader
+		r.APIReader = reads
+	})
+	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
+	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	first := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms")})
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(first)))
+	g.Expect(reads.of(crclient.ObjectKeyFromObject(cm))).To(Equal(1), "the body is read once, from the API server")
+
+	// A spec change that does not touch the content reconciles without a read.
+	ss, err := getSkillServer(ctx, ns, "docs")()
+	g.Expect(err).NotTo(HaveOccurred())
+	ss.Spec.Skills = append(ss.Spec.Skills, templateSkill("search_book", "found: {{ .title }}"))
+	g.Expect(k8sClient.Update(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.ObservedGeneration", ss.Generation))
+	g.Consistently(func() int { return reads.of(crclient.ObjectKeyFromObject(cm)) }, 2*time.Second).Should(Equal(1), "an unchanged ConfigMap was read again")
+
+	cm.Data["references.FORMS.md"] = "# Forms, edited"
+	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+	second := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms, edited")})
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(second)))
+	g.Consistently(func() int { return reads.of(crclient.ObjectKeyFromObject(cm)) }, 2*time.Second).Should(Equal(2), "the edit is read once")
+}
+
+// A content shard someone deletes or edits is written again, although no ConfigMap the
+// content comes from changed (so the reconcile has not read their bodies): the cache's
+// digest of the shard's data tells, and the bodies are read then.
+func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
+	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	key := crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}
+	wantData := map[string][]byte{hexSHA256([]byte(formsSkillMD)): []byte(formsSkillMD), hexSHA256([]byte("# Forms")): []byte("# Forms")}
+	shardData := func() (map[string][]byte, error) {
+		shard := &corev1.ConfigMap{}
+		err := k8sClient.Get(ctx, key, shard)
+		return shard.BinaryData, err
+	}
+	g.Eventually(shardData).Should(Equal(wantData))
+
+	shard := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, key, shard)).To(Succeed())
+	shard.BinaryData[hexSHA256([]byte("# Forms"))] = []byte("# Not the forms")
+	g.Expect(k8sClient.Update(ctx, shard)).To(Succeed())
+	g.Eventually(shardData).Should(Equal(wantData), "an edited shard is taken back")
+
+	g.Expect(k8sClient.Get(ctx, key, shard)).To(Succeed())
+	g.Expect(k8sClient.Delete(ctx, shard)).To(Succeed())
+	g.Eventually(shardData).Should(Equal(wantData), "a deleted shard is written again")
+}
