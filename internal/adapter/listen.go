@@ -34,54 +34,150 @@ import (
 // the stream. Refused URIs are left out of the acknowledgement (the spec has no place
 // to say why; the gateway logs it).
 
-// listenParams is what the gateway reads of a subscriptions/listen.
+// listenRequest is what the gateway reads of a subscriptions/listen: its id, and the
+// distinct resource subscriptions it asks for, in their first order.
+type listenRequest struct {
+	id   json.RawMessage
+	uris []string
+}
+
+// listenParams is a subscriptions/listen as encoding/json reads it, which is how mcp-go
+// reads it too: keys match case-insensitively, and of duplicates the last one wins.
 type listenParams struct {
 	ID     json.RawMessage `json:"id"`
 	Params struct {
 		Notifications struct {
-			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			ResourceSubscriptions boundedURIs `json:"resourceSubscriptions"`
 		} `json:"notifications"`
 	} `json:"params"`
 }
 
+// boundedURIs is a list of URIs that stops being read past bound entries, so that a
+// long list costs no more than scanning it; over says it went past.
+type boundedURIs struct {
+	bound int
+	uris  []string
+	over  bool
+}
+
+// UnmarshalJSON reads the distinct non-empty URIs of a JSON list (null: none), up to
+// bound entries, de-duplicating with a set.
+func (b *boundedURIs) UnmarshalJSON(raw []byte) error {
+	b.uris, b.over = nil, false // a later duplicate key replaces an earlier one
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return fmt.Errorf("resourceSubscriptions is not a list of URIs")
+	}
+	seen := map[string]struct{}{}
+	for n := 0; dec.More(); n++ {
+		if n == b.bound {
+			b.over, b.uris = true, nil
+			return nil
+		}
+		var uri string
+		if err := dec.Decode(&uri); err != nil {
+			return fmt.Errorf("resourceSubscriptions[%d]: %w", n, err)
+		}
+		if _, dup := seen[uri]; uri == "" || dup {
+			continue
+		}
+		seen[uri] = struct{}{}
+		b.uris = append(b.uris, uri)
+	}
+	return nil
+}
+
+// errTooManyListenSubscriptions refuses a subscriptions/listen that asks for more
+// resource subscriptions than one request may hold.
+type errTooManyListenSubscriptions struct{ bound int }
+
+func (e errTooManyListenSubscriptions) Error() string {
+	return fmt.Sprintf("subscriptions/listen may ask for at most %d resource subscriptions (params.notifications.resourceSubscriptions), "+
+		"and this one asks for more: split them over several requests", e.bound)
+}
+
+// parseListen reads a subscriptions/listen body. A list of more than bound URIs is
+// refused (errTooManyListenSubscriptions) as soon as it is seen to be longer, before
+// any of its URIs is compared or subscribed. A body that does not parse as a listen
+// request asks for nothing (mcp-go answers it).
+func parseListen(body []byte, bound int) (listenRequest, error) {
+	var p listenParams
+	p.Params.Notifications.ResourceSubscriptions.bound = bound
+	err := json.Unmarshal(body, &p)
+	list := p.Params.Notifications.ResourceSubscriptions
+	if list.over {
+		return listenRequest{id: p.ID}, errTooManyListenSubscriptions{bound: bound}
+	}
+	if err != nil {
+		return listenRequest{}, nil
+	}
+	return listenRequest{id: p.ID, uris: list.uris}, nil
+}
+
 // relaysListenSubscriptions says whether this server answers the resource
 // subscriptions of a subscriptions/listen itself: streamable HTTP, where it reads
-// each request before mcp-go, stateful or not.
-func (s *Server) relaysListenSubscriptions() bool { return s.streamable != nil }
+// each request before mcp-go, stateful or not, with an import whose remote offers
+// subscriptions. Any other server leaves the whole request to mcp-go, unread.
+func (s *Server) relaysListenSubscriptions() bool {
+	return s.streamable != nil && s.content.Load().imported.offersSubscriptions()
+}
 
-// listenSubscriptions are the distinct URIs a subscriptions/listen body asks to
-// subscribe to, in order, and its id; none when it asks for none or does not parse.
-func listenSubscriptions(body []byte) (json.RawMessage, []string) {
-	if !bytes.Contains(body, []byte(resourceSubscriptionsKey)) {
-		return nil, nil
-	}
-	var p listenParams
-	if json.Unmarshal(body, &p) != nil {
-		return nil, nil
-	}
-	var uris []string
-	for _, uri := range p.Params.Notifications.ResourceSubscriptions {
-		if uri != "" && !slices.Contains(uris, uri) {
-			uris = append(uris, uri)
+// offersSubscriptions says whether a resource or template of the set comes from a
+// remote that offers subscriptions.
+func (set *importedSet) offersSubscriptions() bool {
+	for _, r := range set.resources {
+		if r.item.Backend.Subscribe {
+			return true
 		}
 	}
-	return p.ID, uris
+	for _, t := range set.templates {
+		if t.item.Backend.Subscribe {
+			return true
+		}
+	}
+	return false
 }
 
 // listenHandler is the handler of a subscriptions/listen whose body gb holds: next,
 // mcp-go, or relayListen in front of it when the request (of protocol 2026-07-28; an
 // older session subscribes with resources/subscribe) asks for resource subscriptions.
 // Their URIs are taken out of the body either way: mcp-go, seeing resources.subscribe
-// declared, would acknowledge them and deliver nothing.
+// declared, would acknowledge them and deliver nothing. A request asking for more than
+// one request may hold is refused before anything else is done with it.
 func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) http.Handler {
 	if !s.relaysListenSubscriptions() {
 		return next
 	}
-	gb.Reset(withoutResourceSubscriptions(body))
-	if id, uris := listenSubscriptions(body); len(uris) > 0 && modernRequest(body) {
-		return s.relayListen(next, id, uris)
+	req, err := parseListen(body, gateway.MaxSessionSubscriptions)
+	if err != nil {
+		return answering(req.id, invalidParams(err.Error()))
+	}
+	stripped := withoutResourceSubscriptions(body)
+	if len(req.uris) > 0 {
+		if left, _ := parseListen(stripped, gateway.MaxSessionSubscriptions); len(left.uris) > 0 {
+			// Spelled so that the gateway could not take them out (a case variant of
+			// a key it edits): mcp-go would acknowledge what nobody delivers.
+			return answering(req.id, invalidParams("subscriptions/listen: write params.notifications.resourceSubscriptions with these exact keys, once each"))
+		}
+	}
+	gb.Reset(stripped)
+	if len(req.uris) > 0 && modernRequest(body) {
+		return s.relayListen(next, req.id, req.uris)
 	}
 	return next
+}
+
+// answering is a handler that answers every request with answer, under id.
+func answering(id json.RawMessage, answer *jsonRPCAnswer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if len(id) == 0 {
+			id = json.RawMessage("null")
+		}
+		writeAnswer(w, id, answer)
+	})
 }
 
 // relayListen serves a subscriptions/listen asking for the resource subscriptions uris
