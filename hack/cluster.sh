@@ -490,9 +490,10 @@ cluster_test() {
   "${ROOT}/hack/test-images.sh"
   # The admin allows the impostor image as an adapter (a SkillServer's spec.pod.image in
   # TestReadyOnlyWhenThePodsServeTheTools), the way the README says: in the admission
-  # policy's parameters, which the operator itself may not edit.
+  # policy's parameters, which the operator itself may not edit; and the locally built
+  # test images (cantus.local/...) as stdio bridges.
   kubectl -n cantus-system patch configmap cantus-operator-admission --type merge \
-    -p "{\"data\":{\"adapterImages\":\"${OPERATOR_IMAGE},cantus.local/impostor:1\"}}"
+    -p "{\"data\":{\"adapterImages\":\"${OPERATOR_IMAGE},cantus.local/impostor:1\",\"bridgeImages\":\"cantus.local\"}}"
   make -C "${ROOT}" --no-print-directory bin/helm # TestHelmChartAcceptedByTheNode renders the chart
   say "go test -tags cluster ./test/cluster/"
   (cd "${ROOT}" && go test -tags cluster ./test/cluster/ -count=1 -v -timeout 40m ${CLUSTER_TEST_RUN:+-run "${CLUSTER_TEST_RUN}"}) || rc=$?

@@ -512,13 +512,22 @@ func networkPolicyFor(ss *cantusv1alpha1.SkillServer, operator *networkingv1.Net
 		WithLabels(Labels(ss)).
 		WithOwnerReferences(ownerOf(ss)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(ss))).
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(networkPolicySelector(SelectorLabels(ss)))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
 			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
 				WithFrom(from...).
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).
 					WithPort(intstr.FromString(portName)))))
+}
+
+// networkPolicySelector selects the pods of selector that are the operator's: the
+// admission policy (config/admission/own_objects.yaml) lets the operator write only
+// NetworkPolicies that select app.kubernetes.io/managed-by=cantus-operator, so that a
+// taken operator cannot open anyone else's pods with one.
+func networkPolicySelector(selector map[string]string) map[string]string {
+	selector[LabelManagedBy] = FieldOwner
+	return selector
 }
 
 // networkPolicyPeer converts the API type into its apply configuration; both have the

