@@ -524,3 +524,24 @@ func TestAnOIDCIssuerAtTheServiceAccountIssuersURLIsRefused(t *testing.T) {
 		t.Error("New accepted an OIDC issuer at the service-account issuer's URL")
 	}
 }
+
+// No prefix and group together may spell a Kubernetes group (review R13): the check is
+// on what the rules see, prefix+group, not on the group alone. Before, "system" and
+// ":serviceaccounts:prod" made system:serviceaccounts:prod.
+func TestOIDCGroupsPrefixAndGroupCannotSpellAKubernetesGroup(t *testing.T) {
+	for _, tc := range []struct {
+		prefix  string
+		claimed []string
+		want    []string
+	}{
+		{"system", []string{":serviceaccounts:prod", "-ops"}, []string{"system-ops"}},
+		{"s", []string{"ystem:masters", "re"}, []string{"sre"}},
+		{"system:", []string{"masters"}, []string{}},
+		{"", []string{"system:masters", "readers"}, []string{"readers"}},
+		{"oidc:", []string{"system:masters", "readers"}, []string{"oidc:readers"}},
+	} {
+		if got := oidcGroups(tc.claimed, tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("prefix %q, groups %q: got %q, want %q", tc.prefix, tc.claimed, got, tc.want)
+		}
+	}
+}

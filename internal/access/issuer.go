@@ -142,17 +142,21 @@ func isServiceAccountToken(subject string, claims map[string]any) bool {
 
 // oidcGroups are an OIDC token's groups as rules see them: prefixed, and without any
 // "system:" group, which names Kubernetes identities (system:serviceaccounts:prod)
-// that an identity provider must not be able to claim.
+// that an identity provider must not be able to claim. Both the claimed group and the
+// prefixed one are checked: a prefix "s" and a group "ystem:masters" spell one too.
 func oidcGroups(claimed []string, prefix string) []string {
 	groups := make([]string, 0, len(claimed))
 	for _, g := range claimed {
-		if strings.HasPrefix(g, "system:") {
+		if strings.HasPrefix(g, kubernetesGroupPrefix) || strings.HasPrefix(prefix+g, kubernetesGroupPrefix) {
 			continue
 		}
 		groups = append(groups, prefix+g)
 	}
 	return groups
 }
+
+// kubernetesGroupPrefix begins the groups Kubernetes reserves for its own identities.
+const kubernetesGroupPrefix = "system:"
 
 // checkBinding refuses a service-account token that lives longer than the revocations
 // are remembered, or whose service account or pod was deleted: what the API server

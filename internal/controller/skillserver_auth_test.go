@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,6 +100,12 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	bad.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To("system:")}}
 	err := k8sClient.Create(ctx, bad)
 	g.Expect(err).To(MatchError(ContainSubstring("groupsPrefix must not begin with system:")))
+	// Prefixes that cannot spell system: with any group are accepted, "" among them.
+	for i, prefix := range []string{"", "sso:", "System", "systems"} {
+		fine := newSkillServer(ns, fmt.Sprintf("fine-%d", i), templateSkill("roster", "r"))
+		fine.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To(prefix)}}
+		g.Expect(k8sClient.Create(ctx, fine)).To(Succeed(), "prefix %q", prefix)
+	}
 }
 
 // renderedAudiences are the service-account issuer's audiences in a server's config.
