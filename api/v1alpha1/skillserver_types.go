@@ -532,11 +532,14 @@ type OIDCAuth struct {
 	// GroupsPrefix is put before every group of a token's "groups" claim, so that an
 	// identity provider's group cannot pass for a Kubernetes one: with the default
 	// "oidc:", rules name OIDC groups as "oidc:<group>". Groups beginning with
-	// "system:" are never taken from an OIDC token. "" matches the groups as they are.
+	// "system:" are never taken from an OIDC token, nor are those that the prefix and the
+	// group together make begin with it. "" matches the groups as they are. A prefix
+	// that begins with "system:", or with which "system:" begins ("s", "sys", "system"),
+	// is refused: it could make an identity provider's group a Kubernetes one.
 	// Default: "oidc:" (in namespaces covered only by a ToolSourcePolicy in Audit mode,
 	// "" while rules name unprefixed groups, with a GroupsPrefixed warning).
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system:')",message="groupsPrefix must not begin with system:, which names Kubernetes groups"
+	// +kubebuilder:validation:XValidation:rule="self == '' || (!self.startsWith('system:') && !'system:'.startsWith(self))",message="groupsPrefix must not begin with system:, nor begin it (s, sys, system): with a group it would spell a Kubernetes group such as system:masters; use a prefix such as oidc: or sso:"
 	// +optional
 	GroupsPrefix *string `json:"groupsPrefix,omitempty"`
 }

@@ -480,3 +480,68 @@ func TestOIDCGroupsCannotPassForKubernetesGroups(t *testing.T) {
 		})
 	}
 }
+
+// A Kubernetes service-account token is accepted only by a service-account issuer, which
+// checks its binding; an OIDC issuer refuses it, even one configured by hand with the
+// cluster's URL and the API server's audience (review R10). Before, an OIDC issuer
+// accepted it with none of those checks.
+func TestOIDCIssuersRefuseServiceAccountTokens(t *testing.T) {
+	issuer, caFile := servedOIDCIssuer(t)
+	reserved := []string{"https://kubernetes.default.svc", "cantus"}
+	a, err := New(Settings{Auth: &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{
+		{Kind: adapterconfig.IssuerOIDC, URL: issuer.url, Audiences: reserved, CAFile: caFile}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().Add(time.Hour)
+	if _, err := a.Authenticate(requestWith(issuer.token(t, []string{"cantus"}, hour, map[string]any{"sub": "alice"}))); err != nil {
+		t.Fatalf("an OIDC token was refused: %v", err)
+	}
+	for name, claims := range map[string]map[string]any{
+		"a projected token":          serviceAccountClaims("agents", "reader"),
+		"a service-account subject":  {"sub": "system:serviceaccount:agents:reader"},
+		"a legacy token's namespace": {"sub": "x", "kubernetes.io/serviceaccount/namespace": "agents"},
+	} {
+		token := issuer.token(t, []string{"https://kubernetes.default.svc"}, hour, claims)
+		if _, err := a.Authenticate(requestWith(token)); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "service-account token") {
+			t.Errorf("%s: got %v, want a refusal of a service-account token", name, err)
+		}
+	}
+}
+
+// One URL cannot be both the service-account issuer and an OIDC issuer of one server:
+// the OIDC one would take the cluster's tokens past the service-account checks.
+func TestAnOIDCIssuerAtTheServiceAccountIssuersURLIsRefused(t *testing.T) {
+	cluster := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	auth := &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{
+		{Kind: adapterconfig.IssuerServiceAccount, URL: cluster.url, Audiences: []string{"room.library.skillserver.cantus.dev"}, JWKS: cluster.jwks(t)},
+		{Kind: adapterconfig.IssuerOIDC, URL: cluster.url + "/", Audiences: []string{"https://kubernetes.default.svc"}},
+	}}
+	if err := ValidateAuth(auth); err == nil || !strings.Contains(err.Error(), "service-account issuer") {
+		t.Errorf("ValidateAuth = %v, want a refusal", err)
+	}
+	if _, err := New(Settings{Auth: auth}); err == nil {
+		t.Error("New accepted an OIDC issuer at the service-account issuer's URL")
+	}
+}
+
+// No prefix and group together may spell a Kubernetes group (review R13): the check is
+// on what the rules see, prefix+group, not on the group alone. Before, "system" and
+// ":serviceaccounts:prod" made system:serviceaccounts:prod.
+func TestOIDCGroupsPrefixAndGroupCannotSpellAKubernetesGroup(t *testing.T) {
+	for _, tc := range []struct {
+		prefix  string
+		claimed []string
+		want    []string
+	}{
+		{"system", []string{":serviceaccounts:prod", "-ops"}, []string{"system-ops"}},
+		{"s", []string{"ystem:masters", "re"}, []string{"sre"}},
+		{"system:", []string{"masters"}, []string{}},
+		{"", []string{"system:masters", "readers"}, []string{"readers"}},
+		{"oidc:", []string{"system:masters", "readers"}, []string{"oidc:readers"}},
+	} {
+		if got := oidcGroups(tc.claimed, tc.prefix); !slices.Equal(got, tc.want) {
+			t.Errorf("prefix %q, groups %q: got %q, want %q", tc.prefix, tc.claimed, got, tc.want)
+		}
+	}
+}

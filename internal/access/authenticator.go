@@ -110,14 +110,37 @@ func ValidateAuth(auth *adapterconfig.AuthConfig) error {
 			return err
 		}
 	}
+	if err := oidcAtServiceAccountURL(auth.Issuers); err != nil {
+		return err
+	}
 	_, err := CompileRules(auth.Authorization)
 	return err
+}
+
+// oidcAtServiceAccountURL refuses an OIDC issuer whose URL is a service-account
+// issuer's: it would take the cluster's tokens past the service-account checks.
+func oidcAtServiceAccountURL(configs []adapterconfig.Issuer) error {
+	norm := func(u string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(u)), "/") }
+	for _, sa := range configs {
+		if sa.Kind != adapterconfig.IssuerServiceAccount {
+			continue
+		}
+		for _, o := range configs {
+			if o.Kind == adapterconfig.IssuerOIDC && norm(o.URL) == norm(sa.URL) {
+				return fmt.Errorf("OIDC issuer %s is the service-account issuer: the cluster's tokens are accepted only as service-account tokens", o.URL)
+			}
+		}
+	}
+	return nil
 }
 
 func (a *Authenticator) issuersFor(configs []adapterconfig.Issuer) ([]*issuer, error) {
 	var previous []*issuer
 	if cur := a.state.Load(); cur != nil {
 		previous = cur.issuers
+	}
+	if err := oidcAtServiceAccountURL(configs); err != nil {
+		return nil, err
 	}
 	out := make([]*issuer, 0, len(configs))
 	for _, cfg := range configs {

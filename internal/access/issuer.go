@@ -111,23 +111,52 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		}
 		return serviceAccountCaller(token, claims)
 	}
+	if isServiceAccountToken(token.Subject, claims) {
+		return nil, errServiceAccountTokenAsOIDC
+	}
 	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer,
 		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims}, nil
 }
 
+// errServiceAccountTokenAsOIDC refuses a Kubernetes service-account token presented to
+// an OIDC issuer: only the service-account issuer checks what such a token is bound to
+// and keeps its audience to this server, so an OIDC issuer at the cluster's URL (however
+// configured) must not take the cluster's tokens, the API server's among them.
+var errServiceAccountTokenAsOIDC = errors.New("token refused: it is a Kubernetes service-account token, accepted only through spec.auth.serviceAccountTokens")
+
+// isServiceAccountToken says whether a token carries what the API server puts in the
+// service-account tokens it issues: the projected tokens' "kubernetes.io" claim, the
+// legacy tokens' "kubernetes.io/serviceaccount/..." claims, or a service account's
+// subject.
+func isServiceAccountToken(subject string, claims map[string]any) bool {
+	if strings.HasPrefix(subject, "system:serviceaccount:") {
+		return true
+	}
+	for k := range claims {
+		if k == "kubernetes.io" || strings.HasPrefix(k, "kubernetes.io/") {
+			return true
+		}
+	}
+	return false
+}
+
 // oidcGroups are an OIDC token's groups as rules see them: prefixed, and without any
 // "system:" group, which names Kubernetes identities (system:serviceaccounts:prod)
-// that an identity provider must not be able to claim.
+// that an identity provider must not be able to claim. Both the claimed group and the
+// prefixed one are checked: a prefix "s" and a group "ystem:masters" spell one too.
 func oidcGroups(claimed []string, prefix string) []string {
 	groups := make([]string, 0, len(claimed))
 	for _, g := range claimed {
-		if strings.HasPrefix(g, "system:") {
+		if strings.HasPrefix(g, kubernetesGroupPrefix) || strings.HasPrefix(prefix+g, kubernetesGroupPrefix) {
 			continue
 		}
 		groups = append(groups, prefix+g)
 	}
 	return groups
 }
+
+// kubernetesGroupPrefix begins the groups Kubernetes reserves for its own identities.
+const kubernetesGroupPrefix = "system:"
 
 // checkBinding refuses a service-account token that lives longer than the revocations
 // are remembered, or whose service account or pod was deleted: what the API server

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -86,29 +87,41 @@ func (r *SkillServerReconciler) reservedAudiences(cluster adapterconfig.Issuer) 
 	return reserved
 }
 
-// setAudiencesAllowed says whether the service-account audiences are the server's to
-// accept. Under Enforce (or with no policy) a forbidden one was left out of the config
-// and the server is Stalled naming it, so that kubectl wait fails with the reason; an
-// Audit-mode policy lets it be accepted for now, with a warning.
+// setAudiencesAllowed says whether the service-account and OIDC audiences are the
+// server's to accept. Under Enforce (or with no policy) a forbidden one was left out of
+// the config and the server is Stalled naming it, so that kubectl wait fails with the
+// reason; an Audit-mode policy lets it be accepted for now, with a warning.
 func setAudiencesAllowed(ss *cantusv1alpha1.SkillServer, audiences *render.AudiencesReport) {
 	switch {
 	case audiences == nil:
 		removeCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed)
-	case len(audiences.Forbidden) == 0:
+	case !audiences.Refused():
 		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed,
-			"no audience is the API server's or another SkillServer's")
+			"no audience is the API server's, the catalog's or another SkillServer's")
 	case audiences.AuditPolicy != "":
 		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited,
-			fmt.Sprintf("spec.auth.serviceAccountTokens.audiences names %s, the API server's or another SkillServer's audience: a token for it works elsewhere. "+
+			fmt.Sprintf("%s, the API server's, the catalog's or another SkillServer's audience: a token for it works elsewhere. "+
 				"ToolSourcePolicy %s is in Audit mode, so it is accepted for now; Enforce refuses it. Remove it and let agents ask for this server's own audience %s",
-				listAtMost(audiences.Forbidden, 4, ", "), audiences.AuditPolicy, render.DefaultServiceAccountAudience(ss)))
+				forbiddenAudiencesNamed(audiences), audiences.AuditPolicy, render.DefaultServiceAccountAudience(ss)))
 	default:
-		msg := fmt.Sprintf("spec.auth.serviceAccountTokens.audiences names %s, the API server's or another SkillServer's audience: a token for it works elsewhere, "+
+		msg := fmt.Sprintf("%s, the API server's, the catalog's or another SkillServer's audience: a token for it works elsewhere, "+
 			"so it is not accepted; remove it and let agents ask for this server's own audience %s",
-			listAtMost(audiences.Forbidden, 4, ", "), render.DefaultServiceAccountAudience(ss))
+			forbiddenAudiencesNamed(audiences), render.DefaultServiceAccountAudience(ss))
 		setCondition(ss, cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience, msg)
 		setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience, msg)
 	}
+}
+
+// forbiddenAudiencesNamed says which field names which forbidden audiences.
+func forbiddenAudiencesNamed(audiences *render.AudiencesReport) string {
+	var parts []string
+	if len(audiences.Forbidden) > 0 {
+		parts = append(parts, "spec.auth.serviceAccountTokens.audiences names "+listAtMost(audiences.Forbidden, 4, ", "))
+	}
+	if len(audiences.OIDCForbidden) > 0 {
+		parts = append(parts, "spec.auth.oidc.audiences names "+listAtMost(audiences.OIDCForbidden, 4, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // recordWarnings records a Warning event for each warning condition that became False

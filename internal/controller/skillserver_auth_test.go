@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,6 +100,12 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	bad.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To("system:")}}
 	err := k8sClient.Create(ctx, bad)
 	g.Expect(err).To(MatchError(ContainSubstring("groupsPrefix must not begin with system:")))
+	// Prefixes that cannot spell system: with any group are accepted, "" among them.
+	for i, prefix := range []string{"", "sso:", "System", "systems"} {
+		fine := newSkillServer(ns, fmt.Sprintf("fine-%d", i), templateSkill("roster", "r"))
+		fine.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To(prefix)}}
+		g.Expect(k8sClient.Create(ctx, fine)).To(Succeed(), "prefix %q", prefix)
+	}
 }
 
 // renderedAudiences are the service-account issuer's audiences in a server's config.
@@ -173,4 +180,44 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
 	got, _ = getSkillServer(ctx, ns, "room")()
 	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+}
+
+// spec.auth.oidc re-opened what TestForbiddenAudiencesAreRefused closes (review R10):
+// an OIDC issuer at the cluster's own service-account issuer URL is refused outright
+// (Stalled, InvalidSpec, pointing at spec.auth.serviceAccountTokens), and OIDC audiences
+// that are the API server's or another server's are left out (Stalled,
+// ForbiddenAudience). Before, both servers became Ready.
+func TestOIDCAtTheClusterIssuerOrWithForbiddenAudiencesIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
+	keys, err := issuer.Current(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		r.Issuer = issuer
+		r.APIAudiences = []string{"cantus.dev/catalog"}
+	})
+
+	cluster := newSkillServer(ns, "mirror", templateSkill("search_book", "found"))
+	cluster.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: keys.URL, Audiences: []string{"mirror-agents"}}}
+	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "mirror"), 20*time.Second).Should(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	got, _ := getSkillServer(ctx, ns, "mirror")()
+	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionStalled),
+		HaveField("Message", And(ContainSubstring(keys.URL), ContainSubstring("spec.auth.serviceAccountTokens"))))))
+
+	other := "payroll." + ns + ".skillserver.cantus.dev"
+	ss := newSkillServer(ns, "room", templateSkill("search_book", "found"))
+	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com",
+		Audiences: []string{"https://kubernetes.default.svc", "cantus.dev/catalog", other, "room-agents"}}}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
+		haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
+	g.Eventually(renderedIssuers(ctx, ns, "room")).Should(ConsistOf(HaveField("Audiences", []string{"room-agents"})))
+	got, _ = getSkillServer(ctx, ns, "room")()
+	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionAudiencesAllowed),
+		HaveField("Message", And(ContainSubstring("spec.auth.oidc.audiences"), ContainSubstring(other))))))
 }

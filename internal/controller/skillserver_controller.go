@@ -204,10 +204,11 @@ func (r *SkillServerReconciler) importsOf(ctx context.Context, ss *cantusv1alpha
 }
 
 // clusterIssuer reads the cluster issuer's keys and the revoked bindings when the server
-// accepts service-account tokens; other servers need neither.
+// accepts service-account tokens; an OIDC server gets the issuer's URL only, so that
+// render refuses it as an OIDC issuer; other servers need neither.
 func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1alpha1.SkillServer) (adapterconfig.Issuer, error) {
 	if !render.ServesServiceAccountTokens(ss) {
-		return adapterconfig.Issuer{}, nil
+		return r.clusterIssuerURL(ctx, ss), nil
 	}
 	if r.Issuer == nil {
 		return adapterconfig.Issuer{}, errors.New("this operator was started without the cluster's service-account issuer keys, so it cannot check service-account tokens")
@@ -231,6 +232,22 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 	}
 	return cluster, nil
+}
+
+// clusterIssuerURL is the cluster issuer's URL for a server that accepts OIDC tokens, as
+// far as it can be read: without it, render still refuses the API server's usual URLs,
+// and the adapter refuses service-account tokens from any OIDC issuer. An OIDC server
+// does not wait for the cluster's keys.
+func (r *SkillServerReconciler) clusterIssuerURL(ctx context.Context, ss *cantusv1alpha1.SkillServer) adapterconfig.Issuer {
+	if ss.Spec.Auth == nil || ss.Spec.Auth.OIDC == nil || r.Issuer == nil {
+		return adapterconfig.Issuer{}
+	}
+	keys, err := r.Issuer.Current(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("the cluster's service-account issuer is unknown; its usual URLs are refused as an OIDC issuer", "error", err.Error())
+		return adapterconfig.Issuer{}
+	}
+	return adapterconfig.Issuer{URL: keys.URL}
 }
 
 // statusWriter announces changes of Ready as events.

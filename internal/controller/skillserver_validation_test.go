@@ -86,6 +86,21 @@ func TestAPIServerRefusesBadSkillServers(t *testing.T) {
 		{"oidc without audiences", `
   auth: {oidc: {issuerURL: "https://login.example.com", audiences: []}}
   skills:` + validSkill, "spec.auth.oidc.audiences in body should have at least 1 items"},
+		{"oidc groupsPrefix s, which spells system: with a group", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: [cantus], groupsPrefix: "s"}}
+  skills:` + validSkill, "groupsPrefix must not begin with system:, nor begin it"},
+		{"oidc groupsPrefix sys, which spells system: with a group", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: [cantus], groupsPrefix: "sys"}}
+  skills:` + validSkill, "groupsPrefix must not begin with system:, nor begin it"},
+		{"oidc groupsPrefix system, which spells system: with a group", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: [cantus], groupsPrefix: "system"}}
+  skills:` + validSkill, "groupsPrefix must not begin with system:, nor begin it"},
+		{"oidc groupsPrefix system-colon, which spells system: with a group", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: [cantus], groupsPrefix: "system:"}}
+  skills:` + validSkill, "groupsPrefix must not begin with system:, nor begin it"},
+		{"oidc groupsPrefix system:x, which spells system: with a group", `
+  auth: {oidc: {issuerURL: "https://login.example.com", audiences: [cantus], groupsPrefix: "system:x"}}
+  skills:` + validSkill, "groupsPrefix must not begin with system:, nor begin it"},
 		{"service account without a namespace", `
   auth: {serviceAccountTokens: {}}
   authorization: {rules: [{tools: ["*"], serviceAccounts: [librarian]}]}

@@ -39,20 +39,28 @@ type renderedAuth struct {
 	Files []File
 	// Groups says how OIDC groups are matched; nil without spec.auth.oidc.
 	Groups *GroupsReport
-	// Audiences says which service-account audiences were refused; nil without
-	// spec.auth.serviceAccountTokens.
+	// Audiences says which service-account and OIDC audiences were refused; nil without
+	// spec.auth.serviceAccountTokens and spec.auth.oidc.
 	Audiences *AudiencesReport
 }
 
-// AudiencesReport names the audiences of spec.auth.serviceAccountTokens that a tenant's
-// server must not accept: a token for them works elsewhere (the API server, another
-// server), so an agent sending the wrong one would hand it to this server's owner.
+// AudiencesReport names the audiences of spec.auth.serviceAccountTokens and
+// spec.auth.oidc that a tenant's server must not accept: a token for them works
+// elsewhere (the API server, the catalog, another server), so an agent sending the
+// wrong one would hand it to this server's owner.
 type AudiencesReport struct {
-	// Forbidden are the audiences refused, in spec order.
+	// Forbidden are the service-account audiences refused, in spec order.
 	Forbidden []string
+	// OIDCForbidden are the OIDC audiences refused, in spec order.
+	OIDCForbidden []string
 	// AuditPolicy, when set, names the Audit-mode ToolSourcePolicy that lets them be
 	// accepted for now; otherwise they were left out of the rendered config.
 	AuditPolicy string
+}
+
+// Refused says whether any audience was refused.
+func (r *AudiencesReport) Refused() bool {
+	return r != nil && (len(r.Forbidden) > 0 || len(r.OIDCForbidden) > 0)
 }
 
 // skillServerAudienceSuffix ends every server's default audience.
@@ -64,17 +72,42 @@ func forbiddenAudiences(ss *cantusv1alpha1.SkillServer, audiences, reserved []st
 	own := DefaultServiceAccountAudience(ss)
 	var out []string
 	for _, a := range audiences {
-		norm := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/")
-		norm = strings.TrimSuffix(norm, ".")
+		norm := normalAudience(a)
 		otherServer := strings.HasSuffix(norm, skillServerAudienceSuffix) && norm != own
-		isReserved := slices.ContainsFunc(reserved, func(r string) bool {
-			return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(r), "/"), ".") == norm
-		})
+		isReserved := slices.ContainsFunc(reserved, func(r string) bool { return normalAudience(r) == norm })
 		if otherServer || isReserved {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// normalAudience folds the spellings of one audience that some verifier may treat alike:
+// case, surrounding space, a trailing slash or dot.
+func normalAudience(a string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(strings.TrimSpace(a)), "/"), ".")
+}
+
+// clusterIssuerAsOIDC refuses an OIDC issuer that is the cluster's service-account
+// issuer (or one of the API server's own URLs): its tokens are the cluster's
+// service-account tokens, and only spec.auth.serviceAccountTokens checks what they are
+// bound to (a deleted pod or service account) and keeps their audiences to this server.
+// Refused under Audit too: the adapter refuses such tokens from an OIDC issuer anyway.
+func clusterIssuerAsOIDC(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, reserved []string) error {
+	if ss.Spec.Auth == nil || ss.Spec.Auth.OIDC == nil {
+		return nil
+	}
+	oidc := ss.Spec.Auth.OIDC
+	issuer := normalAudience(oidc.IssuerURL)
+	isCluster := cluster.URL != "" && normalAudience(cluster.URL) == issuer
+	if !isCluster && !slices.ContainsFunc(reserved, func(r string) bool { return normalAudience(r) == issuer }) {
+		return nil
+	}
+	return fmt.Errorf("spec.auth.oidc.issuerURL %q is this cluster's service-account issuer (or the API server's URL): "+
+		"its tokens are service-account tokens, which are accepted only through spec.auth.serviceAccountTokens, "+
+		"where their audience is this server's own and tokens of deleted pods and service accounts are refused; "+
+		"remove spec.auth.oidc and set spec.auth.serviceAccountTokens (agents then ask for the audience %s)",
+		oidc.IssuerURL, DefaultServiceAccountAudience(ss))
 }
 
 // GroupsReport says how a server matches OIDC groups against its rules.
@@ -90,8 +123,9 @@ type GroupsReport struct {
 }
 
 // renderAuth renders spec.auth and spec.authorization. cluster is this cluster's
-// service-account issuer with its keys (URL and JWKS) and the bindings it revoked; it is
-// read only when the server accepts service-account tokens. auditPolicy names the
+// service-account issuer with its keys (URL and JWKS) and the bindings it revoked; its
+// keys are read only when the server accepts service-account tokens, its URL also to
+// refuse it as an OIDC issuer. auditPolicy names the
 // Audit-mode ToolSourcePolicy when only such policies cover the namespace.
 func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, auditPolicy string, reserved ...string) renderedAuth {
 	spec := ss.Spec.Auth
@@ -104,19 +138,20 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, au
 		out.Files = append(out.Files, File{Path: BearerTokenFile, Secret: ref.Name, Key: ref.KeyOrDefault()})
 	}
 	var issuers []adapterconfig.Issuer
+	if spec.ServiceAccountTokens != nil || spec.OIDC != nil {
+		out.Audiences = &AudiencesReport{}
+	}
 	if sa := spec.ServiceAccountTokens; sa != nil {
 		issuer := serviceAccountIssuer(ss, sa, cluster)
-		out.Audiences = &AudiencesReport{Forbidden: forbiddenAudiences(ss, issuer.Audiences, reserved)}
-		if len(out.Audiences.Forbidden) > 0 && auditPolicy != "" {
-			out.Audiences.AuditPolicy = auditPolicy
-		} else if len(out.Audiences.Forbidden) > 0 {
-			issuer.Audiences = allowedAudiences(ss, issuer.Audiences, out.Audiences.Forbidden)
-		}
+		out.Audiences.Forbidden = forbiddenAudiences(ss, issuer.Audiences, reserved)
+		issuer.Audiences = out.Audiences.keep(ss, issuer.Audiences, out.Audiences.Forbidden, auditPolicy)
 		issuers = append(issuers, issuer)
 	}
 	if oidc := spec.OIDC; oidc != nil {
 		out.Groups = oidcGroupsOf(oidc, ss.Spec.Authorization, auditPolicy)
 		issuer, file := oidcIssuer(oidc, out.Groups.Prefix)
+		out.Audiences.OIDCForbidden = forbiddenAudiences(ss, issuer.Audiences, reserved)
+		issuer.Audiences = out.Audiences.keep(ss, issuer.Audiences, out.Audiences.OIDCForbidden, auditPolicy)
 		issuers = append(issuers, issuer)
 		out.Files = append(out.Files, file...)
 	}
@@ -125,6 +160,19 @@ func renderAuth(ss *cantusv1alpha1.SkillServer, cluster adapterconfig.Issuer, au
 		out.Config = &adapterconfig.AuthConfig{Issuers: issuers, Authorization: rules}
 	}
 	return out
+}
+
+// keep says which audiences an issuer accepts: all of them for now where an Audit-mode
+// policy lets forbidden ones through (the report names it), the allowed ones otherwise.
+func (r *AudiencesReport) keep(ss *cantusv1alpha1.SkillServer, audiences, forbidden []string, auditPolicy string) []string {
+	switch {
+	case len(forbidden) == 0:
+		return audiences
+	case auditPolicy != "":
+		r.AuditPolicy = auditPolicy
+		return audiences
+	}
+	return allowedAudiences(ss, audiences, forbidden)
 }
 
 // allowedAudiences are audiences without the forbidden ones; the server's own default

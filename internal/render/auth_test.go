@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,5 +131,79 @@ func TestOIDCGroupsPrefixAndItsAuditPath(t *testing.T) {
 	clean := &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{{Tools: []string{"*"}, Groups: []string{"oidc:ops"}}}}
 	if got := renderAuth(authServer(oidc(nil), clean), clusterIssuer, "relaxed"); got.Groups.Prefix != "oidc:" {
 		t.Errorf("audit mode without old groups dropped the prefix: %+v", got.Groups)
+	}
+}
+
+// oidcIssuerOf is the OIDC issuer of a rendered config.
+func oidcIssuerOf(t *testing.T, got Result) adapterconfig.Issuer {
+	t.Helper()
+	if got.Config == nil || got.Config.Auth == nil {
+		t.Fatalf("no auth rendered: %+v", got.Report.Invalid)
+	}
+	for _, i := range got.Config.Auth.Issuers {
+		if i.Kind == adapterconfig.IssuerOIDC {
+			return i
+		}
+	}
+	t.Fatalf("no OIDC issuer in %+v", got.Config.Auth.Issuers)
+	return adapterconfig.Issuer{}
+}
+
+// spec.auth.oidc.audiences may not name the API server's audiences or another server's
+// default audience either (review R10): under Enforce they are left out and reported,
+// under an Audit-only policy they are accepted for now and reported with the policy.
+func TestOIDCAudiencesThatAreReservedOrAnotherServersAreRefused(t *testing.T) {
+	audiences := []string{"https://kubernetes.default.svc/", "cantus.dev/catalog", "payroll.books.skillserver.cantus.dev", "library.books.skillserver.cantus.dev", "cantus"}
+	ss := authServer(&cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: audiences}}, nil)
+	in := Inputs{Cluster: adapterconfig.Issuer{URL: "https://oidc.eks.example.com/id/1"}, ReservedAudiences: []string{"https://kubernetes.default.svc", "cantus.dev/catalog"}}
+
+	got, err := SkillServer(ss, in)
+	if err != nil || got.Report.Invalid != nil {
+		t.Fatalf("render: %v, %v", err, got.Report.Invalid)
+	}
+	if aud := oidcIssuerOf(t, got).Audiences; !reflect.DeepEqual(aud, []string{"library.books.skillserver.cantus.dev", "cantus"}) {
+		t.Errorf("enforce: the OIDC issuer accepts %v, want only the server's own and cantus", aud)
+	}
+	wantForbidden := audiences[:3]
+	if got.Report.Audiences == nil || !reflect.DeepEqual(got.Report.Audiences.OIDCForbidden, wantForbidden) || got.Report.Audiences.AuditPolicy != "" {
+		t.Errorf("enforce: report %+v, want OIDCForbidden %v", got.Report.Audiences, wantForbidden)
+	}
+
+	in.AuditPolicy = "relaxed"
+	got, _ = SkillServer(ss, in)
+	if aud := oidcIssuerOf(t, got).Audiences; !reflect.DeepEqual(aud, audiences) {
+		t.Errorf("audit: the OIDC issuer accepts %v, want all of %v for now", aud, audiences)
+	}
+	if r := got.Report.Audiences; r == nil || !reflect.DeepEqual(r.OIDCForbidden, wantForbidden) || r.AuditPolicy != "relaxed" {
+		t.Errorf("audit: report %+v", r)
+	}
+
+	// Nothing left: the server's own audience, never an issuer with none (which would not
+	// render) nor a server without the issuer (which might serve unauthenticated).
+	ss.Spec.Auth.OIDC.Audiences = audiences[:1]
+	in.AuditPolicy = ""
+	got, _ = SkillServer(ss, in)
+	if aud := oidcIssuerOf(t, got).Audiences; !reflect.DeepEqual(aud, []string{"library.books.skillserver.cantus.dev"}) {
+		t.Errorf("all refused: the OIDC issuer accepts %v", aud)
+	}
+}
+
+// An OIDC issuer that is the cluster's own service-account issuer would accept the
+// cluster's tokens without the service-account path's checks (audience, deleted pod or
+// service account): it is refused, under Audit as under Enforce (review R10).
+func TestOIDCIssuerThatIsTheClusterIssuerIsRefused(t *testing.T) {
+	for _, url := range []string{"https://oidc.eks.example.com/id/1", "https://OIDC.eks.example.com/id/1/", "https://kubernetes.default.svc.cluster.local"} {
+		for _, audit := range []string{"", "relaxed"} {
+			ss := authServer(&cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: url, Audiences: []string{"cantus"}}}, nil)
+			in := Inputs{Cluster: adapterconfig.Issuer{URL: "https://oidc.eks.example.com/id/1"}, AuditPolicy: audit,
+				ReservedAudiences: []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local"}}
+			got, err := SkillServer(ss, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Report.Invalid == nil || !strings.Contains(got.Report.Invalid.Error(), "spec.auth.serviceAccountTokens") {
+				t.Errorf("issuer %s (audit %q): invalid = %v, want a refusal pointing at spec.auth.serviceAccountTokens", url, audit, got.Report.Invalid)
+			}
+		}
 	}
 }

@@ -22,7 +22,8 @@ type Inputs struct {
 	// spec names and that are absent are reported, not fatal.
 	Imports map[string]*cantusv1alpha1.RemoteToolImport
 	// Cluster is this cluster's service-account issuer with its keys (URL and JWKS) and
-	// the bindings it revoked; read only when the server accepts service-account tokens.
+	// the bindings it revoked; its keys are read only when the server accepts
+	// service-account tokens, its URL also when it accepts OIDC tokens.
 	Cluster adapterconfig.Issuer
 	// AuditPolicy names the ToolSourcePolicy in Audit mode when only such policies cover
 	// the server's namespace: refusals new in this version then warn instead.
@@ -65,8 +66,8 @@ type Report struct {
 	ImportedContent ContentReport
 	// Groups says how OIDC groups meet the rules; nil without spec.auth.oidc.
 	Groups *GroupsReport
-	// Audiences names the refused service-account audiences; nil without
-	// spec.auth.serviceAccountTokens.
+	// Audiences names the refused service-account and OIDC audiences; nil without
+	// spec.auth.serviceAccountTokens and spec.auth.oidc.
 	Audiences *AudiencesReport
 }
 
@@ -123,7 +124,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
-		Invalid:         errors.Join(own.invalid, own.authorization.err, validIssuers(auth.Config), validContent(&cfg), limitsErr),
+		Invalid:         errors.Join(own.invalid, own.authorization.err, clusterIssuerAsOIDC(ss, in.Cluster, in.ReservedAudiences), validIssuers(auth.Config), validContent(&cfg), limitsErr),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
 		ImportedContent: importedContent,
