@@ -194,13 +194,13 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		}
 	}
 	out := &adapterconfig.ImportedContent{}
+	kinds[adapterconfig.ImportedSkills].dropNestedSkills(own, &report)
 	out.Skills = kinds[adapterconfig.ImportedSkills].served(adapterconfig.ImportedSkills, "skill", own, &report)
-	// The files of a skill left out (a collision, a check it failed) go with it.
-	servedSkills := map[string]bool{}
+	skillsByPath := map[string]contentCandidate{}
 	for _, s := range out.Skills {
-		servedSkills[s.Key] = true
+		skillsByPath[SkillPathOf(s.Key)] = kinds[adapterconfig.ImportedSkills].byKey[s.Key][0]
 	}
-	kinds[adapterconfig.ImportedResources].drop(func(c contentCandidate) bool { return c.skill != "" && !servedSkills[c.skill] })
+	kinds[adapterconfig.ImportedResources].keepSkillDirectories(skillsByPath, &report)
 	out.Prompts = kinds[adapterconfig.ImportedPrompts].served(adapterconfig.ImportedPrompts, "prompt", own, &report)
 	out.Resources = kinds[adapterconfig.ImportedResources].served(adapterconfig.ImportedResources, "resource", own, &report)
 	out.ResourceTemplates = kinds[adapterconfig.ImportedResourceTemplates].served(adapterconfig.ImportedResourceTemplates, "resource template", own, &report)
@@ -247,6 +247,75 @@ func (k *contentKindCandidates) drop(gone func(contentCandidate) bool) {
 		order = append(order, key)
 	}
 	k.order = order
+}
+
+// dropNestedSkills reports and removes the skills whose directory lies in the directory
+// of another import's skill, and that skill: a file there would be both imports'. Those
+// the server's own skills take are left to served, which says so.
+func (k *contentKindCandidates) dropNestedSkills(own *ownContent, report *ContentReport) {
+	byPath := map[string][]contentCandidate{}
+	for _, key := range k.order {
+		if !own.takes(adapterconfig.ImportedSkills, key) {
+			byPath[SkillPathOf(key)] = k.byKey[key]
+		}
+	}
+	gone := map[string]bool{}
+	for _, key := range k.order {
+		path := SkillPathOf(key)
+		if byPath[path] == nil {
+			continue
+		}
+		for dir := range folderPrefixes(path) {
+			if dir == path {
+				break
+			}
+			for _, outer := range byPath[dir] {
+				for _, inner := range k.byKey[key] {
+					if outer.from == inner.from {
+						continue // a remote may nest its own skills
+					}
+					report.Collisions = append(report.Collisions, fmt.Sprintf("skill %q from %s lies in the directory of skill %q from %s",
+						adapterconfig.ClipName(key), inner.from, adapterconfig.ClipName(outer.item.Key), outer.from))
+					gone[key], gone[outer.item.Key] = true, true
+				}
+			}
+		}
+	}
+	k.drop(func(c contentCandidate) bool { return gone[c.item.Key] })
+}
+
+// keepSkillDirectories drops the files of a skill left out (a collision, a check it
+// failed: they go with it), and reports and removes the resources another import serves
+// in the directory of a served skill (by path), so that no import serves bytes as
+// another's skill's file.
+func (k *contentKindCandidates) keepSkillDirectories(skills map[string]contentCandidate, report *ContentReport) {
+	k.drop(func(c contentCandidate) bool {
+		if _, served := skills[SkillPathOf(c.skill)]; c.skill != "" && !served {
+			return true
+		}
+		holder, ok := skillHolding(c.item.Key, skills)
+		if !ok || holder.from == c.from {
+			return false
+		}
+		report.Collisions = append(report.Collisions, fmt.Sprintf("resource %q from %s lies in the directory of skill %q from %s",
+			adapterconfig.ClipName(c.item.Key), c.from, adapterconfig.ClipName(holder.item.Key), holder.from))
+		return true
+	})
+}
+
+// skillHolding is the skill (of skills, by path) of the deepest directory that holds
+// uri, or is uri.
+func skillHolding(uri string, skills map[string]contentCandidate) (contentCandidate, bool) {
+	var holder contentCandidate
+	found := false
+	if rest, ok := strings.CutPrefix(uri, adapterconfig.SkillURIScheme); ok {
+		for dir := range folderPrefixes(rest) {
+			if c, ok := skills[dir]; ok {
+				holder, found = c, true
+			}
+		}
+	}
+	return holder, found
 }
 
 // served are the items whose key exactly one import serves and the server itself does

@@ -300,3 +300,48 @@ func TestTheServersOwnSkillsTakeTheirDirectories(t *testing.T) {
 		}
 	}
 }
+
+// A skill's directory belongs to one import: a resource another import serves in it,
+// and two imports' skills whose directories nest, are collisions, so that no import
+// serves bytes under another's skill.
+func TestAnImportedSkillsDirectoryIsItsImports(t *testing.T) {
+	entry := func(path string) string {
+		return `{"uri":"skill://` + path + `/SKILL.md","frontmatter":{"name":"n"},"resources":[{"uri":"skill://` + path + `/SKILL.md"}]}`
+	}
+	imports := map[string]*cantusv1alpha1.RemoteToolImport{
+		"a": importWithSkill("a", "a", entry("a"), "skill://a/SKILL.md"),
+		"b": withContent(readyImportOf("b"), nil, []string{"skill://a/planted.md", "skill://a", "skill://ab/ok.md"}, nil),
+		"c": importWithSkill("c", "c", entry("c"), "skill://c/SKILL.md"),
+		"d": importWithSkill("d", "c/d", entry("c/d"), "skill://c/d/SKILL.md"),
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		ss.Spec.Imports = append(ss.Spec.Imports, cantusv1alpha1.SkillImport{Name: name})
+	}
+	cfg := &adapterconfig.Config{}
+	report := reexportContent(ss, imports, cfg)
+
+	var skills, resources []string
+	for _, s := range cfg.Imported.Skills {
+		skills = append(skills, s.Key)
+	}
+	for _, r := range cfg.Imported.Resources {
+		resources = append(resources, r.Key+"@"+r.Remote.Import)
+	}
+	if got := strings.Join(skills, ","); got != "skill://a/SKILL.md" {
+		t.Errorf("imported skills served: %s, want only skill://a/SKILL.md", got)
+	}
+	if got := strings.Join(resources, ","); got != "skill://a/SKILL.md@books/a,skill://ab/ok.md@books/b" {
+		t.Errorf("imported resources served: %s", got)
+	}
+	collisions := strings.Join(report.Collisions, "\n")
+	for _, want := range []string{
+		`resource "skill://a/planted.md" from import b lies in the directory of skill "skill://a/SKILL.md" from import a`,
+		`resource "skill://a" from import b lies in the directory of skill "skill://a/SKILL.md" from import a`,
+		`skill "skill://c/d/SKILL.md" from import d lies in the directory of skill "skill://c/SKILL.md" from import c`,
+	} {
+		if !strings.Contains(collisions, want) {
+			t.Errorf("collisions %q lack %q", collisions, want)
+		}
+	}
+}
