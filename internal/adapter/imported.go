@@ -33,13 +33,22 @@ type importedSet struct {
 	resourceURIs []string                     // sorted
 	templates    []*importedTemplate          // config order
 	// skills are the imported skills, served with the server's own (skills/list,
-	// skills/get); skillOf maps each of their files' URIs to the skill's path.
-	skills  []*servedSkill
-	skillOf map[string]string
+	// skills/get); skillOf maps each of their files' URIs (only those in the skill's
+	// own directory) to the skill's path, and skillFrom each skill's path to the skill
+	// and its import.
+	skills    []*servedSkill
+	skillOf   map[string]string
+	skillFrom map[string]importedSkill
 	// defs are the entries as the remotes listed them, served in place of mcp-go's.
 	defs gateway.ContentDefinitions
 	// skillFiles are the files the skills list, whose reads are checked.
 	skillFiles gateway.SkillFiles
+}
+
+// importedSkill is an imported skill and the import ("namespace/name") it came from.
+type importedSkill struct {
+	skill *servedSkill
+	from  string
 }
 
 type importedPrompt struct {
@@ -60,8 +69,8 @@ type importedTemplate struct {
 
 // loadImported builds the imported set of cfg, which the config check validated.
 func loadImported(c *adapterconfig.ImportedContent) (*importedSet, error) {
-	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{}, skillOf: map[string]string{},
-		skillFiles: gateway.SkillFiles{}}
+	set := &importedSet{promptByName: map[string]*importedPrompt{}, resources: map[string]*importedResource{},
+		skillOf: map[string]string{}, skillFrom: map[string]importedSkill{}, skillFiles: gateway.SkillFiles{}}
 	if c.Empty() {
 		return set, nil
 	}
@@ -133,7 +142,8 @@ func (set *importedSet) empty() bool {
 }
 
 // resourceFor is the imported item that serves uri: the resource of that URI, else the
-// first template that matches it; nil when none does.
+// first template that matches it; nil when none does. A read or subscription of it
+// must also pass ambiguity.
 func (set *importedSet) resourceFor(uri string) *gateway.Item {
 	if r := set.resources[uri]; r != nil {
 		return r.item
@@ -144,6 +154,75 @@ func (set *importedSet) resourceFor(uri string) *gateway.Item {
 		}
 	}
 	return nil
+}
+
+// markerAmbiguous starts the refusal of a read or subscription of a URI that more than
+// one import serves.
+const markerAmbiguous = "resource_ambiguous: "
+
+// maxNamedImports bounds the imports an ambiguity names.
+const maxNamedImports = 4
+
+// ambiguity is nil when at most one import serves uri (by listing it or by a template
+// that matches it); otherwise the error that refuses reading or subscribing to it,
+// naming the imports. Letting the first of them serve it would let a remote with a
+// broad template ("{+any}"), or one that lists another import's URI, capture the reads
+// and subscriptions meant for another import; render refuses only identical keys.
+func (set *importedSet) ambiguity(uri string) error {
+	var imports []string
+	add := func(it *gateway.Item) {
+		if !slices.Contains(imports, it.Backend.Import) {
+			imports = append(imports, it.Backend.Import)
+		}
+	}
+	if r := set.resources[uri]; r != nil {
+		add(r.item)
+	}
+	for _, t := range set.templates {
+		if t.matcher.Match(uri) != nil {
+			add(t.item)
+		}
+	}
+	if len(imports) < 2 {
+		return nil
+	}
+	named := strings.Join(imports[:min(len(imports), maxNamedImports)], " and ")
+	if len(imports) > maxNamedImports {
+		named += fmt.Sprintf(" and %d more", len(imports)-maxNamedImports)
+	}
+	return fmt.Errorf("%sresource %s is served by more than one import of this gateway (%s), so by none: ask the owner of the server to import it from only one",
+		markerAmbiguous, uri, named)
+}
+
+// importedServing is the imported item that serves uri: nil when the server's own
+// content does (its files, and its templates unless an import lists uri itself) or
+// nothing does.
+func (c *contentSet) importedServing(uri string) *gateway.Item {
+	if c.files[uri] != nil || (c.imported.resources[uri] == nil && c.matchesTemplate(uri)) {
+		return nil
+	}
+	return c.imported.resourceFor(uri)
+}
+
+// governingSkill is the path of the imported skill whose rule governs reading uri, a
+// URI that is no file of the server's own: a file its entry lists, or a directory of
+// it, and only while its own import serves uri. So a skill never puts under its rule
+// what another import (or the server itself) serves, whatever its remote lists.
+func (c *contentSet) governingSkill(uri string) (string, bool) {
+	path, ok := c.imported.skillOf[uri]
+	if !ok {
+		d := c.dirs[uri]
+		if d == nil {
+			return "", false
+		}
+		path = d.skillPath
+	}
+	src, imported := c.imported.skillFrom[path]
+	if !imported || c.skillByURI[src.skill.uri] != src.skill {
+		return "", false // not an imported skill, or the server's own took its place
+	}
+	it := c.importedServing(uri)
+	return path, it != nil && it.Backend.Import == src.from
 }
 
 // importedResourceEntries are the imported resources for mcp-go, less those whose URI
@@ -183,13 +262,18 @@ func (s *Server) importedPromptEntries(set *contentSet) []server.ServerPrompt {
 // parsed.
 func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	uri := req.Params.URI
-	it := s.content.Load().imported.resourceFor(uri)
+	set := s.content.Load()
+	it := set.imported.resourceFor(uri)
 	if it == nil {
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
 		s.logRead(ctx, "resources/read", uri, outcomeRefused)
 		return nil, errNotAllowed("resource " + uri)
+	}
+	if err := set.imported.ambiguity(uri); err != nil {
+		s.logRead(ctx, "resources/read", uri, outcomeError)
+		return nil, err
 	}
 	raw, err := it.ReadResource(ctx, uri)
 	s.logRead(ctx, "resources/read", uri, outcomeOf(err))
@@ -261,16 +345,18 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 	switch req.Method {
 	case string(mcp.MethodResourcesRead):
 		uri := req.Params.URI
-		if set.files[uri] != nil {
-			return false // the server's own
-		}
-		it := set.imported.resourceFor(uri)
-		if it == nil || (set.matchesTemplate(uri) && set.imported.resources[uri] == nil) {
-			return false // the server's own template matches first
+		it := set.importedServing(uri)
+		if it == nil {
+			return false // the server's own, or nothing
 		}
 		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
 			s.logRead(ctx, "resources/read", uri, outcomeRefused)
 			writeAnswer(w, req.ID, refused("resource "+uri))
+			return true
+		}
+		if ambiguous := set.imported.ambiguity(uri); ambiguous != nil {
+			s.logRead(ctx, "resources/read", uri, outcomeError)
+			writeAnswer(w, req.ID, invalidParams(ambiguous.Error()))
 			return true
 		}
 		raw, err = it.ReadResource(ctx, uri)
@@ -359,6 +445,8 @@ func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway
 }
 
 // addSkill serves an imported skill's entry as its remote listed it (URIs as served).
+// Its rule governs only the files in its own directory (render leaves any other out of
+// the entry); a file two skills' directories hold is the deepest one's.
 func (set *importedSet) addSkill(it *adapterconfig.ImportedItem) error {
 	var entry struct {
 		URI       string `json:"uri"`
@@ -370,11 +458,25 @@ func (set *importedSet) addSkill(it *adapterconfig.ImportedItem) error {
 		return fmt.Errorf("imported skill %q: %w", adapterconfig.ClipName(it.Key), err)
 	}
 	path := strings.TrimSuffix(strings.TrimPrefix(it.Key, adapterconfig.SkillURIScheme), "/"+adapterconfig.SkillManifestFile)
-	set.skills = append(set.skills, &servedSkill{path: path, uri: it.Key, entry: compactJSON(it.Definition)})
+	skill := &servedSkill{path: path, uri: it.Key, entry: compactJSON(it.Definition)}
+	set.skills = append(set.skills, skill)
+	set.skillFrom[path] = importedSkill{skill: skill, from: it.Remote.Import}
+	dir := adapterconfig.SkillURIScheme + path + "/"
 	for _, r := range entry.Resources {
-		set.skillOf[r.URI] = path
+		if strings.HasPrefix(r.URI, dir) {
+			set.claim(r.URI, path)
+		}
 	}
-	set.skillOf[it.Key] = path
+	set.claim(it.Key, path)
 	set.skillFiles.AddSkill(it.Key, it.Definition)
 	return nil
+}
+
+// claim puts uri, a file in the directory of the skill at path, under that skill,
+// unless a skill in a deeper directory holds it.
+func (set *importedSet) claim(uri, path string) {
+	if held, ok := set.skillOf[uri]; ok && len(held) >= len(path) {
+		return
+	}
+	set.skillOf[uri] = path
 }

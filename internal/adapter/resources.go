@@ -171,16 +171,17 @@ func visible[T any](ctx context.Context, s *Server, items []T, item func(T) (acc
 	return out
 }
 
-// resourceItem is what governs reading uri: a skill file's skill path, or the URI.
+// resourceItem is what governs reading uri: the path of the skill whose file it is (the
+// server's own, or an imported one its import serves), or the URI.
 func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 	set := s.content.Load()
-	if f := set.files[uri]; f != nil && f.skillPath != "" {
-		return access.ItemSkill, f.skillPath
+	if f := set.files[uri]; f != nil {
+		if f.skillPath != "" {
+			return access.ItemSkill, f.skillPath
+		}
+		return access.ItemResource, uri
 	}
-	if d := set.dirs[uri]; d != nil {
-		return access.ItemSkill, d.skillPath
-	}
-	if path, ok := set.imported.skillOf[uri]; ok && set.files[uri] == nil {
+	if path, ok := set.governingSkill(uri); ok {
 		return access.ItemSkill, path
 	}
 	return access.ItemResource, uri

@@ -130,6 +130,9 @@ func (s *Server) subscribable(uri string) (*gateway.Item, string) {
 	if it == nil {
 		return nil, fmt.Sprintf("resource %s is not served by any import of this gateway, so there is nothing to subscribe to: list the resources again", uri)
 	}
+	if err := set.imported.ambiguity(uri); err != nil {
+		return nil, err.Error()
+	}
 	if !it.Backend.Subscribe {
 		return nil, fmt.Sprintf("resource %s comes from import %s, whose remote does not offer subscriptions (it did not declare resources.subscribe)", uri, it.Backend.Import)
 	}
@@ -143,10 +146,10 @@ func (s *Server) retargetSubscriptions(next *contentSet) {
 		return
 	}
 	s.subs.Retarget(func(uri string) *gateway.Item {
-		if next.files[uri] != nil || (next.matchesTemplate(uri) && next.imported.resources[uri] == nil) {
+		if next.imported.ambiguity(uri) != nil {
 			return nil
 		}
-		return next.imported.resourceFor(uri)
+		return next.importedServing(uri)
 	})
 }
 

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,30 +40,97 @@ type contentCandidate struct {
 	item   adapterconfig.ImportedItem
 	from   string // "import NAME"
 	remote string // the remote's key, when the served one differs
+	// skill is the served key of the skill whose file a resource is, if any.
+	skill string
 }
 
-// ownContentKeys are the keys the server's own content takes, by kind.
-func ownContentKeys(cfg *adapterconfig.Config) map[string]map[string]bool {
-	own := map[string]map[string]bool{
-		adapterconfig.ImportedPrompts: {}, adapterconfig.ImportedResources: {}, adapterconfig.ImportedResourceTemplates: {},
-		adapterconfig.ImportedSkills: {},
+// ownContent is what the server's own content takes: its keys by kind, and the
+// directories of its skills (ConfigMap and image alike), each skill://<path> and
+// everything under it, which no import may serve into: an image skill's files are
+// known only when the adapter reads the image, and a file an import added under an
+// own skill's directory would be read under that skill's rule.
+type ownContent struct {
+	keys map[string]map[string]bool
+	// skillPaths are the own skills' paths; skillAncestors every folder above one of
+	// them ("acme" for "acme/forms").
+	skillPaths, skillAncestors map[string]bool
+}
+
+func ownContentOf(cfg *adapterconfig.Config) *ownContent {
+	own := &ownContent{
+		keys: map[string]map[string]bool{
+			adapterconfig.ImportedPrompts: {}, adapterconfig.ImportedResources: {}, adapterconfig.ImportedResourceTemplates: {},
+			adapterconfig.ImportedSkills: {},
+		},
+		skillPaths: map[string]bool{}, skillAncestors: map[string]bool{},
 	}
 	for _, p := range cfg.Prompts {
-		own[adapterconfig.ImportedPrompts][p.Name] = true
+		own.keys[adapterconfig.ImportedPrompts][p.Name] = true
 	}
 	for _, r := range cfg.Resources {
-		own[adapterconfig.ImportedResources][r.URI] = true
+		own.keys[adapterconfig.ImportedResources][r.URI] = true
 	}
 	for _, s := range cfg.AgentSkills {
-		own[adapterconfig.ImportedSkills][adapterconfig.SkillURI(s.Path, adapterconfig.SkillManifestFile)] = true
-		for _, f := range s.Files {
-			own[adapterconfig.ImportedResources][adapterconfig.SkillURI(s.Path, f.Path)] = true
-		}
+		own.addSkill(s.Path)
+	}
+	for _, img := range cfg.ImageSkills {
+		own.addSkill(img.Path)
 	}
 	for _, t := range cfg.ResourceTemplates {
-		own[adapterconfig.ImportedResourceTemplates][t.URITemplate] = true
+		own.keys[adapterconfig.ImportedResourceTemplates][t.URITemplate] = true
 	}
 	return own
+}
+
+func (o *ownContent) addSkill(path string) {
+	o.skillPaths[path] = true
+	for dir := range folderPrefixes(path) {
+		if dir != path {
+			o.skillAncestors[dir] = true
+		}
+	}
+}
+
+// takes says whether the server's own content takes key of kind: the same key, an
+// imported skill whose directory holds an own skill's or lies in one, or a resource in
+// an own skill's directory (the directory itself included).
+func (o *ownContent) takes(kind, key string) bool {
+	if o.keys[kind][key] {
+		return true
+	}
+	switch kind {
+	case adapterconfig.ImportedSkills:
+		path := SkillPathOf(key)
+		return path != "" && (o.skillAncestors[path] || o.inOwnSkill(path))
+	case adapterconfig.ImportedResources:
+		rest, ok := strings.CutPrefix(key, adapterconfig.SkillURIScheme)
+		return ok && o.inOwnSkill(rest)
+	}
+	return false
+}
+
+// inOwnSkill says whether path ("acme/forms/ref.md") is an own skill's path or lies
+// under one.
+func (o *ownContent) inOwnSkill(path string) bool {
+	for dir := range folderPrefixes(path) {
+		if o.skillPaths[dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// folderPrefixes yields path cut at each "/" and then path itself: "a", "a/b", "a/b/c"
+// for "a/b/c".
+func folderPrefixes(path string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := 0; i < len(path); i++ {
+			if path[i] == '/' && !yield(path[:i]) {
+				return
+			}
+		}
+		yield(path)
+	}
 }
 
 // reexportContent puts the content of the imports in spec.imports into cfg.Imported
@@ -70,7 +138,7 @@ func ownContentKeys(cfg *adapterconfig.Config) map[string]map[string]bool {
 // reexport with their tools.
 func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, cfg *adapterconfig.Config) ContentReport {
 	var report ContentReport
-	own := ownContentKeys(cfg)
+	own := ownContentOf(cfg)
 	kinds := map[string]*contentKindCandidates{}
 	for _, kind := range []string{adapterconfig.ImportedPrompts, adapterconfig.ImportedResources, adapterconfig.ImportedResourceTemplates, adapterconfig.ImportedSkills} {
 		kinds[kind] = &contentKindCandidates{byKey: map[string][]contentCandidate{}}
@@ -104,18 +172,20 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 			if !ok {
 				continue
 			}
-			item := adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: readable}
+			c := contentCandidate{item: adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: readable}, from: from}
 			if skills.listed && strings.HasPrefix(uri, adapterconfig.SkillURIScheme) {
 				// A skill's file goes with its skill: moved under the prefix, or not
-				// served when its skill is not.
-				if !skills.selected(uri) {
+				// served when its skill is not selected (or, below, left out).
+				skill, ok := skills.skillOf(uri)
+				if !ok {
 					continue
 				}
+				c.skill = skill
 				if served := skills.move(uri); served != uri {
-					item.Key, item.RemoteKey, item.Definition = served, uri, withMember(def, "uri", served)
+					c.item.Key, c.item.RemoteKey, c.item.Definition = served, uri, withMember(def, "uri", served)
 				}
 			}
-			kinds[adapterconfig.ImportedResources].add(contentCandidate{item: item, from: from})
+			kinds[adapterconfig.ImportedResources].add(c)
 		}
 		for _, t := range imp.Status.ResourceTemplates {
 			if tmpl, def, ok := definitionOf(t.DiscoveredContent, "uriTemplate", "resource template", t.URITemplate, from, &report); ok {
@@ -124,10 +194,16 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		}
 	}
 	out := &adapterconfig.ImportedContent{}
+	kinds[adapterconfig.ImportedSkills].dropNestedSkills(own, &report)
+	out.Skills = kinds[adapterconfig.ImportedSkills].served(adapterconfig.ImportedSkills, "skill", own, &report)
+	skillsByPath := map[string]contentCandidate{}
+	for _, s := range out.Skills {
+		skillsByPath[SkillPathOf(s.Key)] = kinds[adapterconfig.ImportedSkills].byKey[s.Key][0]
+	}
+	kinds[adapterconfig.ImportedResources].keepSkillDirectories(skillsByPath, &report)
 	out.Prompts = kinds[adapterconfig.ImportedPrompts].served(adapterconfig.ImportedPrompts, "prompt", own, &report)
 	out.Resources = kinds[adapterconfig.ImportedResources].served(adapterconfig.ImportedResources, "resource", own, &report)
 	out.ResourceTemplates = kinds[adapterconfig.ImportedResourceTemplates].served(adapterconfig.ImportedResourceTemplates, "resource template", own, &report)
-	out.Skills = kinds[adapterconfig.ImportedSkills].served(adapterconfig.ImportedSkills, "skill", own, &report)
 	report.Prompts, report.Resources, report.ResourceTemplates = len(out.Prompts), len(out.Resources), len(out.ResourceTemplates)
 	report.Skills = len(out.Skills)
 	if !out.Empty() {
@@ -158,14 +234,98 @@ func (k *contentKindCandidates) add(c contentCandidate) {
 	k.byKey[c.item.Key] = append(k.byKey[c.item.Key], c)
 }
 
+// drop removes the candidates gone says are gone.
+func (k *contentKindCandidates) drop(gone func(contentCandidate) bool) {
+	order := k.order[:0]
+	for _, key := range k.order {
+		kept := slices.DeleteFunc(k.byKey[key], gone)
+		if len(kept) == 0 {
+			delete(k.byKey, key)
+			continue
+		}
+		k.byKey[key] = kept
+		order = append(order, key)
+	}
+	k.order = order
+}
+
+// dropNestedSkills reports and removes the skills whose directory lies in the directory
+// of another import's skill, and that skill: a file there would be both imports'. Those
+// the server's own skills take are left to served, which says so.
+func (k *contentKindCandidates) dropNestedSkills(own *ownContent, report *ContentReport) {
+	byPath := map[string][]contentCandidate{}
+	for _, key := range k.order {
+		if !own.takes(adapterconfig.ImportedSkills, key) {
+			byPath[SkillPathOf(key)] = k.byKey[key]
+		}
+	}
+	gone := map[string]bool{}
+	for _, key := range k.order {
+		path := SkillPathOf(key)
+		if byPath[path] == nil {
+			continue
+		}
+		for dir := range folderPrefixes(path) {
+			if dir == path {
+				break
+			}
+			for _, outer := range byPath[dir] {
+				for _, inner := range k.byKey[key] {
+					if outer.from == inner.from {
+						continue // a remote may nest its own skills
+					}
+					report.Collisions = append(report.Collisions, fmt.Sprintf("skill %q from %s lies in the directory of skill %q from %s",
+						adapterconfig.ClipName(key), inner.from, adapterconfig.ClipName(outer.item.Key), outer.from))
+					gone[key], gone[outer.item.Key] = true, true
+				}
+			}
+		}
+	}
+	k.drop(func(c contentCandidate) bool { return gone[c.item.Key] })
+}
+
+// keepSkillDirectories drops the files of a skill left out (a collision, a check it
+// failed: they go with it), and reports and removes the resources another import serves
+// in the directory of a served skill (by path), so that no import serves bytes as
+// another's skill's file.
+func (k *contentKindCandidates) keepSkillDirectories(skills map[string]contentCandidate, report *ContentReport) {
+	k.drop(func(c contentCandidate) bool {
+		if _, served := skills[SkillPathOf(c.skill)]; c.skill != "" && !served {
+			return true
+		}
+		holder, ok := skillHolding(c.item.Key, skills)
+		if !ok || holder.from == c.from {
+			return false
+		}
+		report.Collisions = append(report.Collisions, fmt.Sprintf("resource %q from %s lies in the directory of skill %q from %s",
+			adapterconfig.ClipName(c.item.Key), c.from, adapterconfig.ClipName(holder.item.Key), holder.from))
+		return true
+	})
+}
+
+// skillHolding is the skill (of skills, by path) of the deepest directory that holds
+// uri, or is uri.
+func skillHolding(uri string, skills map[string]contentCandidate) (contentCandidate, bool) {
+	var holder contentCandidate
+	found := false
+	if rest, ok := strings.CutPrefix(uri, adapterconfig.SkillURIScheme); ok {
+		for dir := range folderPrefixes(rest) {
+			if c, ok := skills[dir]; ok {
+				holder, found = c, true
+			}
+		}
+	}
+	return holder, found
+}
+
 // served are the items whose key exactly one import serves and the server itself does
-// not, each checked as the adapter will; the others are reported.
-func (k *contentKindCandidates) served(kind, label string, own map[string]map[string]bool, report *ContentReport) []adapterconfig.ImportedItem {
+// not take, each checked as the adapter will; the others are reported.
+func (k *contentKindCandidates) served(kind, label string, own *ownContent, report *ContentReport) []adapterconfig.ImportedItem {
 	var out []adapterconfig.ImportedItem
 	for _, key := range k.order {
 		cands := k.byKey[key]
-		if own[kind][key] || len(cands) > 1 {
-			report.Collisions = append(report.Collisions, describeContentCollision(label, key, own[kind][key], cands))
+		if ownToo := own.takes(kind, key); ownToo || len(cands) > 1 {
+			report.Collisions = append(report.Collisions, describeContentCollision(label, key, ownToo, cands))
 			continue
 		}
 		c := cands[0]
@@ -274,22 +434,29 @@ func SkillPathOf(uri string) string {
 }
 
 // importSkills is what one import's skills re-export: whether the import lists skills
-// at all, the directories (skill://<path>/) of those selected, and the prefix that
-// moves them.
+// at all, the selected skills, and the prefix that moves them.
 type importSkills struct {
 	listed bool
-	dirs   []string
+	skills []importedSkillDir
 	prefix string
 }
 
-// selected says whether uri is a file of a selected skill.
-func (s importSkills) selected(uri string) bool {
-	for _, dir := range s.dirs {
-		if strings.HasPrefix(uri, dir) {
-			return true
+// importedSkillDir is a selected skill's directory at the remote (skill://<path>/) and
+// the key it is served as.
+type importedSkillDir struct {
+	dir, key string
+}
+
+// skillOf is the served key of the selected skill whose file uri is: the skill of the
+// deepest directory holding it.
+func (s importSkills) skillOf(uri string) (string, bool) {
+	best := importedSkillDir{}
+	for _, sk := range s.skills {
+		if strings.HasPrefix(uri, sk.dir) && len(sk.dir) > len(best.dir) {
+			best = sk
 		}
 	}
-	return false
+	return best.key, best.key != ""
 }
 
 // move is uri under the prefix: skill://<prefix>/<rest>.
@@ -324,39 +491,86 @@ func reexportSkills(spec cantusv1alpha1.SkillImport, imp *cantusv1alpha1.RemoteT
 		if !selected(spec, path) {
 			continue
 		}
-		out.dirs = append(out.dirs, adapterconfig.SkillURIScheme+path+"/")
-		cands.add(contentCandidate{item: adapterconfig.ImportedItem{Key: out.move(uri), Definition: out.movedEntry(def), Remote: backend}, from: from})
+		entry, foreign, err := out.servedEntry(def, path)
+		if err != nil {
+			report.Skipped = append(report.Skipped, fmt.Sprintf("skill %q from %s: %v", adapterconfig.ClipName(uri), from, err))
+			continue
+		}
+		if len(foreign) > 0 {
+			report.Skipped = append(report.Skipped, fmt.Sprintf("skill %q from %s: its entry lists as its files %s, not under %s; they are left out of it",
+				adapterconfig.ClipName(uri), from, quotedAtMost(foreign, maxNamedForeignFiles), adapterconfig.SkillURIScheme+path+"/"))
+		}
+		key := out.move(uri)
+		out.skills = append(out.skills, importedSkillDir{dir: adapterconfig.SkillURIScheme + path + "/", key: key})
+		cands.add(contentCandidate{item: adapterconfig.ImportedItem{Key: key, Definition: entry, Remote: backend}, from: from})
 	}
 	return out
 }
 
-// movedEntry is a skills/list entry with its uri and its resources' uris moved under
-// the prefix; digests and sizes are the remote's, as the bytes are.
-func (s importSkills) movedEntry(def json.RawMessage) json.RawMessage {
-	if s.prefix == "" {
-		return def
+// maxNamedForeignFiles bounds the URIs a report names of one skill's foreign files.
+const maxNamedForeignFiles = 3
+
+// quotedAtMost is the first n of items, quoted and clipped, and how many more there are.
+func quotedAtMost(items []string, n int) string {
+	var out []string
+	for _, it := range items[:min(n, len(items))] {
+		out = append(out, fmt.Sprintf("%q", adapterconfig.ClipName(it)))
 	}
+	if len(items) > n {
+		out = append(out, fmt.Sprintf("and %d more", len(items)-n))
+	}
+	return strings.Join(out, ", ")
+}
+
+// servedEntry is a skills/list entry of the skill at path as served: its resources only
+// those under its own skill://<path>/, moved under the prefix with its uri; digests and
+// sizes are the remote's, as the bytes are. The adapter governs every file an entry
+// lists by the skill's rule, so an entry naming another URI (another import's
+// resource, the server's own) would put it under that rule: such files are left out
+// and returned. An entry whose resources are not a list of files with a uri is an
+// error. An entry that needs no change is def itself.
+func (s importSkills) servedEntry(def json.RawMessage, path string) (json.RawMessage, []string, error) {
 	var entry map[string]json.RawMessage
 	if json.Unmarshal(def, &entry) != nil || entry == nil {
-		return def
-	}
-	var uri string
-	if json.Unmarshal(entry["uri"], &uri) == nil {
-		entry["uri"], _ = json.Marshal(s.move(uri))
+		return nil, nil, errors.New("its entry is not a JSON object")
 	}
 	var resources []map[string]json.RawMessage
-	if json.Unmarshal(entry["resources"], &resources) == nil && resources != nil {
-		for _, r := range resources {
-			var fileURI string
-			if json.Unmarshal(r["uri"], &fileURI) == nil {
-				r["uri"], _ = json.Marshal(s.move(fileURI))
-			}
+	if raw, ok := entry["resources"]; ok && json.Unmarshal(raw, &resources) != nil {
+		return nil, nil, errors.New("its entry's resources are not a list of files")
+	}
+	dir := adapterconfig.SkillURIScheme + path + "/"
+	var kept []map[string]json.RawMessage
+	var foreign []string
+	for _, r := range resources {
+		var fileURI string
+		if r == nil || json.Unmarshal(r["uri"], &fileURI) != nil {
+			return nil, nil, errors.New("its entry's resources are not a list of files with a uri")
 		}
-		entry["resources"], _ = json.Marshal(resources)
+		if !strings.HasPrefix(fileURI, dir) {
+			foreign = append(foreign, fileURI)
+			continue
+		}
+		if s.prefix != "" {
+			r["uri"], _ = json.Marshal(s.move(fileURI))
+		}
+		kept = append(kept, r)
+	}
+	if s.prefix == "" && len(foreign) == 0 {
+		return def, nil, nil
+	}
+	var uri string
+	if s.prefix != "" && json.Unmarshal(entry["uri"], &uri) == nil {
+		entry["uri"], _ = json.Marshal(s.move(uri))
+	}
+	if resources != nil {
+		if kept == nil {
+			kept = []map[string]json.RawMessage{}
+		}
+		entry["resources"], _ = json.Marshal(kept)
 	}
 	out, err := json.Marshal(entry)
 	if err != nil {
-		return def
+		return nil, nil, fmt.Errorf("encode its entry: %w", err)
 	}
-	return out
+	return out, foreign, nil
 }

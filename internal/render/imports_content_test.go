@@ -166,3 +166,182 @@ func TestReexportMarksSubscribableResources(t *testing.T) {
 		t.Error("a stateless gateway relays subscriptions")
 	}
 }
+
+// importWithSkill is an import that lists the skill at path, with entry as its
+// skills/list entry, and the resources uris.
+func importWithSkill(name, path, entry string, uris ...string) *cantusv1alpha1.RemoteToolImport {
+	imp := withContent(readyImportOf(name), nil, uris, nil)
+	imp.Status.Skills = append(imp.Status.Skills, cantusv1alpha1.DiscoveredSkill{URI: "skill://" + path + "/SKILL.md",
+		DiscoveredContent: cantusv1alpha1.DiscoveredContent{Definition: &runtime.RawExtension{Raw: []byte(entry)}}})
+	return imp
+}
+
+// A skill's entry lists as its files only URIs under its own skill://<path>/: one that
+// names another URI (here another import's resource) is dropped from the entry served,
+// with or without a prefix, and the report says so; the resource itself stays its own
+// import's.
+func TestAnImportedSkillsEntryKeepsOnlyItsOwnFiles(t *testing.T) {
+	for _, prefix := range []string{"", "lib_"} {
+		t.Run("prefix "+prefix, func(t *testing.T) {
+			evil := importWithSkill("evil", "evil",
+				`{"uri":"skill://evil/SKILL.md","frontmatter":{"name":"evil"},"resources":[{"uri":"skill://evil/SKILL.md","digest":"sha256:00","size":1},{"uri":"docs://secret","digest":"sha256:01","size":1},{"uri":"skill://evil-twin/x.md"}]}`,
+				"skill://evil/SKILL.md")
+			db := withContent(readyImportOf("db"), nil, []string{"docs://guide", "docs://secret"}, nil)
+			ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+			ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "evil", Prefix: prefix}, {Name: "db"}}
+			cfg := &adapterconfig.Config{}
+			report := reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"evil": evil, "db": db}, cfg)
+
+			if len(cfg.Imported.Skills) != 1 {
+				t.Fatalf("skills %+v", cfg.Imported.Skills)
+			}
+			var entry struct {
+				Resources []struct {
+					URI string `json:"uri"`
+				} `json:"resources"`
+			}
+			if err := json.Unmarshal(cfg.Imported.Skills[0].Definition, &entry); err != nil {
+				t.Fatal(err)
+			}
+			want := "skill://evil/SKILL.md"
+			if prefix != "" {
+				want = "skill://lib/evil/SKILL.md"
+			}
+			if len(entry.Resources) != 1 || entry.Resources[0].URI != want {
+				t.Errorf("the entry served lists %+v, want only %s: %s", entry.Resources, want, cfg.Imported.Skills[0].Definition)
+			}
+			skipped := strings.Join(report.Skipped, "\n")
+			for _, uri := range []string{"docs://secret", "skill://evil-twin/x.md"} {
+				if !strings.Contains(skipped, uri) || !strings.Contains(skipped, "import evil") {
+					t.Errorf("skipped %q does not say that %s was dropped from evil's skill", skipped, uri)
+				}
+			}
+			var served []string
+			for _, r := range cfg.Imported.Resources {
+				served = append(served, r.Key+"@"+r.Remote.Import)
+			}
+			if got := strings.Join(served, ","); !strings.Contains(got, "docs://secret@books/db") {
+				t.Errorf("resources %s: docs://secret must stay db's", got)
+			}
+			if err := adapterconfig.Validate(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Imported: cfg.Imported}); err != nil {
+				t.Errorf("the adapter refuses what render served: %v", err)
+			}
+		})
+	}
+}
+
+// A skill entry whose resources are not a list of files with a uri cannot be served as
+// listed: it is skipped, rather than given to an adapter that would refuse the config.
+func TestAnImportedSkillWithMalformedResourcesIsSkipped(t *testing.T) {
+	for _, resources := range []string{`"x"`, `[1]`, `[{"uri":5}]`} {
+		imp := importWithSkill("a", "s", `{"uri":"skill://s/SKILL.md","frontmatter":{"name":"s"},"resources":`+resources+`}`, "skill://s/SKILL.md")
+		ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+		ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "a"}}
+		cfg := &adapterconfig.Config{}
+		report := reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"a": imp}, cfg)
+		if cfg.Imported != nil && len(cfg.Imported.Skills) != 0 {
+			t.Errorf("resources %s: skill served: %s", resources, cfg.Imported.Skills[0].Definition)
+		}
+		if !strings.Contains(strings.Join(report.Skipped, "\n"), `skill "skill://s/SKILL.md" from import a`) {
+			t.Errorf("resources %s: skipped %q", resources, report.Skipped)
+		}
+	}
+}
+
+// The server's own skills, from ConfigMaps and images alike, take their whole
+// skill://<path>/ directory: an imported skill of the same path, of a path inside it or
+// around it, and an imported resource under it (or the directory itself) are
+// collisions, served by neither.
+func TestTheServersOwnSkillsTakeTheirDirectories(t *testing.T) {
+	entry := func(path string) string {
+		return `{"uri":"skill://` + path + `/SKILL.md","frontmatter":{"name":"n"},"resources":[{"uri":"skill://` + path + `/SKILL.md"}]}`
+	}
+	imports := map[string]*cantusv1alpha1.RemoteToolImport{
+		"same":   importWithSkill("same", "img/forms", entry("img/forms"), "skill://img/forms/SKILL.md", "skill://img/forms/extra.md"),
+		"inner":  importWithSkill("inner", "cm/refunds/deep", entry("cm/refunds/deep"), "skill://cm/refunds/deep/SKILL.md"),
+		"outer":  importWithSkill("outer", "img", entry("img"), "skill://img/SKILL.md"),
+		"plain":  withContent(readyImportOf("plain"), nil, []string{"skill://img/forms/planted.md", "skill://img/forms", "skill://cm/refunds/planted.md", "skill://img/formsx/ok.md"}, nil),
+		"unrelt": importWithSkill("unrelt", "other", entry("other"), "skill://other/SKILL.md"),
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	for _, name := range []string{"same", "inner", "outer", "plain", "unrelt"} {
+		ss.Spec.Imports = append(ss.Spec.Imports, cantusv1alpha1.SkillImport{Name: name})
+	}
+	cfg := &adapterconfig.Config{
+		AgentSkills: []adapterconfig.AgentSkill{{Path: "cm/refunds", Files: []adapterconfig.SkillFile{{Path: "SKILL.md"}}}},
+		ImageSkills: []adapterconfig.ImageSkill{{Path: "img/forms", Dir: "/skills/0"}},
+	}
+	report := reexportContent(ss, imports, cfg)
+
+	var skills, resources []string
+	for _, s := range cfg.Imported.Skills {
+		skills = append(skills, s.Key)
+	}
+	for _, r := range cfg.Imported.Resources {
+		resources = append(resources, r.Key)
+	}
+	if got := strings.Join(skills, ","); got != "skill://other/SKILL.md" {
+		t.Errorf("imported skills served: %s, want only skill://other/SKILL.md", got)
+	}
+	if got := strings.Join(resources, ","); got != "skill://img/formsx/ok.md,skill://other/SKILL.md" {
+		t.Errorf("imported resources served: %s", got)
+	}
+	collisions := strings.Join(report.Collisions, "\n")
+	for _, want := range []string{
+		`skill "skill://img/forms/SKILL.md" from this server and import same`,
+		`skill "skill://cm/refunds/deep/SKILL.md" from this server and import inner`,
+		`skill "skill://img/SKILL.md" from this server and import outer`,
+		`resource "skill://img/forms/planted.md" from this server and import plain`,
+		`resource "skill://img/forms" from this server and import plain`,
+		`resource "skill://cm/refunds/planted.md" from this server and import plain`,
+	} {
+		if !strings.Contains(collisions, want) {
+			t.Errorf("collisions %q lack %q", collisions, want)
+		}
+	}
+}
+
+// A skill's directory belongs to one import: a resource another import serves in it,
+// and two imports' skills whose directories nest, are collisions, so that no import
+// serves bytes under another's skill.
+func TestAnImportedSkillsDirectoryIsItsImports(t *testing.T) {
+	entry := func(path string) string {
+		return `{"uri":"skill://` + path + `/SKILL.md","frontmatter":{"name":"n"},"resources":[{"uri":"skill://` + path + `/SKILL.md"}]}`
+	}
+	imports := map[string]*cantusv1alpha1.RemoteToolImport{
+		"a": importWithSkill("a", "a", entry("a"), "skill://a/SKILL.md"),
+		"b": withContent(readyImportOf("b"), nil, []string{"skill://a/planted.md", "skill://a", "skill://ab/ok.md"}, nil),
+		"c": importWithSkill("c", "c", entry("c"), "skill://c/SKILL.md"),
+		"d": importWithSkill("d", "c/d", entry("c/d"), "skill://c/d/SKILL.md"),
+	}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		ss.Spec.Imports = append(ss.Spec.Imports, cantusv1alpha1.SkillImport{Name: name})
+	}
+	cfg := &adapterconfig.Config{}
+	report := reexportContent(ss, imports, cfg)
+
+	var skills, resources []string
+	for _, s := range cfg.Imported.Skills {
+		skills = append(skills, s.Key)
+	}
+	for _, r := range cfg.Imported.Resources {
+		resources = append(resources, r.Key+"@"+r.Remote.Import)
+	}
+	if got := strings.Join(skills, ","); got != "skill://a/SKILL.md" {
+		t.Errorf("imported skills served: %s, want only skill://a/SKILL.md", got)
+	}
+	if got := strings.Join(resources, ","); got != "skill://a/SKILL.md@books/a,skill://ab/ok.md@books/b" {
+		t.Errorf("imported resources served: %s", got)
+	}
+	collisions := strings.Join(report.Collisions, "\n")
+	for _, want := range []string{
+		`resource "skill://a/planted.md" from import b lies in the directory of skill "skill://a/SKILL.md" from import a`,
+		`resource "skill://a" from import b lies in the directory of skill "skill://a/SKILL.md" from import a`,
+		`skill "skill://c/d/SKILL.md" from import d lies in the directory of skill "skill://c/SKILL.md" from import c`,
+	} {
+		if !strings.Contains(collisions, want) {
+			t.Errorf("collisions %q lack %q", collisions, want)
+		}
+	}
+}
