@@ -55,6 +55,20 @@ type ToolSourcePolicySpec struct {
 	// +optional
 	CIDRs []string `json:"cidrs,omitempty"`
 
+	// NAT64Prefixes are this cluster's own (network-specific) NAT64 prefixes, IPv6 CIDRs
+	// of a length RFC 6052 defines (/32, /40, /48, /56, /64 or /96). An address under
+	// one carries an IPv4 address where RFC 6052 puts it for that length, and that
+	// address is checked too: a translator would deliver 2001:db8:64::a9fe:a9fe to the
+	// metadata endpoint 169.254.169.254. The well-known prefix 64:ff9b::/96 and the
+	// local-use 64:ff9b:1::/48 are always seen through. The prefixes of every policy
+	// covering a namespace apply to each of them.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 6 && [32, 40, 48, 56, 64, 96].exists(l, l == cidr(self).prefixLength())",message="each nat64Prefixes entry must be an IPv6 CIDR of length /32, /40, /48, /56, /64 or /96 (RFC 6052), such as 2001:db8:64::/96"
+	// +optional
+	NAT64Prefixes []string `json:"nat64Prefixes,omitempty"`
+
 	// Images allowed for stdio imports, for a SkillServer's spec.pod.image and for agent
 	// skills mounted from images: a registry ("ghcr.io"), a repository prefix
 	// matched at a path boundary ("ghcr.io/acme" allows "ghcr.io/acme/srv" but not

@@ -1819,6 +1819,11 @@ func (in *ToolSourcePolicySpec) DeepCopyInto(out *ToolSourcePolicySpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.NAT64Prefixes != nil {
+		in, out := &in.NAT64Prefixes, &out.NAT64Prefixes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Images != nil {
 		in, out := &in.Images, &out.Images
 		*out = make([]string, len(*in))

@@ -318,7 +318,7 @@ func run(opts options) error {
 		if err != nil {
 			return fmt.Errorf("catalog review client: %w", err)
 		}
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud}, ctrl.Log.WithName("catalog"))
+		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud, Issuer: issuer}, ctrl.Log.WithName("catalog"))
 		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
 			return fmt.Errorf("add catalog: %w", err)
 		}

@@ -3,6 +3,7 @@ package access
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -542,6 +543,29 @@ func TestOIDCGroupsPrefixAndGroupCannotSpellAKubernetesGroup(t *testing.T) {
 	} {
 		if got := oidcGroups(tc.claimed, tc.prefix); !slices.Equal(got, tc.want) {
 			t.Errorf("prefix %q, groups %q: got %q, want %q", tc.prefix, tc.claimed, got, tc.want)
+		}
+	}
+}
+
+// Only a JWT signed with a public-key algorithm can be an issuer's: "none", HMAC and an
+// empty signature are not, whatever the claims say.
+func TestSignedWithPublicKey(t *testing.T) {
+	issuer := newTestIssuer(t, "https://kubernetes.default.svc", "k1")
+	signed := issuer.token(t, []string{"a"}, time.Now().Add(time.Hour), nil)
+	head := func(alg string) string {
+		return base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"` + alg + `"}`))
+	}
+	payload := strings.Split(signed, ".")[1]
+	for token, want := range map[string]bool{
+		signed:                                  true,
+		head("none") + "." + payload + ".":      false,
+		head("none") + "." + payload + ".c2ln":  false,
+		head("HS256") + "." + payload + ".c2ln": false,
+		head("RS256") + "." + payload + ".":     false,
+		"opaque":                                false,
+	} {
+		if got := SignedWithPublicKey(token); got != want {
+			t.Errorf("%.40s…: got %v, want %v", token, got, want)
 		}
 	}
 }

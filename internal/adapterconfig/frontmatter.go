@@ -88,24 +88,36 @@ func checkFrontmatterNodes(doc *yaml.Node) error {
 	return nil
 }
 
-// frontmatterBlock is the text between the opening and closing "---" lines.
+// frontmatterBlock is the text between the opening and closing "---" lines. It reads
+// line by line and stops past MaxFrontmatterBytes, so that what it costs does not grow
+// with the file (an image skill's SKILL.md may hold 16 MiB).
 func frontmatterBlock(md []byte) ([]byte, error) {
 	md = bytes.TrimPrefix(md, []byte("\ufeff"))
-	lines := bytes.SplitAfter(md, []byte("\n"))
-	if len(lines) == 0 || !isDelimiter(lines[0]) {
+	first, rest := nextLine(md)
+	if !isDelimiter(first) {
 		return nil, errors.New("SKILL.md does not start with a YAML frontmatter: its first line must be ---")
 	}
-	var block []byte
-	for _, line := range lines[1:] {
+	start := len(md) - len(rest)
+	for len(rest) > 0 {
+		var line []byte
+		line, rest = nextLine(rest)
 		if isDelimiter(line) {
-			return block, nil
+			end := len(md) - len(rest) - len(line)
+			return md[start:end:end], nil
 		}
-		if len(block)+len(line) > MaxFrontmatterBytes {
+		if len(md)-len(rest)-start > MaxFrontmatterBytes {
 			return nil, fmt.Errorf("SKILL.md frontmatter is longer than %d bytes (or has no closing --- line)", MaxFrontmatterBytes)
 		}
-		block = append(block, line...)
 	}
 	return nil, errors.New("SKILL.md's frontmatter has no closing --- line")
+}
+
+// nextLine splits off the first line, with its "\n".
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1], b[i+1:]
+	}
+	return b, nil
 }
 
 func isDelimiter(line []byte) bool {

@@ -1,8 +1,10 @@
 package adapterconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +83,23 @@ func TestFrontmatterWithinTheBoundsIsRead(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal(got, &v); err != nil || v["name"] != "x" {
 		t.Fatalf("got %s (%v)", got, err)
+	}
+}
+
+// Finding the frontmatter costs what the frontmatter costs, not what the file does: an
+// image skill's SKILL.md may hold 16 MiB, and one line per byte must not become
+// millions of slices.
+func TestFindingTheFrontmatterDoesNotCostTheWholeFile(t *testing.T) {
+	md := append([]byte("---\n"), bytes.Repeat([]byte("\n"), MaxSkillBytes-4)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := SkillFrontmatter(md)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("got %v, want a refusal of a frontmatter without end", err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 4*MaxFrontmatterBytes {
+		t.Errorf("reading a %d-byte SKILL.md allocated %d bytes", len(md), allocated)
 	}
 }

@@ -1,14 +1,17 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -19,6 +22,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 )
 
 // Authorizer asks the API server who a token belongs to (TokenReview) and whether that
@@ -30,6 +34,28 @@ type Authorizer struct {
 	// server, or the API server's default audience, is not accepted here. Empty means
 	// DefaultAudience.
 	Audience string
+	// Issuer, when set, gives the cluster's service-account issuer keys: a token that
+	// names that issuer is checked against them before any TokenReview, so a forged one
+	// costs no review and none of the review budget.
+	Issuer ServiceAccountIssuer
+
+	mu       sync.Mutex
+	verified saissuer.Keys // the keys verifier was built from
+	verifier *access.KeyVerifier
+	// keysRetry is when the keys may be asked for again after they could not be read:
+	// until the watcher has them, asking reads the API server, which no caller should
+	// be able to make the catalog do on every request.
+	keysRetry time.Time
+}
+
+// keysRetryAfter is how long the catalog leaves the TokenReview to decide alone after
+// the cluster issuer's keys could not be read.
+const keysRetryAfter = 30 * time.Second
+
+// ServiceAccountIssuer gives the cluster's service-account issuer and its keys
+// (saissuer.Watcher).
+type ServiceAccountIssuer interface {
+	Current(ctx context.Context) (saissuer.Keys, error)
 }
 
 // DefaultAudience is the catalog's audience unless --catalog-audience says otherwise:
@@ -64,6 +90,71 @@ func (a *Authorizer) Authenticate(ctx context.Context, token string) (authnv1.Us
 		return authnv1.UserInfo{}, errUnauthenticated
 	}
 	return review.Status.User, nil
+}
+
+// RefuseOffline refuses, without asking the API server, a JWT that no issuer signed (no
+// signature, "none" or an HMAC algorithm) and a token of the cluster's service-account
+// issuer that its keys do not verify for the catalog's audience. Anything else (opaque
+// tokens, other issuers, no keys at hand) is left to the TokenReview.
+func (a *Authorizer) RefuseOffline(ctx context.Context, token string) error {
+	if strings.Count(token, ".") != 2 {
+		return nil
+	}
+	if !access.SignedWithPublicKey(token) {
+		return fmt.Errorf("%w: the token is not signed with a public-key algorithm", errUnauthenticated)
+	}
+	verifier := a.clusterVerifier(ctx, token)
+	if verifier == nil {
+		return nil
+	}
+	if err := verifier.Verify(ctx, token); err != nil {
+		return fmt.Errorf("%w: the cluster's service-account issuer did not sign this token for the catalog's audience: %w", errUnauthenticated, err)
+	}
+	return nil
+}
+
+// clusterVerifier is the verifier of the cluster issuer's current keys when the token
+// names that issuer, nil otherwise; it is built again when the keys change.
+func (a *Authorizer) clusterVerifier(ctx context.Context, token string) *access.KeyVerifier {
+	if a.Issuer == nil {
+		return nil
+	}
+	iss, ok := access.UnverifiedIssuer(token)
+	if !ok {
+		return nil
+	}
+	keys, ok := a.clusterKeys(ctx)
+	if !ok || keys.URL != iss {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verifier == nil || a.verified.URL != keys.URL || !bytes.Equal(a.verified.JWKS, keys.JWKS) {
+		v, err := access.NewKeyVerifier(keys.URL, keys.JWKS, a.audience())
+		if err != nil {
+			return nil
+		}
+		a.verifier, a.verified = v, keys
+	}
+	return a.verifier
+}
+
+// clusterKeys are the cluster issuer's keys, unless they could not be read lately.
+func (a *Authorizer) clusterKeys(ctx context.Context) (saissuer.Keys, bool) {
+	a.mu.Lock()
+	wait := time.Now().Before(a.keysRetry)
+	a.mu.Unlock()
+	if wait {
+		return saissuer.Keys{}, false
+	}
+	keys, err := a.Issuer.Current(ctx)
+	if err != nil {
+		a.mu.Lock()
+		a.keysRetry = time.Now().Add(keysRetryAfter)
+		a.mu.Unlock()
+		return saissuer.Keys{}, false
+	}
+	return keys, true
 }
 
 // MayList says whether user may list SkillServers in namespace.
@@ -259,12 +350,23 @@ func (c *renderCache) of(ss *cantusv1alpha1.SkillServer) render.Result {
 	return result
 }
 
-// clientAddress is the caller's IP address without its port.
-func clientAddress(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+// clientKey names the client whose share of the reviews a request takes: its IPv4
+// address, or its IPv6 /64, since one host commonly holds a whole /64 and could
+// otherwise take a share per address.
+func clientKey(r *http.Request) string {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
 		return host
 	}
-	return r.RemoteAddr
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }
 
 func viewerFrom(ctx context.Context) *viewer {
@@ -277,7 +379,7 @@ func viewerFrom(ctx context.Context) *viewer {
 // once per token for a short time (see reviews).
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := h.reviews.viewerFor(r.Context(), bearerToken(r), clientAddress(r))
+		v, err := h.reviews.viewerFor(r.Context(), bearerToken(r), clientKey(r))
 		if err != nil {
 			status := statusOf(err)
 			switch status {

@@ -31,8 +31,9 @@ const (
 	// reviewRate and reviewBurst bound how many tokens per second get reviewed.
 	reviewRate  = 10
 	reviewBurst = 20
-	// clientReviewRate and clientReviewBurst bound the new tokens of one client address,
-	// so that one client sending random tokens cannot use up reviewRate for everyone.
+	// clientReviewRate and clientReviewBurst bound the new tokens of one client (an IPv4
+	// address or an IPv6 /64), so that one client sending random tokens cannot use up
+	// reviewRate for everyone.
 	clientReviewRate  = 2
 	clientReviewBurst = 5
 	// maxTrackedClients bounds the per-address limiters; past it, idle ones go, then all.
@@ -57,7 +58,7 @@ type reviews struct {
 	clients   map[string]*clientLimit
 }
 
-// clientLimit is one client address's share of the reviews.
+// clientLimit is one client's share of the reviews.
 type clientLimit struct {
 	limit    *rate.Limiter
 	lastSeen time.Time
@@ -67,6 +68,12 @@ type clientLimit struct {
 type authorizer interface {
 	Authenticate(ctx context.Context, token string) (authnv1.UserInfo, error)
 	MayList(ctx context.Context, user authnv1.UserInfo, namespace string) (bool, error)
+}
+
+// offlineChecker is an authorizer that can refuse some tokens without asking the API
+// server (Authorizer does, from the cluster issuer's keys); those cost no review.
+type offlineChecker interface {
+	RefuseOffline(ctx context.Context, token string) error
 }
 
 type decision struct {
@@ -80,8 +87,9 @@ func newReviews(auth authorizer, c *Catalog) *reviews {
 		decisions: map[[sha256.Size]byte]decision{}, clients: map[string]*clientLimit{}}
 }
 
-// viewerFor returns who token is and which namespaces they may see; client is the
-// caller's address, whose share of the reviews of new tokens is bounded.
+// viewerFor returns who token is and which namespaces they may see; client names the
+// caller (its IPv4 address or IPv6 /64), whose share of the reviews of new tokens is
+// bounded.
 func (a *reviews) viewerFor(ctx context.Context, token, client string) (*viewer, error) {
 	if token == "" {
 		return nil, errUnauthenticated
@@ -93,6 +101,11 @@ func (a *reviews) viewerFor(ctx context.Context, token, client string) (*viewer,
 	}
 	if err := a.refuseBadJWT(token); err != nil {
 		return nil, err
+	}
+	if offline, ok := a.auth.(offlineChecker); ok {
+		if err := offline.RefuseOffline(ctx, token); err != nil {
+			return nil, err
+		}
 	}
 	if !a.clientAllowed(client) || !a.limit.Allow() {
 		return nil, errTooManyReviews
@@ -153,7 +166,7 @@ func (a *reviews) refuseBadJWT(token string) error {
 	return nil
 }
 
-// clientAllowed takes one review from the client address's share.
+// clientAllowed takes one review from the client's share.
 func (a *reviews) clientAllowed(client string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()

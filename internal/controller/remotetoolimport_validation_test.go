@@ -47,6 +47,9 @@ func TestAPIServerRefusesBadImportsAndPolicies(t *testing.T) {
 		{"policy image with a wildcard", policyYAML(`images: ["ghcr.io/acme/*"]`), "no wildcards"},
 		{"policy command with arguments", policyYAML(`commands: ["npx -y server"]`), "each commands entry is one argv[0]"},
 		{"policy with a bad CIDR", policyYAML(`cidrs: ["10.0.0.0/33"]`), "each cidrs entry must be a CIDR"},
+		{"policy with an IPv4 NAT64 prefix", policyYAML(`nat64Prefixes: ["10.0.0.0/8"]`), "each nat64Prefixes entry must be an IPv6 CIDR of length /32, /40, /48, /56, /64 or /96"},
+		{"policy with a NAT64 prefix of a length RFC 6052 has not", policyYAML(`nat64Prefixes: ["2001:db8:64::/80"]`), "each nat64Prefixes entry must be an IPv6 CIDR"},
+		{"policy with a NAT64 prefix that is not a CIDR", policyYAML(`nat64Prefixes: ["2001:db8:64::"]`), "each nat64Prefixes entry must be an IPv6 CIDR"},
 		{"policy with an unknown mode", policyYAML(`mode: Warn`), `spec.mode: Unsupported value: "Warn"`},
 		{"policy with port 0", policyYAML(`ports: [0]`), "should be greater than or equal to 1"},
 	}
@@ -75,4 +78,18 @@ func importYAML(spec string) string {
 
 func policyYAML(spec string) string {
 	return "apiVersion: cantus.dev/v1alpha1\nkind: ToolSourcePolicy\nmetadata:\n  name: bad-policy\nspec:\n  " + spec + "\n"
+}
+
+// The NAT64 prefixes RFC 6052 defines are accepted, at every length it allows.
+func TestAPIServerAcceptsRFC6052NAT64Prefixes(t *testing.T) {
+	obj := &unstructured.Unstructured{}
+	manifest := policyYAML(`nat64Prefixes: ["2001:db8:64::/96", "2001:db8::/32", "2001:db8:100::/40", "2001:db8:1::/48", "2001:db8:1:100::/56", "2001:db8:1:2::/64"]`)
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	obj.SetName("nat64-prefixes")
+	if err := k8sClient.Create(context.Background(), obj); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	_ = k8sClient.Delete(context.Background(), obj)
 }

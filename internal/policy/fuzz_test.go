@@ -9,23 +9,27 @@ import (
 )
 
 // An IPv6 address that carries a special IPv4 address is itself special, whatever the
-// form; no catch-all CIDR unlocks a special address; and no address makes the floors panic.
+// form (the cluster's own NAT64 prefixes included); no catch-all CIDR unlocks a special
+// address; and no address makes the floors panic.
 func FuzzSpecialAddressesSeenThroughIPv6(f *testing.F) {
-	for _, seed := range []string{"169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2001:0:4136:e378:8000:63bf:5601:5601", "::10.0.0.1", "fe80::1", "2606:4700::1", "0.0.0.0", "::"} {
+	for _, seed := range []string{"169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2001:0:4136:e378:8000:63bf:5601:5601", "::10.0.0.1", "fe80::1", "2606:4700::6810:84e5", "0.0.0.0", "::",
+		"64:ff9b:1:a9fe:a9:fe00:0:1", "::ffff:0:a9fe:a9fe", "2001:db8:64::a9fe:a9fe", "2001:db8:1a9:fea9:fe::"} {
 		f.Add(seed)
 	}
+	nat64 := []netip.Prefix{netip.MustParsePrefix("2001:db8:64::/96"), netip.MustParsePrefix("2001:db8:100::/40")}
+	catchAll := []string{"0.0.0.0/0", "::/0", "::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001:db8:64::/96", "2001:db8:100::/40"}
 	f.Fuzz(func(t *testing.T, text string) {
 		a, err := netip.ParseAddr(text)
 		if err != nil {
 			return
 		}
-		kind, minBits := specialKind(a)
-		if v4, form, _ := embeddedIPv4(a); form != "" && kind == "" {
-			if plain, _ := plainSpecialKind(v4); plain != "" {
-				t.Fatalf("%s carries %s (%s), a %s address, but is not refused", a, v4, form, plain)
+		kind, minBits := specialKind(a, nat64)
+		for _, e := range embeddedIPv4s(a, nat64) {
+			if plain, _ := plainSpecialKind(e.v4); plain != "" && kind == "" && (!e.ambiguous || !e.v4.IsUnspecified()) {
+				t.Fatalf("%s carries %s (%s), a %s address, but is not refused", a, e.v4, e.form, plain)
 			}
 		}
-		if kind != "" && inNarrowCIDR([]string{"0.0.0.0/0", "::/0", "::ffff:0:0/96", "64:ff9b::/96", "2002::/16"}, a, minBits) {
+		if kind != "" && inNarrowCIDR(catchAll, a, minBits) {
 			t.Fatalf("%s (%s) is unlocked by a catch-all CIDR", a, kind)
 		}
 	})

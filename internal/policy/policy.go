@@ -116,7 +116,7 @@ func (c *Checker) checkHostPortAgainst(ctx context.Context, p *cantusv1alpha1.To
 		return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
 	}
 	for _, a := range addrs {
-		if why := addressRefusal(p, host, a); why != "" {
+		if why := addressRefusal(p, host, a, nat64Prefixes(c.Policies)); why != "" {
 			return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf("policy %s: %s", p.Name, why)}
 		}
 	}
@@ -227,7 +227,7 @@ func (c *Checker) auditOr(ctx context.Context, host string, refusal Decision) De
 			return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
 		}
 		for _, a := range addrs {
-			if kind, minBits := specialKind(a); kind != "" && !inNarrowCIDR(p.Spec.CIDRs, a, minBits) {
+			if kind, minBits := specialKind(a, nat64Prefixes(c.Policies)); kind != "" && !inNarrowCIDR(p.Spec.CIDRs, a, minBits) {
 				return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf(
 					"policy %s (Audit): %s resolves to %s, a %s address, which is refused in Audit mode too unless spec.cidrs names it", p.Name, host, a, kind)}
 			}
