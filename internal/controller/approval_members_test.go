@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -195,6 +196,9 @@ func TestManualModeHoldsAChangeOfMetaIconsOrExecution(t *testing.T) {
 	if itemApproval(imp, "search") != cantusv1alpha1.ItemPending || a.PendingDigest == "" || a.ApprovedDigest != approvedDigest {
 		t.Errorf("after _meta, icons and execution changed: search %q, approval %+v; want Pending under the approved digest %s",
 			itemApproval(imp, "search"), a, approvedDigest)
+	}
+	if diff := fmt.Sprint(a.Changes); !strings.Contains(diff, "{_meta {\"ui/resourceUri\":\"ui://search/app\"} {\"ui/resourceUri\":\"ui://search/evil\"}}") {
+		t.Errorf("status.approval.changes does not show the old and new _meta: %s", diff)
 	}
 	if len(imp.Status.Prompts) != 1 || imp.Status.Prompts[0].Approval != cantusv1alpha1.ItemPending {
 		t.Errorf("after a prompt's _meta changed: %+v, want Pending", imp.Status.Prompts)
