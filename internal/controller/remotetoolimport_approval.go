@@ -294,6 +294,14 @@ func discoveredMemberTexts(d cantusv1alpha1.DiscoveredTool) map[string]string {
 	for member, raw := range map[string][]byte{"inputSchema": rawOf(d.InputSchema), "outputSchema": rawOf(d.OutputSchema), "annotations": rawOf(d.Annotations)} {
 		set(member, compactJSON(raw))
 	}
+	var others map[string]json.RawMessage
+	if json.Unmarshal(rawOf(d.OtherFields), &others) == nil {
+		for _, member := range mcpclient.ToolKind.Members {
+			if raw, ok := others[member]; ok {
+				set(member, compactJSON(raw))
+			}
+		}
+	}
 	return out
 }
 

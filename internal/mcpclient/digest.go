@@ -71,6 +71,11 @@ func (k ItemKind) CheckSpelling(definition json.RawMessage) error {
 	if json.Unmarshal(definition, &members) != nil {
 		return nil
 	}
+	return k.checkSpelling(members)
+}
+
+// checkSpelling is CheckSpelling of a definition's members.
+func (k ItemKind) checkSpelling(members map[string]json.RawMessage) error {
 	if err := caseVariant(members, slices.Concat(k.Members, k.Ignored), ""); err != nil {
 		return err
 	}

@@ -64,11 +64,11 @@ func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMes
 				limit, l.member, page, len(entries)+len(pageEntries)), nil)
 		}
 		for i, entry := range pageEntries {
-			key, err := entryKey(entry, l.key)
+			members, key, err := entryMembers(entry, l.key)
 			if err != nil {
 				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("entry %d of %s page %d: %v", i, l.method, page, err), err)
 			}
-			if err := l.item.CheckSpelling(entry); err != nil {
+			if err := l.item.checkSpelling(members); err != nil {
 				return nil, s.c.fail(l.refused, fmt.Sprintf("the %s %q of %s: %v", l.item.Name, clip.Line(key, 80), l.method, err), err)
 			}
 			if seenKeys[key] {
@@ -109,15 +109,22 @@ func nextCursor(raw json.RawMessage) (string, error) {
 
 // entryKey is the string member key of a list entry.
 func entryKey(entry json.RawMessage, key string) (string, error) {
+	_, name, err := entryMembers(entry, key)
+	return name, err
+}
+
+// entryMembers are the members of a list entry, by their exact names, and its string
+// member key.
+func entryMembers(entry json.RawMessage, key string) (map[string]json.RawMessage, string, error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(entry, &members); err != nil || members == nil {
-		return "", errors.New("not an object")
+		return nil, "", errors.New("not an object")
 	}
 	var name string
 	if err := json.Unmarshal(members[key], &name); err != nil || name == "" {
-		return "", fmt.Errorf("no %s", key)
+		return nil, "", fmt.Errorf("no %s", key)
 	}
-	return name, nil
+	return members, name, nil
 }
 
 // Tool is one entry of tools/list.

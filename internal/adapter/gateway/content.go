@@ -142,9 +142,9 @@ func (f SkillFiles) AddSkill(key string, entry json.RawMessage) {
 	}
 }
 
-// contentsKind are the members of a resources/read content that a client reads by
+// contentMembers are the members of a resources/read content that a client reads by
 // name: a content spelling one in another case is refused, as list entries are.
-var contentsKind = mcpclient.ItemKind{Name: "resource contents", Members: []string{"uri", "mimeType", "text", "blob", "_meta"}}
+var contentMembers = []string{"uri", "mimeType", "text", "blob", "_meta"}
 
 // listedBytes checks that raw, the result of a read of the file asked, holds exactly one
 // content, of that URI, whose text (its UTF-8 bytes) or blob (base64) has the sha256 of
@@ -152,50 +152,59 @@ var contentsKind = mcpclient.ItemKind{Name: "resource contents", Members: []stri
 // that a client never reads another value of a member sent twice.
 func listedBytes(raw json.RawMessage, asked, want string) (json.RawMessage, error) {
 	var result map[string]json.RawMessage
-	var contents []json.RawMessage
+	var contents []map[string]json.RawMessage
 	if json.Unmarshal(raw, &result) != nil || json.Unmarshal(result["contents"], &contents) != nil {
 		return nil, errors.New("the answer is not a read result")
 	}
 	if len(contents) != 1 {
 		return nil, fmt.Errorf("the answer holds %d contents, not the one file", len(contents))
 	}
-	if err := contentsKind.CheckSpelling(contents[0]); err != nil {
-		return nil, err
-	}
-	var c struct {
-		URI  string  `json:"uri"`
-		Text *string `json:"text"`
-		Blob *string `json:"blob"`
-	}
-	if err := json.Unmarshal(contents[0], &c); err != nil {
-		return nil, fmt.Errorf("its contents: %w", err)
-	}
-	var data []byte
-	switch {
-	case c.URI != asked:
-		return nil, fmt.Errorf("its contents are of %q", c.URI)
-	case c.Text != nil && c.Blob == nil:
-		data = []byte(*c.Text)
-	case c.Blob != nil && c.Text == nil:
-		var err error
-		if data, err = base64.StdEncoding.DecodeString(*c.Blob); err != nil {
-			return nil, errors.New("its blob is not base64")
+	content := contents[0]
+	for key := range content {
+		for _, name := range contentMembers {
+			if key != name && strings.EqualFold(key, name) {
+				return nil, fmt.Errorf("its contents carry the member %q, a case variant of %q", key, name)
+			}
 		}
-	default:
-		return nil, errors.New("its contents hold neither a text nor a blob, or both")
+	}
+	data, err := contentBytes(content, asked)
+	if err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(data)
 	if got := adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]); got != strings.ToLower(want) {
 		return nil, fmt.Errorf("its bytes have the digest %s", got)
 	}
-	var content map[string]json.RawMessage
-	_ = json.Unmarshal(contents[0], &content) // decoded above
-	checked, err := marshalKeepingHTML([]map[string]json.RawMessage{content})
-	if err != nil {
+	if result["contents"], err = marshalKeepingHTML(contents); err != nil {
 		return nil, err
 	}
-	result["contents"] = checked
 	return marshalKeepingHTML(result)
+}
+
+// contentBytes are the bytes of a content of the URI asked: its text's or its blob's.
+func contentBytes(content map[string]json.RawMessage, asked string) ([]byte, error) {
+	var uri string
+	var text, blob *string
+	if json.Unmarshal(content["uri"], &uri) != nil || uri != asked {
+		return nil, fmt.Errorf("its contents are of %s, not of the file", content["uri"])
+	}
+	if raw, ok := content["text"]; ok && json.Unmarshal(raw, &text) != nil {
+		return nil, errors.New("its text is not a string")
+	}
+	if raw, ok := content["blob"]; ok && json.Unmarshal(raw, &blob) != nil {
+		return nil, errors.New("its blob is not a string")
+	}
+	switch {
+	case text != nil && blob == nil:
+		return []byte(*text), nil
+	case blob != nil && text == nil:
+		data, err := base64.StdEncoding.DecodeString(*blob)
+		if err != nil {
+			return nil, errors.New("its blob is not base64")
+		}
+		return data, nil
+	}
+	return nil, errors.New("its contents hold neither a text nor a blob, or both")
 }
 
 // withContentsURI is a resources/read result whose contents of URI from say to
