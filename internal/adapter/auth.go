@@ -89,20 +89,36 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// listCELBudget is the CEL cost one list request may spend on the rules, as a catalog
+// request may (internal/catalog): past it, the items left are not listed.
+const listCELBudget = 1_000_000
+
 // visibleTools keeps the tools the request's caller may call; it runs on every
-// tools/list answer.
+// tools/list answer, spending at most listCELBudget on the rules (past it, the tools
+// left are not listed: fail closed).
 func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if !s.auth.HasRules() {
 		return tools
 	}
 	caller, _ := access.CallerFrom(ctx)
+	budget := access.NewBudget(listCELBudget)
 	visible := tools[:0:0]
 	for _, t := range tools {
-		if s.auth.Allows(caller, t.Name) {
+		if s.auth.AllowsKindWithin(caller, access.ItemTool, t.Name, budget) {
 			visible = append(visible, t)
 		}
 	}
+	s.noteCutList(caller, budget, "tools/list")
 	return visible
+}
+
+// noteCutList logs, at most once per caller per refusalLogEvery, that a list left
+// items out because its CEL budget ran out.
+func (s *Server) noteCutList(caller *access.Caller, budget *access.Budget, method string) {
+	if budget.Cut() {
+		s.refusals.note(s.log, "list\x00"+caller.String(), time.Now(),
+			"a list answer left items out: the rules' CEL work for one request ran out of its budget", "method", method, "budget", listCELBudget)
+	}
 }
 
 // Outcomes of a call in the audit log.

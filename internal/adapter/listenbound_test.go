@@ -64,7 +64,7 @@ func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 // none of its URIs, and mcp-go acknowledges it.
 func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
 	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	if r.Server.relaysListenSubscriptions() {
+	if r.relaysListenSubscriptions() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
