@@ -194,6 +194,12 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 	if err != nil {
 		return nil, &mcpclient.ErrorObject{Code: mcp.INVALID_PARAMS, Message: "cantus gateway: the params of " + m.Method + " are not valid: " + clip.Line(err.Error(), 200)}
 	}
+	if input.Sampling != nil {
+		// A remote may not ask the caller's host for context from the caller's other
+		// servers ("allServers"), nor from this gateway's other imports ("thisServer").
+		// The params are typed here, so no other spelling of the key reaches the caller.
+		input.Sampling.IncludeContext = "none"
+	}
 	q := &remoteRequest{kind: kind, input: input, answer: make(chan remoteAnswer, 1)}
 	select {
 	case wc.asked <- q:
