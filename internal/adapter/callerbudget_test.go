@@ -222,3 +222,22 @@ func TestToolsListSpendsABoundedCELBudget(t *testing.T) {
 		t.Errorf("tools/list listed %d of 40 tools, want the %d the CEL budget of one request pays for", got, want)
 	}
 }
+
+// limits.callerShare sets each caller's part of the shared pools; unset or out of
+// (0, 1], a quarter.
+func TestCallerShareIsConfigurable(t *testing.T) {
+	for _, tt := range []struct {
+		limits *adapterconfig.Limits
+		want   int
+	}{
+		{nil, 256},
+		{&adapterconfig.Limits{}, 256},
+		{&adapterconfig.Limits{CallerShare: 0.5}, 512},
+		{&adapterconfig.Limits{CallerShare: 1}, 1024},
+		{&adapterconfig.Limits{CallerShare: 2}, 256},
+	} {
+		if got := newStreamShares(maxListenStreams, callerShareOf(tt.limits)).perCaller; got != tt.want {
+			t.Errorf("limits %+v: one caller may hold %d listen streams, want %d", tt.limits, got, tt.want)
+		}
+	}
+}
