@@ -320,11 +320,18 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, id json.Raw
 	s.serveStream(w, r, next, body)
 }
 
-// callContext is mcp-go's context hook: it names the caller whose shares a relaying
-// call counts against, and gives the call of an admitted POST its request's admission,
-// which holdCall joins.
+// requestContext is mcp-go's context hook: callContext, and on a server with remote
+// tools the caller whose shares a relaying call counts against.
+func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Context {
+	if s.state.Load().remote {
+		ctx = gateway.WithCallerKey(ctx, callerKey(r))
+	}
+	return callContext(ctx, r)
+}
+
+// callContext gives the call of an admitted POST its request's admission, which
+// holdCall joins.
 func callContext(ctx context.Context, r *http.Request) context.Context {
-	ctx = gateway.WithCallerKey(ctx, callerKey(r))
 	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
 		ctx = context.WithValue(ctx, admissionKey{}, &gb.admission)
 		if gb.events != nil {
@@ -448,7 +455,7 @@ func (g *gatewayServer) RemoteTool(name string) *gateway.Tool {
 
 // RunCall implements gateway.Server: the call joins the admission of its request.
 func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	return (*Server)(g).runCall(callContext(r.Context(), r), name, run)
+	return (*Server)(g).runCall((*Server)(g).requestContext(r.Context(), r), name, run)
 }
 
 // writeRefusal answers 503 with a JSON-RPC error, and closes the connection so the

@@ -423,7 +423,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		// "/message?sessionId=…", which clients resolve against the URL they reached
 		// /sse on, whatever host and port that was.
 		s.sse = server.NewSSEServer(m,
-			server.WithSSEContextFunc(callContext),
+			server.WithSSEContextFunc(s.requestContext),
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
@@ -433,7 +433,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
 		opts := []server.StreamableHTTPOption{
-			server.WithHTTPContextFunc(callContext),
+			server.WithHTTPContextFunc(s.requestContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
