@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -239,5 +240,27 @@ func TestCallerShareIsConfigurable(t *testing.T) {
 		if got := newStreamShares(maxListenStreams, callerShareOf(tt.limits)).perCaller; got != tt.want {
 			t.Errorf("limits %+v: one caller may hold %d listen streams, want %d", tt.limits, got, tt.want)
 		}
+	}
+}
+
+// Every rule decision of one request spends that request's CEL budget, not only the
+// list hooks': once it is spent, a rule with an expression no longer allows, so a
+// request that judges many items (skills/list) is bounded too.
+func TestRuleDecisionsOfARequestShareItsCELBudget(t *testing.T) {
+	key := newClusterKey(t, "k1")
+	s, err := NewServer(identityConfig(t, key, adapterconfig.AuthorizationRule{Skills: []string{"*"}, When: costlyRule()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := withCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
+	allowed := 0
+	for i := range 40 {
+		if s.allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
+			allowed++
+		}
+	}
+	if want := listCELBudget/61711 + 1; allowed != want {
+		t.Errorf("one request was allowed %d of 40 skills, want the %d its CEL budget pays for", allowed, want)
 	}
 }

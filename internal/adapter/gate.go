@@ -193,6 +193,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			if s.overCallerRate(w, r, msg) {
 				return
 			}
+			if s.auth.HasRules() {
+				r = r.WithContext(withCELBudget(r.Context()))
+			}
 			if msg.Method == string(mcp.MethodSubscriptionsListen) {
 				s.serveListen(w, r, msg.ID, s.listenHandler(gb, body, next), body)
 				return

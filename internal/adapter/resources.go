@@ -163,7 +163,7 @@ func visible[T any](ctx context.Context, s *Server, method string, items []T, it
 		return items
 	}
 	caller, _ := access.CallerFrom(ctx)
-	budget := access.NewBudget(listCELBudget)
+	budget := listBudget(ctx)
 	out := items[:0:0]
 	for _, it := range items {
 		if kind, name := item(it); s.auth.AllowsKindWithin(caller, kind, name, budget) {
@@ -189,13 +189,15 @@ func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 	return access.ItemResource, uri
 }
 
-// allows says whether the request's caller may use the item.
+// allows says whether the request's caller may use the item, spending the request's
+// CEL budget (withCELBudget), so that a request judging many items (skills/list) is
+// bounded as the list hooks are.
 func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
 	if !s.auth.HasRules() {
 		return true
 	}
 	caller, _ := access.CallerFrom(ctx)
-	return s.auth.AllowsKind(caller, kind, name)
+	return s.auth.AllowsKindWithin(caller, kind, name, celBudgetFrom(ctx))
 }
 
 // errNotAllowed says the caller may not read or get what it named. On streamable HTTP
