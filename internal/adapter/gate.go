@@ -197,7 +197,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				r = r.WithContext(withCELBudget(r.Context()))
 			}
 			if msg.Method == string(mcp.MethodSubscriptionsListen) {
-				s.serveListen(w, r, msg.ID, s.listenHandler(gb, body, next), body)
+				s.serveListen(w, r, gb, body, msg.ID, next)
 				return
 			}
 			if defs := s.state.Load().defs; len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
@@ -310,9 +310,10 @@ func (m rpcMessage) request() bool {
 // isJSONNull says whether raw is absent or null, as an `any` field would decode it (nil).
 func isJSONNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
-// serveListen serves a subscriptions/listen stream, unless its caller holds its share
-// of the streams this pod keeps open already (or the pod all of them).
-func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, id json.RawMessage, next http.Handler, body []byte) {
+// serveListen serves the subscriptions/listen stream whose body gb holds, unless its
+// caller holds its share of the streams this pod keeps open already (or the pod all of
+// them): then before its body is read any further.
+func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBody, body []byte, id json.RawMessage, next http.Handler) {
 	caller := callerKey(r)
 	if why := s.listens.take(caller); why != "" {
 		s.refusals.note(s.log, caller, time.Now(), "refused a subscriptions/listen stream over its caller's share", "why", why)
@@ -320,7 +321,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, id json.Raw
 		return
 	}
 	defer s.listens.give(caller)
-	s.serveStream(w, r, next, body)
+	s.serveStream(w, r, s.listenHandler(gb, body, next), body)
 }
 
 // requestContext is mcp-go's context hook: callContext, and on a server with remote
