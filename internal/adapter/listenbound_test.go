@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
@@ -182,4 +184,20 @@ func FuzzListenRequestIsBoundedAndDistinct(f *testing.F) {
 			t.Fatalf("parsed %q (%v), encoding/json reads %q", req.uris, err, want)
 		}
 	})
+}
+
+// The resource subscriptions a listen could not establish are logged in one line per
+// request, and a caller's lines at most once per 10 s, however many URIs it names.
+func TestListenRefusalsAreLoggedOncePerCaller(t *testing.T) {
+	logs := &logBuffer{}
+	gw := serve(t, subscribableGatewayConfig(), WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 1})))
+	for i := range 3 {
+		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
+		if reply.status != http.StatusOK {
+			t.Fatalf("listen %d: %d %s", i, reply.status, reply.body)
+		}
+	}
+	if lines := logs.matching("not established"); len(lines) != 1 || !strings.Contains(lines[0], `"refused"=50`) {
+		t.Errorf("3 listens of 50 refused URIs logged %d lines, want one saying 50 were refused:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
 }
