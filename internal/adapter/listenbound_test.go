@@ -201,3 +201,17 @@ func TestListenRefusalsAreLoggedOncePerCaller(t *testing.T) {
 		t.Errorf("3 listens of 50 refused URIs logged %d lines, want one saying 50 were refused:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }
+
+// Resource subscriptions spelled so that the gateway could not take them out of the
+// request (a case variant or an escape in the key, which encoding/json and so mcp-go
+// read as the key) are refused, not left to mcp-go to acknowledge and never deliver.
+func TestListenWithAVariantSpellingOfResourceSubscriptionsIsRefused(t *testing.T) {
+	gw := serve(t, subscribableGatewayConfig())
+	for _, key := range []string{"ResourceSubscriptions", `resource\u0053ubscriptions`} {
+		body := strings.Replace(listenBody(4, []string{"docs://guide"}), `"resourceSubscriptions"`, `"`+key+`"`, 1)
+		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, body)
+		if !strings.Contains(string(reply.body), `"code":-32602`) || !strings.Contains(string(reply.body), "exact keys") {
+			t.Errorf("listen with %q answered %d %s, want -32602 asking for the exact keys", key, reply.status, reply.body)
+		}
+	}
+}
