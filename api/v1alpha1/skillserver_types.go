@@ -159,10 +159,11 @@ type SkillServerSpec struct {
 	// +optional
 	Pod *PodOverrides `json:"pod,omitempty"`
 
-	// Limits bound the tool calls one adapter pod runs, and how fast each caller may
-	// call. They are per pod: with 3 replicas the server as a whole takes 3 times as
-	// many. Without it, 64 calls run at once, 64 more wait up to 10s, and callers are
-	// not rate-limited.
+	// Limits bound the tool calls one adapter pod runs, how fast each caller may send
+	// requests, and how much of the pod's shared pools one caller may hold. They are
+	// per pod: with 3 replicas the server as a whole takes 3 times as many. Without
+	// it, 64 calls run at once, 64 more wait up to 10s, callers are not rate-limited,
+	// and one caller may hold a quarter of each shared pool.
 	// +optional
 	Limits *CallLimits `json:"limits,omitempty"`
 }
@@ -170,7 +171,7 @@ type SkillServerSpec struct {
 // CallLimits bound the tool calls of one adapter pod. A call past ConcurrentCalls waits
 // for a slot (at most QueueLength calls wait, each at most QueueWait); past that it is
 // answered with a tool error that begins "server_busy:". A caller past its PerCaller
-// rate gets HTTP 429 with Retry-After before the call starts.
+// rate gets HTTP 429 with Retry-After before its request is served.
 type CallLimits struct {
 	// ConcurrentCalls is how many tool calls run at once in one pod.
 	// +kubebuilder:default=64
@@ -189,22 +190,37 @@ type CallLimits struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1ms') && duration(self) <= duration('5m'))",message="queueWait must be between 1ms and 5m"
 	// +optional
 	QueueWait *Duration `json:"queueWait,omitempty"`
-	// PerCaller limits how fast each caller may call tools: by authenticated identity
-	// (the token's subject; a shared bearer token is one caller), or by client address
-	// without auth. Unset: no per-caller limit.
+	// PerCaller limits how fast each caller may send requests: every request counts
+	// one, whatever its method (tools/call, tools/list, resources/read, prompts/get,
+	// completion/complete, resources/subscribe, subscriptions/listen, initialize, ...);
+	// notifications and answers to the server's own requests do not count. A caller is
+	// its authenticated identity (the token's subject; a shared bearer token is one
+	// caller), or without auth its client address (an IPv6 client by its /64). Unset:
+	// no per-caller limit.
 	// +optional
 	PerCaller *CallerRate `json:"perCaller,omitempty"`
+	// CallerSharePercent is how much, in percent, of each pool that all callers of a
+	// pod share one caller may hold: the pod's open subscriptions/listen streams
+	// (1024), a gateway's calls waiting for their callers' answers (256) and its
+	// subscriptions at the remotes (1024). Past it, that caller is refused (HTTP 429,
+	// or an error naming the bound) while the others are served. Unset: 25.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	CallerSharePercent *int32 `json:"callerSharePercent,omitempty"`
 }
 
-// CallerRate is a token bucket per caller.
+// CallerRate is a token bucket per caller, from which each request takes one.
 type CallerRate struct {
-	// CallsPerSecond a caller may keep up.
+	// CallsPerSecond is how many requests per second a caller may keep up (the name
+	// is from when only tool calls counted).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	// +required
 	CallsPerSecond int32 `json:"callsPerSecond"`
-	// Burst is how many calls a caller may make at once after a quiet spell; default
-	// CallsPerSecond.
+	// Burst is how many requests a caller may make at once after a quiet spell;
+	// default CallsPerSecond. A client's start (initialize, then a listing or two)
+	// counts too.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	// +optional
@@ -225,6 +241,9 @@ func (l *CallLimits) Effective() CallLimits {
 	}
 	if l.QueueWait != nil {
 		out.QueueWait = ptrTo(*l.QueueWait)
+	}
+	if l.CallerSharePercent != nil {
+		out.CallerSharePercent = ptrTo(*l.CallerSharePercent)
 	}
 	if r := l.PerCaller; r != nil {
 		burst := r.CallsPerSecond

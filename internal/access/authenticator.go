@@ -226,6 +226,13 @@ func (a *Authenticator) AllowsKind(c *Caller, kind ItemKind, name string) bool {
 	return a.state.Load().rules.AllowsKind(c, kind, name)
 }
 
+// AllowsKindWithin is AllowsKind spending the CEL work from budget (nil: unbounded);
+// once it is spent, rules with an expression do not allow.
+func (a *Authenticator) AllowsKindWithin(c *Caller, kind ItemKind, name string, budget *Budget) bool {
+	allowed, _ := a.state.Load().rules.AllowsKindWithin(c, kind, name, budget)
+	return allowed
+}
+
 // HasRules says whether authorization rules restrict the tools callers see.
 func (a *Authenticator) HasRules() bool {
 	return a.state.Load().rules != nil

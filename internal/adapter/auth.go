@@ -89,20 +89,59 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// listCELBudget is the CEL cost one request may spend on the rules, as a catalog
+// request may (internal/catalog): past it, rules with an expression no longer allow
+// (a list leaves the items left out). A request carries its budget in its context
+// (withCELBudget); a list without one gets its own.
+const listCELBudget = 1_000_000
+
+type celBudgetKey struct{}
+
+// withCELBudget is ctx carrying a fresh per-request CEL budget.
+func withCELBudget(ctx context.Context) context.Context {
+	return context.WithValue(ctx, celBudgetKey{}, access.NewBudget(listCELBudget))
+}
+
+// celBudgetFrom is the budget of ctx's request; nil (unbounded) without one.
+func celBudgetFrom(ctx context.Context) *access.Budget {
+	b, _ := ctx.Value(celBudgetKey{}).(*access.Budget)
+	return b
+}
+
+// listBudget is the budget a list spends: its request's, or its own.
+func listBudget(ctx context.Context) *access.Budget {
+	if b := celBudgetFrom(ctx); b != nil {
+		return b
+	}
+	return access.NewBudget(listCELBudget)
+}
+
 // visibleTools keeps the tools the request's caller may call; it runs on every
-// tools/list answer.
+// tools/list answer, spending at most listCELBudget on the rules (past it, the tools
+// left are not listed: fail closed).
 func (s *Server) visibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if !s.auth.HasRules() {
 		return tools
 	}
 	caller, _ := access.CallerFrom(ctx)
+	budget := listBudget(ctx)
 	visible := tools[:0:0]
 	for _, t := range tools {
-		if s.auth.Allows(caller, t.Name) {
+		if s.auth.AllowsKindWithin(caller, access.ItemTool, t.Name, budget) {
 			visible = append(visible, t)
 		}
 	}
+	s.noteCutList(caller, budget, "tools/list")
 	return visible
+}
+
+// noteCutList logs, at most once per caller per refusalLogEvery, that a list left
+// items out because its CEL budget ran out.
+func (s *Server) noteCutList(caller *access.Caller, budget *access.Budget, method string) {
+	if budget.Cut() {
+		s.refusals.note(s.log, "list\x00"+caller.String(), time.Now(),
+			"a list answer left items out: the rules' CEL work for one request ran out of its budget", "method", method, "budget", listCELBudget)
+	}
 }
 
 // Outcomes of a call in the audit log.

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // maxMCPRequestBytes bounds a JSON-RPC message; tool arguments are small, and an
@@ -168,8 +169,8 @@ type jsonRPCHead struct {
 // for them, long-lived streams are tied to streamsCtx so shutdown can end them, and
 // everything new is refused once shutdown stops admitting.
 //
-// A POST body is read here (bounded) and handed on, but parsed only when it matters:
-// when it may be a subscriptions/listen, or to answer a refusal with its id.
+// A POST body is read here (bounded), its method and id read once the way mcp-go reads
+// them (readMessage), and handed on.
 func (s *Server) gateMCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
@@ -188,14 +189,18 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				refuseBody(w, err)
 				return
 			}
-			if s.overCallerRate(w, r, body) {
+			msg := readMessage(body)
+			if s.overCallerRate(w, r, msg) {
 				return
 			}
-			if mayListen(body) && parseHead(body).Method == string(mcp.MethodSubscriptionsListen) {
-				s.serveStream(w, r, s.listenHandler(gb, body, next), body)
+			if s.auth.HasRules() {
+				r = r.WithContext(withCELBudget(r.Context()))
+			}
+			if msg.Method == string(mcp.MethodSubscriptionsListen) {
+				s.serveListen(w, r, gb, body, msg.ID, next)
 				return
 			}
-			if defs := s.state.Load().defs; len(defs) > 0 && gateway.MayList(body) && parseHead(body).Method == string(mcp.MethodToolsList) {
+			if defs := s.state.Load().defs; len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
 				lw := gateway.NewListAnswerWriter(w, defs)
 				defer lw.Finish()
 				w = lw
@@ -249,33 +254,87 @@ func refuseBody(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), status)
 }
 
-// overCallerRate answers 429 to a tools/call over its caller's rate, before the call
-// starts, and says so; other requests, and every request without a per-caller limit,
-// pass.
-func (s *Server) overCallerRate(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.callers == nil || !mayCallTool(body) {
+// overCallerRate charges a request to its caller's budget (spec.limits.perCaller), one
+// unit whatever its method, and answers 429 to one over it before it costs anything
+// more. Notifications and responses are not requests and pass, as does everything
+// without a per-caller limit.
+func (s *Server) overCallerRate(w http.ResponseWriter, r *http.Request, msg rpcMessage) bool {
+	if s.callers == nil || !msg.request() {
 		return false
 	}
-	head := parseHead(body)
-	if head.Method != string(mcp.MethodToolsCall) {
-		return false
-	}
-	ok, retryAfter := s.callers.admit(callerIdentity(r), time.Now())
+	caller := callerKey(r)
+	now := time.Now()
+	ok, retryAfter := s.callers.admit(caller, now)
 	if ok {
 		return false
 	}
 	s.metrics.observeRejection(rejectedRateLimited)
-	refuseRateLimited(w, head.ID, retryAfter)
+	s.refusals.note(s.log, caller, now, "refused a request over its caller's rate (spec.limits.perCaller)", "method", clip.Line(msg.Method, 60))
+	refuseRateLimited(w, msg.ID, retryAfter)
 	return true
 }
 
-// mayCallTool is false for a body that cannot be a tools/call (as mayListen).
-func mayCallTool(body []byte) bool {
-	return bytes.Contains(body, []byte("tools/call")) || bytes.Contains(body, []byte(`\u`))
+// rpcMessage is what the gate reads of a JSON-RPC message: as mcp-go's server reads it
+// (server.MCPServer.HandleMessage), with encoding/json, so that keys match whatever
+// their case, the last of duplicate keys wins, and escapes ("tools\/call") are
+// decoded. The limits rest on this reading, never on the raw bytes.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	// parsed is false for a body encoding/json refuses (mcp-go answers it a parse
+	// error).
+	parsed bool
 }
 
-// callContext is mcp-go's context hook: it gives the call of an admitted POST its
-// request's admission, which holdCall joins.
+// readMessage reads the message body; a body that does not parse gives what was read
+// of it before the error.
+func readMessage(body []byte) rpcMessage {
+	var m rpcMessage
+	m.parsed = len(body) > 0 && json.Unmarshal(body, &m) == nil
+	return m
+}
+
+// request says whether mcp-go may dispatch the message as a request: all but those its
+// HandleMessage surely does not, notifications (no id, or null) and responses (a
+// result). A body that does not parse counts as a request.
+func (m rpcMessage) request() bool {
+	if !m.parsed {
+		return true
+	}
+	notification := isJSONNull(m.ID)
+	response := !isJSONNull(m.Result)
+	return !notification && !response
+}
+
+// isJSONNull says whether raw is absent or null, as an `any` field would decode it (nil).
+func isJSONNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// serveListen serves the subscriptions/listen stream whose body gb holds, unless its
+// caller holds its share of the streams this pod keeps open already (or the pod all of
+// them): then before its body is read any further.
+func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBody, body []byte, id json.RawMessage, next http.Handler) {
+	caller := callerKey(r)
+	if why := s.listens.take(caller); why != "" {
+		s.refusals.note(s.log, caller, time.Now(), "refused a subscriptions/listen stream over its caller's share", "why", why)
+		refuseOverShare(w, id, why)
+		return
+	}
+	defer s.listens.give(caller)
+	s.serveStream(w, r, s.listenHandler(gb, body, next), body)
+}
+
+// requestContext is mcp-go's context hook: callContext, and on a server with remote
+// tools the caller whose shares a relaying call counts against.
+func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Context {
+	if s.state.Load().remote {
+		ctx = gateway.WithCallerKey(ctx, callerKey(r))
+	}
+	return callContext(ctx, r)
+}
+
+// callContext gives the call of an admitted POST its request's admission, which
+// holdCall joins.
 func callContext(ctx context.Context, r *http.Request) context.Context {
 	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
 		ctx = context.WithValue(ctx, admissionKey{}, &gb.admission)
@@ -301,13 +360,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.H
 		w = gateway.StreamEventWriter{ResponseWriter: w, Definitions: func() gateway.Definitions { return s.state.Load().defs }}
 	}
 	next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
-}
-
-// mayListen is false for a body that cannot be a subscriptions/listen message, so that
-// the gate need not parse it (as gateway.MayList): the method is written with "listen" in it, or escaped
-// (a JSON string can spell a letter as \uXXXX).
-func mayListen(body []byte) bool {
-	return bytes.Contains(body, []byte("listen")) || bytes.Contains(body, []byte(`\u`))
 }
 
 // parseHead parses the method and id of a JSON-RPC message. A body that does not parse
@@ -407,7 +459,7 @@ func (g *gatewayServer) RemoteTool(name string) *gateway.Tool {
 
 // RunCall implements gateway.Server: the call joins the admission of its request.
 func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	return (*Server)(g).runCall(callContext(r.Context(), r), name, run)
+	return (*Server)(g).runCall((*Server)(g).requestContext(r.Context(), r), name, run)
 }
 
 // writeRefusal answers 503 with a JSON-RPC error, and closes the connection so the

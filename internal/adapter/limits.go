@@ -7,13 +7,16 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -103,7 +106,8 @@ func perCallerOf(limits *adapterconfig.Limits) *adapterconfig.CallerRate {
 // buckets, which limit nothing) are dropped, and if that is not enough, all of them.
 const maxTrackedCallers = 10_000
 
-// callerRates is a token bucket per caller identity (see callerIdentity).
+// callerRates is a token bucket per caller (see callerKey), from which every request
+// the caller sends takes one token, whatever its method.
 type callerRates struct {
 	limit rate.Limit
 	burst int
@@ -119,7 +123,7 @@ func newCallerRates(r *adapterconfig.CallerRate) *callerRates {
 	return &callerRates{limit: rate.Limit(r.CallsPerSecond), burst: r.Burst, buckets: map[string]*rate.Limiter{}}
 }
 
-// admit takes a call from caller's bucket, or says how long until one is there.
+// admit takes a request from caller's bucket, or says how long until one is there.
 func (c *callerRates) admit(caller string, now time.Time) (bool, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,7 +154,7 @@ func (c *callerRates) dropIdleLocked(now time.Time) {
 	}
 }
 
-// refuseRateLimited answers a call past its caller's rate: 429 with Retry-After, before
+// refuseRateLimited answers a request past its caller's rate: 429 with Retry-After, before
 // the call starts, and a JSON-RPC error for clients that read the body.
 func refuseRateLimited(w http.ResponseWriter, id json.RawMessage, retryAfter time.Duration) {
 	if len(id) == 0 {
@@ -162,7 +166,7 @@ func refuseRateLimited(w http.ResponseWriter, id json.RawMessage, retryAfter tim
 		"id":      id,
 		"error": map[string]any{
 			"code":    -32000,
-			"message": fmt.Sprintf("rate_limited: this caller is over its call rate for this server; retry after %ds", seconds),
+			"message": fmt.Sprintf("rate_limited: this caller is over its request rate for this server (every request counts); retry after %ds", seconds),
 		},
 	})
 	w.Header().Set("Content-Type", "application/json")
@@ -184,3 +188,130 @@ func withBodyDeadline(w http.ResponseWriter, timeout time.Duration, read func() 
 	_ = rc.SetReadDeadline(time.Time{})
 	return nil
 }
+
+// maxListenStreams bounds the subscriptions/listen streams one pod keeps open: each
+// holds a connection and a goroutine for as long as its client likes.
+const maxListenStreams = 1024
+
+// callerShareOf is the part of each shared pool one caller may hold under limits.
+func callerShareOf(limits *adapterconfig.Limits) float64 {
+	if limits == nil || limits.CallerShare <= 0 || limits.CallerShare > 1 {
+		return gateway.DefaultCallerShare
+	}
+	return limits.CallerShare
+}
+
+// streamShares bounds the streams open at once, and one caller's part of them.
+type streamShares struct {
+	size, perCaller int
+
+	mu   sync.Mutex
+	open int
+	held map[string]int // by caller key
+}
+
+func newStreamShares(size int, fraction float64) *streamShares {
+	return &streamShares{size: size, perCaller: gateway.ShareOf(size, fraction), held: map[string]int{}}
+}
+
+// take opens a stream of caller, or says why not; an opened one must be given back.
+func (p *streamShares) take(caller string) (why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.held[caller] >= p.perCaller:
+		return fmt.Sprintf("too_many_streams: this caller has %d subscriptions/listen streams open, at most %d of the %d this pod keeps may be one caller's; close one first",
+			p.held[caller], p.perCaller, p.size)
+	case p.open >= p.size:
+		return fmt.Sprintf("too_many_streams: this pod keeps %d subscriptions/listen streams open, the most it may; retry later", p.size)
+	}
+	p.open++
+	p.held[caller]++
+	return ""
+}
+
+func (p *streamShares) give(caller string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open--
+	if p.held[caller]--; p.held[caller] <= 0 {
+		delete(p.held, caller)
+	}
+}
+
+// refuseOverShare answers a request its caller may not make now, as a rate refusal
+// is answered: 429, Retry-After, and a JSON-RPC error saying why.
+func refuseOverShare(w http.ResponseWriter, id json.RawMessage, why string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": mcp.JSONRPC_VERSION,
+		"id":      id,
+		"error":   map[string]any{"code": -32000, "message": why},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
+}
+
+// refusalLogEvery is how often at most one caller's refusals are logged: a caller
+// refused many times a second must not flood the log.
+const refusalLogEvery = 10 * time.Second
+
+// refusalLog logs a caller's refusals at most once per refusalLogEvery, with how many
+// there were since the last line.
+type refusalLog struct {
+	mu       sync.Mutex
+	byCaller map[string]*refusals
+}
+
+type refusals struct {
+	logged time.Time
+	since  int // refusals not logged since then
+}
+
+// note logs the refusal of caller (a callerKey) described by msg and keysAndValues,
+// unless one of the caller's was logged less than refusalLogEvery ago.
+func (l *refusalLog) note(log logr.Logger, caller string, now time.Time, msg string, keysAndValues ...any) {
+	l.mu.Lock()
+	r := l.byCaller[caller]
+	if r == nil {
+		if l.byCaller == nil || len(l.byCaller) >= maxTrackedCallers {
+			l.forgetQuietLocked(now)
+		}
+		r = &refusals{}
+		l.byCaller[caller] = r
+	}
+	if !r.logged.IsZero() && now.Sub(r.logged) < refusalLogEvery {
+		r.since++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := r.since
+	r.logged, r.since = now, 0
+	l.mu.Unlock()
+	log.Info(msg, append([]any{"caller", printableCaller(caller), "refusedSinceLastLine", suppressed}, keysAndValues...)...)
+}
+
+// forgetQuietLocked drops the callers last logged long enough ago; all of them if that
+// is not enough.
+func (l *refusalLog) forgetQuietLocked(now time.Time) {
+	if l.byCaller == nil {
+		l.byCaller = map[string]*refusals{}
+		return
+	}
+	for caller, r := range l.byCaller {
+		if now.Sub(r.logged) >= refusalLogEvery {
+			delete(l.byCaller, caller)
+		}
+	}
+	if len(l.byCaller) >= maxTrackedCallers {
+		clear(l.byCaller)
+	}
+}
+
+// printableCaller is a caller key as a log shows it: the NULs between an identity's
+// parts as "/".
+func printableCaller(key string) string { return strings.ReplaceAll(key, "\x00", "/") }

@@ -150,8 +150,9 @@ func TestConfiguredLimitsBoundCallsAndAreCounted(t *testing.T) {
 }
 
 // A caller past its rate gets HTTP 429 with Retry-After before the call starts (the
-// backend never sees it), from a real mcp-go client too; another caller has its own
-// bucket; the rejection is counted.
+// backend never sees it), from a real mcp-go client too; every request counts
+// (initialize, the calls, a listing; not the initialized notification); another caller
+// has its own bucket; the rejection is counted.
 func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	var calls atomic.Int32
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -163,7 +164,7 @@ func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	cfg := identityConfig(t, key)
 	cfg.Tools = append(cfg.Tools, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
-		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 2}}
+		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 3}}
 	r := serve(t, cfg)
 	hasty, patient := bearerHeader(key.token(t, "agents", "hasty", "room")), bearerHeader(key.token(t, "agents", "patient", "room"))
 
@@ -186,12 +187,13 @@ func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	if got := calls.Load(); got != 2 {
 		t.Errorf("the backend saw %d calls, want 2: a refused call must not start", got)
 	}
-	// Listing is not a call: not limited.
-	listNames(t, c)
+	if _, err := c.ListTools(testContext(t), mcp.ListToolsRequest{}); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
+		t.Errorf("tools/list past the rate: err = %v, want rate_limited", err)
+	}
 	other := connect(t, r.baseURL, protocol20250618, patient)
 	wantSuccess(t, callTool(t, other, "fetch", map[string]any{}), "done")
-	if m := metricsText(t, r.Server); !strings.Contains(m, `cantus_adapter_rejected_calls_total{reason="rate_limited"} 2`) {
-		t.Errorf("metrics lack the 2 rate_limited rejections:\n%s", grepLines(m, "rejected"))
+	if m := metricsText(t, r.Server); !strings.Contains(m, `cantus_adapter_rejected_calls_total{reason="rate_limited"} 3`) {
+		t.Errorf("metrics lack the 3 rate_limited rejections:\n%s", grepLines(m, "rejected"))
 	}
 }
 

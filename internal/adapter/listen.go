@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // Resource subscriptions of protocol 2026-07-28. A client subscribes with
@@ -188,7 +190,7 @@ func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []strin
 		key := s.subs.OpenStream(stream.notify)
 		defer s.subs.CloseStream(key)
 		// Established before mcp-go acknowledges: the acknowledgement must name them.
-		stream.established = s.subscribeListen(r.Context(), key, uris)
+		stream.established = s.subscribeListen(r.Context(), callerKey(r), key, uris)
 		if len(stream.established) == 0 {
 			next.ServeHTTP(w, r)
 			return
@@ -203,16 +205,26 @@ func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []strin
 	})
 }
 
-// subscribeListen subscribes the listen stream key to each of uris it may read and an
-// import serves with subscriptions, and returns those established.
-func (s *Server) subscribeListen(ctx context.Context, key string, uris []string) []string {
-	var established []string
+// subscribeListen subscribes the listen stream key of caller (a callerKey) to each of
+// uris it may read and an import serves with subscriptions, and returns those
+// established. The refused ones are logged in one line, at most one per caller per
+// refusalLogEvery.
+func (s *Server) subscribeListen(ctx context.Context, caller, key string, uris []string) []string {
+	ctx = gateway.WithCallerKey(ctx, caller)
+	var established, refused []string
+	var firstWhy string
 	for _, uri := range uris {
 		if err := s.subscribeListenTo(ctx, key, uri); err != nil {
-			s.log.V(1).Info("a resource subscription of subscriptions/listen was not established", "uri", uri, "why", err.Error())
+			if refused = append(refused, uri); firstWhy == "" {
+				firstWhy = err.Error()
+			}
 			continue
 		}
 		established = append(established, uri)
+	}
+	if len(refused) > 0 {
+		s.refusals.note(s.log, caller, time.Now(), "resource subscriptions of subscriptions/listen were not established",
+			"refused", len(refused), "firstURI", clip.Line(refused[0], 200), "why", clip.Line(firstWhy, 300))
 	}
 	return established
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
@@ -64,7 +66,7 @@ func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 // none of its URIs, and mcp-go acknowledges it.
 func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
 	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	if r.Server.relaysListenSubscriptions() {
+	if r.relaysListenSubscriptions() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
@@ -182,4 +184,34 @@ func FuzzListenRequestIsBoundedAndDistinct(f *testing.F) {
 			t.Fatalf("parsed %q (%v), encoding/json reads %q", req.uris, err, want)
 		}
 	})
+}
+
+// The resource subscriptions a listen could not establish are logged in one line per
+// request, and a caller's lines at most once per 10 s, however many URIs it names.
+func TestListenRefusalsAreLoggedOncePerCaller(t *testing.T) {
+	logs := &logBuffer{}
+	gw := serve(t, subscribableGatewayConfig(), WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 1})))
+	for i := range 3 {
+		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
+		if reply.status != http.StatusOK {
+			t.Fatalf("listen %d: %d %s", i, reply.status, reply.body)
+		}
+	}
+	if lines := logs.matching("not established"); len(lines) != 1 || !strings.Contains(lines[0], `"refused"=50`) {
+		t.Errorf("3 listens of 50 refused URIs logged %d lines, want one saying 50 were refused:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+// Resource subscriptions spelled so that the gateway could not take them out of the
+// request (a case variant or an escape in the key, which encoding/json and so mcp-go
+// read as the key) are refused, not left to mcp-go to acknowledge and never deliver.
+func TestListenWithAVariantSpellingOfResourceSubscriptionsIsRefused(t *testing.T) {
+	gw := serve(t, subscribableGatewayConfig())
+	for _, key := range []string{"ResourceSubscriptions", `resource\u0053ubscriptions`} {
+		body := strings.Replace(listenBody(4, []string{"docs://guide"}), `"resourceSubscriptions"`, `"`+key+`"`, 1)
+		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, body)
+		if !strings.Contains(string(reply.body), `"code":-32602`) || !strings.Contains(string(reply.body), "exact keys") {
+			t.Errorf("listen with %q answered %d %s, want -32602 asking for the exact keys", key, reply.status, reply.body)
+		}
+	}
 }

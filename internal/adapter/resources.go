@@ -144,30 +144,33 @@ func mcpPrompt(p *servedPrompt) mcp.Prompt { return listing.Prompt(&p.Prompt) }
 // answer down to what its caller may read or get.
 func (s *Server) contentHooks(hooks *server.Hooks) {
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
-		result.Resources = visible(ctx, s, result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
+		result.Resources = visible(ctx, s, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
-		result.ResourceTemplates = visible(ctx, s, result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
+		result.ResourceTemplates = visible(ctx, s, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
 			return access.ItemResource, t.URITemplate.Raw()
 		})
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
-		result.Prompts = visible(ctx, s, result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = visible(ctx, s, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
 	})
 }
 
-// visible keeps the items the request's caller may use.
-func visible[T any](ctx context.Context, s *Server, items []T, item func(T) (access.ItemKind, string)) []T {
+// visible keeps the items the request's caller may use, spending at most
+// listCELBudget on the rules (past it, the items left are not listed: fail closed).
+func visible[T any](ctx context.Context, s *Server, method string, items []T, item func(T) (access.ItemKind, string)) []T {
 	if !s.auth.HasRules() {
 		return items
 	}
 	caller, _ := access.CallerFrom(ctx)
+	budget := listBudget(ctx)
 	out := items[:0:0]
 	for _, it := range items {
-		if kind, name := item(it); s.auth.AllowsKind(caller, kind, name) {
+		if kind, name := item(it); s.auth.AllowsKindWithin(caller, kind, name, budget) {
 			out = append(out, it)
 		}
 	}
+	s.noteCutList(caller, budget, method)
 	return out
 }
 
@@ -187,13 +190,15 @@ func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 	return access.ItemResource, uri
 }
 
-// allows says whether the request's caller may use the item.
+// allows says whether the request's caller may use the item, spending the request's
+// CEL budget (withCELBudget), so that a request judging many items (skills/list) is
+// bounded as the list hooks are.
 func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
 	if !s.auth.HasRules() {
 		return true
 	}
 	caller, _ := access.CallerFrom(ctx)
-	return s.auth.AllowsKind(caller, kind, name)
+	return s.auth.AllowsKindWithin(caller, kind, name, celBudgetFrom(ctx))
 }
 
 // errNotAllowed says the caller may not read or get what it named. On streamable HTTP

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,6 +43,13 @@ type options struct {
 	bodyReadTimeout time.Duration
 	// calls overrides the call limits; tests make them small.
 	calls *callLimiter
+	// listenStreams overrides maxListenStreams; tests make it small.
+	listenStreams int
+}
+
+// withListenStreams bounds the listen streams the server keeps open (tests).
+func withListenStreams(n int) Option {
+	return func(o *options) { o.listenStreams = n }
 }
 
 // WithShutdownGrace bounds how long shutdown may take from the moment it begins: the
@@ -94,9 +102,13 @@ type Server struct {
 	backend *http.Client
 	gate    *callGate
 	calls   *callLimiter
-	// callers rate-limits each caller's tool calls; nil without spec.limits.perCaller.
+	// callers rate-limits each caller's requests; nil without spec.limits.perCaller.
 	callers *callerRates
-	handler http.Handler
+	// listens bounds the subscriptions/listen streams open, and each caller's share.
+	listens *streamShares
+	// refusals keeps refusals from flooding the log.
+	refusals refusalLog
+	handler  http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
 
@@ -162,7 +174,10 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	if o.calls != nil {
 		s.calls = o.calls
 	}
+	share := callerShareOf(cfg.Limits)
+	s.listens = newStreamShares(cmp.Or(o.listenStreams, maxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
+	s.remotes.LimitCallerShare(share)
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
@@ -178,6 +193,7 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.subs = s.newSubscriptions()
+	s.subs.LimitCallerShare(share)
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -407,7 +423,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		// "/message?sessionId=…", which clients resolve against the URL they reached
 		// /sse on, whatever host and port that was.
 		s.sse = server.NewSSEServer(m,
-			server.WithSSEContextFunc(callContext),
+			server.WithSSEContextFunc(s.requestContext),
 			server.WithSSEEndpoint(PathSSE),
 			server.WithMessageEndpoint(PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
@@ -417,7 +433,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		mux.Handle(PathMessage, protect(s.sse))
 	default:
 		opts := []server.StreamableHTTPOption{
-			server.WithHTTPContextFunc(callContext),
+			server.WithHTTPContextFunc(s.requestContext),
 			server.WithEndpointPath(PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -58,6 +59,29 @@ func callerIdentity(r *http.Request) string {
 		host = r.RemoteAddr
 	}
 	return "address:" + host
+}
+
+// callerKey names who makes r for its per-caller budget and shares (limits.go): as
+// callerIdentity, except that a client without auth is known by its IPv6 /64 (a host
+// or a customer holds a /64 and may take any address in it) or its IPv4 address.
+func callerKey(r *http.Request) string {
+	if c, ok := access.CallerFrom(r.Context()); ok && c != nil {
+		return callerIdentity(r)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return "address:" + host
+	}
+	addr = addr.WithZone("").Unmap()
+	if addr.Is6() {
+		prefix, _ := addr.Prefix(64)
+		return "address:" + prefix.String()
+	}
+	return "address:" + addr.String()
 }
 
 // ownerTag is the digest of identity that a session id carries.

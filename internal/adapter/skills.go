@@ -61,7 +61,10 @@ type contentRequest struct {
 }
 
 // mayBeContentRequest is false for most bodies that cannot be one, so that they are
-// not parsed twice.
+// not parsed twice. It is a shortcut for speed and guards no security decision: a
+// request it misses (spelled "resources\/read") goes to mcp-go, whose handlers check
+// the caller's rules as answerContentRequest does (and which knows no skills/ method,
+// and relays no subscription).
 func mayBeContentRequest(body []byte) bool {
 	return bytes.Contains(body, []byte("skills/")) || bytes.Contains(body, []byte("resources/")) ||
 		bytes.Contains(body, []byte("prompts/get"))

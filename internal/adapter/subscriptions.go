@@ -88,7 +88,7 @@ func (s *Server) answerSubscription(w http.ResponseWriter, r *http.Request, req 
 		writeAnswer(w, req.ID, &jsonRPCAnswer{Result: struct{}{}})
 		return true
 	}
-	writeAnswer(w, req.ID, s.subscribe(r.Context(), session, uri))
+	writeAnswer(w, req.ID, s.subscribe(gateway.WithCallerKey(r.Context(), callerKey(r)), session, uri))
 	return true
 }
 

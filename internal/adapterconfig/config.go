@@ -92,8 +92,12 @@ type Limits struct {
 	QueueLength int `json:"queueLength"`
 	// QueueWait is how long a call waits for a slot.
 	QueueWait Duration `json:"queueWait"`
-	// PerCaller, when set, rate-limits each caller's tool calls.
+	// PerCaller, when set, rate-limits each caller's requests, of every method.
 	PerCaller *CallerRate `json:"perCaller,omitempty"`
+	// CallerShare is the part of each pool that all callers share (the listen streams,
+	// the calls waiting for their callers' answers, the subscriptions at the remotes)
+	// that one caller may hold, in (0, 1]; 0 (unset): a quarter.
+	CallerShare float64 `json:"callerShare,omitempty"`
 }
 
 // CallerRate is a token bucket per caller.

@@ -27,6 +27,12 @@ func renderLimits(spec *cantusv1alpha1.CallLimits) (*adapterconfig.Limits, error
 	if out.ConcurrentCalls < 1 || out.QueueLength < 0 {
 		return nil, fmt.Errorf("spec.limits: concurrentCalls must be at least 1 and queueLength at least 0")
 	}
+	if p := l.CallerSharePercent; p != nil {
+		if *p < 1 || *p > 100 {
+			return nil, fmt.Errorf("spec.limits.callerSharePercent must be between 1 and 100")
+		}
+		out.CallerShare = float64(*p) / 100
+	}
 	if r := l.PerCaller; r != nil {
 		if r.CallsPerSecond < 1 || *r.Burst < 1 {
 			return nil, fmt.Errorf("spec.limits.perCaller: callsPerSecond and burst must be at least 1")

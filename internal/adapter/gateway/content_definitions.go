@@ -38,7 +38,9 @@ func (d *ContentDefinitions) Add(member, key string, entry json.RawMessage) {
 func (d *ContentDefinitions) Empty() bool { return d == nil || len(d.byMember) == 0 }
 
 // MayListContent is false for a body that cannot be a request for one of the lists
-// rewritten, so that the gate need not parse it.
+// rewritten, so that the gate need not parse it. It is a shortcut for speed and guards
+// no security decision: a list it misses (spelled "prompts\/list") is answered by
+// mcp-go's own entries, filtered by the same list hooks.
 func MayListContent(body []byte) bool {
 	return bytes.Contains(body, []byte("/list")) || bytes.Contains(body, []byte(`\u`))
 }

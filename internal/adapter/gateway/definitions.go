@@ -216,9 +216,3 @@ func mediaTypeOf(h http.Header) string {
 	mt, _, _ := bytes.Cut([]byte(h.Get("Content-Type")), []byte(";"))
 	return string(bytes.ToLower(bytes.TrimSpace(mt)))
 }
-
-// MayList is false for a body that cannot be a tools/list request, so that the
-// server's gate need not parse it.
-func MayList(body []byte) bool {
-	return bytes.Contains(body, []byte("tools/list")) || bytes.Contains(body, []byte(`\u`))
-}

@@ -61,10 +61,21 @@ type relaySettings struct {
 	waiting  waitingCalls
 }
 
-// waitingCalls are the calls waiting for their caller's answer, by requestState.
+// waitingCalls are the calls waiting for their caller's answer, by requestState: at
+// most maxWaitingCalls, and at most perCaller of them of one caller.
 type waitingCalls struct {
-	mu      sync.Mutex
-	byState map[string]*waitingCall
+	mu        sync.Mutex
+	byState   map[string]*waitingCall
+	perCaller int            // 0: ShareOf(maxWaitingCalls, DefaultCallerShare)
+	held      map[string]int // by caller key
+}
+
+// LimitCallerShare lets one caller hold at most fraction of the pool's calls waiting
+// for their callers (DefaultCallerShare unless called).
+func (p *Pool) LimitCallerShare(fraction float64) {
+	p.relay.waiting.mu.Lock()
+	defer p.relay.waiting.mu.Unlock()
+	p.relay.waiting.perCaller = ShareOf(maxWaitingCalls, fraction)
 }
 
 // waitingCall is one relaying call: the remote's call, running on its own, and what it
@@ -72,6 +83,8 @@ type waitingCalls struct {
 type waitingCall struct {
 	tool   *Tool
 	caller string
+	// share is the key its caller's share of the waiting calls is counted under.
+	share  string
 	cancel context.CancelFunc
 	asked  chan *remoteRequest // the remote's requests, in order
 	done   chan forwardOutcome // the remote's answer to the call
@@ -144,7 +157,7 @@ func (t *Tool) callRelaying(ctx context.Context, req mcp.CallToolRequest, args [
 // caller's request; the tool's timeout still bounds it.
 func (t *Tool) startWaitingCall(ctx context.Context, req mcp.CallToolRequest, args []byte, caller string) *waitingCall {
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	wc := &waitingCall{tool: t, caller: caller, cancel: cancel, asked: make(chan *remoteRequest, 4), done: make(chan forwardOutcome, 1)}
+	wc := &waitingCall{tool: t, caller: caller, share: callerKeyOf(ctx), cancel: cancel, asked: make(chan *remoteRequest, 4), done: make(chan forwardOutcome, 1)}
 	progressToken := progressTokenOf(req)
 	go func() {
 		defer cancel()
@@ -180,6 +193,12 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 	}
 	if err != nil {
 		return nil, &mcpclient.ErrorObject{Code: mcp.INVALID_PARAMS, Message: "cantus gateway: the params of " + m.Method + " are not valid: " + clip.Line(err.Error(), 200)}
+	}
+	if input.Sampling != nil {
+		// A remote may not ask the caller's host for context from the caller's other
+		// servers ("allServers"), nor from this gateway's other imports ("thisServer").
+		// The params are typed here, so no other spelling of the key reaches the caller.
+		input.Sampling.IncludeContext = "none"
 	}
 	q := &remoteRequest{kind: kind, input: input, answer: make(chan remoteAnswer, 1)}
 	select {
@@ -223,10 +242,11 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 				}
 				continue
 			}
-			if result := wc.park(q); result != nil {
+			result, why := wc.park(q)
+			if result != nil {
 				return result
 			}
-			q.answer <- remoteAnswer{err: refusal("too many calls wait for their callers' answers (%d); try again later", maxWaitingCalls)}
+			q.answer <- remoteAnswer{err: refusal("%s", why)}
 		case <-ctx.Done():
 			wc.cancel()
 			return mcp.NewToolResultError(MarkerCallFailed + "the caller stopped waiting")
@@ -275,25 +295,25 @@ func declares(caps *mcp.ClientCapabilities, kind string) bool {
 }
 
 // park keeps q for the caller's answer and returns the input-required result that asks
-// for it; nil when too many calls wait already.
-func (wc *waitingCall) park(q *remoteRequest) *mcp.CallToolResult {
+// for it; nil and why not when too many calls wait already, or too many of its caller's.
+func (wc *waitingCall) park(q *remoteRequest) (*mcp.CallToolResult, string) {
 	wc.asks++
 	wc.parked, wc.parkedAs = q, fmt.Sprintf("%s-%d", q.kind, wc.asks)
 	return wc.inputRequired()
 }
 
 // inputRequired registers the call under a new requestState and asks for what it
-// parked.
-func (wc *waitingCall) inputRequired() *mcp.CallToolResult {
-	state, ok := wc.tool.remote.relay.waiting.put(wc)
-	if !ok {
+// parked; nil and why not when the pool of waiting calls refused it.
+func (wc *waitingCall) inputRequired() (*mcp.CallToolResult, string) {
+	state, why := wc.tool.remote.relay.waiting.put(wc)
+	if why != "" {
 		wc.parked = nil
-		return nil
+		return nil, why
 	}
 	return &mcp.CallToolResult{
 		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
 		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: mcp.InputRequests{wc.parkedAs: wc.parked.input}, RequestState: state},
-	}
+	}, ""
 }
 
 // answerParked hands the caller's answer to the remote; when it holds none for the
@@ -301,11 +321,12 @@ func (wc *waitingCall) inputRequired() *mcp.CallToolResult {
 func (wc *waitingCall) answerParked(responses mcp.InputResponses) *mcp.CallToolResult {
 	answer, ok := responses[wc.parkedAs]
 	if !ok {
-		if again := wc.inputRequired(); again != nil {
+		parked := wc.parked
+		again, why := wc.inputRequired()
+		if again != nil {
 			return again
 		}
-		wc.parked.answer <- remoteAnswer{err: refusal("too many calls wait for their callers' answers (%d)", maxWaitingCalls)}
-		wc.parked = nil
+		parked.answer <- remoteAnswer{err: refusal("%s", why)}
 		return nil
 	}
 	raw, err := json.Marshal(answer)
@@ -318,21 +339,43 @@ func (wc *waitingCall) answerParked(responses mcp.InputResponses) *mcp.CallToolR
 	return nil
 }
 
-// put registers wc under a new requestState, unless maxWaitingCalls wait already.
-func (w *waitingCalls) put(wc *waitingCall) (string, bool) {
+// put registers wc under a new requestState, unless maxWaitingCalls wait already, or
+// its caller's share of them; why says which.
+func (w *waitingCalls) put(wc *waitingCall) (state, why string) {
 	var b [18]byte
 	_, _ = rand.Read(b[:])
-	state := "cantus-relay." + base64.RawURLEncoding.EncodeToString(b[:])
+	state = "cantus-relay." + base64.RawURLEncoding.EncodeToString(b[:])
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.byState) >= maxWaitingCalls {
-		return "", false
+		return "", fmt.Sprintf("too many calls wait for their callers' answers (%d); try again later", maxWaitingCalls)
+	}
+	perCaller := w.perCaller
+	if perCaller == 0 {
+		perCaller = ShareOf(maxWaitingCalls, DefaultCallerShare)
+	}
+	if w.held[wc.share] >= perCaller {
+		return "", fmt.Sprintf("this caller has %d calls waiting for its answers, the most one caller may of the %d this gateway keeps; answer or end one first",
+			perCaller, maxWaitingCalls)
 	}
 	if w.byState == nil {
-		w.byState = map[string]*waitingCall{}
+		w.byState, w.held = map[string]*waitingCall{}, map[string]int{}
 	}
 	w.byState[state] = wc
-	return state, true
+	w.held[wc.share]++
+	return state, ""
+}
+
+// forgetLocked removes the call waiting under state.
+func (w *waitingCalls) forgetLocked(state string) {
+	wc := w.byState[state]
+	if wc == nil {
+		return
+	}
+	delete(w.byState, state)
+	if w.held[wc.share]--; w.held[wc.share] <= 0 {
+		delete(w.held, wc.share)
+	}
 }
 
 // take removes and returns the call waiting under state, when it is a call of t by
@@ -344,7 +387,7 @@ func (w *waitingCalls) take(state string, t *Tool, caller string) *waitingCall {
 	if wc == nil || wc.tool.Name != t.Name || wc.tool.remote != t.remote || wc.caller != caller {
 		return nil
 	}
-	delete(w.byState, state)
+	w.forgetLocked(state)
 	return wc
 }
 
@@ -354,7 +397,7 @@ func (w *waitingCalls) drop(wc *waitingCall) {
 	defer w.mu.Unlock()
 	for state, other := range w.byState {
 		if other == wc {
-			delete(w.byState, state)
+			w.forgetLocked(state)
 		}
 	}
 }

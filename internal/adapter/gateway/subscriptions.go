@@ -88,8 +88,9 @@ type Subscriptions struct {
 	log    logr.Logger
 	notify Notifier
 	// maxUpstream and maxPerSession are MaxSubscriptions and MaxSessionSubscriptions;
-	// tests make them small.
+	// tests make them small. One caller may take part in at most share of maxUpstream.
 	maxUpstream, maxPerSession int
+	share                      float64
 
 	mu     sync.Mutex
 	closed bool
@@ -105,6 +106,11 @@ type Subscriptions struct {
 	listeners  map[*remote]*listener
 	bySession  map[string]map[string]*subscription // session → served URI
 	count      int                                 // subscriptions at the remotes
+	// owners are the caller keys of the sessions and streams that subscribed, until
+	// they end; byCaller counts, per caller key, its sessions' and streams' part in
+	// each subscription at the remotes.
+	owners   map[string]string
+	byCaller map[string]map[*subscription]int
 }
 
 // subscription is one URI subscribed at one remote, and the client sessions that share it.
@@ -128,7 +134,16 @@ func NewSubscriptions(log logr.Logger, notify Notifier) *Subscriptions {
 	return &Subscriptions{log: log.WithName("subscriptions"), notify: notify, live: map[string]bool{},
 		maxUpstream: MaxSubscriptions, maxPerSession: MaxSessionSubscriptions,
 		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{},
-		streams: map[string]StreamNotifier{}, registered: make(chan struct{})}
+		streams: map[string]StreamNotifier{}, registered: make(chan struct{}),
+		share: DefaultCallerShare, owners: map[string]string{}, byCaller: map[string]map[*subscription]int{}}
+}
+
+// LimitCallerShare lets one caller take part in at most fraction of the subscriptions
+// the gateway may hold at its remotes (DefaultCallerShare unless called).
+func (h *Subscriptions) LimitCallerShare(fraction float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.share = fraction
 }
 
 // OpenStream records an open subscriptions/listen request, whose updates notify
@@ -152,12 +167,13 @@ func (h *Subscriptions) CloseStream(key string) {
 	}
 	delete(h.streams, key)
 	h.removeAllLocked(key)
+	delete(h.owners, key)
 }
 
 // SubscribeStream subscribes the open listen stream to uri, which it serves, as
 // Subscribe does a session.
 func (h *Subscriptions) SubscribeStream(ctx context.Context, key string, it *Item, uri string) error {
-	sub, err := h.add(key, true, it, uri)
+	sub, err := h.add(key, callerKeyOf(ctx), true, it, uri)
 	if err != nil || sub == nil {
 		return err
 	}
@@ -180,6 +196,7 @@ func (h *Subscriptions) SessionEnded(session string) {
 	defer h.mu.Unlock()
 	delete(h.live, session)
 	h.removeAllLocked(session)
+	delete(h.owners, session)
 }
 
 // removeAllLocked ends every subscription of a session or listen stream.
@@ -196,7 +213,7 @@ func (h *Subscriptions) removeAllLocked(key string) {
 // *ForwardError.
 func (h *Subscriptions) Subscribe(ctx context.Context, session string, it *Item, uri string) error {
 	h.awaitSession(ctx, session)
-	sub, err := h.add(session, false, it, uri)
+	sub, err := h.add(session, callerKeyOf(ctx), false, it, uri)
 	if err != nil || sub == nil {
 		return err
 	}
@@ -329,8 +346,9 @@ func (it *Item) remoteURI(uri string) string {
 }
 
 // add records the subscription of the session, or of the listen stream when stream is
-// true, to uri and returns it, nil when the session had it already.
-func (h *Subscriptions) add(session string, stream bool, it *Item, uri string) (*subscription, error) {
+// true, of caller to uri and returns it, nil when the session had it already. A
+// session is its first subscription's caller's until it ends.
+func (h *Subscriptions) add(session, caller string, stream bool, it *Item, uri string) (*subscription, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -357,6 +375,13 @@ func (h *Subscriptions) add(session string, stream bool, it *Item, uri string) (
 	if l != nil {
 		sub = l.wanted[remoteURI]
 	}
+	if owner, ok := h.owners[session]; ok {
+		caller = owner
+	}
+	if _, part := h.byCaller[caller][sub]; (sub == nil || !part) && len(h.byCaller[caller]) >= h.perCallerLocked() {
+		return nil, &SubscriptionError{Message: fmt.Sprintf("this caller takes part in %d subscriptions at the remotes, the most one caller may of the %d this gateway holds; unsubscribe from one first",
+			h.perCallerLocked(), h.maxUpstream)}
+	}
 	if sub == nil {
 		if h.count >= h.maxUpstream {
 			return nil, &SubscriptionError{Message: fmt.Sprintf("this gateway holds %d subscriptions at its remotes, the most it may; try again later", h.maxUpstream)}
@@ -375,7 +400,27 @@ func (h *Subscriptions) add(session string, stream bool, it *Item, uri string) (
 		h.bySession[session] = mine
 	}
 	mine[uri] = sub
+	h.owners[session] = caller
+	if h.byCaller[caller] == nil {
+		h.byCaller[caller] = map[*subscription]int{}
+	}
+	h.byCaller[caller][sub]++
 	return sub, nil
+}
+
+// perCallerLocked is the most subscriptions one caller may take part in.
+func (h *Subscriptions) perCallerLocked() int { return ShareOf(h.maxUpstream, h.share) }
+
+// leaveLocked ends the session's part in sub, for its caller's share.
+func (h *Subscriptions) leaveLocked(session string, sub *subscription) {
+	caller := h.owners[session]
+	held := h.byCaller[caller]
+	if held[sub]--; held[sub] <= 0 {
+		delete(held, sub)
+	}
+	if len(held) == 0 {
+		delete(h.byCaller, caller)
+	}
 }
 
 // removeLocked ends the session's subscription to uri; the last subscriber's leaving
@@ -390,6 +435,7 @@ func (h *Subscriptions) removeLocked(session, uri string) {
 		delete(h.bySession, session)
 	}
 	delete(sub.subscribers, subscriber{session, uri})
+	h.leaveLocked(session, sub)
 	if len(sub.subscribers) == 0 {
 		h.forgetLocked(sub)
 	}
@@ -405,6 +451,9 @@ func (h *Subscriptions) forgetLocked(sub *subscription) {
 	delete(l.wanted, sub.remoteURI)
 	h.count--
 	for s := range sub.subscribers {
+		if h.bySession[s.session][s.uri] == sub {
+			h.leaveLocked(s.session, sub)
+		}
 		delete(h.bySession[s.session], s.uri)
 		if len(h.bySession[s.session]) == 0 {
 			delete(h.bySession, s.session)

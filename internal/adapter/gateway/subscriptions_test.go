@@ -239,6 +239,7 @@ func TestSubscriptions_Bounds(t *testing.T) {
 	remote := startSubscribableRemote(t, true)
 	subs, pool := newTestSubscriptions(t, newDeliveries())
 	subs.maxPerSession, subs.maxUpstream = 3, 4
+	subs.share = 1 // one caller's sessions reach the gateway's own bound
 	it := linkedItem(t, pool, remote.url, "test://{id}", "")
 	for _, s := range []string{"a", "b"} {
 		subs.SessionStarted(s)
