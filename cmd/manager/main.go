@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,9 @@ type options struct {
 	// in (namespaced Roles, config/rbac/namespaced); empty is the whole cluster.
 	watchNamespaces []string
 	adapterTracing  bool
+	// admissionParams, when set, is the ConfigMap of the admission policy's parameters
+	// (config/admission/params.yaml): what the policy would refuse is refused first.
+	admissionParams *types.NamespacedName
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -205,6 +209,14 @@ func main() {
 		}
 		return nil
 	})
+	flag.Func("admission-params", "namespace/name of the ConfigMap that holds the parameters of the admission policy bounding this operator (config/admission/params.yaml); a SkillServer or stdio import whose pods that policy would refuse is refused before anything is written; empty: no policy is checked", func(v string) error {
+		ns, name, ok := strings.Cut(v, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("want namespace/name, got %q", v)
+		}
+		opts.admissionParams = &types.NamespacedName{Namespace: ns, Name: name}
+		return nil
+	})
 	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -290,6 +302,11 @@ func run(opts options) error {
 		// let its owner read the catalog as the agent.
 		APIAudiences: append(opts.apiAudiences, opts.catalogAud),
 	}
+	var admission *controller.AdmissionParams
+	if opts.admissionParams != nil && opts.runtime == "kubernetes" {
+		admission = &controller.AdmissionParams{Reader: mgr.GetAPIReader(), Key: *opts.admissionParams}
+		servers.AdmissionParams = admission
+	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
@@ -305,6 +322,7 @@ func run(opts options) error {
 		Recorder:                mgr.GetEventRecorder("cantus-operator"),
 		Bridges:                 bridges,
 		MaxConcurrentHandshakes: opts.maxHandshakes,
+		AdmissionParams:         admission,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
 	}

@@ -62,6 +62,10 @@ type SkillServerReconciler struct {
 	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
 	// SkillServer may accept tokens issued for them.
 	APIAudiences []string
+	// AdmissionParams, when set, are the parameters of the admission policy that bounds
+	// the operator: a server whose pods it would refuse is refused before anything is
+	// applied. Nil: no policy is known, and none is checked.
+	AdmissionParams *AdmissionParams
 
 	statuses writtenStatuses
 }
@@ -122,8 +126,9 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	limits := ss.Spec.Limits.Effective()
 	ss.Status.Limits = &limits
 	if allowed, err := r.checkPodOverrides(ctx, ss); !allowed || err != nil {
-		// Refused: terminal until the spec or a policy changes (both are watched).
-		return ctrl.Result{}, err
+		// Refused: terminal until the spec or a policy changes (both are watched), or
+		// the admission parameters (read again now and then).
+		return refusedPodResult(ss), err
 	}
 	inputs, err := r.inputsOf(ctx, ss)
 	if err != nil {
