@@ -98,7 +98,10 @@ func (k *Kubernetes) deleteIfControlled(ctx context.Context, kind string, obj cl
 	if !metav1.IsControlledBy(obj, ss) {
 		return false, nil
 	}
-	if err := k.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+	// Only the object looked at: one of that name created since (the cache lags, or
+	// someone deleted ours and made theirs) has another UID, and the API server refuses.
+	uid := obj.GetUID()
+	if err := k.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("delete %s %s %s: %w", kind, name, why, err)
 	}
 	return true, nil
