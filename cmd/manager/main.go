@@ -106,48 +106,20 @@ func followServiceAccountIssuer(mgr ctrl.Manager, namespaces []string) (*saissue
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
-			return recallRevocations(ctx, mgr.GetAPIReader(), namespaces)
-		}}
+		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces}
+	// Kept in the operator's own namespace, where no tenant writes; outside a cluster
+	// (no POD_NAMESPACE) a restart forgets them.
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		store := &saissuer.ConfigMapStore{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: ns,
+			FieldOwner: workload.FieldOwner, Labels: map[string]string{workload.LabelManagedBy: workload.FieldOwner}}
+		revocations.Recall, revocations.Save = store.Recall, store.Save
+	}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
 			return nil, nil, nil, fmt.Errorf("add the service-account issuer watchers: %w", err)
 		}
 	}
 	return watcher, revocations, changed, nil
-}
-
-// recallRevocations reads back the revoked UIDs of the adapter configs in namespaces (in
-// every namespace when empty: namespaced Roles may not list ConfigMaps cluster-wide).
-func recallRevocations(ctx context.Context, reader client.Reader, namespaces []string) (saissuer.Revoked, error) {
-	if len(namespaces) == 0 {
-		return workload.RevokedInConfigs(ctx, reader)
-	}
-	var all saissuer.Revoked
-	for _, ns := range namespaces {
-		got, err := workload.RevokedInConfigs(ctx, inNamespace{Reader: reader, namespace: ns})
-		if err != nil {
-			return saissuer.Revoked{}, fmt.Errorf("namespace %s: %w", ns, err)
-		}
-		all.ServiceAccounts = append(all.ServiceAccounts, got.ServiceAccounts...)
-		all.Pods = append(all.Pods, got.Pods...)
-		if got.RefuseIssuedBefore.After(all.RefuseIssuedBefore) {
-			all.RefuseIssuedBefore = got.RefuseIssuedBefore
-		}
-	}
-	all.ServiceAccounts = slices.Compact(slices.Sorted(slices.Values(all.ServiceAccounts)))
-	all.Pods = slices.Compact(slices.Sorted(slices.Values(all.Pods)))
-	return all, nil
-}
-
-// inNamespace lists in one namespace only.
-type inNamespace struct {
-	client.Reader
-	namespace string
-}
-
-func (r inNamespace) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return r.Reader.List(ctx, list, append(opts, client.InNamespace(r.namespace))...)
 }
 
 // parseNamespaces splits --watch-namespaces: names separated by commas, blanks ignored,

@@ -226,10 +226,12 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 			return adapterconfig.Issuer{}, fmt.Errorf("read the revoked service-account bindings: %w", err)
 		}
 		cluster.RevokedUIDs, cluster.RevokedServiceAccountUIDs = revoked.Pods, revoked.ServiceAccounts
-		if !revoked.RefuseIssuedBefore.IsZero() {
+		for namespace, before := range revoked.RefuseIssuedBefore {
+			if cluster.RefuseIssuedBeforeByNamespace == nil {
+				cluster.RefuseIssuedBeforeByNamespace = make(map[string]time.Time, len(revoked.RefuseIssuedBefore))
+			}
 			// Up to the next second: a token's iat has whole seconds.
-			at := revoked.RefuseIssuedBefore.UTC().Add(time.Second - 1).Truncate(time.Second)
-			cluster.RefuseIssuedBefore = &at
+			cluster.RefuseIssuedBeforeByNamespace[namespace] = before.UTC().Add(time.Second - 1).Truncate(time.Second)
 		}
 		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 	}
