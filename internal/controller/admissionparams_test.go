@@ -87,7 +87,15 @@ func TestStdioImageNotInTheAdmissionParametersIsRefusedBeforeTheBridge(t *testin
 	err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "acme-bridge"}, &appsv1.Deployment{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a bridge the admission policy would refuse was applied: %v", err)
 
+	// Bridge pods run under the namespace's default service account, which the
+	// parameters must allow too.
 	params.Data["bridgeImages"] = "ghcr.io/other, ghcr.io/acme"
+	params.Data["serviceAccounts"] = "other/default"
+	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
+	got = reconcileImport(t, r, got)
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Message).To(ContainSubstring("service account " + ns + "/default is not in serviceAccounts"))
+
+	params.Data["serviceAccounts"] = "*/default"
 	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
 	got = reconcileImport(t, r, got)
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))

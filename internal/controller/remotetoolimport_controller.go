@@ -175,13 +175,18 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 }
 
 // checkBridgeAdmission refuses a stdio import whose bridge the operator's admission
-// policy would refuse (its image is not in the parameters' bridgeImages) before the
-// bridge is applied: applied, the Deployment would be denied on every reconcile.
+// policy would refuse (its image is not in the parameters' bridgeImages, or the
+// namespace's default service account, which bridge pods run under, is not in its
+// serviceAccounts) before the bridge is applied: applied, the Deployment would be
+// denied on every reconcile.
 func (r *RemoteToolImportReconciler) checkBridgeAdmission(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, allowed policy.Decision) (policy.Decision, error) {
 	if r.AdmissionParams == nil || imp.Spec.Stdio == nil {
 		return allowed, nil
 	}
 	refusal, err := r.AdmissionParams.CheckBridgeImage(ctx, imp.Spec.Stdio.Image)
+	if err == nil && refusal == nil {
+		refusal, err = r.AdmissionParams.CheckServiceAccount(ctx, imp.Namespace, "default")
+	}
 	if err != nil || refusal == nil {
 		return allowed, err
 	}
