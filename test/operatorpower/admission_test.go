@@ -231,6 +231,13 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 			}}}
 		}, want: "never places"},
 		{name: "node name", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.NodeName = "n1" }, want: "never places"},
+		{name: "scheduler", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SchedulerName = "mine" }, want: "never places"},
+		{name: "host aliases", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.HostAliases = []corev1.HostAlias{{IP: "203.0.113.7", Hostnames: []string{"kubernetes.default.svc"}}}
+		}, want: "hostAliases"},
+		{name: "DNS config", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"203.0.113.53"}}
+		}, want: "dnsConfig"},
 		{name: "pods without the operator's label", mutate: func(d *appsv1.Deployment) {
 			delete(d.Spec.Template.Labels, "app.kubernetes.io/managed-by")
 		}, want: "pod templates carry"},
