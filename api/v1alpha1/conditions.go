@@ -88,6 +88,9 @@ const (
 	ReasonPodAllowed        = "Allowed"
 	ReasonPodAllowedByAudit = "AllowedByAudit"
 	ReasonPodNotAllowlisted = "NotAllowlisted"
+	// ReasonPodNotAdmitted: the operator's admission policy (config/admission) would
+	// refuse the pods, so nothing is applied; the message names its parameter.
+	ReasonPodNotAdmitted = "NotAdmitted"
 )
 
 // Condition types of RemoteToolImport.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
@@ -74,6 +75,9 @@ type options struct {
 	// in (namespaced Roles, config/rbac/namespaced); empty is the whole cluster.
 	watchNamespaces []string
 	adapterTracing  bool
+	// admissionParams, when set, is the ConfigMap of the admission policy's parameters
+	// (config/admission/params.yaml): what the policy would refuse is refused first.
+	admissionParams *types.NamespacedName
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -102,48 +106,20 @@ func followServiceAccountIssuer(mgr ctrl.Manager, namespaces []string) (*saissue
 	}
 	watcher := &saissuer.Watcher{Client: disco.RESTClient(), Every: issuerRefresh, OnChange: notify}
 	revocations := &saissuer.Revocations{Config: mgr.GetConfig(), MaxTokenLifetime: saissuer.DefaultMaxTokenLifetime,
-		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces, Recall: func(ctx context.Context) (saissuer.Revoked, error) {
-			return recallRevocations(ctx, mgr.GetAPIReader(), namespaces)
-		}}
+		Every: revocationsRefresh, OnChange: notify, Namespaces: namespaces}
+	// Kept in the operator's own namespace, where no tenant writes; outside a cluster
+	// (no POD_NAMESPACE) a restart forgets them.
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		store := &saissuer.ConfigMapStore{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: ns,
+			FieldOwner: workload.FieldOwner, Labels: map[string]string{workload.LabelManagedBy: workload.FieldOwner}}
+		revocations.Recall, revocations.Save = store.Recall, store.Save
+	}
 	for _, r := range []manager.Runnable{watcher, revocations} {
 		if err := mgr.Add(r); err != nil {
 			return nil, nil, nil, fmt.Errorf("add the service-account issuer watchers: %w", err)
 		}
 	}
 	return watcher, revocations, changed, nil
-}
-
-// recallRevocations reads back the revoked UIDs of the adapter configs in namespaces (in
-// every namespace when empty: namespaced Roles may not list ConfigMaps cluster-wide).
-func recallRevocations(ctx context.Context, reader client.Reader, namespaces []string) (saissuer.Revoked, error) {
-	if len(namespaces) == 0 {
-		return workload.RevokedInConfigs(ctx, reader)
-	}
-	var all saissuer.Revoked
-	for _, ns := range namespaces {
-		got, err := workload.RevokedInConfigs(ctx, inNamespace{Reader: reader, namespace: ns})
-		if err != nil {
-			return saissuer.Revoked{}, fmt.Errorf("namespace %s: %w", ns, err)
-		}
-		all.ServiceAccounts = append(all.ServiceAccounts, got.ServiceAccounts...)
-		all.Pods = append(all.Pods, got.Pods...)
-		if got.RefuseIssuedBefore.After(all.RefuseIssuedBefore) {
-			all.RefuseIssuedBefore = got.RefuseIssuedBefore
-		}
-	}
-	all.ServiceAccounts = slices.Compact(slices.Sorted(slices.Values(all.ServiceAccounts)))
-	all.Pods = slices.Compact(slices.Sorted(slices.Values(all.Pods)))
-	return all, nil
-}
-
-// inNamespace lists in one namespace only.
-type inNamespace struct {
-	client.Reader
-	namespace string
-}
-
-func (r inNamespace) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return r.Reader.List(ctx, list, append(opts, client.InNamespace(r.namespace))...)
 }
 
 // parseNamespaces splits --watch-namespaces: names separated by commas, blanks ignored,
@@ -203,6 +179,14 @@ func main() {
 				opts.apiAudiences = append(opts.apiAudiences, a)
 			}
 		}
+		return nil
+	})
+	flag.Func("admission-params", "namespace/name of the ConfigMap that holds the parameters of the admission policy bounding this operator (config/admission/params.yaml); a SkillServer or stdio import whose pods that policy would refuse is refused before anything is written; empty: no policy is checked", func(v string) error {
+		ns, name, ok := strings.Cut(v, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("want namespace/name, got %q", v)
+		}
+		opts.admissionParams = &types.NamespacedName{Namespace: ns, Name: name}
 		return nil
 	})
 	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
@@ -290,6 +274,11 @@ func run(opts options) error {
 		// let its owner read the catalog as the agent.
 		APIAudiences: append(opts.apiAudiences, opts.catalogAud),
 	}
+	var admission *controller.AdmissionParams
+	if opts.admissionParams != nil && opts.runtime == "kubernetes" {
+		admission = &controller.AdmissionParams{Reader: mgr.GetAPIReader(), Key: *opts.admissionParams}
+		servers.AdmissionParams = admission
+	}
 	if opts.verifyServers {
 		servers.Verifier = &controller.MCPVerifier{Timeout: controller.DefaultVerifyTimeout}
 	}
@@ -305,6 +294,7 @@ func run(opts options) error {
 		Recorder:                mgr.GetEventRecorder("cantus-operator"),
 		Bridges:                 bridges,
 		MaxConcurrentHandshakes: opts.maxHandshakes,
+		AdmissionParams:         admission,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
 	}

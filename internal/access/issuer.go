@@ -224,7 +224,7 @@ func refuseUnwatchedBinding(token *oidc.IDToken) error {
 // are remembered, or that was issued before the operator had to drop deletions (any of
 // which it may be bound to).
 func (i *issuer) checkIssueTime(token *oidc.IDToken) error {
-	limit, before := i.cfg.MaxTokenLifetime, i.cfg.RefuseIssuedBefore
+	limit, before := i.cfg.MaxTokenLifetime, i.refuseIssuedBefore(token)
 	if limit == nil && before == nil {
 		return nil
 	}
@@ -244,6 +244,38 @@ func (i *issuer) checkIssueTime(token *oidc.IDToken) error {
 		return fmt.Errorf("token refused: it was issued before %s, when the operator had more deletions of service accounts and pods than it keeps; get a new token", before.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// refuseIssuedBefore is the time before which the token's namespace has its tokens
+// refused (the later of the namespace's and, from older operators, the global one); nil
+// when none is.
+func (i *issuer) refuseIssuedBefore(token *oidc.IDToken) *time.Time {
+	before := i.cfg.RefuseIssuedBefore
+	if len(i.cfg.RefuseIssuedBeforeByNamespace) == 0 {
+		return before
+	}
+	if at, ok := i.cfg.RefuseIssuedBeforeByNamespace[tokenNamespace(token)]; ok && (before == nil || at.After(*before)) {
+		return &at
+	}
+	return before
+}
+
+// tokenNamespace is the namespace of a service-account token: its kubernetes.io claim,
+// else its subject (system:serviceaccount:<namespace>:<name>).
+func tokenNamespace(token *oidc.IDToken) string {
+	var k8s struct {
+		Kubernetes struct {
+			Namespace string `json:"namespace"`
+		} `json:"kubernetes.io"`
+	}
+	_ = token.Claims(&k8s)
+	if ns := k8s.Kubernetes.Namespace; ns != "" {
+		return ns
+	}
+	if parts := strings.Split(token.Subject, ":"); len(parts) == 4 && parts[0] == "system" && parts[1] == "serviceaccount" {
+		return parts[2]
+	}
+	return ""
 }
 
 // serviceAccountCaller names the account of a Kubernetes service-account token, in the

@@ -159,8 +159,13 @@ type Issuer struct {
 	RevokedServiceAccountUIDs []string `json:"revokedServiceAccountUIDs,omitempty"`
 	// RefuseIssuedBefore (service-account issuer), when set, refuses every token issued
 	// before it: the operator had to drop deletions it could not keep, and the tokens
-	// bound to them were all issued before then.
+	// bound to them were all issued before then. Written by operators before
+	// RefuseIssuedBeforeByNamespace; still honoured.
 	RefuseIssuedBefore *time.Time `json:"refuseIssuedBefore,omitempty"`
+	// RefuseIssuedBeforeByNamespace (service-account issuer) refuses the tokens of a
+	// namespace (their kubernetes.io.namespace claim) issued before its time: the
+	// operator had to drop deletions of that namespace, and only that one.
+	RefuseIssuedBeforeByNamespace map[string]time.Time `json:"refuseIssuedBeforeByNamespace,omitempty"`
 	// MaxTokenLifetime (service-account issuer), when set, refuses a token that lives
 	// longer (exp - iat): the revocations are remembered that long, so they cover every
 	// token accepted.

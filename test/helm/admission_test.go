@@ -48,14 +48,16 @@ func TestChartAdmissionPolicyBindsTheReleasesServiceAccount(t *testing.T) {
 	operator, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
 
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
 	labels := map[string]string{"app": "adapter"}
 	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adapter", Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adapter", Labels: own,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "cantus.dev/v1alpha1", Kind: "SkillServer", Name: "adapter", UID: "u", Controller: ptr.To(true)}}},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "adapter", "app.kubernetes.io/managed-by": "cantus-operator"}},
 			Spec: corev1.PodSpec{
 				AutomountServiceAccountToken: ptr.To(false),
-				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 				Containers: []corev1.Container{{Name: "adapter", Image: "example.com/adapter:1", Command: []string{"/adapter"},
 					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
@@ -78,6 +80,8 @@ func TestChartAdmissionPolicyBindsTheReleasesServiceAccount(t *testing.T) {
 	params := &corev1.ConfigMap{}
 	g.Expect(operator.Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme-cantus-operator-admission"}, params)).To(Succeed())
 	g.Expect(params.Data["adapterImages"]).To(Equal("example.com/adapter:1"))
+	g.Expect(params.Data["serviceAccounts"]).To(Equal("*/default"))
+	g.Expect(params.Data).To(HaveKeyWithValue("bridgeImages", ""))
 	before := params.DeepCopy()
 	params.Data["adapterImages"] = "example.com/miner:1"
 	err = operator.Patch(ctx, params, client.MergeFrom(before), client.DryRunAll)
@@ -86,4 +90,11 @@ func TestChartAdmissionPolicyBindsTheReleasesServiceAccount(t *testing.T) {
 	// object either); the API server names the first.
 	g.Expect(strings.Contains(err.Error(), "acme-cantus-operator-admission-params") ||
 		strings.Contains(err.Error(), "acme-cantus-operator-own-objects")).To(BeTrue(), err.Error())
+
+	// The release keeps its revocations in its own namespace, and nowhere else.
+	state := func(namespace string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "cantus-operator-revocations", Labels: own}}
+	}
+	g.Expect(operator.Create(ctx, state(ns), client.DryRunAll)).To(Succeed())
+	g.Expect(operator.Create(ctx, state("default"), client.DryRunAll)).To(MatchError(ContainSubstring("acme-cantus-operator-own-objects")))
 }

@@ -167,6 +167,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"resources.requests.memory=lots of it":       "memory",
 		"watchNamespaces={Team_A}":                   "watchNamespaces",
 		"admissionPolicy.extraAdapterImages={a,b c}": "extraAdapterImages",
+		"admissionPolicy.serviceAccounts={runner}":   "serviceAccounts",
+		"admissionPolicy.bridgeImages={a b}":         "bridgeImages",
 		"tracing.enabled=true":                       "tracing.enabled needs tracing.endpoint",
 		"tracing.protocol=http/json":                 "/tracing/protocol",
 		"tracing.endpoint=collector:4317":            "/tracing/endpoint",

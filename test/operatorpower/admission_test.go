@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 )
 
 // grantClusterRole applies config/rbac: the operator's ClusterRole of the cluster-wide mode
@@ -229,6 +231,13 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 			}}}
 		}, want: "never places"},
 		{name: "node name", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.NodeName = "n1" }, want: "never places"},
+		{name: "scheduler", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.SchedulerName = "mine" }, want: "never places"},
+		{name: "host aliases", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.HostAliases = []corev1.HostAlias{{IP: "203.0.113.7", Hostnames: []string{"kubernetes.default.svc"}}}
+		}, want: "hostAliases"},
+		{name: "DNS config", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"203.0.113.53"}}
+		}, want: "dnsConfig"},
 		{name: "pods without the operator's label", mutate: func(d *appsv1.Deployment) {
 			delete(d.Spec.Template.Labels, "app.kubernetes.io/managed-by")
 		}, want: "pod templates carry"},
@@ -609,5 +618,38 @@ func TestOperatorCreatesOnlyTheNamesItsOwnersGive(t *testing.T) {
 		if err := operator.Create(ctx, obj, client.DryRunAll); err != nil {
 			t.Errorf("the operator's own %T %s is refused: %v", obj, obj.GetName(), err)
 		}
+	}
+}
+
+// Without its ClusterRole (--watch-namespaces), the operator still reads its admission
+// policy's parameters and keeps its revocations in its own namespace, by its Role there
+// (config/rbac/leader_election_role.yaml) and past its admission policy; it may not
+// rewrite the parameters (issue 39, R11 and R12).
+func TestOperatorReadsItsParametersAndKeepsItsStateOnItsNamespacesRole(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t) // config/rbac, the Role in the operator's namespace included
+	waitForPolicy(t, operatorNamespace)
+	dropClusterRole(t)
+	waitUntilSecretsReadable(t, "default", false)
+
+	params := &corev1.ConfigMap{}
+	if err := operator.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "cantus-operator-admission"}, params); err != nil {
+		t.Fatalf("the operator cannot read its admission policy's parameters on its namespace's Role: %v", err)
+	}
+	store := &saissuer.ConfigMapStore{Reader: operator, Writer: operator, Namespace: operatorNamespace, FieldOwner: "cantus-operator",
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}}
+	state := saissuer.State{Pods: []saissuer.Deletion{{UID: "p", Namespace: "team-a", At: time.Now().Unix()}}}
+	for range 2 { // created, then updated
+		if err := store.Save(ctx, state); err != nil {
+			t.Fatalf("the operator cannot keep its revocations in its namespace: %v", err)
+		}
+	}
+	if got, err := store.Recall(ctx); err != nil || len(got.Pods) != 1 || got.Pods[0].UID != "p" {
+		t.Fatalf("recalled %+v, %v; want what was kept", got, err)
+	}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "anything-else",
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}}}
+	if err := operator.Create(ctx, other, client.DryRunAll); err == nil {
+		t.Error("the operator created another ConfigMap in its namespace; only its state is its own there")
 	}
 }

@@ -172,7 +172,7 @@ func TestPolicyAdmitsWhatTheOperatorRenders(t *testing.T) {
 	grantClusterRole(t)
 	createNamespace(t, "tenant-render")
 	waitForPolicy(t, "tenant-render")
-	log := startManager(t)
+	log := startManager(t, "--admission-params="+operatorNamespace+"/cantus-operator-admission")
 	applyWorkloads(t, "tenant-render")
 
 	checkEveryVolumeKind(t, waitForDeployment(t, log, "tenant-render", "everything"))
