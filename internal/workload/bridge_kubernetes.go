@@ -275,8 +275,12 @@ func bridgeNetworkPolicyFor(imp *cantusv1alpha1.RemoteToolImport, skillServers [
 	if operator != nil {
 		from = append(from, networkPolicyPeer(*operator))
 	}
+	// The bridge's pods, and only the operator's: the admission policy lets the operator
+	// write NetworkPolicies that select app.kubernetes.io/managed-by=cantus-operator only.
+	selected := bridgeSelectorLabels(imp)
+	selected[LabelManagedBy] = FieldOwner
 	spec := networkingv1ac.NetworkPolicySpec().
-		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(bridgeSelectorLabels(imp))).
+		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selected)).
 		WithPolicyTypes(networkingv1.PolicyTypeIngress)
 	if len(from) > 0 {
 		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().

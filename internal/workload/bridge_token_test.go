@@ -124,4 +124,7 @@ func TestBridgeNetworkPolicyWithNobodyToAdmitAdmitsNobody(t *testing.T) {
 	if len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress {
 		t.Errorf("policy %+v, want ingress denied to all", np.Spec)
 	}
+	if np.Spec.PodSelector.MatchLabels[LabelManagedBy] != FieldOwner {
+		t.Errorf("the policy selects %v: the admission policy lets the operator select only its own pods", np.Spec.PodSelector.MatchLabels)
+	}
 }
