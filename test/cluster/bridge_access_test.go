@@ -96,14 +96,28 @@ func TestStdioBridgeRefusesAPodOfAnotherNamespaceWithoutItsToken(t *testing.T) {
 	switch {
 	case said[2] == "200" && said[0] == "401":
 		t.Log("the node enforces no NetworkPolicy: the token alone kept the stranger out")
-	case said[2] == "ERR" && said[0] == "ERR":
-		t.Log("the bridge's NetworkPolicy is enforced: the stranger could not connect at all")
+	case said[2] == "ERR" && said[0] == "ERR" && said[1] == "ERR":
+		t.Log("the bridge's NetworkPolicy is enforced: the stranger could not connect at all, token or not")
 	default:
 		t.Errorf("the answers %q are neither the token's nor the policy's doing", said)
 	}
 
-	// From this host (as the operator's probe is), the same: 401 without the token,
-	// served with it.
+	// A SkillServer that imports the bridge is admitted, by the policy and with the token
+	// its gateway reads from the bridge's Secret.
+	gw := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "importer", Namespace: ns},
+		Spec:       cantusv1alpha1.SkillServerSpec{Imports: []cantusv1alpha1.SkillImport{{Name: imp.Name, Include: []string{"echo"}}}},
+	}
+	if err := k8s.Create(ctx, gw); err != nil {
+		t.Fatalf("creating the gateway SkillServer: %v", err)
+	}
+	gw = waitReady(t, ctx, client.ObjectKeyFromObject(gw))
+	if got, err := callTool(ctx, mcpClient(t, ctx, serviceURL(t, ctx, gw)), "echo", map[string]any{"message": "from the importer"}); err != nil || got != "Echo: from the importer" {
+		t.Errorf("echo through the importing gateway: %q, %v", got, err)
+	}
+
+	// From this host (whose root processes a NetworkPolicy implementation lets through,
+	// for the kubelet's probes): 401 without the token, served with it.
 	if _, err := bridgeClient(ctx, imp.Status.BridgeURL, ""); !errors.Is(err, transport.ErrAuthorizationRequired) {
 		t.Errorf("an initialize without the token from the host: %v, want 401", err)
 	}
