@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,10 @@ const bridgeUsage = `usage:
 Runs COMMAND (as a list, never through a shell), speaks MCP over its stdin/stdout, and
 serves it over streamable HTTP at /mcp (with /healthz and /readyz). Restarts COMMAND with
 backoff when it exits. Prints "listening on http://HOST:PORT" once bound; logs to stderr.
+
+$CANTUS_BRIDGE_TOKEN (at least 32 characters) is the bearer token every request to /mcp
+must carry (Authorization: Bearer TOKEN); COMMAND does not inherit the variable. It is
+required unless --host is a loopback address.
 --install-to copies this executable to PATH and exits (the bridge pod's init container).
 `
 
@@ -40,6 +46,7 @@ type bridgeFlags struct {
 	verbosity      int
 	installTo      string
 	argv           []string
+	token          string
 }
 
 func parseBridgeFlags(args []string, stderr io.Writer) (*bridgeFlags, error) {
@@ -83,7 +90,26 @@ func parseBridgeFlags(args []string, stderr io.Writer) (*bridgeFlags, error) {
 	if f.shutdownGrace < 0 {
 		return nil, fmt.Errorf("--shutdown-grace must not be negative, not %s", f.shutdownGrace)
 	}
+	token, set, err := stdioproxy.TakeTokenFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if !set && !loopbackHost(f.host) {
+		// Anything that can reach this address could call COMMAND's tools as the bridge.
+		return nil, fmt.Errorf("serving %s needs a token: set %s (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1",
+			f.host, stdioproxy.TokenEnv)
+	}
+	f.token = token
 	return f, nil
+}
+
+// loopbackHost says whether host (a --host value) is a loopback address or localhost.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
 }
 
 // bridgeCommand runs `adapter bridge`.
@@ -107,6 +133,7 @@ func bridgeCommand(args []string, stdout, stderr io.Writer) int {
 	log := newLogger(stderr, flags.verbosity).WithName("bridge")
 	b, err := stdioproxy.New(flags.argv, stdioproxy.Options{
 		Logger:                log,
+		Token:                 flags.token,
 		RequestTimeout:        flags.requestTimeout,
 		RestartBackoffInitial: flags.backoffInitial,
 		RestartBackoffMax:     flags.backoffMax,

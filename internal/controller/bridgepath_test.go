@@ -14,13 +14,14 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // fixedBridge says the stdio bridge serves at url: in a cluster, whatever pod answers on
 // the bridge's Service in the tenant's namespace.
 type fixedBridge struct{ url string }
 
-func (f fixedBridge) Ensure(context.Context, *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
+func (f fixedBridge) Ensure(context.Context, *cantusv1alpha1.RemoteToolImport, workload.BridgeAccess) (string, bool, error) {
 	return f.url, true, nil
 }
 func (fixedBridge) Forget(context.Context, types.NamespacedName) error { return nil }

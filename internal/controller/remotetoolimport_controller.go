@@ -47,8 +47,9 @@ type Prober func(ctx context.Context, opts mcpclient.Options) (*mcpclient.Result
 
 // Bridges runs stdio sources behind a streamable HTTP bridge.
 type Bridges interface {
-	// Ensure starts or updates the bridge and returns its URL once it serves.
-	Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (url string, ready bool, err error)
+	// Ensure starts or updates the bridge, admitting only access, and returns its URL
+	// once it serves.
+	Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, access workload.BridgeAccess) (url string, ready bool, err error)
 	// Forget stops the bridge of an import that no longer exists.
 	Forget(ctx context.Context, key types.NamespacedName) error
 }
@@ -293,11 +294,13 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 		// only to clients that can answer them; a stdio bridge relays nothing.
 		opts.Capabilities = mcpclient.RelayableCapabilities()
 	}
+	var bridgeToken string
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
-		url, reason, err := r.bridgeURL(ctx, imp)
+		url, token, reason, err := r.bridgeURL(ctx, imp)
 		if err != nil {
 			return opts, reason, err
 		}
+		bridgeToken = token
 		// The policy judged the image and command instead of an address. The bridge's
 		// Service is in the tenant's namespace, so whatever answers there is not trusted
 		// to send the manager elsewhere: it dials the bridge's own host and port only and
@@ -310,6 +313,9 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 		return opts, cantusv1alpha1.ReasonSecretNotFound, err
 	}
 	opts.Headers = headers
+	if bridgeToken != "" {
+		opts.Headers = withBridgeToken(headers, bridgeToken)
+	}
 	ca, err := r.caBundle(ctx, imp)
 	if err != nil {
 		return opts, cantusv1alpha1.ReasonSecretNotFound, err
@@ -318,23 +324,25 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 	return opts, "", nil
 }
 
-func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, string, error) {
+// bridgeURL ensures the import's bridge and returns its URL and token once it serves.
+func (r *RemoteToolImportReconciler) bridgeURL(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (url, token, reason string, err error) {
 	if r.Bridges == nil {
-		return "", cantusv1alpha1.ReasonBridgeNotReady, errors.New("this operator runs no stdio bridges")
+		return "", "", cantusv1alpha1.ReasonBridgeNotReady, errors.New("this operator runs no stdio bridges")
 	}
-	url, ready, err := r.Bridges.Ensure(ctx, imp)
-	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
-		return "", cantusv1alpha1.ReasonNameConflict, fmt.Errorf("stdio bridge: %w", err)
-	}
+	access, err := r.bridgeAccess(ctx, imp)
 	if err != nil {
-		return "", cantusv1alpha1.ReasonBridgeNotReady, fmt.Errorf("stdio bridge: %w", err)
+		return "", "", bridgeReason(err), fmt.Errorf("stdio bridge: %w", err)
+	}
+	url, ready, err := r.Bridges.Ensure(ctx, imp, access)
+	if err != nil {
+		return "", "", bridgeReason(err), fmt.Errorf("stdio bridge: %w", err)
 	}
 	imp.Status.BridgeURL = url
 	if !ready {
 		setPrerequisiteMissing(imp, cantusv1alpha1.ReasonBridgeNotReady, "waiting for the stdio bridge to serve")
-		return "", "", nil
+		return "", "", "", nil
 	}
-	return url, "", nil
+	return url, access.Token, "", nil
 }
 
 func probeOutcome(err error) string {
@@ -524,6 +532,9 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// By metadata only: a changed resourceVersion is all it takes to re-run the
 		// handshakes that read the Secret, and the cache then holds no Secret values.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.importsReadingSecret)).
+		// The bridge of a stdio import admits the pods of the servers that import it.
+		Watches(&cantusv1alpha1.SkillServer{}, handler.EnqueueRequestsFromMapFunc(r.stdioImportsOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A pinned import's remote said a list changed.
 		WatchesRawSource(source.Channel(r.ListChanges.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentHandshakes}).
@@ -540,7 +551,7 @@ func secretRefs(obj client.Object) []string {
 	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil && imp.Spec.TLS.CABundle.SecretRef != nil {
 		names = append(names, imp.Spec.TLS.CABundle.SecretRef.Name)
 	}
-	return names
+	return append(names, bridgeSecretRef(imp)...)
 }
 
 func (r *RemoteToolImportReconciler) allImports(ctx context.Context, _ client.Object) []reconcile.Request {

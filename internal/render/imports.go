@@ -313,12 +313,26 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 	}
 	dir := path.Join(ImportFilesDir, imp.Name)
 	var files []File
+	stdio := imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio
 	for i, h := range imp.Spec.Headers {
+		if stdio && strings.EqualFold(h.Name, bridgeAuthorizationHeader) {
+			continue // the bridge's own token goes there
+		}
 		f := File{Path: path.Join(dir, fmt.Sprintf("header-%d", i)), Secret: h.ValueFrom.Name, Key: h.ValueFrom.KeyOrDefault()}
 		if b.HeaderFiles == nil {
 			b.HeaderFiles = map[string]string{}
 		}
 		b.HeaderFiles[h.Name] = f.Path
+		files = append(files, f)
+	}
+	if stdio {
+		// The bridge admits only callers with its token, read from its Secret like any
+		// header an import reads from a Secret.
+		f := File{Path: path.Join(dir, "bridge-authorization"), Secret: BridgeName(imp.Name), Key: BridgeAuthorizationKey}
+		if b.HeaderFiles == nil {
+			b.HeaderFiles = map[string]string{}
+		}
+		b.HeaderFiles[bridgeAuthorizationHeader] = f.Path
 		files = append(files, f)
 	}
 	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil {

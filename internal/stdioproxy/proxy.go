@@ -16,13 +16,27 @@
 //     tool schemas arrive exactly as the server wrote them.
 //   - POST a notification (no id): written to the child, answered 202. A
 //     notifications/cancelled is rewritten to the bridge's id of the request it cancels
-//     when exactly one waiting request has that client id, and dropped otherwise.
+//     when exactly one waiting request of the same session has that client id, and
+//     dropped otherwise: a client cancels only its own requests.
 //   - POST a JSON-RPC response (a client answering a server request): answered 202 and
 //     dropped, as the bridge never relays server requests (below).
 //   - POST a batch (a JSON array): refused, 400 with a JSON-RPC error (batching was
 //     removed from MCP in 2025-06-18).
-//   - GET and DELETE /mcp: 405. The bridge is stateless streamable HTTP: it issues no
-//     session id and opens no server-to-client stream.
+//   - GET and DELETE /mcp: 405. The bridge opens no server-to-client stream and keeps
+//     no session state. It answers an initialize with a random Mcp-Session-Id only so
+//     that a client's later notifications/cancelled can be told apart from another
+//     client's (client ids are not unique across clients); requests without a session
+//     id are served all the same, and can be cancelled only by closing them.
+//   - A client that closes its request before the answer (mcp-go's way of cancelling
+//     over HTTP) cancels it in the child too.
+//
+// # Who may call
+//
+// With Options.Token set, every request to /mcp must carry "Authorization: Bearer
+// <token>" and is refused with 401 otherwise, before its body is read; /healthz and
+// /readyz stay open for the kubelet. The operator gives each bridge its own random
+// token and sends it from its handshake and from the gateways of the SkillServers that
+// import the bridge; a NetworkPolicy admits only those pods and the operator.
 //
 // What the bridge does not relay, because a stateless HTTP exchange has no way back to
 // the client that caused it: notifications from the child (logging messages,
@@ -49,6 +63,7 @@ package stdioproxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,6 +124,8 @@ type Options struct {
 	Logger logr.Logger
 	// Env is the child's environment; nil inherits the bridge's.
 	Env []string
+	// Token, when set, is the bearer token every /mcp request must carry.
+	Token string
 	// Dir is the child's working directory; "" inherits the bridge's.
 	Dir string
 	// RequestTimeout bounds the wait for one answer (default 60s).
@@ -164,8 +181,9 @@ type Bridge struct {
 	sup  *supervisor
 	mux  *http.ServeMux
 
-	nextID   atomic.Int64
-	draining atomic.Bool
+	nextID      atomic.Int64
+	draining    atomic.Bool
+	tokenDigest [sha256.Size]byte
 
 	mu           sync.Mutex
 	pending      map[int64]*call
@@ -176,8 +194,11 @@ type Bridge struct {
 // call is a request waiting for the child's answer.
 type call struct {
 	origID json.RawMessage
-	gen    uint64
-	done   chan outcome // buffered: the deliverer never blocks
+	// owner is the session that sent the request (ownerOf); only that session may
+	// cancel it by notification.
+	owner string
+	gen   uint64
+	done  chan outcome // buffered: the deliverer never blocks
 }
 
 // outcome is the child's answer (the id already the client's) or an error for it.
@@ -203,6 +224,9 @@ func New(argv []string, opts Options) (*Bridge, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		pending: map[int64]*call{},
+	}
+	if opts.Token != "" {
+		b.tokenDigest = sha256.Sum256([]byte(opts.Token))
 	}
 	b.sup = newSupervisor(append([]string(nil), argv...), &b.opts, b.log, b)
 	b.mux = http.NewServeMux()
@@ -301,6 +325,10 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rejectDNSRebinding(w, r) {
 		return
 	}
+	if !b.authorized(r) {
+		refuseUnauthorized(w)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodDelete:
@@ -351,9 +379,9 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "a request id must be a string or a number", nil)
 			return
 		}
-		b.forwardRequest(w, r, msg, id)
+		b.forwardRequest(w, r, msg, id, methodName(method))
 	case hasMethod:
-		b.forwardNotification(w, r, msg, methodName(method))
+		b.forwardNotification(w, r, msg, methodName(method), ownerOf(r))
 	case hasID:
 		// A client answering a server request: the bridge answered those itself.
 		b.log.V(1).Info("dropped a JSON-RPC response from a client: the bridge does not relay server requests")
@@ -379,7 +407,7 @@ func methodName(m member) string {
 	return s
 }
 
-func (b *Bridge) forwardRequest(w http.ResponseWriter, r *http.Request, msg []byte, id member) {
+func (b *Bridge) forwardRequest(w http.ResponseWriter, r *http.Request, msg []byte, id member, method string) {
 	c, nr := b.sup.running()
 	if c == nil {
 		b.writeNotRunning(w, id.raw, nr)
@@ -387,7 +415,7 @@ func (b *Bridge) forwardRequest(w http.ResponseWriter, r *http.Request, msg []by
 	}
 	n := b.nextID.Add(1)
 	line := splice(msg, id, strconv.AppendInt(nil, n, 10))
-	cl := &call{origID: id.raw, gen: c.gen, done: make(chan outcome, 1)}
+	cl := &call{origID: id.raw, owner: ownerOf(r), gen: c.gen, done: make(chan outcome, 1)}
 	b.mu.Lock()
 	if c.gen <= b.exitedGen {
 		status := b.exitedStatus
@@ -411,6 +439,9 @@ func (b *Bridge) forwardRequest(w http.ResponseWriter, r *http.Request, msg []by
 			writeError(w, http.StatusOK, id.raw, out.err.Code, out.err.Message, out.err.Data)
 			return
 		}
+		if method == "initialize" && r.Header.Get(HeaderSessionID) == "" {
+			w.Header().Set(HeaderSessionID, newSessionID())
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out.line)
 	case <-ctx.Done():
@@ -425,22 +456,27 @@ func (b *Bridge) giveUp(w http.ResponseWriter, r *http.Request, c *child, n int6
 	delete(b.pending, n)
 	b.mu.Unlock()
 	if r.Context().Err() != nil {
-		// The client went away: nobody to answer. The child may still finish the work;
-		// its answer will be dropped.
+		// The client went away, which is how an HTTP client cancels its own request:
+		// nobody to answer, and the child is told to stop.
+		c.tryEnqueue(cancelledLine(n, "the client closed the request"))
 		return
 	}
-	reason := fmt.Sprintf("the bridge gave up after %s", b.opts.RequestTimeout)
-	cancelled, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"method":  "notifications/cancelled",
-		"params":  map[string]any{"requestId": n, "reason": reason},
-	})
-	c.tryEnqueue(cancelled)
+	c.tryEnqueue(cancelledLine(n, fmt.Sprintf("the bridge gave up after %s", b.opts.RequestTimeout)))
 	writeError(w, http.StatusOK, origID, codeRemoteError,
 		fmt.Sprintf("%sstdio server did not answer within %s", RemoteErrorPrefix, b.opts.RequestTimeout), nil)
 }
 
-func (b *Bridge) forwardNotification(w http.ResponseWriter, r *http.Request, msg []byte, method string) {
+// cancelledLine is a notifications/cancelled of the bridge's request n.
+func cancelledLine(n int64, reason string) []byte {
+	line, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/cancelled",
+		"params":  map[string]any{"requestId": n, "reason": reason},
+	})
+	return line
+}
+
+func (b *Bridge) forwardNotification(w http.ResponseWriter, r *http.Request, msg []byte, method, owner string) {
 	c, nr := b.sup.running()
 	if c == nil {
 		b.writeNotRunning(w, nil, nr)
@@ -448,7 +484,7 @@ func (b *Bridge) forwardNotification(w http.ResponseWriter, r *http.Request, msg
 	}
 	if method == "notifications/cancelled" {
 		var ok bool
-		if msg, ok = b.rewriteCancel(msg, c.gen); !ok {
+		if msg, ok = b.rewriteCancel(msg, c.gen, owner); !ok {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
@@ -470,10 +506,15 @@ func (b *Bridge) forwardNotification(w http.ResponseWriter, r *http.Request, msg
 }
 
 // rewriteCancel points a client's notifications/cancelled at the bridge id of the
-// request it names. Client ids are not unique across clients: when no waiting request
-// or more than one has that id, the notification is dropped (ok false) rather than
-// cancelling someone else's request.
-func (b *Bridge) rewriteCancel(msg []byte, gen uint64) ([]byte, bool) {
+// request it names. Client ids are not unique across clients, so only a request of the
+// same session (owner) counts, and a notification without a session cancels nothing:
+// when no waiting request of the session or more than one has that id, the
+// notification is dropped (ok false) rather than cancelling someone else's request.
+func (b *Bridge) rewriteCancel(msg []byte, gen uint64, owner string) ([]byte, bool) {
+	if owner == "" {
+		b.log.V(1).Info("dropped a notifications/cancelled without a session: only the session that sent a request may cancel it")
+		return nil, false
+	}
 	var n struct {
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
@@ -487,7 +528,7 @@ func (b *Bridge) rewriteCancel(msg []byte, gen uint64) ([]byte, bool) {
 	var match []int64
 	b.mu.Lock()
 	for id, cl := range b.pending {
-		if cl.gen == gen && bytes.Equal(compactJSON(cl.origID), want) {
+		if cl.gen == gen && cl.owner == owner && bytes.Equal(compactJSON(cl.origID), want) {
 			match = append(match, id)
 		}
 	}

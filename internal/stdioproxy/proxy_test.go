@@ -85,14 +85,18 @@ func TestNotifications(t *testing.T) {
 		t.Fatalf("notification: HTTP %d %q, want 202 and no body", a.Status, a.Raw)
 	}
 
+	// A client cancels in the session the bridge gave it at initialize.
+	session := initializeSession(t, tb, "client")
 	slow := make(chan rpcAnswer, 1)
-	go func() { slow <- post(t, tb.url, request("mine", "slow", map[string]any{"ms": 20000})) }()
+	go func() {
+		slow <- post(t, tb.url, request("mine", "slow", map[string]any{"ms": 20000}), HeaderSessionID, session)
+	}()
 	waitFor(t, 5*time.Second, "the slow request to be pending", func() bool { return tb.Stats().Pending == 1 })
-	if a := post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "mine", "reason": "changed my mind"})); a.Status != http.StatusAccepted {
+	if a := post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "mine", "reason": "changed my mind"}), HeaderSessionID, session); a.Status != http.StatusAccepted {
 		t.Fatalf("cancel: HTTP %d %s", a.Status, a.Raw)
 	}
 	// A cancel naming no waiting request is dropped, not sent.
-	post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "nobody"}))
+	post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "nobody"}), HeaderSessionID, session)
 	// The fake answers a slow request as soon as it is cancelled: that it answers at all
 	// shows the cancellation carried the bridge's id.
 	var slowAnswer rpcAnswer

@@ -2,25 +2,28 @@ package workload
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
 )
 
@@ -40,17 +43,24 @@ const (
 	bridgeShutdownGrace = 10 * time.Second
 	componentBridge     = "stdio-bridge"
 	bridgeAppName       = "cantus-bridge"
-	bridgeNameSuffix    = "-bridge"
-	maxServiceNameLen   = 63
+	// annotationTokenDigest on the bridge's pod template rolls the pod when its token
+	// changes: the container reads the token from its environment at start.
+	annotationTokenDigest = "cantus.dev/bridge-token-digest" //nolint:gosec // G101: an annotation's name; its value is a digest
+
 )
 
 // LabelRemoteToolImport names the import a bridge object belongs to.
 const LabelRemoteToolImport = "cantus.dev/remotetoolimport"
 
 // KubernetesBridges is the kubernetes runtime of stdio bridges: for each stdio import, a
-// Deployment and a Service named <import>-bridge, owned by the import (so the garbage
-// collector removes them with it) and applied server-side through the adapter runtime's
-// client and write cache.
+// NetworkPolicy, a Deployment and a Service named <import>-bridge, owned by the import (so
+// the garbage collector removes them with it) and applied server-side through the adapter
+// runtime's client and write cache.
+//
+// Only the gateways of the SkillServers that import the bridge and the operator's
+// handshake may call it: the NetworkPolicy admits their pods and no others, and the
+// bridge requires the token of its Secret (EnsureBridgeToken), which the container
+// reads from CANTUS_BRIDGE_TOKEN and the gateways send as a header.
 //
 // The pod runs the user's image with the adapter copied in: an init container of the
 // adapter image runs `/adapter bridge --install-to /cantus/adapter`, which copies the
@@ -74,24 +84,31 @@ func (k *Kubernetes) Bridges() *KubernetesBridges { return &KubernetesBridges{ru
 // OwnedTypes are the kinds Ensure creates; the controller should watch them (Owns) so
 // that a Deployment becoming available triggers a reconcile.
 func (b *KubernetesBridges) OwnedTypes() []client.Object {
-	return []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
+	return []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
 }
 
-// Ensure applies the bridge's Deployment and Service and returns the bridge's URL; ready
-// is true once the Deployment is available with its latest spec and the Service has its
-// cluster IP.
+// Ensure applies the bridge's NetworkPolicy, Deployment and Service and returns the
+// bridge's URL; ready is true once the Deployment is available with its latest spec and
+// the Service has its cluster IP. The NetworkPolicy goes first, so that the bridge is
+// never served to the whole cluster while it is applied.
 //
 // The URL names the Service by its cluster IP, not its DNS name: the operator's handshake
 // and a gateway's adapter pods then reach the bridge on clusters without cluster DNS too,
 // the same way the operator verifies SkillServers. Until the Service is seen with its IP
 // (the cache may lag the apply; the Service's event reconciles again) the URL is the DNS
 // form and the bridge is not ready.
-func (b *KubernetesBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
-	dep, err := b.deploymentFor(imp)
+func (b *KubernetesBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, access BridgeAccess) (string, bool, error) {
+	if access.Token == "" {
+		return "", false, fmt.Errorf("the bridge of %s/%s has no token", imp.Namespace, imp.Name)
+	}
+	dep, err := b.deploymentFor(imp, access.Token)
 	if err != nil {
 		return "", false, err
 	}
 	k := b.runtime
+	if err := k.apply(ctx, &networkingv1.NetworkPolicy{}, bridgeNetworkPolicyFor(imp, access.SkillServers, k.Operator)); err != nil {
+		return "", false, err
+	}
 	live := &appsv1.Deployment{}
 	if err := k.apply(ctx, live, dep); err != nil {
 		return "", false, err
@@ -132,7 +149,7 @@ func (b *KubernetesBridges) clusterIPURL(ctx context.Context, key types.Namespac
 	return fmt.Sprintf("http://%s%s", net.JoinHostPort(ip, strconv.Itoa(BridgePort)), stdioproxy.PathMCP), true, nil
 }
 
-// Forget does nothing: the garbage collector removes the owned Deployment and Service.
+// Forget does nothing: the garbage collector removes the owned objects.
 func (b *KubernetesBridges) Forget(context.Context, types.NamespacedName) error { return nil }
 
 // URL is the bridge Service's MCP endpoint by its cluster DNS name.
@@ -140,27 +157,9 @@ func (b *KubernetesBridges) URL(imp *cantusv1alpha1.RemoteToolImport) string {
 	return serviceURL(BridgeName(imp), imp.Namespace, b.runtime.ClusterDomain, BridgePort, stdioproxy.PathMCP)
 }
 
-// BridgeName is the name of an import's bridge Deployment and Service: <import>-bridge.
-// A Service name is a DNS label (at most 63 characters, starting with a letter), so a
-// longer import name is cut and made unique with a hash, and one starting with a digit
-// gets a letter in front.
-func BridgeName(imp *cantusv1alpha1.RemoteToolImport) string {
-	name := imp.Name + bridgeNameSuffix
-	if len(name) <= maxServiceNameLen && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, ".") {
-		return name
-	}
-	sum := sha256.Sum256([]byte(imp.Name))
-	hash := hex.EncodeToString(sum[:])[:8]
-	prefix := strings.ReplaceAll(imp.Name, ".", "-")
-	if prefix[0] < 'a' || prefix[0] > 'z' {
-		prefix = "b" + prefix
-	}
-	keep := maxServiceNameLen - len(bridgeNameSuffix) - len(hash) - 1
-	if len(prefix) > keep {
-		prefix = prefix[:keep]
-	}
-	return strings.TrimRight(prefix, "-") + "-" + hash + bridgeNameSuffix
-}
+// BridgeName is the name of an import's bridge objects: <import>-bridge, made a DNS
+// label (render.BridgeName).
+func BridgeName(imp *cantusv1alpha1.RemoteToolImport) string { return render.BridgeName(imp.Name) }
 
 func bridgeSelectorLabels(imp *cantusv1alpha1.RemoteToolImport) map[string]string {
 	return map[string]string{LabelName: bridgeAppName, LabelInstance: BridgeName(imp)}
@@ -187,7 +186,7 @@ func BridgeCommand(argv []string) []string {
 	return append([]string{adapterInShared, "bridge", "--port", strconv.Itoa(BridgePort), "--"}, argv...)
 }
 
-func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport, token string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	argv, err := BridgeArgv(imp)
 	if err != nil {
 		return nil, err
@@ -214,7 +213,12 @@ func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport) 
 		WithName(bridgeContainer).
 		WithImage(imp.Spec.Stdio.Image).
 		WithCommand(BridgeCommand(argv)...).
-		WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue(tmpDir)).
+		WithEnv(
+			corev1ac.EnvVar().WithName("HOME").WithValue(tmpDir),
+			// The bridge takes it out of the environment its stdio command inherits.
+			corev1ac.EnvVar().WithName(stdioproxy.TokenEnv).WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(BridgeName(imp)).WithKey(render.BridgeTokenKey))),
+		).
 		WithPorts(mcpContainerPort(BridgePort)).
 		WithReadinessProbe(httpProbe(stdioproxy.PathReadyz, 2)).
 		WithLivenessProbe(httpProbe(stdioproxy.PathHealthz, 10)).
@@ -237,6 +241,7 @@ func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport) 
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(bridgeSelectorLabels(imp))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(bridgeLabels(imp)).
+				WithAnnotations(map[string]string{annotationTokenDigest: tokenDigest(token)}).
 				WithSpec(pod))), nil
 }
 
@@ -251,4 +256,47 @@ func bridgeServiceFor(imp *cantusv1alpha1.RemoteToolImport) *corev1ac.ServiceApp
 		WithLabels(bridgeLabels(imp)).
 		WithOwnerReferences(bridgeOwner(imp)).
 		WithSpec(mcpServiceSpec(bridgeSelectorLabels(imp), corev1ac.ServicePort().WithPort(BridgePort)))
+}
+
+// bridgeNetworkPolicyFor admits to the bridge's MCP port the gateway pods of the named
+// SkillServers (of the import's namespace) and the operator's pods, and nothing else.
+// With neither, the policy has no ingress rule at all: an ingress rule without peers
+// would admit everyone.
+func bridgeNetworkPolicyFor(imp *cantusv1alpha1.RemoteToolImport, skillServers []string, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
+	if servers := sortedUnique(skillServers); len(servers) > 0 {
+		from = append(from, networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{LabelName: adapterName}).
+			WithMatchExpressions(metav1ac.LabelSelectorRequirement().
+				WithKey(LabelInstance).
+				WithOperator(metav1.LabelSelectorOpIn).
+				WithValues(servers...))))
+	}
+	if operator != nil {
+		from = append(from, networkPolicyPeer(*operator))
+	}
+	// The bridge's pods, and only the operator's: the admission policy lets the operator
+	// write NetworkPolicies that select app.kubernetes.io/managed-by=cantus-operator only.
+	selected := bridgeSelectorLabels(imp)
+	selected[LabelManagedBy] = FieldOwner
+	spec := networkingv1ac.NetworkPolicySpec().
+		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selected)).
+		WithPolicyTypes(networkingv1.PolicyTypeIngress)
+	if len(from) > 0 {
+		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+			WithFrom(from...).
+			WithPorts(networkingv1ac.NetworkPolicyPort().
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(intstr.FromString(portName))))
+	}
+	return networkingv1ac.NetworkPolicy(BridgeName(imp), imp.Namespace).
+		WithLabels(bridgeLabels(imp)).
+		WithOwnerReferences(bridgeOwner(imp)).
+		WithSpec(spec)
+}
+
+func sortedUnique(names []string) []string {
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -13,8 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -22,10 +25,13 @@ import (
 
 const adapterImage = "ghcr.io/cantus-dev/cantus-operator:v0.1.0"
 
+// testBridgeToken is a token as EnsureBridgeToken makes them.
+const testBridgeToken = "Zk3v9Qm1xW7pL2sN8bT4yR6uE0aH5cJ1dF3gK9oP2iM"
+
 // renderedDeployment renders the apply configuration and decodes it as a Deployment.
 func renderedDeployment(t *testing.T, k *KubernetesBridges, imp *cantusv1alpha1.RemoteToolImport) *appsv1.Deployment {
 	t.Helper()
-	ac, err := k.deploymentFor(imp)
+	ac, err := k.deploymentFor(imp, testBridgeToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,14 +201,33 @@ func TestKubernetesEnsure(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = cantusv1alpha1.AddToScheme(scheme)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&appsv1.Deployment{}).Build()
+	// The fake client cannot apply NetworkPolicies (its schema lacks their status), so
+	// they are recorded here, in the order of the applies; envtest applies them for real.
+	var applied []string
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&appsv1.Deployment{}).
+		WithInterceptorFuncs(interceptor.Funcs{Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if np, ok := obj.(*networkingv1ac.NetworkPolicyApplyConfiguration); ok {
+				applied = append(applied, "NetworkPolicy/"+*np.Name)
+				return nil
+			}
+			if ac, ok := obj.(interface{ GetKind() *string }); ok {
+				applied = append(applied, *ac.GetKind())
+			}
+			return c.Apply(ctx, obj, opts...)
+		}}).Build()
 	k := NewKubernetes(c, adapterImage, "cluster.local").Bridges()
 	imp := stdioImport("github", []string{"server"}, "--x")
 	ctx := context.Background()
+	if _, _, err := k.Ensure(ctx, imp, BridgeAccess{}); err == nil || len(applied) > 0 {
+		t.Fatalf("Ensure without a token: %v, applied %v; want an error and nothing applied", err, applied)
+	}
 
-	url, ready, err := k.Ensure(ctx, imp)
+	url, ready, err := k.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken})
 	if err != nil || ready || url != "http://github-bridge.team-a.svc.cluster.local:8765/mcp" {
 		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
+	}
+	if len(applied) != 3 || applied[0] != "NetworkPolicy/github-bridge" {
+		t.Errorf("applied %v, want the NetworkPolicy first, then the Deployment and Service", applied)
 	}
 	key := types.NamespacedName{Namespace: "team-a", Name: "github-bridge"}
 	dep := &appsv1.Deployment{}
@@ -220,7 +245,7 @@ func TestKubernetesEnsure(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The fake client allocates no cluster IP: without one the bridge is not reachable yet.
-	if url, ready, err := k.Ensure(ctx, imp); err != nil || ready || url != "http://github-bridge.team-a.svc.cluster.local:8765/mcp" {
+	if url, ready, err := k.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken}); err != nil || ready || url != "http://github-bridge.team-a.svc.cluster.local:8765/mcp" {
 		t.Errorf("Ensure of an available bridge whose Service has no IP = %q, %v, %v", url, ready, err)
 	}
 	svc := &corev1.Service{}
@@ -232,7 +257,7 @@ func TestKubernetesEnsure(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reached by its cluster IP, so neither the operator nor a gateway needs cluster DNS.
-	if url, ready, err := k.Ensure(ctx, imp); err != nil || !ready || url != "http://10.96.7.8:8765/mcp" {
+	if url, ready, err := k.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken}); err != nil || !ready || url != "http://10.96.7.8:8765/mcp" {
 		t.Errorf("Ensure of an available bridge = %q, %v, %v; want ready at http://10.96.7.8:8765/mcp", url, ready, err)
 	}
 	if err := k.Forget(ctx, key); err != nil {
@@ -269,7 +294,7 @@ func TestDeploymentAvailable(t *testing.T) {
 // bridges is the controller's Bridges interface (internal/controller), restated here to
 // keep this package free of the controller's imports.
 type bridges interface {
-	Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (url string, ready bool, err error)
+	Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, access BridgeAccess) (url string, ready bool, err error)
 	Forget(ctx context.Context, key types.NamespacedName) error
 }
 

@@ -35,8 +35,9 @@ import (
 // it must be installed here (node, npx, uvx, …); only the kubernetes runtime runs the
 // image. The bridge gets a small environment (PATH, HOME, locale, proxies; see
 // localEnvNames), not the operator's, so the command sees none of the operator's
-// credentials. A changed command or args restarts the bridge (on a new port); a bridge
-// that died is started again by the next Ensure.
+// credentials. The bridge's token reaches it as CANTUS_BRIDGE_TOKEN, which it keeps from
+// the command. A changed command, args or token restarts the bridge (on a new port); a
+// bridge that died is started again by the next Ensure.
 //
 // LocalBridges is a controller-runtime manager.Runnable: Start blocks until the manager stops
 // and then stops every bridge.
@@ -105,16 +106,20 @@ func NewLocalBridges(adapterBinary string, logger logr.Logger) *LocalBridges {
 // OwnedTypes is empty: the local runtime creates no Kubernetes objects.
 func (l *LocalBridges) OwnedTypes() []client.Object { return nil }
 
-// Ensure starts the import's bridge, or restarts it when its command or args changed or
-// it died, and returns its URL; ready is true once its /readyz answers 200 (the stdio
-// server runs).
-func (l *LocalBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport) (string, bool, error) {
+// Ensure starts the import's bridge, or restarts it when its command, args or token
+// changed or it died, and returns its URL; ready is true once its /readyz answers 200
+// (the stdio server runs). Every process on this host can reach 127.0.0.1, so the token
+// is what keeps the bridge to its callers; access.SkillServers is not needed here.
+func (l *LocalBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, access BridgeAccess) (string, bool, error) {
 	argv, err := BridgeArgv(imp)
 	if err != nil {
 		return "", false, err
 	}
+	if access.Token == "" {
+		return "", false, fmt.Errorf("the bridge of %s/%s has no token", imp.Namespace, imp.Name)
+	}
 	key := types.NamespacedName{Namespace: imp.Namespace, Name: imp.Name}
-	hash := argvHash(argv)
+	hash := argvHash(append([]string{tokenDigest(access.Token)}, argv...))
 
 	l.mu.Lock()
 	if l.stopped {
@@ -144,7 +149,7 @@ func (l *LocalBridges) Ensure(ctx context.Context, imp *cantusv1alpha1.RemoteToo
 			return p.baseURL + stdioproxy.PathMCP, l.ready(ctx, p), nil
 		}
 	}
-	p, err := l.start(ctx, key, argv, hash)
+	p, err := l.start(ctx, key, argv, hash, access.Token)
 	if err != nil {
 		return "", false, err
 	}
@@ -228,10 +233,10 @@ func localEnv() []string {
 	return env
 }
 
-func (l *LocalBridges) start(ctx context.Context, key types.NamespacedName, argv []string, hash string) (*localProcess, error) {
+func (l *LocalBridges) start(ctx context.Context, key types.NamespacedName, argv []string, hash, token string) (*localProcess, error) {
 	args := append([]string{"bridge", "--host", l.Host, "--port", "0", "--"}, argv...)
 	cmd := exec.Command(l.adapterBinary, args...)
-	cmd.Env = localEnv()
+	cmd.Env = append(localEnv(), stdioproxy.TokenEnv+"="+token)
 	cmd.SysProcAttr = bridgeSysProcAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -33,7 +33,7 @@ func stdioImport(name string, command []string, args ...string) *cantusv1alpha1.
 func childPID(t *testing.T, url string) int {
 	t.Helper()
 	var r struct{ PID int }
-	a := proxytest.Post(t, url, proxytest.Request(1, "pid", nil))
+	a := proxytest.Post(t, url, proxytest.Request(1, "pid", nil), "Authorization", "Bearer "+testBridgeToken)
 	if err := json.Unmarshal(a.Result, &r); err != nil || r.PID == 0 {
 		t.Fatalf("pid through %s: %s", url, a.Raw)
 	}
@@ -61,7 +61,7 @@ func TestLocalEnsureForget(t *testing.T) {
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })
 
 	imp := stdioImport("fake", proxytest.FakeServerArgv(), "serve")
-	url, ready, err := l.Ensure(ctx, imp)
+	url, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken})
 	if err != nil || !ready {
 		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
 	}
@@ -71,13 +71,13 @@ func TestLocalEnsureForget(t *testing.T) {
 	pid := childPID(t, url)
 
 	// Unchanged spec: same bridge.
-	if url2, ready, err := l.Ensure(ctx, imp); err != nil || !ready || url2 != url {
+	if url2, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken}); err != nil || !ready || url2 != url {
 		t.Errorf("Ensure again = %q, %v, %v; want %q, ready", url2, ready, err, url)
 	}
 
 	// Changed args: a new bridge, the old one and its child gone.
 	imp.Spec.Stdio.Args = []string{"serve", "--changed"}
-	url3, ready, err := l.Ensure(ctx, imp)
+	url3, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken})
 	if err != nil || !ready || url3 == url {
 		t.Fatalf("Ensure after a spec change = %q, %v, %v", url3, ready, err)
 	}
@@ -91,7 +91,7 @@ func TestLocalEnsureForget(t *testing.T) {
 	l.mu.Unlock()
 	_ = proc.cmd.Process.Kill()
 	<-proc.done
-	url4, ready, err := l.Ensure(ctx, imp)
+	url4, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken})
 	if err != nil || !ready || url4 == url3 {
 		t.Fatalf("Ensure after the bridge died = %q, %v, %v", url4, ready, err)
 	}
@@ -99,7 +99,7 @@ func TestLocalEnsureForget(t *testing.T) {
 
 	// Another import, then Forget one and Stop the rest.
 	other := stdioImport("other", proxytest.FakeServerArgv("serve"))
-	otherURL, _, err := l.Ensure(ctx, other)
+	otherURL, _, err := l.Ensure(ctx, other, BridgeAccess{Token: testBridgeToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestLocalEnsureForget(t *testing.T) {
 	if !refused(otherURL) || alive(otherPID) {
 		t.Errorf("Stop left a bridge or its child running")
 	}
-	if _, _, err := l.Ensure(ctx, other); err == nil {
+	if _, _, err := l.Ensure(ctx, other, BridgeAccess{Token: testBridgeToken}); err == nil {
 		t.Errorf("Ensure after Stop succeeded")
 	}
 }
@@ -139,11 +139,11 @@ func TestLocalNotReady(t *testing.T) {
 	l := NewLocalBridges(proxytest.Path(fakeAdapterName), testr.New(t))
 	l.ReadyWait = 300 * time.Millisecond
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })
-	url, ready, err := l.Ensure(context.Background(), stdioImport("broken", []string{filepath.Join(t.TempDir(), "missing")}))
+	url, ready, err := l.Ensure(context.Background(), stdioImport("broken", []string{filepath.Join(t.TempDir(), "missing")}), BridgeAccess{Token: testBridgeToken})
 	if err != nil || ready || url == "" {
 		t.Fatalf("Ensure = %q, %v, %v; want a URL, not ready, no error", url, ready, err)
 	}
-	a := proxytest.Post(t, url, proxytest.Request(1, "initialize", nil))
+	a := proxytest.Post(t, url, proxytest.Request(1, "initialize", nil), "Authorization", "Bearer "+testBridgeToken)
 	if a.Status != http.StatusServiceUnavailable || a.Error == nil ||
 		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: stdio server is not running (restarting in ") {
 		t.Errorf("HTTP %d %s", a.Status, a.Raw)
@@ -152,12 +152,12 @@ func TestLocalNotReady(t *testing.T) {
 
 func TestLocalBadAdapter(t *testing.T) {
 	l := NewLocalBridges(filepath.Join(t.TempDir(), "no-adapter"), testr.New(t))
-	if _, _, err := l.Ensure(context.Background(), stdioImport("x", []string{"true"})); err == nil {
+	if _, _, err := l.Ensure(context.Background(), stdioImport("x", []string{"true"}), BridgeAccess{Token: testBridgeToken}); err == nil {
 		t.Error("Ensure with a missing adapter binary succeeded")
 	}
 	noStdio := stdioImport("y", nil)
 	noStdio.Spec.Stdio = nil
-	if _, _, err := l.Ensure(context.Background(), noStdio); err == nil || !strings.Contains(err.Error(), "no stdio command") {
+	if _, _, err := l.Ensure(context.Background(), noStdio, BridgeAccess{Token: testBridgeToken}); err == nil || !strings.Contains(err.Error(), "no stdio command") {
 		t.Errorf("Ensure without stdio: %v", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestLocalStdioChildSeesNoneOfTheManagersEnvironment(t *testing.T) {
 	t.Cleanup(func() { _ = l.Stop(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url, ready, err := l.Ensure(ctx, stdioImport("env", proxytest.FakeServerArgv(), "serve"))
+	url, ready, err := l.Ensure(ctx, stdioImport("env", proxytest.FakeServerArgv(), "serve"), BridgeAccess{Token: testBridgeToken})
 	if err != nil || !ready {
 		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
 	}
@@ -195,12 +195,45 @@ func TestLocalStdioChildSeesNoneOfTheManagersEnvironment(t *testing.T) {
 		t.Skipf("no /proc here: %v", err)
 	}
 	env := strings.ReplaceAll(string(environ), "\x00", "\n")
-	for _, leaked := range []string{"s3cr3t", "KUBECONFIG", "KUBERNETES_SERVICE_HOST"} {
+	for _, leaked := range []string{"s3cr3t", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", testBridgeToken} {
 		if strings.Contains(env, leaked) {
 			t.Errorf("the stdio child's environment holds %s:\n%s", leaked, env)
 		}
 	}
 	if !strings.Contains(env, "PATH=") {
 		t.Errorf("the stdio child's environment lacks PATH:\n%s", env)
+	}
+}
+
+// A local bridge serves only callers with its token: every process of this host reaches
+// 127.0.0.1. A new token restarts the bridge, and the old one no longer works (R8).
+func TestLocalBridgeAdmitsOnlyItsToken(t *testing.T) {
+	l := NewLocalBridges(proxytest.Path(fakeAdapterName), testr.New(t))
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	imp := stdioImport("tokened", proxytest.FakeServerArgv(), "serve")
+	url, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken})
+	if err != nil || !ready {
+		t.Fatalf("Ensure = %q, %v, %v", url, ready, err)
+	}
+	if a := proxytest.Post(t, url, proxytest.Request(1, "pid", nil)); a.Status != http.StatusUnauthorized {
+		t.Errorf("without the token: HTTP %d %s, want 401", a.Status, a.Raw)
+	}
+	childPID(t, url)
+
+	const renewed = "Qq1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8L9z0X1"
+	url2, ready, err := l.Ensure(ctx, imp, BridgeAccess{Token: renewed})
+	if err != nil || !ready || url2 == url {
+		t.Fatalf("Ensure with a new token = %q, %v, %v; want a restarted bridge", url2, ready, err)
+	}
+	if a := proxytest.Post(t, url2, proxytest.Request(1, "pid", nil), "Authorization", "Bearer "+testBridgeToken); a.Status != http.StatusUnauthorized {
+		t.Errorf("with the old token: HTTP %d %s, want 401", a.Status, a.Raw)
+	}
+	if a := proxytest.Post(t, url2, proxytest.Request(1, "pid", nil), "Authorization", "Bearer "+renewed); a.Status != http.StatusOK {
+		t.Errorf("with the new token: HTTP %d %s, want 200", a.Status, a.Raw)
+	}
+	if _, _, err := l.Ensure(ctx, imp, BridgeAccess{}); err == nil {
+		t.Error("Ensure without a token started an open bridge")
 	}
 }

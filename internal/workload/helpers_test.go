@@ -43,7 +43,12 @@ func runFakeAdapter(args []string) int {
 		return 2
 	}
 	log := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{})
-	b, err := stdioproxy.New(fs.Args(), stdioproxy.Options{Logger: log, StopGrace: time.Second})
+	token, _, err := stdioproxy.TakeTokenFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	b, err := stdioproxy.New(fs.Args(), stdioproxy.Options{Logger: log, StopGrace: time.Second, Token: token})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -63,8 +63,14 @@ func TestStdioImportServerEverything(t *testing.T) {
 	}
 	t.Logf("import Ready with %d tools from %+v through %s", len(tools), imp.Status.ServerInfo, imp.Status.BridgeURL)
 	requireBridgePodCopiedTheAdapter(t, ctx, imp)
-	// The bridge URL names the Service's cluster IP, which kube-proxy routes from this host.
-	direct, err := callTool(ctx, mcpClient(t, ctx, imp.Status.BridgeURL), "echo", map[string]any{"message": "to the bridge"})
+	// The bridge URL names the Service's cluster IP, which kube-proxy routes from this host;
+	// the bridge serves only callers with its token.
+	bridge, err := bridgeClient(ctx, imp.Status.BridgeURL, bridgeToken(t, ctx, imp))
+	if err != nil {
+		t.Fatalf("a client of the bridge: %v", err)
+	}
+	t.Cleanup(func() { _ = bridge.Close() })
+	direct, err := callTool(ctx, bridge, "echo", map[string]any{"message": "to the bridge"})
 	if err != nil || direct != "Echo: to the bridge" {
 		t.Errorf("echo through the bridge's Service %s: %q, %v", imp.Status.BridgeURL, direct, err)
 	}

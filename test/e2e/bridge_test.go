@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +84,7 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 	var ready bool
 	for deadline := time.Now().Add(20 * time.Second); !ready; {
 		var err error
-		if url, ready, err = local.Ensure(ctx, imp); err != nil {
+		if url, ready, err = local.Ensure(ctx, imp, workload.BridgeAccess{Token: bridgeToken}); err != nil {
 			t.Fatalf("Ensure: %v", err)
 		}
 		if !ready && time.Now().After(deadline) {
@@ -90,7 +93,12 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 	}
 	t.Logf("bridge ready at %s after %s", url, time.Since(started).Round(time.Millisecond))
 
-	viaBridge := peers.TSClient(t, ctx, peers.TSClientOptions{URL: url, Call: "echo", Args: map[string]any{"message": "through the bridge"}})
+	// The bridge serves only callers with its token, as the operator's gateways are.
+	auth := map[string]string{"Authorization": "Bearer " + bridgeToken}
+	if _, err := peers.TryTSClient(t, ctx, peers.TSClientOptions{URL: url}); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a client without the bridge's token: %v, want refused with 401", err)
+	}
+	viaBridge := peers.TSClient(t, ctx, peers.TSClientOptions{URL: url, Headers: auth, Call: "echo", Args: map[string]any{"message": "through the bridge"}})
 	direct := peers.TSClient(t, ctx, peers.TSClientOptions{URL: peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"})
 
 	if viaBridge.ServerInfo != direct.ServerInfo || viaBridge.ProtocolVersion != direct.ProtocolVersion {
@@ -116,7 +124,7 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 	}
 
 	// The operator's own handshake through the bridge.
-	probed, err := mcpclient.Probe(ctx, mcpclient.Options{URL: url, Timeout: 20 * time.Second})
+	probed, err := mcpclient.Probe(ctx, mcpclient.Options{URL: url, Headers: auth, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatalf("mcpclient.Probe through the bridge: %v", err)
 	}
@@ -130,8 +138,11 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 	}
 	t.Logf("%d tools equal through the bridge, TS SDK client and operator probe (%s so far)", len(probed.Tools), time.Since(started).Round(time.Millisecond))
 
+	// The suite sends no headers of its own: a proxy beside it adds the token and passes
+	// Host and Origin through, so that the DNS-rebinding checks still reach the bridge.
+	withToken := tokenProxy(t, url, bridgeToken)
 	for _, scenario := range []string{"server-initialize", "tools-list", "ping", "dns-rebinding-protection"} {
-		checks := peers.RunConformance(t, ctx, url, scenario)
+		checks := peers.RunConformance(t, ctx, withToken, scenario)
 		// The bridge serves statelessly: with no session id there is none to check (INFO).
 		peers.RequireChecksPassed(t, scenario, checks, "server-session-id-visible-ascii")
 	}
@@ -144,6 +155,28 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("the bridge still answers after Forget")
 	}
+}
+
+// bridgeToken is the bridge's bearer token in these tests.
+const bridgeToken = "e2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2e"
+
+// tokenProxy serves on loopback what target serves, adding the bridge's token to every
+// request and keeping its Host and Origin.
+func tokenProxy(t *testing.T, target, token string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(base)
+		r.Out.Host = r.In.Host
+		r.Out.Header.Set("Authorization", "Bearer "+token)
+	}}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path
 }
 
 var startedPID = regexp.MustCompile(`"msg":"stdio server started".*?"pid":(\d+)`)

@@ -167,19 +167,51 @@ func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Confi
 	local.Tools = make([]adapterconfig.Tool, len(cfg.Tools))
 	for i, t := range cfg.Tools {
 		if t.Remote != nil {
-			remote := *t.Remote
-			remote.HeaderFiles = map[string]string{}
-			for h, p := range t.Remote.HeaderFiles {
-				remote.HeaderFiles[h] = moved[p]
-			}
-			if remote.CAFile != "" {
-				remote.CAFile = moved[remote.CAFile]
-			}
+			remote := remoteOnHost(*t.Remote, moved)
 			t.Remote = &remote
 		}
 		local.Tools[i] = t
 	}
+	local.Imported = importedOnHost(cfg.Imported, moved)
 	return &local, nil
+}
+
+// remoteOnHost points a remote backend's header and CA files at the files written on
+// this host.
+func remoteOnHost(r adapterconfig.RemoteBackend, moved map[string]string) adapterconfig.RemoteBackend {
+	headers := r.HeaderFiles
+	r.HeaderFiles = nil
+	for h, p := range headers {
+		if r.HeaderFiles == nil {
+			r.HeaderFiles = map[string]string{}
+		}
+		r.HeaderFiles[h] = moved[p]
+	}
+	if r.CAFile != "" {
+		r.CAFile = moved[r.CAFile]
+	}
+	return r
+}
+
+// importedOnHost is the imported prompts, resources, templates and skills with their
+// remotes' files on this host, like the imported tools'.
+func importedOnHost(imported *adapterconfig.ImportedContent, moved map[string]string) *adapterconfig.ImportedContent {
+	if imported == nil {
+		return nil
+	}
+	onHost := func(items []adapterconfig.ImportedItem) []adapterconfig.ImportedItem {
+		out := slices.Clone(items)
+		for i := range out {
+			out[i].Remote = remoteOnHost(out[i].Remote, moved)
+		}
+		return out
+	}
+	return &adapterconfig.ImportedContent{
+		Prompts:           onHost(imported.Prompts),
+		Resources:         onHost(imported.Resources),
+		ResourceTemplates: onHost(imported.ResourceTemplates),
+		Skills:            onHost(imported.Skills),
+	}
 }
 
 // writeFileAtomically replaces path in one rename, as the kubelet swaps a projected
