@@ -367,7 +367,10 @@ func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
 	billing := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "billing"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "billing"}, Ports: []corev1.ServicePort{{Port: 80}}}}
 	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "srv-adapter", Labels: own}}
-	for _, obj := range []client.Object{authMap, denyAll, billing, mine} {
+	// RBAC lets the operator update Secrets (a stdio bridge's token): only this policy
+	// keeps it off the admin's.
+	registry := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "registry-bridge"}, StringData: map[string]string{"token": "admin's"}}
+	for _, obj := range []client.Object{authMap, denyAll, billing, mine, registry} {
 		if err := admin.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
@@ -396,6 +399,9 @@ func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
 	patched.Data["mapRoles"] = "- rolearn: arn:aws:iam::1:role/x\n  groups: [system:masters]"
 	refused("patch the admin's ConfigMap", operator.Patch(ctx, patched, client.MergeFrom(authMap), client.DryRunAll), "platform/aws-auth is not its own")
 	refused("delete the admin's ConfigMap", operator.Delete(ctx, authMap.DeepCopy(), client.DryRunAll), "is not its own")
+	stolen := registry.DeepCopy()
+	stolen.StringData = map[string]string{"token": "the operator's"}
+	refused("update the admin's Secret", operator.Update(ctx, stolen, client.DryRunAll), "platform/registry-bridge is not its own")
 	hijacked := billing.DeepCopy()
 	hijacked.Spec.Selector = map[string]string{"app.kubernetes.io/name": "cantus-adapter"}
 	refused("repoint another app's Service", operator.Patch(ctx, hijacked, client.MergeFrom(billing), client.DryRunAll), "platform/billing is not its own")
@@ -582,6 +588,9 @@ func TestOperatorCreatesOnlyTheNamesItsOwnersGive(t *testing.T) {
 		{"a Service of another name", &corev1.Service{ObjectMeta: meta("names", "billing", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}}, "names/billing is not one"},
 		{"a Service of no controller", &corev1.Service{ObjectMeta: meta("names", "srv", nil), Spec: corev1.ServiceSpec{Ports: port}}, "names/srv is not one"},
 		{"a bridge Service of a SkillServer", &corev1.Service{ObjectMeta: meta("names", "srv-bridge", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}}, "is not one"},
+		{"a Secret no import names", &corev1.Secret{ObjectMeta: meta("kube-system", "bootstrap-token-abc", nil)}, "kube-system/bootstrap-token-abc is not one"},
+		{"a Secret of a SkillServer", &corev1.Secret{ObjectMeta: meta("names", "srv-bridge", controlledBy("SkillServer", "srv"))}, "is not one"},
+		{"an import's Secret of another name", &corev1.Secret{ObjectMeta: meta("names", "registry-creds", controlledBy("RemoteToolImport", "imp"))}, "names/registry-creds is not one"},
 		{"another app's claim", &corev1.PersistentVolumeClaim{ObjectMeta: meta("names", "data-postgres-0", controlledBy("SkillServer", "data-postgres-0")),
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, "names/data-postgres-0 is not one"},
@@ -610,6 +619,7 @@ func TestOperatorCreatesOnlyTheNamesItsOwnersGive(t *testing.T) {
 		&networkingv1.NetworkPolicy{ObjectMeta: meta("names", "srv", controlledBy("SkillServer", "srv")), Spec: networkingv1.NetworkPolicySpec{PodSelector: ownPods}},
 		&corev1.Service{ObjectMeta: meta("names", "srv", controlledBy("SkillServer", "srv")), Spec: corev1.ServiceSpec{Ports: port}},
 		&corev1.Service{ObjectMeta: meta("names", "imp-bridge", controlledBy("RemoteToolImport", "imp")), Spec: corev1.ServiceSpec{Ports: port}},
+		&corev1.Secret{ObjectMeta: meta("names", "imp-bridge", controlledBy("RemoteToolImport", "imp"))},
 		&corev1.PersistentVolumeClaim{ObjectMeta: meta("names", "srv-memory", controlledBy("SkillServer", "srv")),
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
