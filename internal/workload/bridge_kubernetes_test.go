@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,10 +203,21 @@ func TestKubernetesEnsure(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = cantusv1alpha1.AddToScheme(scheme)
 	// The fake client cannot apply NetworkPolicies (its schema lacks their status), so
-	// they are recorded here, in the order of the applies; envtest applies them for real.
+	// they are recorded here, in the order of the writes; envtest applies them for real.
+	// A child that does not exist yet is created, not applied (R17).
 	var applied []string
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&appsv1.Deployment{}).
-		WithInterceptorFuncs(interceptor.Funcs{Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			switch o := obj.(type) {
+			case *networkingv1.NetworkPolicy:
+				applied = append(applied, "NetworkPolicy/"+o.Name)
+			case *appsv1.Deployment:
+				applied = append(applied, "Deployment")
+			case *corev1.Service:
+				applied = append(applied, "Service")
+			}
+			return c.Create(ctx, obj, opts...)
+		}, Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			if np, ok := obj.(*networkingv1ac.NetworkPolicyApplyConfiguration); ok {
 				applied = append(applied, "NetworkPolicy/"+*np.Name)
 				return nil
