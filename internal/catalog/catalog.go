@@ -18,7 +18,6 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
-	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
 // Server is one MCP server in the catalog.
@@ -254,7 +253,8 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served
 			t.InputSchema = s.InputSchema.Raw
 		}
 	case served.Source == "memory" && cfg != nil && cfg.Memory != nil:
-		if def, err := memory.ToolDefinition(memory.ConfigFrom(cfg.Memory)); err == nil {
+		if tool, err := adapterconfig.NewMemoryTool(*cfg.Memory); err == nil {
+			def := tool.Definition()
 			t.Description = def.Description
 			t.InputSchema, _ = json.Marshal(def.InputSchema)
 		}

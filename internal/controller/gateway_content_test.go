@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -164,7 +165,7 @@ func TestImportListsEverythingsContent(t *testing.T) {
 	g.Expect(got.Status.ResourceTemplateCount).To(BeEquivalentTo(2))
 	g.Expect(got.Status.ResourceCount).To(BeNumerically(">", 0))
 	for _, r := range got.Status.Resources {
-		want, err := mcpclient.ResourceKind.Digest(r.Definition.Raw)
+		want, err := definition.ResourceKind.Digest(r.Definition.Raw)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.Digest).To(Equal(want))
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -105,11 +106,11 @@ func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Too
 	for _, c := range contentItems(imp) {
 		add(c)
 	}
-	refs := make([]mcpclient.ItemDigest, 0, len(seen.items))
+	refs := make([]definition.ItemDigest, 0, len(seen.items))
 	for _, it := range seen.items {
-		refs = append(refs, mcpclient.ItemDigest{Kind: it.approved.Kind, Name: it.approved.Name, Digest: it.approved.Digest})
+		refs = append(refs, definition.ItemDigest{Kind: it.approved.Kind, Name: it.approved.Name, Digest: it.approved.Digest})
 	}
-	seen.digest = mcpclient.DefinitionsDigest(refs)
+	seen.digest = definition.DefinitionsDigest(refs)
 	return seen
 }
 
@@ -117,7 +118,7 @@ func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Too
 // status, keyed as gateways serve them.
 func contentItems(imp *cantusv1alpha1.RemoteToolImport) []servedItem {
 	var out []servedItem
-	add := func(kind mcpclient.ItemKind, key string, c *cantusv1alpha1.DiscoveredContent) {
+	add := func(kind definition.ItemKind, key string, c *cantusv1alpha1.DiscoveredContent) {
 		item := servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: kind.Name, Name: key, Digest: c.Digest}, state: &c.Approval}
 		if c.Definition != nil {
 			item.approved.Members = kind.MemberDigests(c.Definition.Raw)
@@ -126,16 +127,16 @@ func contentItems(imp *cantusv1alpha1.RemoteToolImport) []servedItem {
 		out = append(out, item)
 	}
 	for i := range imp.Status.Prompts {
-		add(mcpclient.PromptKind, imp.Status.Prompts[i].Name, &imp.Status.Prompts[i].DiscoveredContent)
+		add(definition.PromptKind, imp.Status.Prompts[i].Name, &imp.Status.Prompts[i].DiscoveredContent)
 	}
 	for i := range imp.Status.Resources {
-		add(mcpclient.ResourceKind, imp.Status.Resources[i].URI, &imp.Status.Resources[i].DiscoveredContent)
+		add(definition.ResourceKind, imp.Status.Resources[i].URI, &imp.Status.Resources[i].DiscoveredContent)
 	}
 	for i := range imp.Status.ResourceTemplates {
-		add(mcpclient.ResourceTemplateKind, imp.Status.ResourceTemplates[i].URITemplate, &imp.Status.ResourceTemplates[i].DiscoveredContent)
+		add(definition.ResourceTemplateKind, imp.Status.ResourceTemplates[i].URITemplate, &imp.Status.ResourceTemplates[i].DiscoveredContent)
 	}
 	for i := range imp.Status.Skills {
-		add(mcpclient.SkillKind, imp.Status.Skills[i].URI, &imp.Status.Skills[i].DiscoveredContent)
+		add(definition.SkillKind, imp.Status.Skills[i].URI, &imp.Status.Skills[i].DiscoveredContent)
 	}
 	return out
 }
@@ -143,11 +144,11 @@ func contentItems(imp *cantusv1alpha1.RemoteToolImport) []servedItem {
 // digestOfApproved recomputes the definitions digest of recorded items, so that a
 // record that does not match its digest is never taken as approved.
 func digestOfApproved(items []cantusv1alpha1.ApprovedItem) string {
-	refs := make([]mcpclient.ItemDigest, 0, len(items))
+	refs := make([]definition.ItemDigest, 0, len(items))
 	for _, it := range items {
-		refs = append(refs, mcpclient.ItemDigest{Kind: it.Kind, Name: it.Name, Digest: it.Digest})
+		refs = append(refs, definition.ItemDigest{Kind: it.Kind, Name: it.Name, Digest: it.Digest})
 	}
-	return mcpclient.DefinitionsDigest(refs)
+	return definition.DefinitionsDigest(refs)
 }
 
 // approvalOutcome is what applyApproval tells the reconcile to announce.
@@ -296,7 +297,7 @@ func discoveredMemberTexts(d cantusv1alpha1.DiscoveredTool) map[string]string {
 	}
 	var others map[string]json.RawMessage
 	if json.Unmarshal(rawOf(d.OtherFields), &others) == nil {
-		for _, member := range mcpclient.ToolKind.Members {
+		for _, member := range definition.ToolKind.Members {
 			if raw, ok := others[member]; ok {
 				set(member, compactJSON(raw))
 			}

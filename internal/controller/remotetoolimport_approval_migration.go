@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -26,14 +27,14 @@ import (
 const digestVersion = 2
 
 // digestsV1 are the item kinds as version 1 digested them, by kind name.
-var digestsV1 = map[string]mcpclient.ItemKind{
-	itemKindTool:              {Name: itemKindTool, Members: []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}},
-	mcpclient.PromptKind.Name: {Name: mcpclient.PromptKind.Name, Members: []string{"name", "title", "description", "arguments"}},
-	mcpclient.ResourceKind.Name: {Name: mcpclient.ResourceKind.Name,
+var digestsV1 = map[string]definition.ItemKind{
+	itemKindTool:               {Name: itemKindTool, Members: []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}},
+	definition.PromptKind.Name: {Name: definition.PromptKind.Name, Members: []string{"name", "title", "description", "arguments"}},
+	definition.ResourceKind.Name: {Name: definition.ResourceKind.Name,
 		Members: []string{"uri", "name", "title", "description", "mimeType", "annotations"}},
-	mcpclient.ResourceTemplateKind.Name: {Name: mcpclient.ResourceTemplateKind.Name,
+	definition.ResourceTemplateKind.Name: {Name: definition.ResourceTemplateKind.Name,
 		Members: []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations"}},
-	mcpclient.SkillKind.Name: {Name: mcpclient.SkillKind.Name, Members: []string{"uri", "frontmatter", "resources"}},
+	definition.SkillKind.Name: {Name: definition.SkillKind.Name, Members: []string{"uri", "frontmatter", "resources"}},
 }
 
 // digestMigration is what the migration of one import's approval record did.
@@ -117,16 +118,16 @@ func servedViews(s *cantusv1alpha1.RemoteToolImportStatus) map[string]servedView
 		out[itemKey(kind, key)] = v
 	}
 	for _, p := range s.Prompts {
-		add(mcpclient.PromptKind.Name, p.Name, p.DiscoveredContent)
+		add(definition.PromptKind.Name, p.Name, p.DiscoveredContent)
 	}
 	for _, r := range s.Resources {
-		add(mcpclient.ResourceKind.Name, r.URI, r.DiscoveredContent)
+		add(definition.ResourceKind.Name, r.URI, r.DiscoveredContent)
 	}
 	for _, t := range s.ResourceTemplates {
-		add(mcpclient.ResourceTemplateKind.Name, t.URITemplate, t.DiscoveredContent)
+		add(definition.ResourceTemplateKind.Name, t.URITemplate, t.DiscoveredContent)
 	}
 	for _, sk := range s.Skills {
-		add(mcpclient.SkillKind.Name, sk.URI, sk.DiscoveredContent)
+		add(definition.SkillKind.Name, sk.URI, sk.DiscoveredContent)
 	}
 	return out
 }

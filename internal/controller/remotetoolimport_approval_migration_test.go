@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -44,7 +45,7 @@ func asWrittenByVersion1(t *testing.T, imp *cantusv1alpha1.RemoteToolImport, def
 		imp.Status.Tools[i].Digest, _ = v1(itemKindTool, imp.Status.Tools[i].Name)
 	}
 	for i := range imp.Status.Prompts {
-		imp.Status.Prompts[i].Digest, _ = v1(mcpclient.PromptKind.Name, imp.Status.Prompts[i].Name)
+		imp.Status.Prompts[i].Digest, _ = v1(definition.PromptKind.Name, imp.Status.Prompts[i].Name)
 	}
 	a.ApprovedDigest = digestOfApproved(a.Approved)
 	a.FirstSeenDigest, a.ApprovedBy, a.DigestVersion, a.MigratedFrom = a.ApprovedDigest, approvedBySpec, 0, ""
@@ -61,7 +62,7 @@ func upgradedImport(t *testing.T) (*scriptedRemote, *cantusv1alpha1.RemoteToolIm
 	handshakeOnce(t, imp)
 	asWrittenByVersion1(t, imp, map[string]string{
 		itemKey(itemKindTool, "search"): searchWithApp, itemKey(itemKindTool, "lookup"): plainLookup,
-		itemKey(mcpclient.PromptKind.Name, "brief"): briefWithMeta,
+		itemKey(definition.PromptKind.Name, "brief"): briefWithMeta,
 	})
 	return remote, imp
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
@@ -39,7 +40,7 @@ type contentKind struct {
 	method string // its list method, as mcpclient.Content.Failed names it
 	label  string // plural, for messages: "prompts"
 	key    string // the member that names an entry
-	item   mcpclient.ItemKind
+	item   definition.ItemKind
 	// maxDefinition bounds the definition the status keeps.
 	maxDefinition int
 	// described is the member holding name and description: "" for the entry itself.
@@ -47,10 +48,10 @@ type contentKind struct {
 }
 
 var (
-	promptContent           = contentKind{method: "prompts/list", label: "prompts", key: "name", item: mcpclient.PromptKind, maxDefinition: maxContentDefinitionBytes}
-	resourceContent         = contentKind{method: "resources/list", label: "resources", key: "uri", item: mcpclient.ResourceKind, maxDefinition: maxContentDefinitionBytes}
-	resourceTemplateContent = contentKind{method: "resources/templates/list", label: "resource templates", key: "uriTemplate", item: mcpclient.ResourceTemplateKind, maxDefinition: maxContentDefinitionBytes}
-	skillContent            = contentKind{method: "skills/list", label: "skills", key: "uri", item: mcpclient.SkillKind, maxDefinition: maxSkillDefinitionBytes, described: "frontmatter"}
+	promptContent           = contentKind{method: "prompts/list", label: "prompts", key: "name", item: definition.PromptKind, maxDefinition: maxContentDefinitionBytes}
+	resourceContent         = contentKind{method: "resources/list", label: "resources", key: "uri", item: definition.ResourceKind, maxDefinition: maxContentDefinitionBytes}
+	resourceTemplateContent = contentKind{method: "resources/templates/list", label: "resource templates", key: "uriTemplate", item: definition.ResourceTemplateKind, maxDefinition: maxContentDefinitionBytes}
+	skillContent            = contentKind{method: "skills/list", label: "skills", key: "uri", item: definition.SkillKind, maxDefinition: maxSkillDefinitionBytes, described: "frontmatter"}
 )
 
 // contentEntry is one entry of a kind as the status records it.
@@ -62,7 +63,7 @@ type contentEntry struct {
 // announcesContent says whether the remote announced prompts or resources.
 func announcesContent(res *mcpclient.Result) bool {
 	return slices.Contains(res.Capabilities, "prompts") || slices.Contains(res.Capabilities, "resources") ||
-		slices.Contains(res.Extensions, mcpclient.SkillsExtension)
+		slices.Contains(res.Extensions, definition.SkillsExtension)
 }
 
 // setContentDiscovered records what the remote serves besides tools after a successful

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -126,7 +127,7 @@ func TestSetContentDiscovered(t *testing.T) {
 	if imp.Status.PromptCount != 1 || imp.Status.Prompts[0].Name != "greet" || imp.Status.ResourceCount != 2 {
 		t.Fatalf("status %+v", imp.Status.RemoteContentStatus)
 	}
-	want, _ := mcpclient.ResourceKind.Digest(first.Resources[0])
+	want, _ := definition.ResourceKind.Digest(first.Resources[0])
 	if imp.Status.Resources[0].Digest != want || imp.Status.CatalogDigest == mcpclient.Digest(tools) {
 		t.Errorf("digest %s want %s; catalog %s", imp.Status.Resources[0].Digest, want, imp.Status.CatalogDigest)
 	}
@@ -165,12 +166,12 @@ func TestSetContentDiscovered(t *testing.T) {
 		json.RawMessage(`{"uri":"skill://acme/refunds/SKILL.md","frontmatter":{"name":"refunds","description":"Refund orders"},"resources":[]}`),
 		json.RawMessage(`{"uri":"skill://acme/internal/SKILL.md","frontmatter":{"name":"internal","description":"x"},"resources":[]}`),
 	}
-	note = setContentDiscovered(imp, &mcpclient.Result{Capabilities: caps, Extensions: []string{mcpclient.SkillsExtension}, Content: withSkills}, tools)
+	note = setContentDiscovered(imp, &mcpclient.Result{Capabilities: caps, Extensions: []string{definition.SkillsExtension}, Content: withSkills}, tools)
 	if imp.Status.SkillCount != 1 || imp.Status.Skills[0].Name != "refunds" || imp.Status.Skills[0].Description != "Refund orders" ||
 		imp.Status.Skills[0].URI != "skill://acme/refunds/SKILL.md" {
 		t.Errorf("skills %+v", imp.Status.Skills)
 	}
-	if want, _ := mcpclient.SkillKind.Digest(withSkills.Skills[0]); imp.Status.Skills[0].Digest != want {
+	if want, _ := definition.SkillKind.Digest(withSkills.Skills[0]); imp.Status.Skills[0].Digest != want {
 		t.Errorf("skill digest %s, want %s", imp.Status.Skills[0].Digest, want)
 	}
 	if note != "skills: added skill://acme/refunds/SKILL.md" {

@@ -15,6 +15,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -148,7 +149,7 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if err != nil {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotVerified, err.Error())
 	}
-	if msg := definitionsMismatchMessage(definitionDifferences(mcpclient.ToolKind, rendered.tools, servedToolDefinitions(served))); msg != "" {
+	if msg := definitionsMismatchMessage(definitionDifferences(definition.ToolKind, rendered.tools, servedToolDefinitions(served))); msg != "" {
 		return r.notVerified(ss, cantusv1alpha1.ReasonDefinitionsMismatch, msg)
 	}
 	reason, msg, ok := r.verifyContent(ctx, ss, target, rendered)

@@ -11,6 +11,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
@@ -203,8 +204,8 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 		return ReasonContentMismatch, msg, false
 	}
 	differences := slices.Concat(
-		definitionDifferences(mcpclient.SkillKind, rendered.skills, served.SkillManifests),
-		definitionDifferences(mcpclient.PromptKind, rendered.prompts, served.PromptDefinitions))
+		definitionDifferences(definition.SkillKind, rendered.skills, served.SkillManifests),
+		definitionDifferences(definition.PromptKind, rendered.prompts, served.PromptDefinitions))
 	if msg := definitionsMismatchMessage(differences); msg != "" {
 		return cantusv1alpha1.ReasonDefinitionsMismatch, msg, false
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -76,7 +77,7 @@ func definitionsMismatchMessage(differences []string) string {
 // served name (missing and unexpected items are the names check's) and describes each
 // item that differs, sorted by name. Digests are compared first; only an item whose
 // digests differ is taken apart member by member.
-func definitionDifferences(kind mcpclient.ItemKind, rendered, served map[string]json.RawMessage) []string {
+func definitionDifferences(kind definition.ItemKind, rendered, served map[string]json.RawMessage) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(rendered)) {
 		got, ok := served[name]
@@ -92,7 +93,7 @@ func definitionDifferences(kind mcpclient.ItemKind, rendered, served map[string]
 
 // itemDifference describes how the served definition of one item differs from the
 // rendered one, e.g. `tool "search": description differs`; empty when it does not.
-func itemDifference(kind mcpclient.ItemKind, name string, rendered, served json.RawMessage) string {
+func itemDifference(kind definition.ItemKind, name string, rendered, served json.RawMessage) string {
 	want, errWant := kind.Digest(rendered)
 	got, errGot := kind.Digest(served)
 	if errWant == nil && errGot == nil && want == got {
@@ -115,8 +116,8 @@ func itemDifference(kind mcpclient.ItemKind, name string, rendered, served json.
 
 // describeMember names a differing member; a skill's resources also name the files
 // that differ, since "resources" alone does not say where to look.
-func describeMember(kind mcpclient.ItemKind, member string, rendered, served json.RawMessage) string {
-	if kind.Name != mcpclient.SkillKind.Name || member != "resources" {
+func describeMember(kind definition.ItemKind, member string, rendered, served json.RawMessage) string {
+	if kind.Name != definition.SkillKind.Name || member != "resources" {
 		return member
 	}
 	files := differingSkillFiles(rendered, served)

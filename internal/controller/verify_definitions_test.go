@@ -10,6 +10,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -53,9 +54,9 @@ func definitionsOf(t *testing.T, cfg *adapterconfig.Config) renderedDefinitions 
 // allDifferences compares every kind of what pods serving served list with rendered.
 func allDifferences(rendered, served renderedDefinitions) []string {
 	return append(append(
-		definitionDifferences(mcpclient.ToolKind, rendered.tools, served.tools),
-		definitionDifferences(mcpclient.PromptKind, rendered.prompts, served.prompts)...),
-		definitionDifferences(mcpclient.SkillKind, rendered.skills, served.skills)...)
+		definitionDifferences(definition.ToolKind, rendered.tools, served.tools),
+		definitionDifferences(definition.PromptKind, rendered.prompts, served.prompts)...),
+		definitionDifferences(definition.SkillKind, rendered.skills, served.skills)...)
 }
 
 // TestDefinitionDifferences: pods that serve an older config whose items keep their

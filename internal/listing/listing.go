@@ -13,7 +13,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
 // Tool describes a configured tool to clients. The schema is passed as raw bytes so
@@ -86,10 +85,11 @@ func Tools(cfg *adapterconfig.Config) (map[string]json.RawMessage, error) {
 		listed[t.Name] = entry
 	}
 	if cfg.Memory != nil {
-		tool, err := memory.ToolDefinition(memory.ConfigFrom(cfg.Memory))
+		memoryTool, err := adapterconfig.NewMemoryTool(*cfg.Memory)
 		if err != nil {
 			return nil, fmt.Errorf("describe the memory tool: %w", err)
 		}
+		tool := memoryTool.Definition()
 		if listed[tool.Name], err = json.Marshal(tool); err != nil {
 			return nil, fmt.Errorf("encode the tools/list entry of the memory tool: %w", err)
 		}

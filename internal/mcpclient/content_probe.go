@@ -8,10 +8,9 @@ import (
 	"sort"
 
 	"github.com/mark3labs/mcp-go/mcp"
-)
 
-// SkillsExtension is the MCP Skills extension's name in capabilities.extensions.
-const SkillsExtension = "io.modelcontextprotocol/skills"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
+)
 
 // extensionNames are the sorted names of a capabilities.extensions object; none when
 // it is absent or not an object.
@@ -33,23 +32,8 @@ func extensionNames(raw json.RawMessage) []string {
 const DefaultMaxContentItems = 1000
 
 var (
-	resourcesListing         = listing{method: "resources/list", member: "resources", key: "uri", item: ResourceKind, refused: ReasonContentListFailed}
-	resourceTemplatesListing = listing{method: "resources/templates/list", member: "resourceTemplates", key: "uriTemplate", item: ResourceTemplateKind, refused: ReasonContentListFailed}
-)
-
-// Item kinds a server serves besides tools, with the members of their definitions.
-var (
-	// PromptKind is a prompt: its name, title, description and arguments, its icons and
-	// _meta.
-	PromptKind = ItemKind{Name: "prompt", Members: []string{"name", "title", "description", "arguments", "icons", "_meta"}}
-	// ResourceKind is a static resource: its URI and what a client is told of it. Its
-	// size is ignored: it changes with the content, which no definition of a resource
-	// covers, so digesting it would hold every edit of a document for approval; in
-	// Manual mode a gateway does not serve it.
-	ResourceKind = ItemKind{Name: "resource", Members: []string{"uri", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"},
-		Ignored: []string{"size"}}
-	// ResourceTemplateKind is a resource template.
-	ResourceTemplateKind = ItemKind{Name: "resource template", Members: []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}}
+	resourcesListing         = listing{method: "resources/list", member: "resources", key: "uri", item: definition.ResourceKind, refused: ReasonContentListFailed}
+	resourceTemplatesListing = listing{method: "resources/templates/list", member: "resourceTemplates", key: "uriTemplate", item: definition.ResourceTemplateKind, refused: ReasonContentListFailed}
 )
 
 // Content is what a server serves besides tools, each list entry as sent, in the
@@ -137,7 +121,7 @@ func listContent(ctx context.Context, s *Session, info ServerInfo, limit int) Co
 		{"prompts", promptsListing, &c.Prompts},
 		{"resources", resourcesListing, &c.Resources},
 		{"resources", resourceTemplatesListing, &c.ResourceTemplates},
-		{SkillsExtension, skillsListing, &c.Skills},
+		{definition.SkillsExtension, skillsListing, &c.Skills},
 	}
 	announced := slices.Concat(info.Capabilities, info.Extensions)
 	for _, k := range each {
@@ -170,15 +154,8 @@ func CatalogDigest(tools []Tool, c Content) string {
 	if c.Empty() {
 		return Digest(tools)
 	}
-	sorted := make([]Tool, len(tools))
-	copy(sorted, tools)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	defs := make([]any, 0, len(sorted))
-	for _, t := range sorted {
-		defs = append(defs, canonicalTool(t))
-	}
-	return sha256JSON(map[string]any{
-		"tools":             defs,
+	return definition.Sum(map[string]any{
+		"tools":             canonicalTools(tools),
 		"prompts":           canonicalEntries(c.Prompts, "name"),
 		"resources":         canonicalEntries(c.Resources, "uri"),
 		"resourceTemplates": canonicalEntries(c.ResourceTemplates, "uriTemplate"),
@@ -186,7 +163,7 @@ func CatalogDigest(tools []Tool, c Content) string {
 	})
 }
 
-// canonicalEntries decodes entries (as decodeCanonical) sorted by their key member.
+// canonicalEntries decodes entries (as definition.Decode) sorted by their key member.
 func canonicalEntries(entries []json.RawMessage, key string) []any {
 	type keyed struct {
 		key string
@@ -194,7 +171,7 @@ func canonicalEntries(entries []json.RawMessage, key string) []any {
 	}
 	out := make([]keyed, 0, len(entries))
 	for _, e := range entries {
-		v, ok := decodeCanonical(e)
+		v, ok := definition.Decode(e)
 		if !ok {
 			continue
 		}

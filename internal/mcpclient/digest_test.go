@@ -7,6 +7,7 @@ import (
 
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -89,7 +90,7 @@ func TestItemDigest(t *testing.T) {
 	t.Parallel()
 	const base = `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
 		`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
-	want, err := ToolKind.Digest(json.RawMessage(base))
+	want, err := definition.ToolKind.Digest(json.RawMessage(base))
 	if err != nil || len(want) != 64 {
 		t.Fatalf("digest %q, %v: want sha256 hex", want, err)
 	}
@@ -119,24 +120,24 @@ func TestItemDigest(t *testing.T) {
 		{"another annotation", `{"name":"a","title":"A","description":"Adds.","inputSchema":{"type":"object","properties":{"x":{"type":"number","maximum":1.50}}},` +
 			`"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}`, false, "annotations"},
 	} {
-		got, err := ToolKind.Digest(json.RawMessage(tc.definition))
+		got, err := definition.ToolKind.Digest(json.RawMessage(tc.definition))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if (got == want) != tc.same {
 			t.Errorf("%s: digest %s, base %s: same = %v, want %v", tc.name, got, want, got == want, tc.same)
 		}
-		differ, err := ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(tc.definition))
+		differ, err := definition.ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(tc.definition))
 		if err != nil || strings.Join(differ, ",") != tc.differ {
 			t.Errorf("%s: differing members %v (%v), want %q", tc.name, differ, err, tc.differ)
 		}
 		if tool := (Tool{Name: "a", Raw: json.RawMessage(tc.definition)}); tool.Digest() != got {
-			t.Errorf("%s: Tool.Digest %s differs from ToolKind.Digest %s", tc.name, tool.Digest(), got)
+			t.Errorf("%s: Tool.Digest %s differs from definition.ToolKind.Digest %s", tc.name, tool.Digest(), got)
 		}
 	}
 	// Another kind with other members reuses the same digest.
-	p1, _ := PromptKind.Digest(json.RawMessage(`{"name":"p","arguments":[{"name":"x","required":true}]}`))
-	p2, _ := PromptKind.Digest(json.RawMessage(`{"arguments":[{"required":true,"name":"x"}],"name":"p"}`))
+	p1, _ := definition.PromptKind.Digest(json.RawMessage(`{"name":"p","arguments":[{"name":"x","required":true}]}`))
+	p2, _ := definition.PromptKind.Digest(json.RawMessage(`{"arguments":[{"required":true,"name":"x"}],"name":"p"}`))
 	if p1 != p2 || p1 == "" {
 		t.Errorf("prompt digests %q and %q, want equal", p1, p2)
 	}
@@ -146,10 +147,10 @@ func TestItemDigest(t *testing.T) {
 		t.Errorf("a Tool without Raw digests differently from its entry")
 	}
 	for _, bad := range []string{``, `[]`, `"a"`, `{"name":`} {
-		if _, err := ToolKind.Digest(json.RawMessage(bad)); err == nil {
+		if _, err := definition.ToolKind.Digest(json.RawMessage(bad)); err == nil {
 			t.Errorf("ToolKind.Digest(%q) succeeded, want an error", bad)
 		}
-		if _, err := ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(bad)); err == nil {
+		if _, err := definition.ToolKind.DifferingMembers(json.RawMessage(base), json.RawMessage(bad)); err == nil {
 			t.Errorf("ToolKind.DifferingMembers(base, %q) succeeded, want an error", bad)
 		}
 	}

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // entryKinds are the kinds of imported list entries, by a fuzzed byte.
-var entryKinds = []ItemKind{ToolKind, PromptKind, ResourceKind, ResourceTemplateKind, SkillKind}
+var entryKinds = []definition.ItemKind{definition.ToolKind, definition.PromptKind, definition.ResourceKind, definition.ResourceTemplateKind, definition.SkillKind}
 
 // A remote writes every byte of its list entries. Whatever it writes, an entry is read
 // one way: the entry is refused when a reader that folds case (encoding/json into a
@@ -54,7 +56,7 @@ func FuzzImportedEntryServesWhatItsDigestCovers(f *testing.F) {
 
 // checkEntry checks one entry against the oracles and returns what is served of it and
 // its digest; ok is false when the entry is refused or not an object.
-func checkEntry(t *testing.T, kind ItemKind, entry []byte) (served []byte, digest string, ok bool) {
+func checkEntry(t *testing.T, kind definition.ItemKind, entry []byte) (served []byte, digest string, ok bool) {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(entry, &members) != nil || members == nil {
 		return nil, "", false
@@ -92,7 +94,7 @@ func checkEntry(t *testing.T, kind ItemKind, entry []byte) (served []byte, diges
 	if again, _ := kind.Served(served); !bytes.Equal(again, served) {
 		t.Fatalf("serving the served definition changes it: %s → %s", served, again)
 	}
-	if kind.Name == ToolKind.Name {
+	if kind.Name == definition.ToolKind.Name {
 		checkToolReading(t, entry, servedMembers)
 	}
 	return served, digest, true
@@ -100,7 +102,7 @@ func checkEntry(t *testing.T, kind ItemKind, entry []byte) (served []byte, diges
 
 // foldedReading says which definition member a case-folding decoder (encoding/json into
 // a struct) reads differently from the exact reader; "" when none.
-func foldedReading(kind ItemKind, entry []byte, exact map[string]json.RawMessage) string {
+func foldedReading(kind definition.ItemKind, entry []byte, exact map[string]json.RawMessage) string {
 	for _, name := range kind.Members {
 		folded, ok := foldedMember(entry, name)
 		if !ok {
@@ -129,7 +131,7 @@ func foldedMember(entry []byte, name string) (json.RawMessage, bool) {
 
 // caseVariantKey is a member of members spelled like a definition member in another
 // case; "" when none.
-func caseVariantKey(kind ItemKind, members map[string]json.RawMessage) string {
+func caseVariantKey(kind definition.ItemKind, members map[string]json.RawMessage) string {
 	for key := range members {
 		for _, name := range slices.Concat(kind.Members, kind.Ignored) {
 			if key != name && strings.EqualFold(key, name) {
@@ -157,9 +159,9 @@ func checkToolReading(t *testing.T, entry []byte, served map[string]json.RawMess
 
 // canonical is raw as the digest canonicalizes it; "" for nothing or null.
 func canonical(raw json.RawMessage) string {
-	v, ok := decodeCanonical(raw)
+	v, ok := definition.Decode(raw)
 	if !ok || v == nil {
 		return ""
 	}
-	return string(canonicalJSON(v))
+	return string(definition.Encode(v))
 }

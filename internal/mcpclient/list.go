@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // A listing is one of MCP's paged list methods: tools/list now; prompts/list,
@@ -18,13 +19,13 @@ type listing struct {
 	key    string // the member that names an entry, unique in the listing: "name" ("uri" for a resource)
 	// item is the kind of the entries: an entry spelling one of its members in another
 	// case is refused (with refused).
-	item ItemKind
+	item definition.ItemKind
 	// refused is the Reason when the server refuses the listing or pages it without
 	// end.
 	refused string
 }
 
-var toolsListing = listing{method: "tools/list", member: "tools", key: "name", item: ToolKind, refused: ReasonToolsListFailed}
+var toolsListing = listing{method: "tools/list", member: "tools", key: "name", item: definition.ToolKind, refused: ReasonToolsListFailed}
 
 // list asks for every page of l (passing each nextCursor back as given) and returns the
 // entries as sent, in the server's order. It accepts at most limit entries
@@ -32,7 +33,7 @@ var toolsListing = listing{method: "tools/list", member: "tools", key: "name", i
 // the listing; every answer is bounded by MaxMessageBytes. Each entry must be an
 // object whose key is a string, unique in the listing (ProtocolError). A JSON-RPC error,
 // a cursor sent twice, or an entry spelling a member of its kind in another case (see
-// ItemKind.CheckSpelling) fails with l.refused.
+// definition.ItemKind.CheckSpelling) fails with l.refused.
 func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMessage, error) {
 	entries := []json.RawMessage{}
 	seenKeys := map[string]bool{}
@@ -68,7 +69,7 @@ func (s *Session) list(ctx context.Context, l listing, limit int) ([]json.RawMes
 			if err != nil {
 				return nil, s.c.fail(ReasonProtocolError, fmt.Sprintf("entry %d of %s page %d: %v", i, l.method, page, err), err)
 			}
-			if err := l.item.checkSpelling(members); err != nil {
+			if err := l.item.CheckMemberSpelling(members); err != nil {
 				return nil, s.c.fail(l.refused, fmt.Sprintf("the %s %q of %s: %v", l.item.Name, clip.Line(key, 80), l.method, err), err)
 			}
 			if seenKeys[key] {

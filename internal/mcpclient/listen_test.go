@@ -10,6 +10,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // startSubscribable serves, with mcp-go, a stateful server that declares
@@ -50,8 +52,8 @@ func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if caps := s.ServerInfo().Capabilities; !slices.Contains(caps, CapabilityResourcesSubscribe) {
-		t.Errorf("capabilities %v lack %s", caps, CapabilityResourcesSubscribe)
+	if caps := s.ServerInfo().Capabilities; !slices.Contains(caps, definition.CapabilityResourcesSubscribe) {
+		t.Errorf("capabilities %v lack %s", caps, definition.CapabilityResourcesSubscribe)
 	}
 	if !s.HasStream() {
 		t.Fatal("a stateful session has no stream")

@@ -60,7 +60,7 @@ type Result struct {
 	Instructions    string `json:"instructions,omitempty"`
 	// Capabilities are the sorted names of the capabilities the server announced:
 	// "tools", "logging", "prompts", "resources", "completions", …; and
-	// CapabilityResourcesSubscribe ("resources.subscribe") when it offers resource
+	// definition.CapabilityResourcesSubscribe ("resources.subscribe") when it offers resource
 	// subscriptions.
 	Capabilities []string `json:"capabilities"`
 	// Extensions are the sorted names of the extensions the server announced.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -99,7 +100,7 @@ type ServerInfo struct {
 	Name, Version, Instructions string
 	// Capabilities are the names of the capabilities it announced, sorted: "tools",
 	// "logging", "prompts", "resources", "completions", …; and
-	// CapabilityResourcesSubscribe when it offers resource subscriptions.
+	// definition.CapabilityResourcesSubscribe when it offers resource subscriptions.
 	Capabilities []string
 	// Extensions are the sorted names of the extensions it announced in
 	// capabilities.extensions ("io.modelcontextprotocol/skills", …).
@@ -148,19 +149,15 @@ func (s *Session) initialize(ctx context.Context) error {
 	return nil
 }
 
-// CapabilityResourcesSubscribe is listed among a server's capabilities when it
-// declared resources.subscribe: a gateway relays its clients' resources/subscribe to it.
-const CapabilityResourcesSubscribe = "resources.subscribe"
-
 // capabilityNames are the names of the capabilities a server announced, sorted, with
-// CapabilityResourcesSubscribe among them when resources.subscribe is true; never nil.
+// definition.CapabilityResourcesSubscribe among them when resources.subscribe is true; never nil.
 func capabilityNames(caps map[string]json.RawMessage) []string {
 	names := slices.Sorted(maps.Keys(caps))
 	var resources struct {
 		Subscribe bool `json:"subscribe"`
 	}
 	if json.Unmarshal(caps["resources"], &resources) == nil && resources.Subscribe {
-		names = append(names, CapabilityResourcesSubscribe)
+		names = append(names, definition.CapabilityResourcesSubscribe)
 		slices.Sort(names)
 	}
 	if names == nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // A case variant of a definition member ("Description" beside "description") is read
@@ -73,39 +75,16 @@ func TestToolIsReadFromTheMembersItsDigestCovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rebuilt, _ := json.Marshal(map[string]any{"name": tool.Name, "description": tool.Description, "inputSchema": tool.InputSchema})
-	if got, want := mustDigest(t, ToolKind, rebuilt), tool.Digest(); got != want {
+	if got, want := mustDigest(t, definition.ToolKind, rebuilt), tool.Digest(); got != want {
 		t.Fatalf("the digest of the members read (%s) is not the tool's digest (%s): read %q", got, want, rebuilt)
 	}
 }
 
-func mustDigest(t *testing.T, k ItemKind, def json.RawMessage) string {
+func mustDigest(t *testing.T, k definition.ItemKind, def json.RawMessage) string {
 	t.Helper()
 	d, err := k.Digest(def)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
-}
-
-// Every member a gateway serves is digested: a change of _meta, icons or execution (a
-// host's UI resource, an icon it fetches, how it runs the tool) changes the item's
-// digest, so in Manual mode it waits for approval.
-func TestItemDigestCoversEveryServedMember(t *testing.T) {
-	for _, tc := range []struct {
-		kind        ItemKind
-		before, now string
-	}{
-		{ToolKind, `{"name":"s","_meta":{"ui/resourceUri":"ui://s/a"}}`, `{"name":"s","_meta":{"ui/resourceUri":"ui://s/evil"}}`},
-		{ToolKind, `{"name":"s","icons":[{"src":"https://a.example/i.svg"}]}`, `{"name":"s","icons":[{"src":"https://attacker.example/t.svg"}]}`},
-		{ToolKind, `{"name":"s","execution":{"taskSupport":"forbidden"}}`, `{"name":"s","execution":{"taskSupport":"required"}}`},
-		{PromptKind, `{"name":"p","_meta":{"a":1}}`, `{"name":"p","_meta":{"a":2}}`},
-		{PromptKind, `{"name":"p"}`, `{"name":"p","icons":[{"src":"https://attacker.example/t.svg"}]}`},
-		{ResourceKind, `{"uri":"docs://a","_meta":{"a":1}}`, `{"uri":"docs://a","_meta":{"a":2}}`},
-		{ResourceTemplateKind, `{"uriTemplate":"docs://{x}","icons":[]}`, `{"uriTemplate":"docs://{x}","icons":[{"src":"x"}]}`},
-		{SkillKind, `{"uri":"skill://a/SKILL.md"}`, `{"uri":"skill://a/SKILL.md","_meta":{"a":2}}`},
-	} {
-		if mustDigest(t, tc.kind, json.RawMessage(tc.before)) == mustDigest(t, tc.kind, json.RawMessage(tc.now)) {
-			t.Errorf("%s: %s → %s kept the digest", tc.kind.Name, tc.before, tc.now)
-		}
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The benchmarks call Store.Handle directly (no MCP transport) on the local
@@ -14,7 +16,7 @@ import (
 
 func benchCall(b *testing.B, s *Store, a map[string]any) {
 	req := mcp.CallToolRequest{}
-	req.Params.Name = DefaultToolName
+	req.Params.Name = adapterconfig.DefaultMemoryToolName
 	req.Params.Arguments = a
 	res, err := s.Handle(context.Background(), req)
 	if err != nil || res.IsError {

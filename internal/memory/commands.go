@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 const maxLines = 999_999
@@ -51,13 +53,13 @@ func humanSize(n int64) string {
 
 func (s *Store) confirmation(what string) error {
 	return refusef("%s is destructive and needs confirmation: check with the user, then repeat the same call with \"confirm\": true (the previous content is kept in the trash for %s)",
-		what, formatDuration(s.cfg.Guard.TrashRetention))
+		what, adapterconfig.MemoryDuration(s.cfg.Guard.TrashRetention))
 }
 
 func (s *Store) checkFileSize(p vpath, size int) error {
 	if int64(size) > s.cfg.Guard.MaxFileBytes {
 		return refusef("%s would be %d bytes, over the per-file limit of %s; nothing was changed: split the content into several smaller files",
-			p.virt, size, formatLimit(s.cfg.Guard.MaxFileBytes))
+			p.virt, size, adapterconfig.MemoryBytes(s.cfg.Guard.MaxFileBytes))
 	}
 	return nil
 }
@@ -74,7 +76,7 @@ func writeCost(size, previous int) int64 {
 func (s *Store) checkTotal(cost int64) error {
 	if used := s.footprint(); used+cost > s.cfg.Guard.MaxTotalBytes {
 		return refusef("the memory would keep %d bytes, over its limit of %s (in use: %d bytes of files, %d bytes of trash kept for restore for %s, %d bytes of journal); nothing was changed: delete files that are no longer needed (with confirm: true) or write less; trashed content counts until it expires",
-			used+cost, formatLimit(s.cfg.Guard.MaxTotalBytes), s.total, s.trashBytes, formatDuration(s.cfg.Guard.TrashRetention), s.journalSize)
+			used+cost, adapterconfig.MemoryBytes(s.cfg.Guard.MaxTotalBytes), s.total, s.trashBytes, adapterconfig.MemoryDuration(s.cfg.Guard.TrashRetention), s.journalSize)
 	}
 	return nil
 }
@@ -258,7 +260,7 @@ func (s *Store) create(a args) (string, error) {
 				return nil, err
 			}
 		}
-		if err := s.admitWrite(p, len(data), len(old), exists && s.overwriteNeedsConfirm() && !a.Confirm,
+		if err := s.admitWrite(p, len(data), len(old), exists && s.tool.OverwriteNeedsConfirm() && !a.Confirm,
 			fmt.Sprintf("create over the existing file %s (it replaces the whole file; use str_replace or insert for a targeted edit)", p.virt)); err != nil {
 			return nil, err
 		}
@@ -469,7 +471,7 @@ func (s *Store) delete(a args) (string, error) {
 		if err := s.trashKeep(j.TrashID, p, CmdDelete, "", kind, data, true); err != nil {
 			return nil, err
 		}
-		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, j.TrashID, formatDuration(s.cfg.Guard.TrashRetention))
+		result = fmt.Sprintf("Successfully deleted %s (kept in the trash as %s for %s).", p.virt, j.TrashID, adapterconfig.MemoryDuration(s.cfg.Guard.TrashRetention))
 		return j, nil
 	})
 	return result, err

@@ -14,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/mark3labs/mcp-go/server/servertest"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // TestConcurrentClients: 20 MCP clients create and edit different files at once;
@@ -35,7 +37,7 @@ func TestConcurrentClients(t *testing.T) {
 			path := fmt.Sprintf("/memories/client-%02d/notes.md", i)
 			do := func(a map[string]any) error {
 				req := mcp.CallToolRequest{}
-				req.Params.Name = DefaultToolName
+				req.Params.Name = adapterconfig.DefaultMemoryToolName
 				req.Params.Arguments = a
 				res, err := c.CallTool(context.Background(), req)
 				if err != nil {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The crash helper is this test binary re-executed with crashEnv set to a store root.
@@ -118,7 +120,7 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 		req := mcp.CallToolRequest{}
-		req.Params.Name = DefaultToolName
+		req.Params.Name = adapterconfig.DefaultMemoryToolName
 		req.Params.Arguments = a
 		res, err := s.Handle(ctx, req)
 		if err != nil || res.IsError {

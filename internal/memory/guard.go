@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // vpath is a validated virtual path.
@@ -133,8 +135,8 @@ func checkTarget(field, command string, p vpath) error {
 	if p.isRoot() {
 		return refusef("%s is /memories itself, which %s never targets; name a file or directory under it, e.g. /memories/notes.md", field, command)
 	}
-	if n := p.name(); utf8.RuneCountInString(n) < minNameRunes {
-		return refusef("%s %s: the name %q is shorter than %d characters; very short targets are refused to prevent accidental mass changes, use a descriptive name such as /memories/notes.md", field, p.virt, n, minNameRunes)
+	if n := p.name(); utf8.RuneCountInString(n) < adapterconfig.MemoryMinNameRunes {
+		return refusef("%s %s: the name %q is shorter than %d characters; very short targets are refused to prevent accidental mass changes, use a descriptive name such as /memories/notes.md", field, p.virt, n, adapterconfig.MemoryMinNameRunes)
 	}
 	return nil
 }

@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // handle calls the tool directly (no MCP transport) and fails the test on an error result.
 func handle(t *testing.T, s *Store, a map[string]any) {
 	t.Helper()
 	req := mcp.CallToolRequest{}
-	req.Params.Name = DefaultToolName
+	req.Params.Name = adapterconfig.DefaultMemoryToolName
 	req.Params.Arguments = a
 	res, err := s.Handle(context.Background(), req)
 	if err != nil || res.IsError {

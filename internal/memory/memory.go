@@ -63,15 +63,10 @@ const (
 	ErrorPrefix = "memory_error: "
 )
 
-// Defaults.
-const (
-	VirtualRoot           = "/memories"
-	DefaultToolName       = "memory"
-	DefaultMaxFileBytes   = int64(1 << 20)  // 1 MiB
-	DefaultMaxTotalBytes  = int64(64 << 20) // 64 MiB
-	DefaultTrashRetention = 7 * 24 * time.Hour
-	minNameRunes          = 2
-)
+// VirtualRoot is the directory the agent sees its memory files under. The defaults of
+// the tool's name and limits are the contract's (adapterconfig.DefaultMemoryToolName,
+// …): the operator describes the tool from them without linking the store.
+const VirtualRoot = "/memories"
 
 // Names inside Config.Root.
 const (
@@ -88,14 +83,11 @@ const (
 // AllCommands lists the memory tool's commands in their documented order.
 var AllCommands = []string{CmdView, CmdCreate, CmdStrReplace, CmdInsert, CmdDelete, CmdRename}
 
-// DefaultConfirmCommands are the commands that need "confirm": true when Guard.ConfirmCommands is nil.
-var DefaultConfirmCommands = []string{CmdDelete, CmdRename, CmdStrReplace}
-
 // Guard is the policy that stands between the agent and the files.
 type Guard struct {
 	// AllowedCommands is a subset of AllCommands; empty means all.
 	AllowedCommands []string
-	// ConfirmCommands need "confirm": true in the call. nil means DefaultConfirmCommands;
+	// ConfirmCommands need "confirm": true in the call. nil means adapterconfig.DefaultMemoryConfirmCommands;
 	// a non-nil empty slice means no command needs confirmation. create over an existing
 	// file (an overwrite) needs confirmation when create or str_replace is listed.
 	ConfirmCommands []string
@@ -144,7 +136,9 @@ func ConfigFrom(m *adapterconfig.MemoryConfig) Config {
 // mutations are serialised (a mutex, plus a lock file across processes); reads
 // take no lock, since every write replaces a file atomically.
 type Store struct {
-	cfg      Config
+	cfg Config
+	// tool is the tool cfg shapes; allowed and confirm hold its commands.
+	tool     adapterconfig.MemoryTool
 	allowed  map[string]bool
 	confirm  map[string]bool
 	root     string // absolute Config.Root
@@ -172,63 +166,37 @@ type Store struct {
 // newGuard applies the config's defaults and builds the guard part of a Store, without
 // touching any file.
 func newGuard(cfg Config) (*Store, error) {
-	if cfg.ToolName == "" {
-		cfg.ToolName = DefaultToolName
+	tool, err := adapterconfig.NewMemoryTool(cfg.contract())
+	if err != nil {
+		return nil, err
 	}
-	g := &cfg.Guard
-	if g.MaxFileBytes < 0 || g.MaxTotalBytes < 0 || g.TrashRetention < 0 {
-		return nil, errors.New("memory: guard limits must not be negative")
-	}
-	if g.MaxFileBytes == 0 {
-		g.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if g.MaxTotalBytes == 0 {
-		g.MaxTotalBytes = DefaultMaxTotalBytes
-	}
-	if g.TrashRetention == 0 {
-		g.TrashRetention = DefaultTrashRetention
-	}
-	if g.ConfirmCommands == nil {
-		g.ConfirmCommands = slices.Clone(DefaultConfirmCommands)
-	}
+	cfg.ToolName = tool.Name
+	cfg.Guard.MaxFileBytes, cfg.Guard.MaxTotalBytes, cfg.Guard.TrashRetention = tool.MaxFileBytes, tool.MaxTotalBytes, tool.TrashRetention
+	cfg.Guard.ConfirmCommands = tool.Confirm
 	s := &Store{
 		cfg:        cfg,
+		tool:       tool,
 		allowed:    map[string]bool{},
 		confirm:    map[string]bool{},
 		now:        time.Now,
 		purgeEvery: time.Minute,
 	}
-	for _, c := range g.AllowedCommands {
-		if !slices.Contains(AllCommands, c) {
-			return nil, fmt.Errorf("memory: unknown command %q in AllowedCommands (known: %s)", c, strings.Join(AllCommands, ", "))
-		}
+	for _, c := range tool.Allowed {
 		s.allowed[c] = true
 	}
-	if len(g.AllowedCommands) == 0 {
-		for _, c := range AllCommands {
-			s.allowed[c] = true
-		}
-	}
-	if g.ReadOnly {
-		s.allowed = map[string]bool{CmdView: true}
-	}
-	for _, c := range g.ConfirmCommands {
-		if !slices.Contains(AllCommands, c) {
-			return nil, fmt.Errorf("memory: unknown command %q in ConfirmCommands (known: %s)", c, strings.Join(AllCommands, ", "))
-		}
+	for _, c := range tool.Confirm {
 		s.confirm[c] = true
 	}
 	return s, nil
 }
 
-// ToolDefinition is the tool a Store with cfg serves, for callers that describe the
-// tool without opening its files (the discovery catalog).
-func ToolDefinition(cfg Config) (mcp.Tool, error) {
-	s, err := newGuard(cfg)
-	if err != nil {
-		return mcp.Tool{}, err
-	}
-	return s.Tool(), nil
+// contract is cfg as the adapter's config (the contract) says it: the tool it shapes
+// is the contract's, so that the adapter and the operator describe it alike.
+func (cfg Config) contract() adapterconfig.MemoryConfig {
+	g := cfg.Guard
+	return adapterconfig.MemoryConfig{Root: cfg.Root, ToolName: cfg.ToolName, AllowedCommands: g.AllowedCommands,
+		ConfirmCommands: g.ConfirmCommands, ReadOnly: g.ReadOnly, MaxFileBytes: g.MaxFileBytes, MaxTotalBytes: g.MaxTotalBytes,
+		TrashRetention: adapterconfig.Duration{Duration: g.TrashRetention}}
 }
 
 // Open prepares the store's folder under cfg.Root (the memories and the trash, the lock
@@ -358,126 +326,10 @@ func (s *Store) Root() string { return s.root }
 func (s *Store) ToolName() string { return s.cfg.ToolName }
 
 // allowedList returns the allowed commands in documented order.
-func (s *Store) allowedList() []string {
-	var out []string
-	for _, c := range AllCommands {
-		if s.allowed[c] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func (s *Store) confirmList() []string {
-	var out []string
-	for _, c := range AllCommands {
-		if s.confirm[c] && s.allowed[c] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// overwriteNeedsConfirm reports whether create over an existing file needs "confirm": true.
-func (s *Store) overwriteNeedsConfirm() bool {
-	return s.confirm[CmdCreate] || s.confirm[CmdStrReplace]
-}
+func (s *Store) allowedList() []string { return s.tool.Allowed }
 
 // Tool returns the MCP tool definition, shaped by the guard.
-func (s *Store) Tool() mcp.Tool {
-	allowed := s.allowedList()
-	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
-	props := map[string]any{
-		"command": map[string]any{
-			"type":        "string",
-			"enum":        allowed,
-			"description": "The memory command to run.",
-		},
-		"path":      str("Path of the file or directory, starting with /memories (e.g. /memories/notes.md). Used by view, create, str_replace, insert and delete."),
-		"file_text": str("create: the full content of the file."),
-		"old_str":   str("str_replace: the exact text to replace; it must occur exactly once in the file."),
-		"new_str":   str("str_replace: the replacement text (empty deletes old_str)."),
-		"insert_line": map[string]any{
-			"type":        "integer",
-			"minimum":     0,
-			"description": "insert: insert after this line (0 = at the top).",
-		},
-		"insert_text": str("insert: the text to insert."),
-		"view_range": map[string]any{
-			"type":        "array",
-			"items":       map[string]any{"type": "integer"},
-			"minItems":    2,
-			"maxItems":    2,
-			"description": "view of a file: [start, end] line numbers, 1-based and inclusive; end -1 reads to the end.",
-		},
-		"old_path": str("rename: the existing path, starting with /memories."),
-		"new_path": str("rename: the new path, starting with /memories; it must not exist."),
-		"confirm": map[string]any{
-			"type":        "boolean",
-			"description": "Set to true only after the user has confirmed a destructive command (" + strings.Join(s.destructiveList(), ", ") + ").",
-		},
-	}
-	readOnly := s.cfg.Guard.ReadOnly
-	destructive := !readOnly
-	notOpenWorld := false
-	idempotent := readOnly
-	return mcp.Tool{
-		Name:        s.cfg.ToolName,
-		Description: s.description(),
-		InputSchema: mcp.ToolInputSchema{
-			Type:          "object",
-			Properties:    props,
-			Required:      []string{"command"},
-			PropertyOrder: []string{"command", "path", "file_text", "old_str", "new_str", "insert_line", "insert_text", "view_range", "old_path", "new_path", "confirm"},
-		},
-		Annotations: mcp.ToolAnnotation{
-			Title:           "Memory",
-			ReadOnlyHint:    &readOnly,
-			DestructiveHint: &destructive,
-			IdempotentHint:  &idempotent,
-			OpenWorldHint:   &notOpenWorld,
-		},
-	}
-}
-
-// destructiveList names the calls that need confirm: true, for the description.
-func (s *Store) destructiveList() []string {
-	out := s.confirmList()
-	if s.overwriteNeedsConfirm() && s.allowed[CmdCreate] {
-		out = append(out, "create over an existing file")
-	}
-	if len(out) == 0 {
-		return []string{"none in this configuration"}
-	}
-	return out
-}
-
-func (s *Store) description() string {
-	g := s.cfg.Guard
-	var b strings.Builder
-	b.WriteString("Persistent memory: text and markdown files under /memories that survive across conversations. ")
-	b.WriteString("Check it before starting a task and record progress and learnings as you go. ")
-	b.WriteString("Commands: view (a directory lists files up to 2 levels deep with sizes; a file shows numbered lines, view_range [start, end] with end -1 = to the end), ")
-	b.WriteString("create (write file_text to path, creating parent directories; over an existing file it replaces the whole file), ")
-	b.WriteString("str_replace (replace old_str, which must occur exactly once, by new_str), ")
-	b.WriteString("insert (insert insert_text after line insert_line, 0 = top), ")
-	b.WriteString("delete (move a file or an empty directory to the trash), ")
-	b.WriteString("rename (move old_path to new_path; never overwrites). ")
-	if g.ReadOnly {
-		b.WriteString("This memory is READ-ONLY: only view is allowed. ")
-	} else if len(s.allowedList()) < len(AllCommands) {
-		b.WriteString("Allowed commands here: " + strings.Join(s.allowedList(), ", ") + ". ")
-	}
-	if !g.ReadOnly {
-		b.WriteString("Destructive commands (" + strings.Join(s.destructiveList(), ", ") + `) are refused unless the call carries "confirm": true: `)
-		b.WriteString("check with the user first, then repeat the same call with confirm: true. ")
-	}
-	fmt.Fprintf(&b, "Refused: paths outside /memories, '..' segments, backslashes, percent-encoding, control characters, wildcards (* ? [), "+
-		"hidden names (leading dot), names shorter than %d characters, /memories itself as a target, symlinks that lead outside, "+
-		"deleting a non-empty directory, files over %s, a total over %s. ", minNameRunes, formatLimit(g.MaxFileBytes), formatLimit(g.MaxTotalBytes))
-	fmt.Fprintf(&b, "Nothing is lost: replaced, renamed or deleted content is kept in a trash for %s and every change is journaled.", formatDuration(g.TrashRetention))
-	return b.String()
-}
+func (s *Store) Tool() mcp.Tool { return s.tool.Definition() }
 
 // Handle is the MCP tool handler. Tool failures are results with isError set
 // and a nil Go error; their text begins with RefusedPrefix or ErrorPrefix.
@@ -556,29 +408,4 @@ func refusef(format string, a ...any) error {
 
 func failf(format string, a ...any) error {
 	return &toolError{ErrorPrefix + fmt.Sprintf(format, a...)}
-}
-
-func formatLimit(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}
-
-func formatDuration(d time.Duration) string {
-	switch {
-	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
-		if d == 24*time.Hour {
-			return "1 day"
-		}
-		return fmt.Sprintf("%d days", d/(24*time.Hour))
-	case d >= time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%d hours", d/time.Hour)
-	default:
-		return d.String()
-	}
 }

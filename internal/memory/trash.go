@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The trash: the previous content of every file a mutation deletes, overwrites, edits
@@ -183,7 +185,7 @@ func (s *Store) Restore(trashID string) (string, error) {
 	err := s.mutate(func() (*JournalEntry, error) {
 		e, err := s.readTrashMeta(trashID)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("trash entry %s not found (purged after %s, or already restored)", trashID, formatDuration(s.cfg.Guard.TrashRetention))
+			return nil, fmt.Errorf("trash entry %s not found (purged after %s, or already restored)", trashID, adapterconfig.MemoryDuration(s.cfg.Guard.TrashRetention))
 		}
 		if err != nil {
 			return nil, err

@@ -16,7 +16,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // ContentMountPath is where the kubernetes runtime mounts the content files (the
@@ -188,11 +188,11 @@ func (c *Content) Apply(cfg *adapterconfig.Config, contentDir string) {
 }
 
 // SkillManifestDigest is the digest of a skill's manifest: "sha256:" and the item
-// digest (mcpclient.SkillKind) of SkillManifest. Any change to a file's bytes or name,
+// digest (definition.SkillKind) of SkillManifest. Any change to a file's bytes or name,
 // to the set of files or to the frontmatter changes it; the status shows it, and the
 // verification of the pods computes it again from what they list.
 func SkillManifestDigest(skillPath string, frontmatter json.RawMessage, files []adapterconfig.SkillFile) string {
-	digest, err := mcpclient.SkillKind.Digest(SkillManifest(skillPath, frontmatter, files))
+	digest, err := definition.SkillKind.Digest(SkillManifest(skillPath, frontmatter, files))
 	if err != nil {
 		panic("render: digest a skill's manifest: " + err.Error())
 	}

@@ -15,7 +15,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // ImportFilesDir is where the adapter reads the header values and CA bundles of the
@@ -180,7 +180,7 @@ func remoteDefinition(d cantusv1alpha1.DiscoveredTool, inputSchema json.RawMessa
 		delete(members, "name")
 	}
 	if d.Approval == cantusv1alpha1.ItemApproved {
-		members = approvedMembers(mcpclient.ToolKind, members)
+		members = approvedMembers(definition.ToolKind, members)
 	}
 	setString := func(name, value string) {
 		if value != "" {
@@ -207,7 +207,7 @@ func remoteDefinition(d cantusv1alpha1.DiscoveredTool, inputSchema json.RawMessa
 // approvedMembers are the members of an approved item's definition that its kind
 // digests: what is served of an approved item is what was approved, so a member no
 // digest covers (one the operator does not know yet, a resource's size) is dropped.
-func approvedMembers(kind mcpclient.ItemKind, members map[string]json.RawMessage) map[string]json.RawMessage {
+func approvedMembers(kind definition.ItemKind, members map[string]json.RawMessage) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(members))
 	for _, m := range kind.Members {
 		if v, ok := members[m]; ok {
@@ -218,14 +218,14 @@ func approvedMembers(kind mcpclient.ItemKind, members map[string]json.RawMessage
 }
 
 // approvedContentKinds are the kinds of content by the label definitionOf is given.
-var approvedContentKinds = map[string]mcpclient.ItemKind{
-	mcpclient.PromptKind.Name: mcpclient.PromptKind, mcpclient.ResourceKind.Name: mcpclient.ResourceKind,
-	mcpclient.ResourceTemplateKind.Name: mcpclient.ResourceTemplateKind, mcpclient.SkillKind.Name: mcpclient.SkillKind,
+var approvedContentKinds = map[string]definition.ItemKind{
+	definition.PromptKind.Name: definition.PromptKind, definition.ResourceKind.Name: definition.ResourceKind,
+	definition.ResourceTemplateKind.Name: definition.ResourceTemplateKind, definition.SkillKind.Name: definition.SkillKind,
 }
 
 // approvedDefinition is what a gateway serves of an approved prompt, resource, resource
 // template or skill (label its kind's name): exactly the members its digest covers, as
-// their canonical JSON (mcpclient.ItemKind.Served), so that one digest is served as one
+// their canonical JSON (definition.ItemKind.Served), so that one digest is served as one
 // definition. A definition that is not an object is served as is (the adapter's check
 // refuses it).
 func approvedDefinition(label string, def json.RawMessage) json.RawMessage {

@@ -9,7 +9,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/definition"
 )
 
 // A gateway re-exports its imports' prompts, resources and resource templates beside
@@ -217,7 +217,7 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 // reached directly (the stdio bridge passes no notifications outside a request on).
 func offersSubscriptions(imp *cantusv1alpha1.RemoteToolImport) bool {
 	return imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio && imp.Status.ServerInfo != nil &&
-		slices.Contains(imp.Status.ServerInfo.Capabilities, mcpclient.CapabilityResourcesSubscribe)
+		slices.Contains(imp.Status.ServerInfo.Capabilities, definition.CapabilityResourcesSubscribe)
 }
 
 // contentKindCandidates are the candidates of one kind, by served key, in the order
