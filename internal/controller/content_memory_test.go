@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +12,15 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -161,4 +168,97 @@ func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, key, shard)).To(Succeed())
 	g.Expect(k8sClient.Delete(ctx, shard)).To(Succeed())
 	g.Eventually(shardData).Should(Equal(wantData), "a deleted shard is written again")
+}
+
+// requestLog records the API requests a manager sends that write, by method and path.
+type requestLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			l.mu.Lock()
+			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
+			l.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (l *requestLog) of(ns string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, w := range l.writes {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// startContentManager runs a manager with the kubernetes runtime as cmd/manager sets it
+// up, its requests logged, until stop is called or the test ends.
+func startContentManager(t *testing.T, log *requestLog) (stop func()) {
+	t.Helper()
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WrapTransport = log.wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      CacheOptions(), Client: ClientOptions(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := workload.NewKubernetes(ChildClient(mgr), "example.com/cantus:test", "cluster.local")
+	kube.APIReader = mgr.GetAPIReader()
+	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}
+	if err := r.UseContentCache(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A restarted operator (empty caches, no render remembered) reads the content once and
+// rewrites nothing: its shards and adapter config hold what it would write, which it
+// tells by the digest of their data since its cache holds none.
+func TestRestartedManagerRewritesNoContent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	first := &requestLog{}
+	stop := startContentManager(t, first)
+	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.ObservedGeneration", int64(1)))
+	g.Eventually(func() error {
+		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-1"}, &corev1.ConfigMap{})
+	}).Should(Succeed(), "two shards: a file larger than a shard gets one of its own")
+	time.Sleep(2 * time.Second) // the reconciles the children's events start
+	g.Expect(first.of(ns)).NotTo(BeEmpty())
+	stop()
+
+	restarted := &requestLog{}
+	startContentManager(t, restarted)
+	time.Sleep(5 * time.Second)
+	g.Expect(restarted.of(ns)).To(BeEmpty(), "a restarted manager rewrote unchanged children")
 }

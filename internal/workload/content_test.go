@@ -147,3 +147,22 @@ func TestDataDigestTellsConfigMapsApart(t *testing.T) {
 		t.Error("nil and empty maps differ")
 	}
 }
+
+// WithoutConfigMapData keeps the digest of the data it dropped when applied again, as
+// client-go does to what a streamed initial list brought; a ConfigMap with data gets the
+// digest of its own, whatever annotation it carried.
+func TestWithoutConfigMapDataIsIdempotent(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCachedDataDigest: "sha256:planted"}},
+		Data:       map[string]string{"a": "b"}, BinaryData: map[string][]byte{"c": {1}},
+	}
+	want := DataDigest(cm.Data, cm.BinaryData)
+	for range 2 {
+		if _, err := WithoutConfigMapData(cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data != nil || cm.BinaryData != nil || cm.Annotations[AnnotationCachedDataDigest] != want {
+			t.Fatalf("after the transform: data %v, binaryData %v, digest %q; want no data and %q", cm.Data, cm.BinaryData, cm.Annotations[AnnotationCachedDataDigest], want)
+		}
+	}
+}
