@@ -262,3 +262,37 @@ func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	g.Expect(restarted.of(ns)).To(BeEmpty(), "a restarted manager rewrote unchanged children")
 }
+
+// The bodies read and held at once, over every SkillServer reconciled in parallel, are
+// bounded by as many ConfigMaps as one server's largest content: a server naming more
+// takes the whole share, and the next read waits until it is given back.
+func TestContentReadsAreBoundedAcrossServers(t *testing.T) {
+	var renders contentRenders
+	ctx := context.Background()
+	release, err := renders.acquire(ctx, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := renders.acquire(waiting, 1); err == nil {
+		t.Fatal("a read went past the bound")
+	}
+	release()
+	release() // giving back twice gives back once
+	first, err := renders.acquire(ctx, maxContentReads-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := renders.acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := renders.acquire(waiting, 1); err == nil {
+		t.Fatal("a read went past the bound after giving back twice")
+	}
+	first()
+	second()
+}

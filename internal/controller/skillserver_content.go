@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -96,6 +97,7 @@ func (r *SkillServerReconciler) renderContent(ctx context.Context, ss *cantusv1a
 	}
 	setContentValid(ss, rendered.problems)
 	if len(rendered.problems) > 0 {
+		rendered.done()
 		clearStalled(ss)
 		return contentRender{}, false, nil
 	}
@@ -121,6 +123,15 @@ type contentRender struct {
 	problems []render.ContentProblem
 	// unread: content.Files hold the digests of the files, not their bytes.
 	unread bool
+	// release gives back the share of contentRenders.reads the read took (nil: none).
+	release func()
+}
+
+// done says that the bytes the render read are no longer needed.
+func (c contentRender) done() {
+	if c.release != nil {
+		c.release()
+	}
 }
 
 // contentOf renders the SkillServer's content from the bodies of its ConfigMaps, read
@@ -139,17 +150,32 @@ func (r *SkillServerReconciler) contentOf(ctx context.Context, ss *cantusv1alpha
 	if last, ok := r.contentRenders.recall(key, sources); ok {
 		return last, nil
 	}
-	in, read, err := r.readContent(ctx, ss, versions)
+	release, err := r.contentRenders.acquire(ctx, labelledCount(versions))
 	if err != nil {
-		return contentRender{}, err
+		return contentRender{}, fmt.Errorf("wait to read the content ConfigMaps: %w", err)
 	}
-	if sources, err = contentSources(ss, read); err != nil {
+	in, read, err := r.readContent(ctx, ss, versions)
+	if err == nil {
+		sources, err = contentSources(ss, read)
+	}
+	if err != nil {
+		release()
 		return contentRender{}, err
 	}
 	content, problems := render.RenderContent(ss, in)
-	rendered := contentRender{sources: sources, content: content, problems: problems}
+	rendered := contentRender{sources: sources, content: content, problems: problems, release: release}
 	r.contentRenders.remember(key, rendered)
 	return rendered, nil
+}
+
+func labelledCount(versions map[string]contentVersion) int64 {
+	var n int64
+	for _, v := range versions {
+		if v.labelled {
+			n++
+		}
+	}
+	return n
 }
 
 // contentVersion is what the metadata says of a content ConfigMap: absent, present
@@ -266,9 +292,40 @@ func (r *SkillServerReconciler) bodyReader() client.Reader {
 // contentRenders remember the last render of each SkillServer's content, without the
 // files' bytes: one entry per SkillServer (the config entries, digests and status
 // entries it rendered, not what they hold), dropped when the SkillServer goes.
+//
+// They also bound the bodies read and held at once by all the SkillServers reconciled
+// in parallel: a reconcile holds the bodies it read (at most 1 MiB each) until its
+// children are applied, and many tenants' servers changing at once, or every server
+// after a restart, must not add up to more than the manager's memory.
 type contentRenders struct {
 	mu      sync.Mutex
 	renders map[types.NamespacedName]contentRender
+	reads   *semaphore.Weighted
+}
+
+// maxContentReads is how many content ConfigMaps (of at most 1 MiB) may be read and held
+// at once: as many as the largest content one server may serve (64 MiB). A server naming
+// more waits until it may read as many, and then reads them all.
+const maxContentReads = adapterconfig.MaxContentBytes >> 20
+
+// acquire waits until n more ConfigMaps may be read and held (at most maxContentReads),
+// and returns the function that gives them back.
+func (c *contentRenders) acquire(ctx context.Context, n int64) (func(), error) {
+	n = min(n, maxContentReads)
+	if n == 0 {
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	if c.reads == nil {
+		c.reads = semaphore.NewWeighted(maxContentReads)
+	}
+	reads := c.reads
+	c.mu.Unlock()
+	if err := reads.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { reads.Release(n) }) }, nil
 }
 
 func (c *contentRenders) recall(key types.NamespacedName, sources string) (contentRender, bool) {
@@ -283,7 +340,7 @@ func (c *contentRenders) remember(key types.NamespacedName, rendered contentRend
 	for digest := range rendered.content.Files {
 		rendered.content.Files[digest] = nil
 	}
-	rendered.unread = true
+	rendered.unread, rendered.release = true, nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.renders == nil {
@@ -314,6 +371,7 @@ func (r *SkillServerReconciler) applyWorkload(ctx context.Context, desired workl
 	if err != nil {
 		return workload.Observation{}, err
 	}
+	defer reread.done()
 	if len(reread.problems) > 0 || !sameFiles(reread.content.Files, rendered.content.Files) {
 		// Changed since it was rendered: the event about the change reconciles again.
 		return workload.Observation{}, errors.New("a content ConfigMap changed while it was applied")
