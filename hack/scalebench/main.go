@@ -269,6 +269,9 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("manager memory: RSS %d MiB, peak %d MiB\n", rss>>10, peak>>10)
+	if err := printHeap(mgr); err != nil {
+		return err
+	}
 	if mib := o.content.total(); mib > 0 {
 		fmt.Printf("  with %d MiB of content (and as much again in the operator's shards): RSS %.2f MiB per MiB of content; compare a run without -content for what the content adds\n",
 			mib, float64(rss>>10)/float64(mib))
@@ -334,6 +337,9 @@ func restart(ctx context.Context, o options, admin *envtest.AuthenticatedUser) e
 	}
 	fmt.Printf("restart: a new manager reconciled every SkillServer and import within %s of its start, then made %.0f API writes in all (10 s later) and %.0f GETs; RSS %d MiB, peak %d MiB\n",
 		lookedAt.Round(time.Millisecond), writes, reads, rss>>10, peak>>10)
+	if err := printHeap(mgr); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -687,7 +693,7 @@ func (m *managerProcess) sum(metric string, match func(labels string) bool) (flo
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, metric+"{") || !match(line[len(metric):strings.LastIndex(line, " ")]) {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") || !match(line[len(metric):strings.LastIndex(line, " ")]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
@@ -697,6 +703,21 @@ func (m *managerProcess) sum(metric string, match func(labels string) bool) (flo
 		total += v
 	}
 	return total, sc.Err()
+}
+
+// printHeap prints the Go heap the manager's objects occupy (as of its last garbage
+// collection) and the heap it holds from the OS: what RSS holds beyond the first is
+// freed memory the runtime has not given back yet.
+func printHeap(m *managerProcess) error {
+	var v [2]float64
+	for i, metric := range []string{"go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes"} {
+		var err error
+		if v[i], err = m.sum(metric, func(string) bool { return true }); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("  Go heap: %.0f MiB of objects, %.0f MiB in use\n", v[0]/(1<<20), v[1]/(1<<20))
+	return nil
 }
 
 // memory reads the manager's resident and peak resident set sizes in KiB.
