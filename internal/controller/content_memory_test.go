@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -295,4 +297,47 @@ func TestContentReadsAreBoundedAcrossServers(t *testing.T) {
 	}
 	first()
 	second()
+}
+
+// R9: a spec may name up to 320 ConfigMaps of 1 MiB. Their bodies are read one after the
+// other, keeping only the keys the spec reads, and the reading stops once those hold
+// more than the 64 MiB an adapter serves: the content is refused without all of them
+// in memory, and not read again until one of them changes.
+func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	reads := &bodyReads{}
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		reads.Reader = r.APIReader
+		r.APIReader = reads
+	})
+	ss := newSkillServer(ns, "hoard")
+	const configMaps = 70
+	for i := range configMaps {
+		name := fmt.Sprintf("blob-%02d", i)
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{cantusv1alpha1.ContentLabel: "true"}},
+			BinaryData: map[string][]byte{"blob": bytes.Repeat([]byte{byte(i)}, 1000<<10), "unread": bytes.Repeat([]byte{1}, 20<<10)},
+		}
+		g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+		ss.Spec.Resources = append(ss.Spec.Resources, cantusv1alpha1.ServedResource{
+			URI: fmt.Sprintf("blobs://%d", i), Name: name, ConfigMapKeyRef: &cantusv1alpha1.ContentKeyRef{Name: name, Key: "blob"},
+		})
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "hoard"), 60*time.Second).Should(
+		haveCondition(conditionContentValid, metav1.ConditionFalse, render.ReasonInvalidContent))
+	got, _ := getSkillServer(ctx, ns, "hoard")()
+	g.Expect(findCondition(got, conditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
+	total := func() int {
+		n := 0
+		for i := range configMaps {
+			n += reads.of(crclient.ObjectKey{Namespace: ns, Name: fmt.Sprintf("blob-%02d", i)})
+		}
+		return n
+	}
+	// 1000 KiB kept of each (not the 20 KiB the spec does not read): the 66th goes past.
+	g.Expect(total()).To(Equal(66), "the bodies read")
+	g.Consistently(total, 2*time.Second).Should(Equal(66), "read again although none changed")
 }

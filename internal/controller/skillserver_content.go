@@ -154,7 +154,7 @@ func (r *SkillServerReconciler) contentOf(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return contentRender{}, fmt.Errorf("wait to read the content ConfigMaps: %w", err)
 	}
-	in, read, err := r.readContent(ctx, ss, versions)
+	in, read, tooMuch, err := r.readContent(ctx, ss, versions)
 	if err == nil {
 		sources, err = contentSources(ss, read)
 	}
@@ -162,8 +162,12 @@ func (r *SkillServerReconciler) contentOf(ctx context.Context, ss *cantusv1alpha
 		release()
 		return contentRender{}, err
 	}
-	content, problems := render.RenderContent(ss, in)
-	rendered := contentRender{sources: sources, content: content, problems: problems, release: release}
+	rendered := contentRender{sources: sources, release: release}
+	if tooMuch != nil {
+		rendered.problems = []render.ContentProblem{*tooMuch}
+	} else {
+		rendered.content, rendered.problems = render.RenderContent(ss, in)
+	}
 	r.contentRenders.remember(key, rendered)
 	return rendered, nil
 }
@@ -224,13 +228,18 @@ func (r *SkillServerReconciler) contentVersions(ctx context.Context, ss *cantusv
 	return versions, nil
 }
 
-// readContent reads the bodies of the labelled ConfigMaps from the API server, and
-// returns them with what it found: a ConfigMap may have changed since the metadata
-// was read.
-func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (render.ContentInputs, map[string]contentVersion, error) {
+// readContent reads the bodies of the labelled ConfigMaps from the API server, one after
+// the other, keeping only the keys the spec reads of each, and returns them with what it
+// found: a ConfigMap may have changed since the metadata was read. It stops with a
+// problem once what it keeps exceeds what an adapter serves: a spec may name 320
+// ConfigMaps of 1 MiB, and rendering them only to refuse them would hold them all.
+func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (render.ContentInputs, map[string]contentVersion, *render.ContentProblem, error) {
 	in := render.ContentInputs{ConfigMaps: map[string]*corev1.ConfigMap{}, Unlabelled: map[string]bool{}}
 	read := make(map[string]contentVersion, len(versions))
-	for name, v := range versions {
+	keys := keysRead(&ss.Spec)
+	held := 0
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		v := versions[name]
 		if !v.labelled {
 			if v.found {
 				in.Unlabelled[name] = true
@@ -245,16 +254,86 @@ func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alp
 			read[name] = contentVersion{}
 			continue
 		case err != nil:
-			return in, nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
+			return in, nil, nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
 		}
 		read[name] = versionOf(cm)
-		if read[name].labelled {
-			in.ConfigMaps[name] = cm
-		} else {
+		if !read[name].labelled {
 			in.Unlabelled[name] = true
+			continue
+		}
+		held += keepOnly(cm, keys[name])
+		in.ConfigMaps[name] = cm
+		if held > adapterconfig.MaxContentBytes {
+			for rest, v := range versions {
+				if _, done := read[rest]; !done {
+					read[rest] = v // as its metadata says: a change to it reads them again
+				}
+			}
+			return in, read, &render.ContentProblem{Reason: render.ReasonInvalidContent, Message: fmt.Sprintf(
+				"the keys the spec reads of its content ConfigMaps hold more than the %d MiB an adapter serves (%d MiB in the first %d of %d, by name)",
+				adapterconfig.MaxContentBytes>>20, held>>20, len(in.ConfigMaps), labelledCount(versions))}, nil
 		}
 	}
-	return in, read, nil
+	return in, read, nil, nil
+}
+
+// keySet is the keys the spec reads of one ConfigMap: all of them, or those named.
+type keySet struct {
+	all  bool
+	keys map[string]bool
+}
+
+// keysRead are the keys the spec reads of each ConfigMap: every key of a skill's
+// ConfigMap without items, the items' keys, a resource's key.
+func keysRead(spec *cantusv1alpha1.SkillServerSpec) map[string]keySet {
+	out := map[string]keySet{}
+	add := func(name string, all bool, keys ...string) {
+		set := out[name]
+		set.all = set.all || all
+		if set.keys == nil {
+			set.keys = map[string]bool{}
+		}
+		for _, k := range keys {
+			set.keys[k] = true
+		}
+		out[name] = set
+	}
+	for _, s := range spec.AgentSkills {
+		if s.ConfigMap == nil {
+			continue
+		}
+		keys := make([]string, 0, len(s.ConfigMap.Items))
+		for _, item := range s.ConfigMap.Items {
+			keys = append(keys, item.Key)
+		}
+		add(s.ConfigMap.Name, len(keys) == 0, keys...)
+	}
+	for _, r := range spec.Resources {
+		if r.ConfigMapKeyRef != nil {
+			add(r.ConfigMapKeyRef.Name, false, r.ConfigMapKeyRef.Key)
+		}
+	}
+	return out
+}
+
+// keepOnly drops the keys of cm the spec does not read and returns the bytes it keeps.
+func keepOnly(cm *corev1.ConfigMap, keys keySet) int {
+	held := 0
+	for k, v := range cm.Data {
+		if !keys.all && !keys.keys[k] {
+			delete(cm.Data, k)
+			continue
+		}
+		held += len(v)
+	}
+	for k, v := range cm.BinaryData {
+		if !keys.all && !keys.keys[k] {
+			delete(cm.BinaryData, k)
+			continue
+		}
+		held += len(v)
+	}
+	return held
 }
 
 // contentSources names what a render of the content reads: the spec's content fields
