@@ -78,6 +78,10 @@ type options struct {
 	memoryLimit      string
 	managerArgs      string
 	restart          bool
+	// content is what the first servers serve from ConfigMaps (contentSpec); etcdQuota
+	// is etcd's --quota-backend-bytes, raised for it.
+	content   contentSpec
+	etcdQuota string
 }
 
 func main() {
@@ -94,6 +98,8 @@ func main() {
 	flag.StringVar(&o.apiserverProfile, "apiserver-cpuprofile", "", "write CPU profiles of kube-apiserver to this path with .yardstick and .operator appended: 4 s of the yardstick, 15 s of the manager bringing the SkillServers up")
 	flag.DurationVar(&pollEvery, "poll", pollEvery, "how often to look at what the bench waits for (its own watch cache, or the manager's metrics)")
 	flag.BoolVar(&o.restart, "restart", false, "after the idle time, start a new manager on the settled objects and print how long it takes to reconcile each once, and what it writes")
+	flag.Var(&o.content, "content", "content the first servers serve as agent skills from ConfigMaps of about 1 MiB each: comma-separated COUNTxMIB, e.g. 100x1,4x64 (100 servers with 1 MiB, then 4 with 64 MiB, the most one server may serve)")
+	flag.StringVar(&o.etcdQuota, "etcd-quota", "", "etcd's --quota-backend-bytes (e.g. 8Gi) for runs with much content; empty is etcd's default of 2 GiB")
 	flag.Parse()
 	// The bench's own watch cache logs its reconnects; they are not what is measured.
 	ctrllog.SetLogger(logr.Discard())
@@ -105,8 +111,19 @@ func main() {
 
 func run(o options) error {
 	ctx := context.Background()
+	if o.content.servers() > o.servers {
+		return fmt.Errorf("-content names %d servers, more than -servers %d", o.content.servers(), o.servers)
+	}
+	etcdFlags := map[string]string{}
+	if o.etcdQuota != "" {
+		quota, err := resource.ParseQuantity(o.etcdQuota)
+		if err != nil {
+			return fmt.Errorf("-etcd-quota: %w", err)
+		}
+		etcdFlags["quota-backend-bytes"] = strconv.FormatInt(quota.Value(), 10)
+	}
 	// Every SkillServer has a Service; envtest's default service range holds 250.
-	env, _, err := testenv.StartWithAPIServerFlags(map[string]string{"service-cluster-ip-range": "10.96.0.0/16"})
+	env, _, err := testenv.StartWithFlags(map[string]string{"service-cluster-ip-range": "10.96.0.0/16"}, etcdFlags)
 	if err != nil {
 		return err
 	}
@@ -161,12 +178,19 @@ func run(o options) error {
 	// operator's pace, not the pace of one client creating them.
 	start := time.Now()
 	for i := range o.servers {
-		if err := c.Create(ctx, skillServer(i)); err != nil {
+		ss := skillServer(i)
+		if err := createContent(ctx, c, ss, o.content.mibOf(i)); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, ss); err != nil {
 			return fmt.Errorf("create SkillServer %d: %w", i, err)
 		}
 	}
 	created := time.Since(start)
 	fmt.Printf("SkillServers: %d created in %s by one client (%.0f creates/s)\n", o.servers, created.Round(time.Millisecond), float64(o.servers)/created.Seconds())
+	if mib := o.content.total(); mib > 0 {
+		fmt.Printf("content: %s: %d MiB in %d ConfigMaps of about 1 MiB, labelled %s=true, before the manager starts\n", o.content.String(), mib, mib, cantusv1alpha1.ContentLabel)
+	}
 
 	waitForAQuietAPIServer()
 	start = time.Now()
@@ -245,6 +269,13 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("manager memory: RSS %d MiB, peak %d MiB\n", rss>>10, peak>>10)
+	if err := printHeap(mgr); err != nil {
+		return err
+	}
+	if mib := o.content.total(); mib > 0 {
+		fmt.Printf("  with %d MiB of content (and as much again in the operator's shards): RSS %.2f MiB per MiB of content; compare a run without -content for what the content adds\n",
+			mib, float64(rss>>10)/float64(mib))
+	}
 	if o.heapprofile != "" {
 		if err := mgr.profile("heap", o.heapprofile); err != nil {
 			return err
@@ -296,12 +327,19 @@ func restart(ctx context.Context, o options, admin *envtest.AuthenticatedUser) e
 	if err != nil {
 		return err
 	}
-	rss, _, err := mgr.memory()
+	rss, peak, err := mgr.memory()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("restart: a new manager reconciled every SkillServer and import within %s of its start, then made %.0f API writes in all (10 s later); RSS %d MiB\n",
-		lookedAt.Round(time.Millisecond), writes, rss>>10)
+	reads, err := mgr.requests("GET")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("restart: a new manager reconciled every SkillServer and import within %s of its start, then made %.0f API writes in all (10 s later) and %.0f GETs; RSS %d MiB, peak %d MiB\n",
+		lookedAt.Round(time.Millisecond), writes, reads, rss>>10, peak>>10)
+	if err := printHeap(mgr); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -655,7 +693,7 @@ func (m *managerProcess) sum(metric string, match func(labels string) bool) (flo
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, metric+"{") || !match(line[len(metric):strings.LastIndex(line, " ")]) {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") || !match(line[len(metric):strings.LastIndex(line, " ")]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
@@ -665,6 +703,29 @@ func (m *managerProcess) sum(metric string, match func(labels string) bool) (flo
 		total += v
 	}
 	return total, sc.Err()
+}
+
+// printHeap prints the Go heap the manager's objects occupy right after a garbage
+// collection, and the heap it holds from the OS: what RSS holds beyond the first is
+// freed memory the runtime has not given back yet (it does so slowly, in the
+// background).
+func printHeap(m *managerProcess) error {
+	// Asking for a heap profile with gc=1 collects first; the profile is not needed.
+	resp, err := http.Get(m.pprof + "heap?gc=1")
+	if err != nil {
+		return fmt.Errorf("collect the manager's garbage: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	var v [2]float64
+	for i, metric := range []string{"go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes"} {
+		var err error
+		if v[i], err = m.sum(metric, func(string) bool { return true }); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("  Go heap after a collection: %.0f MiB of objects, %.0f MiB in use\n", v[0]/(1<<20), v[1]/(1<<20))
+	return nil
 }
 
 // memory reads the manager's resident and peak resident set sizes in KiB.

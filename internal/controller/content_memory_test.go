@@ -3,6 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +13,16 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -161,4 +170,174 @@ func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, key, shard)).To(Succeed())
 	g.Expect(k8sClient.Delete(ctx, shard)).To(Succeed())
 	g.Eventually(shardData).Should(Equal(wantData), "a deleted shard is written again")
+}
+
+// requestLog records the API requests a manager sends that write, by method and path.
+type requestLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			l.mu.Lock()
+			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
+			l.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (l *requestLog) of(ns string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, w := range l.writes {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// startContentManager runs a manager with the kubernetes runtime as cmd/manager sets it
+// up, its requests logged, until stop is called or the test ends.
+func startContentManager(t *testing.T, log *requestLog) (stop func()) {
+	t.Helper()
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WrapTransport = log.wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      CacheOptions(), Client: ClientOptions(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := workload.NewKubernetes(ChildClient(mgr), "example.com/cantus:test", "cluster.local")
+	kube.APIReader = mgr.GetAPIReader()
+	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}
+	if err := r.UseContentCache(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A restarted operator (empty caches, no render remembered) reads the content once and
+// rewrites nothing: its shards and adapter config hold what it would write, which it
+// tells by the digest of their data since its cache holds none.
+func TestRestartedManagerRewritesNoContent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	first := &requestLog{}
+	stop := startContentManager(t, first)
+	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.ObservedGeneration", int64(1)))
+	g.Eventually(func() error {
+		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-1"}, &corev1.ConfigMap{})
+	}).Should(Succeed(), "two shards: a file larger than a shard gets one of its own")
+	time.Sleep(2 * time.Second) // the reconciles the children's events start
+	g.Expect(first.of(ns)).NotTo(BeEmpty())
+	stop()
+
+	restarted := &requestLog{}
+	startContentManager(t, restarted)
+	time.Sleep(5 * time.Second)
+	g.Expect(restarted.of(ns)).To(BeEmpty(), "a restarted manager rewrote unchanged children")
+}
+
+// The bodies read and held at once, over every SkillServer reconciled in parallel, are
+// bounded by as many ConfigMaps as one server's largest content: a server naming more
+// takes the whole share, and the next read waits until it is given back.
+func TestContentReadsAreBoundedAcrossServers(t *testing.T) {
+	var renders contentRenders
+	ctx := context.Background()
+	release, err := renders.acquire(ctx, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := renders.acquire(waiting, 1); err == nil {
+		t.Fatal("a read went past the bound")
+	}
+	release()
+	release() // giving back twice gives back once
+	first, err := renders.acquire(ctx, maxContentReads-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := renders.acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := renders.acquire(waiting, 1); err == nil {
+		t.Fatal("a read went past the bound after giving back twice")
+	}
+	first()
+	second()
+}
+
+// R9: a spec may name up to 320 ConfigMaps of 1 MiB. Their bodies are read one after the
+// other, keeping only the keys the spec reads, and the reading stops once those hold
+// more than the 64 MiB an adapter serves: the content is refused without all of them
+// in memory, and not read again until one of them changes.
+func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	reads := &bodyReads{}
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		reads.Reader = r.APIReader
+		r.APIReader = reads
+	})
+	ss := newSkillServer(ns, "hoard")
+	const configMaps = 70
+	for i := range configMaps {
+		name := fmt.Sprintf("blob-%02d", i)
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{cantusv1alpha1.ContentLabel: "true"}},
+			BinaryData: map[string][]byte{"blob": bytes.Repeat([]byte{byte(i)}, 1000<<10), "unread": bytes.Repeat([]byte{1}, 20<<10)},
+		}
+		g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
+		ss.Spec.Resources = append(ss.Spec.Resources, cantusv1alpha1.ServedResource{
+			URI: fmt.Sprintf("blobs://%d", i), Name: name, ConfigMapKeyRef: &cantusv1alpha1.ContentKeyRef{Name: name, Key: "blob"},
+		})
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "hoard"), 60*time.Second).Should(
+		haveCondition(conditionContentValid, metav1.ConditionFalse, render.ReasonInvalidContent))
+	got, _ := getSkillServer(ctx, ns, "hoard")()
+	g.Expect(findCondition(got, conditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
+	total := func() int {
+		n := 0
+		for i := range configMaps {
+			n += reads.of(crclient.ObjectKey{Namespace: ns, Name: fmt.Sprintf("blob-%02d", i)})
+		}
+		return n
+	}
+	// 1000 KiB kept of each (not the 20 KiB the spec does not read): the 66th goes past.
+	g.Expect(total()).To(Equal(66), "the bodies read")
+	g.Consistently(total, 2*time.Second).Should(Equal(66), "read again although none changed")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -96,6 +97,7 @@ func (r *SkillServerReconciler) renderContent(ctx context.Context, ss *cantusv1a
 	}
 	setContentValid(ss, rendered.problems)
 	if len(rendered.problems) > 0 {
+		rendered.done()
 		clearStalled(ss)
 		return contentRender{}, false, nil
 	}
@@ -121,6 +123,15 @@ type contentRender struct {
 	problems []render.ContentProblem
 	// unread: content.Files hold the digests of the files, not their bytes.
 	unread bool
+	// release gives back the share of contentRenders.reads the read took (nil: none).
+	release func()
+}
+
+// done says that the bytes the render read are no longer needed.
+func (c contentRender) done() {
+	if c.release != nil {
+		c.release()
+	}
 }
 
 // contentOf renders the SkillServer's content from the bodies of its ConfigMaps, read
@@ -139,17 +150,36 @@ func (r *SkillServerReconciler) contentOf(ctx context.Context, ss *cantusv1alpha
 	if last, ok := r.contentRenders.recall(key, sources); ok {
 		return last, nil
 	}
-	in, read, err := r.readContent(ctx, ss, versions)
+	release, err := r.contentRenders.acquire(ctx, labelledCount(versions))
 	if err != nil {
+		return contentRender{}, fmt.Errorf("wait to read the content ConfigMaps: %w", err)
+	}
+	in, read, tooMuch, err := r.readContent(ctx, ss, versions)
+	if err == nil {
+		sources, err = contentSources(ss, read)
+	}
+	if err != nil {
+		release()
 		return contentRender{}, err
 	}
-	if sources, err = contentSources(ss, read); err != nil {
-		return contentRender{}, err
+	rendered := contentRender{sources: sources, release: release}
+	if tooMuch != nil {
+		rendered.problems = []render.ContentProblem{*tooMuch}
+	} else {
+		rendered.content, rendered.problems = render.RenderContent(ss, in)
 	}
-	content, problems := render.RenderContent(ss, in)
-	rendered := contentRender{sources: sources, content: content, problems: problems}
 	r.contentRenders.remember(key, rendered)
 	return rendered, nil
+}
+
+func labelledCount(versions map[string]contentVersion) int64 {
+	var n int64
+	for _, v := range versions {
+		if v.labelled {
+			n++
+		}
+	}
+	return n
 }
 
 // contentVersion is what the metadata says of a content ConfigMap: absent, present
@@ -198,13 +228,18 @@ func (r *SkillServerReconciler) contentVersions(ctx context.Context, ss *cantusv
 	return versions, nil
 }
 
-// readContent reads the bodies of the labelled ConfigMaps from the API server, and
-// returns them with what it found: a ConfigMap may have changed since the metadata
-// was read.
-func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (render.ContentInputs, map[string]contentVersion, error) {
+// readContent reads the bodies of the labelled ConfigMaps from the API server, one after
+// the other, keeping only the keys the spec reads of each, and returns them with what it
+// found: a ConfigMap may have changed since the metadata was read. It stops with a
+// problem once what it keeps exceeds what an adapter serves: a spec may name 320
+// ConfigMaps of 1 MiB, and rendering them only to refuse them would hold them all.
+func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alpha1.SkillServer, versions map[string]contentVersion) (render.ContentInputs, map[string]contentVersion, *render.ContentProblem, error) {
 	in := render.ContentInputs{ConfigMaps: map[string]*corev1.ConfigMap{}, Unlabelled: map[string]bool{}}
 	read := make(map[string]contentVersion, len(versions))
-	for name, v := range versions {
+	keys := keysRead(&ss.Spec)
+	held := 0
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		v := versions[name]
 		if !v.labelled {
 			if v.found {
 				in.Unlabelled[name] = true
@@ -219,16 +254,86 @@ func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alp
 			read[name] = contentVersion{}
 			continue
 		case err != nil:
-			return in, nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
+			return in, nil, nil, fmt.Errorf("get content ConfigMap %s: %w", name, err)
 		}
 		read[name] = versionOf(cm)
-		if read[name].labelled {
-			in.ConfigMaps[name] = cm
-		} else {
+		if !read[name].labelled {
 			in.Unlabelled[name] = true
+			continue
+		}
+		held += keepOnly(cm, keys[name])
+		in.ConfigMaps[name] = cm
+		if held > adapterconfig.MaxContentBytes {
+			for rest, v := range versions {
+				if _, done := read[rest]; !done {
+					read[rest] = v // as its metadata says: a change to it reads them again
+				}
+			}
+			return in, read, &render.ContentProblem{Reason: render.ReasonInvalidContent, Message: fmt.Sprintf(
+				"the keys the spec reads of its content ConfigMaps hold more than the %d MiB an adapter serves (%d MiB in the first %d of %d, by name)",
+				adapterconfig.MaxContentBytes>>20, held>>20, len(in.ConfigMaps), labelledCount(versions))}, nil
 		}
 	}
-	return in, read, nil
+	return in, read, nil, nil
+}
+
+// keySet is the keys the spec reads of one ConfigMap: all of them, or those named.
+type keySet struct {
+	all  bool
+	keys map[string]bool
+}
+
+// keysRead are the keys the spec reads of each ConfigMap: every key of a skill's
+// ConfigMap without items, the items' keys, a resource's key.
+func keysRead(spec *cantusv1alpha1.SkillServerSpec) map[string]keySet {
+	out := map[string]keySet{}
+	add := func(name string, all bool, keys ...string) {
+		set := out[name]
+		set.all = set.all || all
+		if set.keys == nil {
+			set.keys = map[string]bool{}
+		}
+		for _, k := range keys {
+			set.keys[k] = true
+		}
+		out[name] = set
+	}
+	for _, s := range spec.AgentSkills {
+		if s.ConfigMap == nil {
+			continue
+		}
+		keys := make([]string, 0, len(s.ConfigMap.Items))
+		for _, item := range s.ConfigMap.Items {
+			keys = append(keys, item.Key)
+		}
+		add(s.ConfigMap.Name, len(keys) == 0, keys...)
+	}
+	for _, r := range spec.Resources {
+		if r.ConfigMapKeyRef != nil {
+			add(r.ConfigMapKeyRef.Name, false, r.ConfigMapKeyRef.Key)
+		}
+	}
+	return out
+}
+
+// keepOnly drops the keys of cm the spec does not read and returns the bytes it keeps.
+func keepOnly(cm *corev1.ConfigMap, keys keySet) int {
+	held := 0
+	for k, v := range cm.Data {
+		if !keys.all && !keys.keys[k] {
+			delete(cm.Data, k)
+			continue
+		}
+		held += len(v)
+	}
+	for k, v := range cm.BinaryData {
+		if !keys.all && !keys.keys[k] {
+			delete(cm.BinaryData, k)
+			continue
+		}
+		held += len(v)
+	}
+	return held
 }
 
 // contentSources names what a render of the content reads: the spec's content fields
@@ -266,9 +371,40 @@ func (r *SkillServerReconciler) bodyReader() client.Reader {
 // contentRenders remember the last render of each SkillServer's content, without the
 // files' bytes: one entry per SkillServer (the config entries, digests and status
 // entries it rendered, not what they hold), dropped when the SkillServer goes.
+//
+// They also bound the bodies read and held at once by all the SkillServers reconciled
+// in parallel: a reconcile holds the bodies it read (at most 1 MiB each) until its
+// children are applied, and many tenants' servers changing at once, or every server
+// after a restart, must not add up to more than the manager's memory.
 type contentRenders struct {
 	mu      sync.Mutex
 	renders map[types.NamespacedName]contentRender
+	reads   *semaphore.Weighted
+}
+
+// maxContentReads is how many content ConfigMaps (of at most 1 MiB) may be read and held
+// at once: as many as the largest content one server may serve (64 MiB). A server naming
+// more waits until it may read as many, and then reads them all.
+const maxContentReads = adapterconfig.MaxContentBytes >> 20
+
+// acquire waits until n more ConfigMaps may be read and held (at most maxContentReads),
+// and returns the function that gives them back.
+func (c *contentRenders) acquire(ctx context.Context, n int64) (func(), error) {
+	n = min(n, maxContentReads)
+	if n == 0 {
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	if c.reads == nil {
+		c.reads = semaphore.NewWeighted(maxContentReads)
+	}
+	reads := c.reads
+	c.mu.Unlock()
+	if err := reads.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { reads.Release(n) }) }, nil
 }
 
 func (c *contentRenders) recall(key types.NamespacedName, sources string) (contentRender, bool) {
@@ -283,7 +419,7 @@ func (c *contentRenders) remember(key types.NamespacedName, rendered contentRend
 	for digest := range rendered.content.Files {
 		rendered.content.Files[digest] = nil
 	}
-	rendered.unread = true
+	rendered.unread, rendered.release = true, nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.renders == nil {
@@ -314,6 +450,7 @@ func (r *SkillServerReconciler) applyWorkload(ctx context.Context, desired workl
 	if err != nil {
 		return workload.Observation{}, err
 	}
+	defer reread.done()
 	if len(reread.problems) > 0 || !sameFiles(reread.content.Files, rendered.content.Files) {
 		// Changed since it was rendered: the event about the change reconciles again.
 		return workload.Observation{}, errors.New("a content ConfigMap changed while it was applied")

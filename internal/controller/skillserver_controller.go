@@ -140,6 +140,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if !serve || err != nil {
 		return ctrl.Result{}, err
 	}
+	defer content.done()
 	inputs.Content = content.content
 	rendered, err := render.SkillServer(ss, inputs)
 	if err != nil {

@@ -47,16 +47,22 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 // StartWithAPIServerFlags is Start with extra kube-apiserver flags, such as a service
 // range larger than envtest's default /24 for more than 250 Services.
 func StartWithAPIServerFlags(flags map[string]string) (*envtest.Environment, *rest.Config, error) {
-	return start(flags, true)
+	return start(flags, nil, true)
+}
+
+// StartWithFlags is Start with extra kube-apiserver and etcd flags, such as a larger
+// --quota-backend-bytes for a benchmark that stores more than etcd's default 2 GiB.
+func StartWithFlags(apiServer, etcd map[string]string) (*envtest.Environment, *rest.Config, error) {
+	return start(apiServer, etcd, true)
 }
 
 // StartWithoutCRDs starts a control plane without the cantus.dev CRDs, for tests that
 // install them the way a user would (the Helm chart).
 func StartWithoutCRDs() (*envtest.Environment, *rest.Config, error) {
-	return start(nil, false)
+	return start(nil, nil, false)
 }
 
-func start(flags map[string]string, crds bool) (*envtest.Environment, *rest.Config, error) {
+func start(flags, etcdFlags map[string]string, crds bool) (*envtest.Environment, *rest.Config, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, nil, err
@@ -74,6 +80,12 @@ func start(flags map[string]string, crds bool) (*envtest.Environment, *rest.Conf
 	}
 	for name, value := range flags {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
+	if len(etcdFlags) > 0 {
+		env.ControlPlane.Etcd = &envtest.Etcd{}
+		for name, value := range etcdFlags {
+			env.ControlPlane.Etcd.Configure().Set(name, value)
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

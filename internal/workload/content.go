@@ -188,10 +188,20 @@ const AnnotationCachedDataDigest = "cantus.dev/cached-data-digest"
 // data and binaryData, which a tenant can make as large as etcd allows for every
 // ConfigMap the cache selects, and with the digest of what it dropped
 // (AnnotationCachedDataDigest). Other objects pass unchanged.
+//
+// It is idempotent, as client-go wants of a transform: the informer applies it once
+// more to what the streamed initial list already transformed. So a ConfigMap without
+// data that carries the annotation keeps it. One on the API server could carry one too,
+// written by whoever may write it; it says nothing about data that is not there, and at
+// worst keeps the operator from rewriting that ConfigMap for a tenant who emptied it in
+// its own namespace.
 func WithoutConfigMapData(obj any) (any, error) {
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
 		return obj, nil
+	}
+	if _, transformed := cm.Annotations[AnnotationCachedDataDigest]; transformed && cm.Data == nil && cm.BinaryData == nil {
+		return cm, nil
 	}
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
