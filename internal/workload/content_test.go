@@ -68,6 +68,13 @@ func TestConfigMapsCachedWithoutDataAreComparedByDigest(t *testing.T) {
 			_, err := WithoutConfigMapData(obj) // as the manager's cache does
 			return err
 		},
+		// A ConfigMap that does not exist yet is created, not applied (R17).
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				applied = append(applied, cm.Name)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			if cm, ok := obj.(*corev1ac.ConfigMapApplyConfiguration); ok {
 				applied = append(applied, *cm.GetName())
