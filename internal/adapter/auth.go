@@ -17,7 +17,7 @@ import (
 
 // authSettings are what the config and options say about callers: WithBearerToken's
 // tokens replace the config's token file.
-func authSettings(cfg *Config, o options) access.Settings {
+func authSettings(cfg *adapterconfig.Config, o options) access.Settings {
 	s := access.Settings{BearerTokenFile: cfg.BearerTokenFile, Auth: cfg.Auth}
 	if o.bearerToken != nil {
 		s.BearerTokens = []string{*o.bearerToken}
@@ -65,9 +65,9 @@ func (s *Server) serveProtectedResource(w http.ResponseWriter, r *http.Request) 
 		http.NotFound(w, r)
 		return
 	}
-	endpoint := PathMCP
-	if s.cfg.Transport == TransportSSE {
-		endpoint = PathSSE
+	endpoint := adapterconfig.PathMCP
+	if s.cfg.Transport == adapterconfig.TransportSSE {
+		endpoint = adapterconfig.PathSSE
 	}
 	doc := map[string]any{
 		"resource":                 baseURL(r) + endpoint,

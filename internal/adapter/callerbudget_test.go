@@ -26,7 +26,7 @@ func perCallerServer(t *testing.T, burst int) (*running, *atomic.Int32) {
 		_, _ = w.Write([]byte("done"))
 	}))
 	t.Cleanup(backend.Close)
-	cfg := configWith(TransportStreamableHTTP, true, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: burst}}
 	return serve(t, cfg), &calls
@@ -40,7 +40,7 @@ var protocolHeaders = map[string]string{"Mcp-Protocol-Version": protocol20250618
 func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 	r, calls := perCallerServer(t, 2)
 	for i := range 2 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`, i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`, i))
 		if reply.status != http.StatusOK {
 			t.Fatalf("call %d within the burst = %d %s", i, reply.status, reply.body)
 		}
@@ -53,7 +53,7 @@ func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 	}
 	limited := 0
 	for i := range 10 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(spellings[i%len(spellings)], 10+i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(spellings[i%len(spellings)], 10+i))
 		if reply.status == http.StatusTooManyRequests && strings.Contains(string(reply.body), fmt.Sprintf(`"id":%d`, 10+i)) {
 			limited++
 		} else {
@@ -74,18 +74,18 @@ func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 func TestCallerPastItsBudgetIsRefusedOnEveryMethod(t *testing.T) {
 	r, _ := perCallerServer(t, 2)
 	for i := range 2 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
 		if reply.status != http.StatusOK {
 			t.Fatalf("tools/list %d within the burst = %d %s", i, reply.status, reply.body)
 		}
 	}
-	if reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); reply.status == http.StatusTooManyRequests {
+	if reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); reply.status == http.StatusTooManyRequests {
 		t.Errorf("a notification was charged: %d %s", reply.status, reply.body)
 	}
 	for i, method := range []string{"tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
 		"prompts/list", "prompts/get", "completion/complete", "resources/subscribe", "subscriptions/listen", "ping", "initialize"} {
 		id := 100 + i
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, id, method))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, id, method))
 		if reply.status != http.StatusTooManyRequests || reply.header.Get("Retry-After") == "" ||
 			!strings.Contains(string(reply.body), fmt.Sprintf(`"id":%d`, id)) || !strings.Contains(string(reply.body), "rate_limited:") {
 			t.Errorf("%s past the budget = %d %s, want 429 rate_limited", method, reply.status, reply.body)
@@ -95,7 +95,7 @@ func TestCallerPastItsBudgetIsRefusedOnEveryMethod(t *testing.T) {
 
 // gateRequest serves one POST through the gate from addr, as the MCP handler next.
 func gateRequest(h http.Handler, addr, body string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(body))
+	r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(body))
 	r.RemoteAddr = addr
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -109,7 +109,7 @@ var answered = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _
 // within it) and per IPv4 address: two addresses of one /64 share a bucket, another
 // /64 or IPv4 address has its own.
 func TestIPv6CallersOfOneSlash64ShareABucket(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 1}}
 	s, err := NewServer(cfg)
@@ -140,7 +140,7 @@ func TestIPv6CallersOfOneSlash64ShareABucket(t *testing.T) {
 // caller's key and how many were refused since the last line.
 func TestRateLimitRefusalsAreLoggedOncePerCallerPer10s(t *testing.T) {
 	logs := &logBuffer{}
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 1}}
 	s, err := NewServer(cfg, WithLogger(funcr.New(logs.add, funcr.Options{})))
@@ -168,7 +168,7 @@ func TestRateLimitRefusalsAreLoggedOncePerCallerPer10s(t *testing.T) {
 // One caller holds at most its share of the listen streams a pod keeps open; another
 // caller still gets one.
 func TestListenStreamsOfOneCallerAreBoundedToItsShare(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")), withListenStreams(8))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")), withListenStreams(8))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // completion/complete about an imported prompt or resource template goes to the remote
@@ -24,7 +25,7 @@ import (
 const maxCompletionValues = 100
 
 // servesCompletions says whether cfg imports what completions could be asked about.
-func servesCompletions(cfg *Config) bool {
+func servesCompletions(cfg *adapterconfig.Config) bool {
 	return cfg.Imported != nil && len(cfg.Imported.Prompts)+len(cfg.Imported.ResourceTemplates) > 0
 }
 

@@ -106,7 +106,7 @@ func (c *contentSet) servesResources() bool {
 
 // loadContent builds the content set of a valid cfg, reading every file from
 // ContentDir: a file that is missing, of another size or another digest fails the load.
-func loadContent(cfg *Config) (*contentSet, error) {
+func loadContent(cfg *adapterconfig.Config) (*contentSet, error) {
 	c := &contentSet{
 		skillByURI:   map[string]*servedSkill{},
 		files:        map[string]*servedFile{},
@@ -172,7 +172,7 @@ func loadContent(cfg *Config) (*contentSet, error) {
 // rule, or would take the server's content past MaxContentBytes, is left out rather than
 // failing the load: an image is the tenant's to build, and the operator cannot read it
 // first, so what is wrong with one skill must not take the others (or the tools) away.
-func (c *contentSet) addImageSkills(cfg *Config, store *contentReader) {
+func (c *contentSet) addImageSkills(cfg *adapterconfig.Config, store *contentReader) {
 	held := int64(0)
 	for _, data := range store.read {
 		held += int64(len(data))

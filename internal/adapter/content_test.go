@@ -65,8 +65,8 @@ func skillMD(name, description string) string {
 
 // contentConfig serves two skills (one under a prefix, with nested files and a binary
 // one), a text and a binary resource, a resource template and three prompts.
-func contentConfig(t *testing.T, dir *contentDir) *Config {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
+func contentConfig(t *testing.T, dir *contentDir) *adapterconfig.Config {
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
 	cfg.ContentDir = dir.dir
 	cfg.AgentSkills = []adapterconfig.AgentSkill{
 		dir.skill("git-workflow", "Branching rules", map[string]string{"SKILL.md": skillMD("git-workflow", "Branching rules")}),
@@ -84,7 +84,7 @@ func contentConfig(t *testing.T, dir *contentDir) *Config {
 	}
 	cfg.ResourceTemplates = []adapterconfig.ResourceTemplate{{
 		URITemplate: "test://template/{id}/data", Name: "data", MimeType: "application/json",
-		Template: &TemplateBackend{Text: `{"id":"{{.id}}"}`},
+		Template: &adapterconfig.TemplateBackend{Text: `{"id":"{{.id}}"}`},
 	}}
 	embedded := "Resource {{.resourceUri}}"
 	cfg.Prompts = []adapterconfig.Prompt{
@@ -104,7 +104,7 @@ func contentConfig(t *testing.T, dir *contentDir) *Config {
 func rpc(t *testing.T, baseURL string, headers map[string]string, method string, params any) (json.RawMessage, *jsonRPCError) {
 	t.Helper()
 	p, _ := json.Marshal(params)
-	reply := postRPC(t, baseURL+PathMCP, withProtocol(headers), fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
+	reply := postRPC(t, baseURL+adapterconfig.PathMCP, withProtocol(headers), fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
 	var answer struct {
 		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -308,7 +308,7 @@ func TestResourcesAndPromptsServeTheirContent(t *testing.T) {
 // entry.
 func TestSkills_Pagination(t *testing.T) {
 	dir := newContentDir(t)
-	cfg := configWith(TransportStreamableHTTP, true)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.ContentDir = dir.dir
 	files := map[string]string{"SKILL.md": skillMD("big", "many files")}
 	for i := range 250 {
@@ -432,7 +432,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	baseURL, streams := servedWithStreams(t, srv)
-	c, _ := listening(t, baseURL, TransportStreamableHTTP, streams)
+	c, _ := listening(t, baseURL, adapterconfig.TransportStreamableHTTP, streams)
 	changed := make(chan string, 8)
 	c.OnNotification(func(n mcp.JSONRPCNotification) { changed <- n.Method })
 
@@ -461,7 +461,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir.dir, adapterconfig.DigestHex(tampered.Resources[1].Content.Digest)), []byte("not a png at all"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, bad := range map[string]*Config{"missing": missing, "tampered": tampered} {
+	for name, bad := range map[string]*adapterconfig.Config{"missing": missing, "tampered": tampered} {
 		if err := srv.Reload(bad); err == nil || !strings.Contains(err.Error(), "content sha256:") {
 			t.Errorf("Reload with %s content: %v, want a refusal naming the content", name, err)
 		}
@@ -479,18 +479,24 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 func TestCapabilitiesFollowWhatIsServed(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		cfg       func() *Config
+		cfg       func() *adapterconfig.Config
 		transport string
 		want      []string
 	}{
-		{"tools only", func() *Config { return configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "A")) }, TransportStreamableHTTP, []string{"logging", "tools"}},
-		{"skills", func() *Config { return contentConfig(t, newContentDir(t)) }, TransportStreamableHTTP, []string{"extensions", "logging", "prompts", "resources", "tools"}},
-		{"skills over sse", func() *Config { c := contentConfig(t, newContentDir(t)); c.Transport = TransportSSE; return c }, TransportSSE, []string{"logging", "prompts", "resources", "tools"}},
+		{"tools only", func() *adapterconfig.Config {
+			return configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "A"))
+		}, adapterconfig.TransportStreamableHTTP, []string{"logging", "tools"}},
+		{"skills", func() *adapterconfig.Config { return contentConfig(t, newContentDir(t)) }, adapterconfig.TransportStreamableHTTP, []string{"extensions", "logging", "prompts", "resources", "tools"}},
+		{"skills over sse", func() *adapterconfig.Config {
+			c := contentConfig(t, newContentDir(t))
+			c.Transport = adapterconfig.TransportSSE
+			return c
+		}, adapterconfig.TransportSSE, []string{"logging", "prompts", "resources", "tools"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.cfg())
 			var c *client.Client
-			if tc.transport == TransportSSE {
+			if tc.transport == adapterconfig.TransportSSE {
 				c = connectSSE(t, srv.baseURL, protocol20251125)
 			} else {
 				c = connect(t, srv.baseURL, protocol20251125, nil)

@@ -117,13 +117,13 @@ var fastArguments = []string{
 func TestCheckArguments_SameAsReference(t *testing.T) {
 	for si, schema := range fastSchemas {
 		for _, template := range []bool{true, false} {
-			tool := Tool{Name: "t", InputSchema: json.RawMessage(schema)}
+			tool := adapterconfig.Tool{Name: "t", InputSchema: json.RawMessage(schema)}
 			if template {
-				tool.Template = &TemplateBackend{Text: "x"}
+				tool.Template = &adapterconfig.TemplateBackend{Text: "x"}
 			} else {
-				tool.HTTP = &HTTPBackend{URL: "http://backend.example/x", Timeout: Duration{Duration: 1}, MaxResponseBytes: 1}
+				tool.HTTP = &adapterconfig.HTTPBackend{URL: "http://backend.example/x", Timeout: adapterconfig.Duration{Duration: 1}, MaxResponseBytes: 1}
 			}
-			tools, err := compileConfig(&Config{Transport: TransportStreamableHTTP, Tools: []Tool{tool}})
+			tools, err := compileConfig(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Tools: []adapterconfig.Tool{tool}})
 			if err != nil {
 				t.Fatalf("schema %d: %v", si, err)
 			}

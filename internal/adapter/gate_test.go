@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // gateProbe stands for mcp-go behind the gate: it records what a call would see (its
@@ -27,7 +29,7 @@ func (p *gateProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +39,9 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	serve := func(method, body string) *httptest.ResponseRecorder {
 		var r *http.Request
 		if body == "" {
-			r = httptest.NewRequest(method, PathMCP, nil)
+			r = httptest.NewRequest(method, adapterconfig.PathMCP, nil)
 		} else {
-			r = httptest.NewRequest(method, PathMCP, strings.NewReader(body))
+			r = httptest.NewRequest(method, adapterconfig.PathMCP, strings.NewReader(body))
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -111,14 +113,14 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 }
 
 func TestGate_BodyOverTheLimitIsRefused(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	h := s.gateMCP(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("an oversized body reached mcp-go") }))
 	for _, declared := range []bool{true, false} {
-		r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(strings.Repeat(" ", maxMCPRequestBytes+1)))
+		r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(strings.Repeat(" ", maxMCPRequestBytes+1)))
 		if !declared {
 			r.ContentLength = -1 // chunked
 		}

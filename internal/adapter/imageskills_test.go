@@ -41,7 +41,7 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(escaping, "passwd")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
 	cfg.ImageSkills = []adapterconfig.ImageSkill{
 		{Path: "library/cataloguing", Dir: good, Source: "registry.example/skills:1"},
 		{Path: "misnamed", Dir: misnamed, Source: "registry.example/skills:1"},
@@ -84,7 +84,7 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 // missing instead of finding no method.
 func TestImageSkillsAllLeftOutStillListsNone(t *testing.T) {
 	misnamed := imageFolder(t, map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
-	cfg := configWith(TransportStreamableHTTP, true)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.ImageSkills = []adapterconfig.ImageSkill{{Path: "broken", Dir: misnamed}}
 	srv := serve(t, cfg)
 	if skills, _ := listSkillPages(t, srv.baseURL, nil); len(skills) != 0 {

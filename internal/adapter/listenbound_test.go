@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // listenBody is a subscriptions/listen of protocol 2026-07-28 asking for uris.
@@ -38,7 +39,7 @@ func manyURIs(n int) []string {
 
 // subscribableGatewayConfig re-exports a resource of a remote that offers
 // subscriptions; the remote is never reached by these tests.
-func subscribableGatewayConfig() *Config {
+func subscribableGatewayConfig() *adapterconfig.Config {
 	cfg := contentGatewayConfig("http://127.0.0.1:1/mcp")
 	cfg.Imported.Resources[0].Remote.Subscribe = true
 	return cfg
@@ -50,7 +51,7 @@ func subscribableGatewayConfig() *Config {
 func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 	gw := serve(t, subscribableGatewayConfig())
 	start := time.Now()
-	reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(5, manyURIs(60_000)))
+	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(5, manyURIs(60_000)))
 	t.Logf("a listen of 60,000 URIs was answered in %s", time.Since(start))
 	var answer jsonRPCAnswer
 	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Error == nil {
@@ -65,11 +66,11 @@ func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 // A server that relays no subscriptions leaves a listen to mcp-go: the gate parses
 // none of its URIs, and mcp-go acknowledges it.
 func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	if r.relaysListenSubscriptions() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestListenRefusalsAreLoggedOncePerCaller(t *testing.T) {
 	logs := &logBuffer{}
 	gw := serve(t, subscribableGatewayConfig(), WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 1})))
 	for i := range 3 {
-		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
 		if reply.status != http.StatusOK {
 			t.Fatalf("listen %d: %d %s", i, reply.status, reply.body)
 		}
@@ -209,7 +210,7 @@ func TestListenWithAVariantSpellingOfResourceSubscriptionsIsRefused(t *testing.T
 	gw := serve(t, subscribableGatewayConfig())
 	for _, key := range []string{"ResourceSubscriptions", `resource\u0053ubscriptions`} {
 		body := strings.Replace(listenBody(4, []string{"docs://guide"}), `"resourceSubscriptions"`, `"`+key+`"`, 1)
-		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, body)
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, body)
 		if !strings.Contains(string(reply.body), `"code":-32602`) || !strings.Contains(string(reply.body), "exact keys") {
 			t.Errorf("listen with %q answered %d %s, want -32602 asking for the exact keys", key, reply.status, reply.body)
 		}

@@ -29,7 +29,7 @@ import (
 // restart is needed, and nothing is changed: the transport, port, stateless mode,
 // memory tool and server info. An invalid cfg is refused the same way; the old tools
 // keep being served.
-func (s *Server) Reload(cfg *Config) error {
+func (s *Server) Reload(cfg *adapterconfig.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	tools, err := compileConfig(cfg)
@@ -85,7 +85,7 @@ func (s *Server) Reload(cfg *Config) error {
 }
 
 // fixedFieldsChanged names what cfg changes that Reload cannot apply.
-func (s *Server) fixedFieldsChanged(cfg *Config) []string {
+func (s *Server) fixedFieldsChanged(cfg *adapterconfig.Config) []string {
 	var changed []string
 	if cfg.Transport != s.cfg.Transport {
 		changed = append(changed, fmt.Sprintf("the transport (%s → %s)", s.cfg.Transport, cfg.Transport))
@@ -164,7 +164,7 @@ func backendOf(t *compiledTool) [3]any {
 
 // reloadContent swaps the skills, resources and prompts served, and tells listening
 // clients when their lists changed.
-func (s *Server) reloadContent(cfg *Config, next *contentSet) {
+func (s *Server) reloadContent(cfg *adapterconfig.Config, next *contentSet) {
 	old := s.content.Swap(next)
 	s.reportLeftOut(next)
 	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.ImageSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.ImageSkills, cfg.Resources
@@ -202,6 +202,6 @@ func (s *Server) reportLeftOut(set *contentSet) {
 }
 
 // servesSkills says whether cfg serves Agent Skills, its own or imported ones.
-func servesSkills(cfg *Config) bool {
+func servesSkills(cfg *adapterconfig.Config) bool {
 	return len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0 || (cfg.Imported != nil && len(cfg.Imported.Skills) > 0)
 }

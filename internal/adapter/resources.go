@@ -47,7 +47,7 @@ func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 // it left every one out: the operator's verification then lists no skill, and says which
 // are missing, rather than finding no skills/list at all.
 func (s *Server) servesSkillMethods() bool {
-	return s.cfg.Transport != TransportSSE && (len(s.content.Load().skills) > 0 || len(s.cfg.ImageSkills) > 0)
+	return s.cfg.Transport != adapterconfig.TransportSSE && (len(s.content.Load().skills) > 0 || len(s.cfg.ImageSkills) > 0)
 }
 
 // registerFiles gives mcp-go the skill files and resources of set; when m already

@@ -1,3 +1,5 @@
+// Package adapter is the MCP server that runs in every SkillServer pod (and in the
+// manager process under the local runtime). It serves the tools of one rendered Config.
 package adapter
 
 import (
@@ -80,7 +82,7 @@ func WithBearerToken(token string) Option {
 // and metrics beside them.
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
-	cfg Config
+	cfg adapterconfig.Config
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
 	// content is what is served besides tools (skills, resources, prompts); Reload
@@ -128,7 +130,7 @@ type Server struct {
 
 // NewServer validates cfg and builds a Server, compiling schemas and parsing templates
 // once.
-func NewServer(cfg *Config, opts ...Option) (*Server, error) {
+func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	tools, err := compileConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid adapter config: %w", err)
@@ -212,7 +214,7 @@ type toolSet struct {
 	withheld map[string]string
 }
 
-func newToolSet(tools []*compiledTool, withheld []WithheldTool) *toolSet {
+func newToolSet(tools []*compiledTool, withheld []adapterconfig.WithheldTool) *toolSet {
 	remotes := gatewayToolsOf(tools)
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
 	for _, t := range tools {
@@ -253,7 +255,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // MetricsHandler serves /metrics, to be mounted on the metrics port only.
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(PathMetrics, s.metrics.handler())
+	mux.Handle(adapterconfig.PathMetrics, s.metrics.handler())
 	return mux
 }
 
@@ -418,23 +420,23 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
-	case TransportSSE:
+	case adapterconfig.TransportSSE:
 		// No base URL: the advertised message endpoint is then the relative
 		// "/message?sessionId=…", which clients resolve against the URL they reached
 		// /sse on, whatever host and port that was.
 		s.sse = server.NewSSEServer(m,
 			server.WithSSEContextFunc(s.requestContext),
-			server.WithSSEEndpoint(PathSSE),
-			server.WithMessageEndpoint(PathMessage),
+			server.WithSSEEndpoint(adapterconfig.PathSSE),
+			server.WithMessageEndpoint(adapterconfig.PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
 			server.WithSessionIDGenerator(newSSESessionID),
 		)
-		mux.Handle(PathSSE, protect(s.sse))
-		mux.Handle(PathMessage, protect(s.sse))
+		mux.Handle(adapterconfig.PathSSE, protect(s.sse))
+		mux.Handle(adapterconfig.PathMessage, protect(s.sse))
 	default:
 		opts := []server.StreamableHTTPOption{
 			server.WithHTTPContextFunc(s.requestContext),
-			server.WithEndpointPath(PathMCP),
+			server.WithEndpointPath(adapterconfig.PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
 		}
@@ -444,11 +446,11 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
-		mux.Handle(PathMCP, protect(s.streamable))
+		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
-	mux.HandleFunc(PathHealthz, s.serveHealthz)
-	mux.HandleFunc(PathReadyz, s.serveReadyz)
+	mux.HandleFunc(adapterconfig.PathHealthz, s.serveHealthz)
+	mux.HandleFunc(adapterconfig.PathReadyz, s.serveReadyz)
 	return mux
 }
 

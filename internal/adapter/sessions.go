@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Sessions are bound to the caller that opened them. A session id carries a digest of
@@ -127,7 +128,7 @@ func identityFrom(ctx context.Context) string {
 // sessionsBound is true when this server has sessions to bind: stateful streamable
 // HTTP, and sse (whose sessions are always stateful).
 func (s *Server) sessionsBound() bool {
-	return s.cfg.Transport == TransportSSE || !s.cfg.Stateless
+	return s.cfg.Transport == adapterconfig.TransportSSE || !s.cfg.Stateless
 }
 
 // bindSessions refuses a request that presents a session another caller opened, and
@@ -157,7 +158,7 @@ func presentedSessionID(r *http.Request) string {
 	if id := r.Header.Get(headerSessionID); id != "" {
 		return id
 	}
-	if r.URL.Path == PathMessage {
+	if r.URL.Path == adapterconfig.PathMessage {
 		return r.URL.Query().Get("sessionId")
 	}
 	return ""

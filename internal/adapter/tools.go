@@ -195,7 +195,7 @@ func newBackendClient() *http.Client {
 }
 
 // postToBackend POSTs the arguments as a JSON object and returns the body as text.
-func (s *Server) postToBackend(ctx context.Context, b *HTTPBackend, args []byte) *mcp.CallToolResult {
+func (s *Server) postToBackend(ctx context.Context, b *adapterconfig.HTTPBackend, args []byte) *mcp.CallToolResult {
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout.Duration)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, bytes.NewReader(args))
@@ -227,7 +227,7 @@ func (s *Server) postToBackend(ctx context.Context, b *HTTPBackend, args []byte)
 	return mcp.NewToolResultText(string(body))
 }
 
-func describeTransportError(ctx context.Context, b *HTTPBackend, err error) string {
+func describeTransportError(ctx context.Context, b *adapterconfig.HTTPBackend, err error) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Sprintf("no response within the tool timeout %s: %v", b.Timeout.Duration, err)
 	}
