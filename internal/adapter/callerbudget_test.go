@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
@@ -219,7 +221,7 @@ func TestToolsListSpendsABoundedCELBudget(t *testing.T) {
 	}
 	r := serve(t, cfg)
 	c := connect(t, r.baseURL, protocol20250618, bearerHeader(key.token(t, "agents", "a", "room")))
-	if got, want := len(listNames(t, c)), listCELBudget/61711+1; got != want {
+	if got, want := len(listNames(t, c)), admission.ListCELBudget/61711+1; got != want {
 		t.Errorf("tools/list listed %d of 40 tools, want the %d the CEL budget of one request pays for", got, want)
 	}
 }
@@ -237,7 +239,7 @@ func TestCallerShareIsConfigurable(t *testing.T) {
 		{&adapterconfig.Limits{CallerShare: 1}, 1024},
 		{&adapterconfig.Limits{CallerShare: 2}, 256},
 	} {
-		if got := newStreamShares(maxListenStreams, callerShareOf(tt.limits)).perCaller; got != tt.want {
+		if got := admission.NewStreamShares(admission.MaxListenStreams, admission.CallerShareOf(tt.limits)).PerCaller(); got != tt.want {
 			t.Errorf("limits %+v: one caller may hold %d listen streams, want %d", tt.limits, got, tt.want)
 		}
 	}
@@ -253,14 +255,14 @@ func TestRuleDecisionsOfARequestShareItsCELBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	ctx := withCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
+	ctx := admission.WithCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
 	allowed := 0
 	for i := range 40 {
 		if s.allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
 			allowed++
 		}
 	}
-	if want := listCELBudget/61711 + 1; allowed != want {
+	if want := admission.ListCELBudget/61711 + 1; allowed != want {
 		t.Errorf("one request was allowed %d of 40 skills, want the %d its CEL budget pays for", allowed, want)
 	}
 }

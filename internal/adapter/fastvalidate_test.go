@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -222,11 +224,11 @@ func TestGate_ReadsEverySpellingOfListen(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"\u0073ubscriptions/\u006cisten"}`,
 		`{"jsonrpc":"2.0","id":1,"METHOD":"subscriptions/listen"}`,
 	} {
-		if got := readMessage([]byte(body)).Method; got != listen {
+		if got := admission.ReadMessage([]byte(body)).Method; got != listen {
 			t.Errorf("%s read as method %q, want %s", body, got, listen)
 		}
 	}
-	if readMessage([]byte(benchCallBody)).Method == listen {
+	if admission.ReadMessage([]byte(benchCallBody)).Method == listen {
 		t.Errorf("an ordinary tools/call read as a listen")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -53,25 +55,25 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	)
 
 	// A call is counted once while it runs, and its context carries the admission
-	// that holdCall joins.
+	// that Gate.Hold joins.
 	done := make(chan struct{})
 	go func() { serve(http.MethodPost, call); close(done) }()
 	ctx := receive(t, probe.entered, "the call to reach mcp-go")
-	if n := s.gate.inFlight(); n != 1 {
+	if n := s.gate.InFlight(); n != 1 {
 		t.Errorf("in flight during a call = %d, want 1", n)
 	}
-	if a, ok := ctx.Value(admissionKey{}).(*admission); !ok {
+	if a, ok := admission.From(ctx); !ok {
 		t.Error("the call's context carries no admission")
 	} else {
-		held := s.holdCall(ctx)
-		if held != a || s.gate.inFlight() != 1 {
-			t.Errorf("holdCall did not join the request's admission (in flight %d)", s.gate.inFlight())
+		held := s.gate.Hold(ctx)
+		if held != a || s.gate.InFlight() != 1 {
+			t.Errorf("Gate.Hold did not join the request's admission (in flight %d)", s.gate.InFlight())
 		}
-		held.release()
+		held.Release()
 	}
 	probe.release <- struct{}{}
 	receive(t, done, "the call to finish")
-	if n := s.gate.inFlight(); n != 0 {
+	if n := s.gate.InFlight(); n != 0 {
 		t.Errorf("in flight after the call = %d, want 0", n)
 	}
 
@@ -80,10 +82,10 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 		done := make(chan struct{})
 		go func() { serve(stream.method, stream.body); close(done) }()
 		ctx := receive(t, probe.entered, "the stream to open")
-		if n := s.gate.inFlight(); n != 0 {
+		if n := s.gate.InFlight(); n != 0 {
 			t.Errorf("%s %s: in flight = %d, want 0", stream.method, stream.body, n)
 		}
-		if _, ok := ctx.Value(admissionKey{}).(*admission); ok {
+		if _, ok := admission.From(ctx); ok {
 			t.Errorf("%s %s: a stream carries an admission", stream.method, stream.body)
 		}
 		probe.release <- struct{}{}
@@ -91,7 +93,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	}
 
 	// Refusing: 503 and a JSON-RPC error with the request's id.
-	s.gate.refuseNew()
+	s.gate.RefuseNew()
 	for _, tt := range []struct{ method, body, id string }{
 		{http.MethodPost, call, `"id":7`},
 		{http.MethodPost, listen, `"id":3`},

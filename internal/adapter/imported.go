@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/yosida95/uritemplate/v3"
@@ -437,7 +439,7 @@ func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway
 	if defs.Empty() || !gateway.MayListContent(body) {
 		return nil
 	}
-	switch parseHead(body).Method {
+	switch admission.ParseHead(body).Method {
 	case string(mcp.MethodPromptsList), string(mcp.MethodResourcesList), string(mcp.MethodResourcesTemplatesList):
 		return gateway.NewContentListWriter(w, defs)
 	}

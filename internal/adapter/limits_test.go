@@ -12,44 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
-
-// Calls past the concurrency limit wait for a slot; past the waiting limit, or after
-// the wait, they are refused with server_busy instead of piling up.
-func TestCallLimiterBoundsRunningAndWaitingCalls(t *testing.T) {
-	l := newCallLimiter(1, 1, 200*time.Millisecond)
-	ctx := context.Background()
-	if r, _ := l.acquire(ctx); r != nil {
-		t.Fatalf("first call refused: %s", textOf(r))
-	}
-	waited := make(chan string, 1)
-	go func() {
-		if r, _ := l.acquire(ctx); r != nil {
-			waited <- textOf(r)
-			return
-		}
-		waited <- "admitted"
-	}()
-	// Let the second call start waiting, then a third finds the queue full.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.waiting.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	r, reason := l.acquire(ctx)
-	if r == nil || !strings.HasPrefix(textOf(r), "server_busy: too many calls are waiting") || reason != rejectedQueueFull {
-		t.Fatalf("third call = %v (%s), want server_busy (queue full)", r, reason)
-	}
-	if got := <-waited; !strings.HasPrefix(got, "server_busy: no call slot freed within") {
-		t.Fatalf("waiting call = %q, want server_busy after the wait", got)
-	}
-	l.release()
-	if r, _ := l.acquire(ctx); r != nil {
-		t.Fatalf("a freed slot was not taken: %s", textOf(r))
-	}
-}
 
 // A client that sends its body a byte at a time is cut off with 408, and the server
 // keeps answering others.
@@ -104,7 +72,7 @@ func TestBusyServerRefusesCallsPastTheLimits(t *testing.T) {
 	t.Cleanup(backend.Close)
 	t.Cleanup(func() { close(release) })
 	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.URL, 10*time.Second, 1024)),
-		func(o *options) { o.calls = newCallLimiter(1, 0, time.Millisecond) })
+		func(o *options) { o.calls = admission.NewCallLimiter(1, 0, time.Millisecond) })
 	c := connect(t, r.baseURL, "", nil)
 
 	first := make(chan string, 1)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
@@ -190,7 +192,7 @@ func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []strin
 		key := s.subs.OpenStream(stream.notify)
 		defer s.subs.CloseStream(key)
 		// Established before mcp-go acknowledges: the acknowledgement must name them.
-		stream.established = s.subscribeListen(r.Context(), callerKey(r), key, uris)
+		stream.established = s.subscribeListen(r.Context(), admission.CallerKey(r), key, uris)
 		if len(stream.established) == 0 {
 			next.ServeHTTP(w, r)
 			return
@@ -205,10 +207,10 @@ func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []strin
 	})
 }
 
-// subscribeListen subscribes the listen stream key of caller (a callerKey) to each of
+// subscribeListen subscribes the listen stream key of caller (an admission.CallerKey) to each of
 // uris it may read and an import serves with subscriptions, and returns those
 // established. The refused ones are logged in one line, at most one per caller per
-// refusalLogEvery.
+// admission.RefusalLogEvery.
 func (s *Server) subscribeListen(ctx context.Context, caller, key string, uris []string) []string {
 	ctx = gateway.WithCallerKey(ctx, caller)
 	var established, refused []string
@@ -223,7 +225,7 @@ func (s *Server) subscribeListen(ctx context.Context, caller, key string, uris [
 		established = append(established, uri)
 	}
 	if len(refused) > 0 {
-		s.refusals.note(s.log, caller, time.Now(), "resource subscriptions of subscriptions/listen were not established",
+		s.refusals.Note(s.log, caller, time.Now(), "resource subscriptions of subscriptions/listen were not established",
 			"refused", len(refused), "firstURI", clip.Line(refused[0], 200), "why", clip.Line(firstWhy, 300))
 	}
 	return established

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -157,20 +159,20 @@ func (s *Server) contentHooks(hooks *server.Hooks) {
 }
 
 // visible keeps the items the request's caller may use, spending at most
-// listCELBudget on the rules (past it, the items left are not listed: fail closed).
+// admission.ListCELBudget on the rules (past it, the items left are not listed: fail closed).
 func visible[T any](ctx context.Context, s *Server, method string, items []T, item func(T) (access.ItemKind, string)) []T {
 	if !s.auth.HasRules() {
 		return items
 	}
 	caller, _ := access.CallerFrom(ctx)
-	budget := listBudget(ctx)
+	budget := admission.ListBudget(ctx)
 	out := items[:0:0]
 	for _, it := range items {
 		if kind, name := item(it); s.auth.AllowsKindWithin(caller, kind, name, budget) {
 			out = append(out, it)
 		}
 	}
-	s.noteCutList(caller, budget, method)
+	s.filter.NoteCutList(caller, budget, method)
 	return out
 }
 
@@ -191,14 +193,14 @@ func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
 }
 
 // allows says whether the request's caller may use the item, spending the request's
-// CEL budget (withCELBudget), so that a request judging many items (skills/list) is
+// CEL budget (admission.WithCELBudget), so that a request judging many items (skills/list) is
 // bounded as the list hooks are.
 func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
 	if !s.auth.HasRules() {
 		return true
 	}
 	caller, _ := access.CallerFrom(ctx)
-	return s.auth.AllowsKindWithin(caller, kind, name, celBudgetFrom(ctx))
+	return s.auth.AllowsKindWithin(caller, kind, name, admission.CELBudgetFrom(ctx))
 }
 
 // errNotAllowed says the caller may not read or get what it named. On streamable HTTP

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -44,8 +46,8 @@ type options struct {
 	// bodyReadTimeout bounds reading one POST body; tests shorten it.
 	bodyReadTimeout time.Duration
 	// calls overrides the call limits; tests make them small.
-	calls *callLimiter
-	// listenStreams overrides maxListenStreams; tests make it small.
+	calls *admission.CallLimiter
+	// listenStreams overrides admission.MaxListenStreams; tests make it small.
 	listenStreams int
 }
 
@@ -102,17 +104,19 @@ type Server struct {
 	log     logr.Logger
 	metrics *toolMetrics
 	backend *http.Client
-	gate    *callGate
-	calls   *callLimiter
+	gate    *admission.Gate
+	calls   *admission.CallLimiter
 	// callers rate-limits each caller's requests; nil without spec.limits.perCaller.
-	callers *callerRates
+	callers *admission.CallerRates
 	// listens bounds the subscriptions/listen streams open, and each caller's share.
-	listens *streamShares
+	listens *admission.StreamShares
 	// refusals keeps refusals from flooding the log.
-	refusals refusalLog
+	refusals *admission.RefusalLog
 	handler  http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
+	// filter lets in the callers auth accepts and cuts their lists.
+	filter *admission.Filter
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
 	// shutdown closes them only after the calls are done.
@@ -163,21 +167,23 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		names = append(names, cfg.Memory.ToolName)
 	}
 	s := &Server{
-		cfg:     *cfg,
-		opts:    o,
-		log:     o.logger.WithValues("server", cfg.Server.Name),
-		metrics: newToolMetrics(names),
-		backend: newBackendClient(),
-		gate:    newCallGate(),
-		calls:   callLimiterFor(cfg.Limits),
-		callers: newCallerRates(perCallerOf(cfg.Limits)),
-		auth:    auth,
+		cfg:      *cfg,
+		opts:     o,
+		log:      o.logger.WithValues("server", cfg.Server.Name),
+		metrics:  newToolMetrics(names),
+		backend:  newBackendClient(),
+		gate:     admission.NewGate(),
+		calls:    admission.CallLimiterFor(cfg.Limits),
+		callers:  admission.NewCallerRates(admission.PerCallerOf(cfg.Limits)),
+		auth:     auth,
+		refusals: new(admission.RefusalLog),
 	}
+	s.filter = admission.NewFilter(auth, s.log, s.refusals, mcpEndpoint(cfg.Transport))
 	if o.calls != nil {
 		s.calls = o.calls
 	}
-	share := callerShareOf(cfg.Limits)
-	s.listens = newStreamShares(cmp.Or(o.listenStreams, maxListenStreams), share)
+	share := admission.CallerShareOf(cfg.Limits)
+	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
 	s.remotes.LimitCallerShare(share)
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
@@ -358,7 +364,7 @@ func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRe
 
 // runCall is serveCall's work, shared with the calls a gateway passes through.
 func (s *Server) runCall(ctx context.Context, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	defer s.holdCall(ctx).release()
+	defer s.gate.Hold(ctx).Release()
 	caller, _ := access.CallerFrom(ctx)
 	if !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
@@ -367,13 +373,13 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 		traceCall(ctx, caller, outcomeRefused, refused)
 		return refused
 	}
-	if refused, reason := s.calls.acquire(ctx); refused != nil {
+	if refused, reason := s.calls.Acquire(ctx); refused != nil {
 		s.metrics.observeRejection(reason)
 		s.logCall(caller, name, outcomeBusy, refused, 0)
 		traceCall(ctx, caller, outcomeBusy, refused)
 		return refused
 	}
-	defer s.calls.release()
+	defer s.calls.Release()
 	start := time.Now()
 	result := run(ctx)
 	took := time.Since(start)
@@ -394,7 +400,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.visibleTools(ctx, s.listedTools(result.Tools))
+		result.Tools = s.filter.VisibleTools(ctx, s.listedTools(result.Tools))
 	})
 	s.contentHooks(hooks)
 	s.subscriptionHooks(hooks)
@@ -416,7 +422,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.requireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
+		return s.filter.RequireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -448,7 +454,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
 	}
-	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
+	mux.HandleFunc(adapterconfig.PathProtectedResource, s.filter.ServeProtectedResource)
 	mux.HandleFunc(adapterconfig.PathHealthz, s.serveHealthz)
 	mux.HandleFunc(adapterconfig.PathReadyz, s.serveReadyz)
 	return mux
@@ -469,4 +475,12 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok"))
+}
+
+// mcpEndpoint is the path MCP clients connect to over transport.
+func mcpEndpoint(transport string) string {
+	if transport == adapterconfig.TransportSSE {
+		return adapterconfig.PathSSE
+	}
+	return adapterconfig.PathMCP
 }

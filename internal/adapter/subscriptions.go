@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -88,7 +90,7 @@ func (s *Server) answerSubscription(w http.ResponseWriter, r *http.Request, req 
 		writeAnswer(w, req.ID, &jsonRPCAnswer{Result: struct{}{}})
 		return true
 	}
-	writeAnswer(w, req.ID, s.subscribe(gateway.WithCallerKey(r.Context(), callerKey(r)), session, uri))
+	writeAnswer(w, req.ID, s.subscribe(gateway.WithCallerKey(r.Context(), admission.CallerKey(r)), session, uri))
 	return true
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -34,7 +36,7 @@ func (s *Server) traceMCP(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost {
 			_, body, err := readBody(w, r, s.bodyReadTimeout())
 			if err != nil {
-				refuseBody(w, err)
+				admission.RefuseBody(w, err)
 				return
 			}
 			tb := &tracedBody{body: body}
