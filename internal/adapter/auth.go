@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -20,14 +21,6 @@ func authSettings(cfg *adapterconfig.Config, o options) access.Settings {
 	}
 	return s
 }
-
-// Outcomes of a call in the audit log.
-const (
-	outcomeOK      = "ok"
-	outcomeError   = "error"
-	outcomeRefused = "refused"
-	outcomeBusy    = "busy"
-)
 
 // notAllowed is the answer to a call the rules do not allow. It names neither the
 // rules nor any other caller.
@@ -43,7 +36,7 @@ func (s *Server) logCall(caller *access.Caller, tool, outcome string, result *mc
 		return
 	}
 	// Guarded: the arguments would be built even for a disabled level.
-	if outcome == outcomeError {
+	if outcome == jsonrpc.OutcomeError {
 		if l := s.log.V(1); l.Enabled() {
 			l.Info("tool call failed", "tool", tool, "duration", took.String(), "error", strings.TrimSpace(resultText(result)))
 		}

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -101,14 +102,14 @@ func contentConfig(t *testing.T, dir *contentDir) *adapterconfig.Config {
 }
 
 // rpc posts one JSON-RPC request and decodes its answer.
-func rpc(t *testing.T, baseURL string, headers map[string]string, method string, params any) (json.RawMessage, *jsonRPCError) {
+func rpc(t *testing.T, baseURL string, headers map[string]string, method string, params any) (json.RawMessage, *jsonrpc.Error) {
 	t.Helper()
 	p, _ := json.Marshal(params)
 	reply := postRPC(t, baseURL+adapterconfig.PathMCP, withProtocol(headers), fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
 	var answer struct {
 		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
-		Error  *jsonRPCError   `json:"error"`
+		Error  *jsonrpc.Error  `json:"error"`
 	}
 	if err := json.Unmarshal(reply.body, &answer); err != nil {
 		t.Fatalf("%s: answer %d %q is not JSON-RPC: %v", method, reply.status, reply.body, err)

@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
 )

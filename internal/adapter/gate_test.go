@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 

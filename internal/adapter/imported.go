@@ -4,20 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -270,15 +269,15 @@ func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) 
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, outcomeRefused)
-		return nil, errNotAllowed("resource " + uri)
+		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
 	if err := set.imported.ambiguity(uri); err != nil {
-		s.logRead(ctx, "resources/read", uri, outcomeError)
+		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 		return nil, err
 	}
 	raw, err := it.ReadResource(ctx, uri)
-	s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+	s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -297,15 +296,15 @@ func (s *Server) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
 	if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
-		return nil, errNotAllowed("prompt " + p.listing.Name)
+		s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("prompt " + p.listing.Name)
 	}
 	args, err := promptArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, err
 	}
 	raw, err := p.item.GetPrompt(ctx, args)
-	s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+	s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -327,13 +326,6 @@ func promptArguments(args map[string]string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-func outcomeOf(err error) string {
-	if err != nil {
-		return outcomeError
-	}
-	return outcomeOK
-}
-
 // answerImported answers, on streamable HTTP, a resources/read or prompts/get of an
 // imported item with the remote's result as sent, and reports whether it did.
 func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *contentRequest) bool {
@@ -352,39 +344,39 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 			return false // the server's own, or nothing
 		}
 		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-			s.logRead(ctx, "resources/read", uri, outcomeRefused)
-			writeAnswer(w, req.ID, refused("resource "+uri))
+			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("resource "+uri))
 			return true
 		}
 		if ambiguous := set.imported.ambiguity(uri); ambiguous != nil {
-			s.logRead(ctx, "resources/read", uri, outcomeError)
-			writeAnswer(w, req.ID, invalidParams(ambiguous.Error()))
+			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(ambiguous.Error()))
 			return true
 		}
 		raw, err = it.ReadResource(ctx, uri)
-		s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	case string(mcp.MethodPromptsGet):
 		p := set.imported.promptByName[req.Params.Name]
 		if p == nil || set.promptByName[req.Params.Name] != nil {
 			return false
 		}
 		if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-			s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
-			writeAnswer(w, req.ID, refused("prompt "+p.listing.Name))
+			s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("prompt "+p.listing.Name))
 			return true
 		}
 		args, argsErr := promptArguments(req.Params.Arguments)
 		if argsErr != nil {
-			writeAnswer(w, req.ID, invalidParams(argsErr.Error()))
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(argsErr.Error()))
 			return true
 		}
 		raw, err = p.item.GetPrompt(ctx, args)
-		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+		s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	default:
 		return false
 	}
 	if err != nil {
-		writeAnswer(w, req.ID, forwardFailure(err))
+		jsonrpc.WriteAnswer(w, req.ID, jsonrpc.ForwardFailure(err))
 		return true
 	}
 	if req.modern {
@@ -414,22 +406,6 @@ func withModernMembers(raw json.RawMessage, read bool) json.RawMessage {
 		out = append(out, ',')
 	}
 	return append(out, rest...)
-}
-
-func writeAnswer(w http.ResponseWriter, id json.RawMessage, answer *jsonRPCAnswer) {
-	answer.ID = id
-	writeJSONRPC(w, answer)
-}
-
-// forwardFailure is the JSON-RPC error answering a read or get that failed: the
-// remote's own error code and (scrubbed) message, or an internal error saying the
-// remote was not reached.
-func forwardFailure(err error) *jsonRPCAnswer {
-	var fe *gateway.ForwardError
-	if errors.As(err, &fe) && fe.RPC != nil {
-		return &jsonRPCAnswer{Error: &jsonRPCError{Code: fe.RPC.Code, Message: fe.RPC.Message}}
-	}
-	return &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
 }
 
 // importedListWriter rewrites the answer to body when it lists prompts, resources or

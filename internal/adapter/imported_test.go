@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -48,15 +49,15 @@ func fromImport(name, key, definition, endpoint string) adapterconfig.ImportedIt
 
 // rpcError is the error member of a JSON-RPC answer; on a result, the test fails and
 // the error is empty.
-func rpcError(t *testing.T, reply rpcReply) *jsonRPCError {
+func rpcError(t *testing.T, reply rpcReply) *jsonrpc.Error {
 	t.Helper()
 	var answer struct {
 		Result json.RawMessage `json:"result"`
-		Error  *jsonRPCError   `json:"error"`
+		Error  *jsonrpc.Error  `json:"error"`
 	}
 	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result != nil || answer.Error == nil {
 		t.Errorf("want an error, got %d: %s", reply.status, reply.body)
-		return &jsonRPCError{}
+		return &jsonrpc.Error{}
 	}
 	return answer.Error
 }
@@ -104,8 +105,8 @@ func TestAnImportedSkillCannotRelabelAnotherImportsResource(t *testing.T) {
 
 			answer := rpcError(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 				`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"`+c.uri+`"}}`))
-			if answer.Message != "" && (answer.Code != -32602 || !strings.HasPrefix(answer.Message, markerNotAllowed)) {
-				t.Errorf("a read of another import's resource under the evil skill's rule answered %d %q, want -32602 %s…", answer.Code, answer.Message, markerNotAllowed)
+			if answer.Message != "" && (answer.Code != -32602 || !strings.HasPrefix(answer.Message, jsonrpc.MarkerNotAllowed)) {
+				t.Errorf("a read of another import's resource under the evil skill's rule answered %d %q, want -32602 %s…", answer.Code, answer.Message, jsonrpc.MarkerNotAllowed)
 			}
 			if reads := db.readsSeen(); len(reads) != 0 {
 				t.Errorf("reads that reached db: %q, want none", reads)

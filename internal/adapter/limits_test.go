@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 

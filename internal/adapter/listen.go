@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
@@ -157,30 +157,30 @@ func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) ht
 	}
 	req, err := parseListen(body, gateway.MaxSessionSubscriptions)
 	if err != nil {
-		return answering(req.id, invalidParams(err.Error()))
+		return answering(req.id, jsonrpc.InvalidParams(err.Error()))
 	}
 	stripped := withoutResourceSubscriptions(body)
 	if len(req.uris) > 0 {
 		if left, _ := parseListen(stripped, gateway.MaxSessionSubscriptions); len(left.uris) > 0 {
 			// Spelled so that the gateway could not take them out (a case variant of
 			// a key it edits): mcp-go would acknowledge what nobody delivers.
-			return answering(req.id, invalidParams("subscriptions/listen: write params.notifications.resourceSubscriptions with these exact keys, once each"))
+			return answering(req.id, jsonrpc.InvalidParams("subscriptions/listen: write params.notifications.resourceSubscriptions with these exact keys, once each"))
 		}
 	}
 	gb.Reset(stripped)
-	if len(req.uris) > 0 && modernRequest(body) {
+	if len(req.uris) > 0 && jsonrpc.ModernRequest(body) {
 		return s.relayListen(next, req.id, req.uris)
 	}
 	return next
 }
 
 // answering is a handler that answers every request with answer, under id.
-func answering(id json.RawMessage, answer *jsonRPCAnswer) http.Handler {
+func answering(id json.RawMessage, answer *jsonrpc.Answer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if len(id) == 0 {
 			id = json.RawMessage("null")
 		}
-		writeAnswer(w, id, answer)
+		jsonrpc.WriteAnswer(w, id, answer)
 	})
 }
 
@@ -238,13 +238,13 @@ func (s *Server) subscribeListenTo(ctx context.Context, key, uri string) error {
 		return fmt.Errorf("%s", refusal)
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeRefused)
-		return errNotAllowed("resource " + uri)
+		s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, jsonrpc.OutcomeRefused)
+		return jsonrpc.ErrNotAllowed("resource " + uri)
 	}
 	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
 	defer cancel()
 	err := s.subs.SubscribeStream(ctx, key, it, uri)
-	s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeOf(err))
+	s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return fmt.Errorf("subscribe at the remote: %w", err)
 	}

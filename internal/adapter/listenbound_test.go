@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -53,7 +53,7 @@ func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 	start := time.Now()
 	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(5, manyURIs(60_000)))
 	t.Logf("a listen of 60,000 URIs was answered in %s", time.Since(start))
-	var answer jsonRPCAnswer
+	var answer jsonrpc.Answer
 	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Error == nil {
 		t.Fatalf("listen of 60,000 URIs answered %d %s, want a JSON-RPC error", reply.status, reply.body)
 	}

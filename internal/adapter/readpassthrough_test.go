@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -134,7 +135,7 @@ func TestReadPassThrough_UnauthorizedReadsAreRefused(t *testing.T) {
 		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, refused)
 		var answer struct {
 			Result json.RawMessage `json:"result"`
-			Error  *jsonRPCError   `json:"error"`
+			Error  *jsonrpc.Error  `json:"error"`
 		}
 		if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result != nil || answer.Error == nil ||
 			answer.Error.Code != -32602 || !strings.Contains(answer.Error.Message, "not allowed") {

@@ -8,22 +8,18 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
 // SkillsExtension is the MCP Skills extension's identifier in the capabilities.
 const SkillsExtension = "io.modelcontextprotocol/skills"
-
-// markerNotAllowed starts the message of a refused read or get; it names neither the
-// rules nor other callers.
-const markerNotAllowed = "not_allowed: "
 
 // contentOptions are the mcp-go options for what set serves besides tools. A server
 // that serves none of it keeps the capabilities it always had.
@@ -203,13 +199,6 @@ func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) 
 	return s.auth.AllowsKindWithin(caller, kind, name, admission.CELBudgetFrom(ctx))
 }
 
-// errNotAllowed says the caller may not read or get what it named. On streamable HTTP
-// the adapter answers such requests itself, with -32602 (see serveContentRequest);
-// mcp-go answers a handler's error with -32603.
-func errNotAllowed(what string) error {
-	return errors.New(markerNotAllowed + what + " is not allowed for this caller; ask the owner of the server for access")
-}
-
 // readFile serves resources/read of a skill file or static resource.
 func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	uri := req.Params.URI
@@ -219,10 +208,10 @@ func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]m
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, outcomeRefused)
-		return nil, errNotAllowed("resource " + uri)
+		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
-	s.logRead(ctx, "resources/read", uri, outcomeOK)
+	s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 	return []mcp.ResourceContents{fileContents(uri, f)}, nil
 }
 
@@ -242,15 +231,15 @@ func (s *Server) readTemplate(uriTemplate string) server.ResourceTemplateHandler
 			return nil, fmt.Errorf("resource template %s is no longer served: %w", uriTemplate, mcp.ErrResourceNotFound)
 		}
 		if !s.allows(ctx, access.ItemResource, uri) {
-			s.logRead(ctx, "resources/read", uri, outcomeRefused)
-			return nil, errNotAllowed("resource " + uri)
+			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+			return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 		}
 		text, err := s.renderTemplateResource(ctx, t, templateArguments(req.Params.Arguments))
 		if err != nil {
-			s.logRead(ctx, "resources/read", uri, outcomeError)
+			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 			return nil, err
 		}
-		s.logRead(ctx, "resources/read", uri, outcomeOK)
+		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: t.MimeType, Text: text}}, nil
 	}
 }
@@ -312,16 +301,16 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
 	if !s.allows(ctx, access.ItemPrompt, p.Name) {
-		s.logRead(ctx, "prompts/get", p.Name, outcomeRefused)
-		return nil, errNotAllowed("prompt " + p.Name)
+		s.logRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("prompt " + p.Name)
 	}
 	if missing := missingArgument(p, req.Params.Arguments); missing != "" {
 		return nil, fmt.Errorf("%w: prompt %q needs the argument %q", mcp.ErrInvalidParams, p.Name, missing)
 	}
 	result, err := s.renderPrompt(ctx, p, req.Params.Arguments)
-	outcome := outcomeOK
+	outcome := jsonrpc.OutcomeOK
 	if err != nil {
-		outcome = outcomeError
+		outcome = jsonrpc.OutcomeError
 	}
 	s.logRead(ctx, "prompts/get", p.Name, outcome)
 	return result, err

@@ -16,14 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
@@ -321,7 +321,7 @@ func (s *Server) withheldHandler(name string) server.ToolHandlerFunc {
 			reason = fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name)
 		}
 		result := mcp.NewToolResultError(reason)
-		s.logCall(caller, name, outcomeRefused, result, 0)
+		s.logCall(caller, name, jsonrpc.OutcomeRefused, result, 0)
 		return result, nil
 	}
 }
@@ -368,15 +368,15 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 	caller, _ := access.CallerFrom(ctx)
 	if !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
-		s.logCall(caller, name, outcomeRefused, nil, 0)
+		s.logCall(caller, name, jsonrpc.OutcomeRefused, nil, 0)
 		refused := notAllowed(name)
-		traceCall(ctx, caller, outcomeRefused, refused)
+		traceCall(ctx, caller, jsonrpc.OutcomeRefused, refused)
 		return refused
 	}
 	if refused, reason := s.calls.Acquire(ctx); refused != nil {
 		s.metrics.observeRejection(reason)
-		s.logCall(caller, name, outcomeBusy, refused, 0)
-		traceCall(ctx, caller, outcomeBusy, refused)
+		s.logCall(caller, name, jsonrpc.OutcomeBusy, refused, 0)
+		traceCall(ctx, caller, jsonrpc.OutcomeBusy, refused)
 		return refused
 	}
 	defer s.calls.Release()
@@ -384,9 +384,9 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 	result := run(ctx)
 	took := time.Since(start)
 	s.metrics.observeCall(name, result.IsError, took)
-	outcome := outcomeOK
+	outcome := jsonrpc.OutcomeOK
 	if result.IsError {
-		outcome = outcomeError
+		outcome = jsonrpc.OutcomeError
 	}
 	s.logCall(caller, name, outcome, result, took)
 	traceCall(ctx, caller, outcome, result)

@@ -12,11 +12,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -106,7 +107,7 @@ func TestReadOfAnImportedSkillFileIsCheckedAgainstTheListedDigest(t *testing.T) 
 		t.Helper()
 		var answer struct {
 			Result json.RawMessage `json:"result"`
-			Error  *jsonRPCError   `json:"error"`
+			Error  *jsonrpc.Error  `json:"error"`
 		}
 		reply := read(uri)
 		if json.Unmarshal(reply.body, &answer) != nil || answer.Result != nil || answer.Error == nil ||

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -71,7 +71,7 @@ func (s *Server) answerSubscription(w http.ResponseWriter, r *http.Request, req 
 		if !adapterconfig.SubscribableImports(&s.cfg) {
 			return false
 		}
-		writeAnswer(w, req.ID, &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.METHOD_NOT_FOUND,
+		jsonrpc.WriteAnswer(w, req.ID, &jsonrpc.Answer{Error: &jsonrpc.Error{Code: mcp.METHOD_NOT_FOUND,
 			Message: req.Method + " needs a session, and this gateway is stateless (spec.stateless: true), so its updates could reach another replica: " +
 				"set stateless: false (one replica) to relay resource subscriptions, or read the resource again when you need it"}})
 		return true
@@ -82,43 +82,43 @@ func (s *Server) answerSubscription(w http.ResponseWriter, r *http.Request, req 
 	session := r.Header.Get(headerSessionID)
 	uri := req.Params.URI
 	if uri == "" {
-		writeAnswer(w, req.ID, invalidParams("uri is required"))
+		jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams("uri is required"))
 		return true
 	}
 	if req.Method == string(mcp.MethodResourcesUnsubscribe) {
 		s.subs.Unsubscribe(session, uri)
-		writeAnswer(w, req.ID, &jsonRPCAnswer{Result: struct{}{}})
+		jsonrpc.WriteAnswer(w, req.ID, &jsonrpc.Answer{Result: struct{}{}})
 		return true
 	}
-	writeAnswer(w, req.ID, s.subscribe(gateway.WithCallerKey(r.Context(), admission.CallerKey(r)), session, uri))
+	jsonrpc.WriteAnswer(w, req.ID, s.subscribe(gateway.WithCallerKey(r.Context(), admission.CallerKey(r)), session, uri))
 	return true
 }
 
 // subscribe subscribes the session to uri at the remote that serves it: the answer is
 // the empty result, or an error naming why not.
-func (s *Server) subscribe(ctx context.Context, session, uri string) *jsonRPCAnswer {
+func (s *Server) subscribe(ctx context.Context, session, uri string) *jsonrpc.Answer {
 	it, refusal := s.subscribable(uri)
 	if refusal != "" {
-		answer := invalidParams(refusal)
+		answer := jsonrpc.InvalidParams(refusal)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
 	}
 	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, string(mcp.MethodResourcesSubscribe), uri, outcomeRefused)
-		return refused("resource " + uri)
+		s.logRead(ctx, string(mcp.MethodResourcesSubscribe), uri, jsonrpc.OutcomeRefused)
+		return jsonrpc.Refused("resource " + uri)
 	}
 	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
 	defer cancel()
 	err := s.subs.Subscribe(ctx, session, it, uri)
-	s.logRead(ctx, string(mcp.MethodResourcesSubscribe), uri, outcomeOf(err))
+	s.logRead(ctx, string(mcp.MethodResourcesSubscribe), uri, jsonrpc.OutcomeOf(err))
 	var refusedHere *gateway.SubscriptionError
 	switch {
 	case err == nil:
-		return &jsonRPCAnswer{Result: struct{}{}}
+		return &jsonrpc.Answer{Result: struct{}{}}
 	case errors.As(err, &refusedHere):
-		return invalidParams(fmt.Sprintf("cannot subscribe to %s: %s", uri, refusedHere.Message))
+		return jsonrpc.InvalidParams(fmt.Sprintf("cannot subscribe to %s: %s", uri, refusedHere.Message))
 	}
-	return forwardFailure(err)
+	return jsonrpc.ForwardFailure(err)
 }
 
 // subscribable is the imported item that serves uri and whose remote offers

@@ -10,14 +10,14 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
-
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
@@ -170,10 +170,10 @@ func traceCall(ctx context.Context, caller *access.Caller, outcome string, resul
 		kind = caller.Kind
 	}
 	span.SetAttributes(tracing.CallerKind.String(kind), tracing.CallOutcome.String(outcome))
-	if outcome != outcomeOK {
+	if outcome != jsonrpc.OutcomeOK {
 		// The MCP conventions' error.type for a tool result with isError true.
 		errorType := "tool_error"
-		if outcome != outcomeError {
+		if outcome != jsonrpc.OutcomeError {
 			errorType = outcome
 		}
 		span.SetAttributes(tracing.ErrorType.String(errorType))
