@@ -131,7 +131,7 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBo
 		return
 	}
 	defer s.listens.Give(caller)
-	s.serveStream(w, r, s.listenHandler(gb, body, next), body)
+	s.serveStream(w, r, s.subscriptions.ListenHandler(gb, body, next), body)
 }
 
 // requestContext is mcp-go's context hook: callContext, and on a server with remote

@@ -39,7 +39,7 @@ func (s *Server) memoryTool() server.ServerTool {
 // remotes and the memory store. The local runtime calls it when it replaces or stops a
 // server.
 func (s *Server) Close() error {
-	s.subs.Close()
+	s.subscriptions.Close()
 	s.remotes.CloseAll()
 	if s.memory == nil {
 		return nil

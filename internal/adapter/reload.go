@@ -64,7 +64,7 @@ func (s *Server) Reload(cfg *adapterconfig.Config) error {
 	next := newToolSet(tools, cfg.Withheld)
 	s.state.Store(next)
 	// Before the remotes no longer used close, so that no subscription is lost with them.
-	s.retargetSubscriptions(content)
+	s.subscriptions.Retarget(content.subscriptionTarget)
 	s.remotes.Commit(linked)
 	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
 	d := diffToolSets(old, next)
@@ -108,7 +108,7 @@ func (s *Server) fixedFieldsChanged(cfg *adapterconfig.Config) []string {
 	if servesCompletions(cfg) != servesCompletions(&s.cfg) {
 		changed = append(changed, "whether imported prompts or resource templates are served (the completions capability is declared at start)")
 	}
-	if adapterconfig.RelaysSubscriptions(cfg) != s.relaysSubscriptions() {
+	if adapterconfig.RelaysSubscriptions(cfg) != s.subscriptions.Relays() {
 		changed = append(changed, "whether resource subscriptions are relayed to imports' remotes (resources.subscribe is declared at start)")
 	}
 	if servesSkills(cfg) != servesSkills(&s.cfg) {

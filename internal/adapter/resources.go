@@ -27,7 +27,7 @@ func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 	var opts []server.ServerOption
 	if set.servesResources() || s.servesSkillMethods() {
 		// subscribe: the gateway relays subscriptions to imports' remotes that offer them.
-		opts = append(opts, server.WithResourceCapabilities(s.relaysSubscriptions(), true))
+		opts = append(opts, server.WithResourceCapabilities(s.subscriptions.Relays(), true))
 	}
 	if len(set.prompts) > 0 || len(set.imported.prompts) > 0 {
 		opts = append(opts, server.WithPromptCapabilities(true))

@@ -78,7 +78,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 		s.log.Error(err, "serving ended unexpectedly during shutdown")
 	}
 	s.backend.CloseIdleConnections()
-	s.subs.Close()
+	s.subscriptions.Close()
 	s.remotes.CloseAll()
 
 	if waitErr != nil {

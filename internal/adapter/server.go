@@ -24,6 +24,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/subscribe"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
@@ -93,9 +94,9 @@ type Server struct {
 	// servedTemplates: mcp-go holds resource templates (it cannot list them back).
 	servedTemplates bool
 	remotes         *gateway.Pool
-	// subs are the resource subscriptions relayed to the remotes (subscriptions.go).
-	subs *gateway.Subscriptions
-	mcp  *server.MCPServer
+	// subscriptions relays resource subscriptions to the remotes.
+	subscriptions *subscribe.Relay
+	mcp           *server.MCPServer
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
 
@@ -200,8 +201,8 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	s.content.Store(content)
 	s.reportLeftOut(content)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
-	s.subs = s.newSubscriptions()
-	s.subs.LimitCallerShare(share)
+	s.subscriptions = subscribe.NewRelay(&s.cfg, s.log, s.refusals, share,
+		subscribe.NotifySession(func() *server.MCPServer { return s.mcp }), subscriptionContent(s))
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -403,7 +404,7 @@ func (s *Server) listHooks() *server.Hooks {
 		result.Tools = s.filter.VisibleTools(ctx, s.listedTools(result.Tools))
 	})
 	s.contentHooks(hooks)
-	s.subscriptionHooks(hooks)
+	s.subscriptions.Hooks(hooks)
 	return hooks
 }
 

@@ -86,7 +86,7 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}
-	if s.answerSubscription(w, r, &req) || s.answerImported(w, r, &req) {
+	if s.subscriptions.Answer(w, r, req.ID, req.Method, req.Params.URI, req.modern) || s.answerImported(w, r, &req) {
 		return true
 	}
 	answer := s.answerContentRequest(r, &req)
