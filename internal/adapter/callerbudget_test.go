@@ -257,7 +257,7 @@ func TestRuleDecisionsOfARequestShareItsCELBudget(t *testing.T) {
 	ctx := admission.WithCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
 	allowed := 0
 	for i := range 40 {
-		if s.allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
+		if s.filter.Allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
 			allowed++
 		}
 	}

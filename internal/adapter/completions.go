@@ -45,7 +45,7 @@ type importedCompletions Server
 func (c *importedCompletions) CompletePromptArgument(ctx context.Context, name string, argument mcp.CompleteArgument, resolved mcp.CompleteContext) (*mcp.Completion, error) {
 	s := (*Server)(c)
 	p := s.content.Load().imported.promptByName[name]
-	if p == nil || !s.allows(ctx, access.ItemPrompt, name) {
+	if p == nil || !s.filter.Allows(ctx, access.ItemPrompt, name) {
 		return noCompletion(), nil
 	}
 	return forwardCompletion(ctx, p.item, argument, resolved)
@@ -55,7 +55,7 @@ func (c *importedCompletions) CompletePromptArgument(ctx context.Context, name s
 func (c *importedCompletions) CompleteResourceArgument(ctx context.Context, uri string, argument mcp.CompleteArgument, resolved mcp.CompleteContext) (*mcp.Completion, error) {
 	s := (*Server)(c)
 	for _, t := range s.content.Load().imported.templates {
-		if t.item.Key == uri && s.allows(ctx, access.ItemResource, uri) {
+		if t.item.Key == uri && s.filter.Allows(ctx, access.ItemResource, uri) {
 			return forwardCompletion(ctx, t.item, argument, resolved)
 		}
 	}

@@ -268,16 +268,16 @@ func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) 
 	if it == nil {
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+	if kind, name := s.content.Load().resourceItem(uri); !s.filter.Allows(ctx, kind, name) {
+		s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
 	if err := set.imported.ambiguity(uri); err != nil {
-		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
+		s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 		return nil, err
 	}
 	raw, err := it.ReadResource(ctx, uri)
-	s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
+	s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +295,8 @@ func (s *Server) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest
 	if p == nil {
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
-	if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-		s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+	if !s.filter.Allows(ctx, access.ItemPrompt, p.listing.Name) {
+		s.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("prompt " + p.listing.Name)
 	}
 	args, err := promptArguments(req.Params.Arguments)
@@ -304,7 +304,7 @@ func (s *Server) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest
 		return nil, err
 	}
 	raw, err := p.item.GetPrompt(ctx, args)
-	s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
+	s.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -343,25 +343,25 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 		if it == nil {
 			return false // the server's own, or nothing
 		}
-		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		if kind, name := s.content.Load().resourceItem(uri); !s.filter.Allows(ctx, kind, name) {
+			s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("resource "+uri))
 			return true
 		}
 		if ambiguous := set.imported.ambiguity(uri); ambiguous != nil {
-			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
+			s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(ambiguous.Error()))
 			return true
 		}
 		raw, err = it.ReadResource(ctx, uri)
-		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
+		s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	case string(mcp.MethodPromptsGet):
 		p := set.imported.promptByName[req.Params.Name]
 		if p == nil || set.promptByName[req.Params.Name] != nil {
 			return false
 		}
-		if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-			s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+		if !s.filter.Allows(ctx, access.ItemPrompt, p.listing.Name) {
+			s.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("prompt "+p.listing.Name))
 			return true
 		}
@@ -371,7 +371,7 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 			return true
 		}
 		raw, err = p.item.GetPrompt(ctx, args)
-		s.logRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
+		s.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	default:
 		return false
 	}

@@ -142,61 +142,16 @@ func mcpPrompt(p *servedPrompt) mcp.Prompt { return listing.Prompt(&p.Prompt) }
 // answer down to what its caller may read or get.
 func (s *Server) contentHooks(hooks *server.Hooks) {
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
-		result.Resources = visible(ctx, s, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
+		result.Resources = admission.Visible(ctx, s.filter, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.content.Load().resourceItem(r.URI) })
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
-		result.ResourceTemplates = visible(ctx, s, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
+		result.ResourceTemplates = admission.Visible(ctx, s.filter, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
 			return access.ItemResource, t.URITemplate.Raw()
 		})
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
-		result.Prompts = visible(ctx, s, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = admission.Visible(ctx, s.filter, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
 	})
-}
-
-// visible keeps the items the request's caller may use, spending at most
-// admission.ListCELBudget on the rules (past it, the items left are not listed: fail closed).
-func visible[T any](ctx context.Context, s *Server, method string, items []T, item func(T) (access.ItemKind, string)) []T {
-	if !s.auth.HasRules() {
-		return items
-	}
-	caller, _ := access.CallerFrom(ctx)
-	budget := admission.ListBudget(ctx)
-	out := items[:0:0]
-	for _, it := range items {
-		if kind, name := item(it); s.auth.AllowsKindWithin(caller, kind, name, budget) {
-			out = append(out, it)
-		}
-	}
-	s.filter.NoteCutList(caller, budget, method)
-	return out
-}
-
-// resourceItem is what governs reading uri: the path of the skill whose file it is (the
-// server's own, or an imported one its import serves), or the URI.
-func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
-	set := s.content.Load()
-	if f := set.files[uri]; f != nil {
-		if f.skillPath != "" {
-			return access.ItemSkill, f.skillPath
-		}
-		return access.ItemResource, uri
-	}
-	if path, ok := set.governingSkill(uri); ok {
-		return access.ItemSkill, path
-	}
-	return access.ItemResource, uri
-}
-
-// allows says whether the request's caller may use the item, spending the request's
-// CEL budget (admission.WithCELBudget), so that a request judging many items (skills/list) is
-// bounded as the list hooks are.
-func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
-	if !s.auth.HasRules() {
-		return true
-	}
-	caller, _ := access.CallerFrom(ctx)
-	return s.auth.AllowsKindWithin(caller, kind, name, admission.CELBudgetFrom(ctx))
 }
 
 // readFile serves resources/read of a skill file or static resource.
@@ -207,11 +162,11 @@ func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]m
 		// Listed just before a reload removed it.
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+	if kind, name := s.content.Load().resourceItem(uri); !s.filter.Allows(ctx, kind, name) {
+		s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
-	s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
+	s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 	return []mcp.ResourceContents{fileContents(uri, f)}, nil
 }
 
@@ -225,27 +180,28 @@ func fileContents(uri string, f *servedFile) mcp.ResourceContents {
 // readTemplate serves resources/read of a URI that matched a resource template.
 func (s *Server) readTemplate(uriTemplate string) server.ResourceTemplateHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		t := s.templateOf(uriTemplate)
+		t := s.content.Load().templateOf(uriTemplate)
 		uri := req.Params.URI
 		if t == nil {
 			return nil, fmt.Errorf("resource template %s is no longer served: %w", uriTemplate, mcp.ErrResourceNotFound)
 		}
-		if !s.allows(ctx, access.ItemResource, uri) {
-			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		if !s.filter.Allows(ctx, access.ItemResource, uri) {
+			s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
 			return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 		}
 		text, err := s.renderTemplateResource(ctx, t, templateArguments(req.Params.Arguments))
 		if err != nil {
-			s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
+			s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 			return nil, err
 		}
-		s.logRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
+		s.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: t.MimeType, Text: text}}, nil
 	}
 }
 
-func (s *Server) templateOf(uriTemplate string) *servedTemplate {
-	for _, t := range s.content.Load().templates {
+// templateOf is the template of set written uriTemplate; nil if none.
+func (set *contentSet) templateOf(uriTemplate string) *servedTemplate {
+	for _, t := range set.templates {
 		if t.URITemplate == uriTemplate {
 			return t
 		}
@@ -300,8 +256,8 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 	if p == nil {
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
-	if !s.allows(ctx, access.ItemPrompt, p.Name) {
-		s.logRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+	if !s.filter.Allows(ctx, access.ItemPrompt, p.Name) {
+		s.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("prompt " + p.Name)
 	}
 	if missing := missingArgument(p, req.Params.Arguments); missing != "" {
@@ -312,7 +268,7 @@ func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.
 	if err != nil {
 		outcome = jsonrpc.OutcomeError
 	}
-	s.logRead(ctx, "prompts/get", p.Name, outcome)
+	s.filter.LogRead(ctx, "prompts/get", p.Name, outcome)
 	return result, err
 }
 
@@ -396,11 +352,17 @@ func rawMessage(s string) *json.RawMessage {
 	return &raw
 }
 
-// logRead writes the audit line of a read or get when callers authenticate.
-func (s *Server) logRead(ctx context.Context, method, what, outcome string) {
-	if !s.auth.Enabled() {
-		return
+// resourceItem is what governs reading uri in set: the path of the skill whose file it is (the
+// server's own, or an imported one its import serves), or the URI.
+func (set *contentSet) resourceItem(uri string) (access.ItemKind, string) {
+	if f := set.files[uri]; f != nil {
+		if f.skillPath != "" {
+			return access.ItemSkill, f.skillPath
+		}
+		return access.ItemResource, uri
 	}
-	caller, _ := access.CallerFrom(ctx)
-	s.log.Info("read", "caller", caller.String(), "method", method, "target", what, "outcome", outcome)
+	if path, ok := set.governingSkill(uri); ok {
+		return access.ItemSkill, path
+	}
+	return access.ItemResource, uri
 }

@@ -121,8 +121,8 @@ func (s *Server) answerContentRequest(r *http.Request, req *contentRequest) *jso
 		switch {
 		case p == nil:
 			return nil
-		case !s.allows(ctx, access.ItemPrompt, p.Name):
-			s.logRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+		case !s.filter.Allows(ctx, access.ItemPrompt, p.Name):
+			s.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
 			return jsonrpc.Refused("prompt " + p.Name)
 		}
 		if missing := missingArgument(p, req.Params.Arguments); missing != "" {
@@ -143,8 +143,8 @@ func (s *Server) checkRead(r *http.Request, uri string) *jsonrpc.Answer {
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(r.Context(), kind, name) {
-		s.logRead(r.Context(), "resources/read", uri, jsonrpc.OutcomeRefused)
+	if kind, name := s.content.Load().resourceItem(uri); !s.filter.Allows(r.Context(), kind, name) {
+		s.filter.LogRead(r.Context(), "resources/read", uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("resource " + uri)
 	}
 	return nil
@@ -164,7 +164,7 @@ func (s *Server) listSkills(r *http.Request, cursor string) *jsonrpc.Answer {
 	page := make([]json.RawMessage, 0)
 	size, more := 0, false
 	for _, skill := range s.content.Load().skills {
-		if skill.uri <= after || !s.allows(r.Context(), access.ItemSkill, skill.path) {
+		if skill.uri <= after || !s.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
 			continue
 		}
 		if len(page) == pageEntries || (len(page) > 0 && size+len(skill.entry) > pageBytes) {
@@ -210,8 +210,8 @@ func (s *Server) getSkill(r *http.Request, uri string) *jsonrpc.Answer {
 	if skill == nil {
 		return jsonrpc.InvalidParams("no skill is served at " + uri)
 	}
-	if !s.allows(r.Context(), access.ItemSkill, skill.path) {
-		s.logRead(r.Context(), methodSkillsGet, uri, jsonrpc.OutcomeRefused)
+	if !s.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
+		s.filter.LogRead(r.Context(), methodSkillsGet, uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("skill " + skill.path)
 	}
 	return &jsonrpc.Answer{Result: map[string]any{"resultType": "complete", "skill": skill.entry, "ttlMs": cacheTTLMs, "cacheScope": cacheScope}}
@@ -224,8 +224,8 @@ func (s *Server) readDirectory(r *http.Request, uri, cursor string) *jsonrpc.Ans
 	if dir == nil {
 		return jsonrpc.InvalidParams(uri + " is not a directory resource this server serves")
 	}
-	if !s.allows(r.Context(), access.ItemSkill, dir.skillPath) {
-		s.logRead(r.Context(), methodDirectoryRead, uri, jsonrpc.OutcomeRefused)
+	if !s.filter.Allows(r.Context(), access.ItemSkill, dir.skillPath) {
+		s.filter.LogRead(r.Context(), methodDirectoryRead, uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("skill " + dir.skillPath)
 	}
 	after, ok := decodeCursor(cursor)

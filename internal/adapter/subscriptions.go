@@ -34,10 +34,10 @@ func subscriptionContent(s *Server) subscribe.Content {
 			return s.content.Load().subscribable(uri)
 		},
 		MayRead: func(ctx context.Context, uri string) bool {
-			kind, name := s.resourceItem(uri)
-			return s.allows(ctx, kind, name)
+			kind, name := s.content.Load().resourceItem(uri)
+			return s.filter.Allows(ctx, kind, name)
 		},
-		LogRead: s.logRead,
+		LogRead: s.filter.LogRead,
 		OffersListen: func() bool {
 			return s.streamable != nil && s.content.Load().imported.offersSubscriptions()
 		},

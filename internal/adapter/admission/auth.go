@@ -145,3 +145,41 @@ func (f *Filter) NoteCutList(caller *access.Caller, budget *access.Budget, metho
 			"a list answer left items out: the rules' CEL work for one request ran out of its budget", "method", method, "budget", ListCELBudget)
 	}
 }
+
+// Visible keeps the items the request's caller may use, spending at most
+// ListCELBudget on the rules (past it, the items left are not listed: fail closed).
+func Visible[T any](ctx context.Context, f *Filter, method string, items []T, item func(T) (access.ItemKind, string)) []T {
+	if !f.auth.HasRules() {
+		return items
+	}
+	caller, _ := access.CallerFrom(ctx)
+	budget := ListBudget(ctx)
+	out := items[:0:0]
+	for _, it := range items {
+		if kind, name := item(it); f.auth.AllowsKindWithin(caller, kind, name, budget) {
+			out = append(out, it)
+		}
+	}
+	f.NoteCutList(caller, budget, method)
+	return out
+}
+
+// Allows says whether the request's caller may use the item, spending the request's
+// CEL budget (WithCELBudget), so that a request judging many items (skills/list) is
+// bounded as the list hooks are.
+func (f *Filter) Allows(ctx context.Context, kind access.ItemKind, name string) bool {
+	if !f.auth.HasRules() {
+		return true
+	}
+	caller, _ := access.CallerFrom(ctx)
+	return f.auth.AllowsKindWithin(caller, kind, name, CELBudgetFrom(ctx))
+}
+
+// LogRead writes the audit line of a read or get when callers authenticate.
+func (f *Filter) LogRead(ctx context.Context, method, what, outcome string) {
+	if !f.auth.Enabled() {
+		return
+	}
+	caller, _ := access.CallerFrom(ctx)
+	f.log.Info("read", "caller", caller.String(), "method", method, "target", what, "outcome", outcome)
+}
