@@ -122,19 +122,7 @@ func ListBudget(ctx context.Context) *access.Budget {
 // tools/list answer, spending at most ListCELBudget on the rules (past it, the tools
 // left are not listed: fail closed).
 func (f *Filter) VisibleTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if !f.auth.HasRules() {
-		return tools
-	}
-	caller, _ := access.CallerFrom(ctx)
-	budget := ListBudget(ctx)
-	visible := tools[:0:0]
-	for _, t := range tools {
-		if f.auth.AllowsKindWithin(caller, access.ItemTool, t.Name, budget) {
-			visible = append(visible, t)
-		}
-	}
-	f.NoteCutList(caller, budget, "tools/list")
-	return visible
+	return Visible(ctx, f, "tools/list", tools, func(t mcp.Tool) (access.ItemKind, string) { return access.ItemTool, t.Name })
 }
 
 // NoteCutList logs, at most once per caller per RefusalLogEvery, that a list left

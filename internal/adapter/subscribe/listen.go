@@ -218,19 +218,15 @@ func (r *Relay) subscribeListen(ctx context.Context, caller, key string, uris []
 
 // subscribeListenTo subscribes the listen stream key to uri, checked like a read.
 func (r *Relay) subscribeListenTo(ctx context.Context, key, uri string) error {
-	it, refusal := r.content.Subscribable(uri)
-	if refusal != "" {
+	refusal, allowed, err := r.subscribeChecked(ctx, string(mcp.MethodSubscriptionsListen), uri, func(ctx context.Context, it *gateway.Item) error {
+		return r.subs.SubscribeStream(ctx, key, it, uri)
+	})
+	switch {
+	case refusal != "":
 		return fmt.Errorf("%s", refusal)
-	}
-	if !r.content.MayRead(ctx, uri) {
-		r.content.LogRead(ctx, string(mcp.MethodSubscriptionsListen), uri, jsonrpc.OutcomeRefused)
+	case !allowed:
 		return jsonrpc.ErrNotAllowed("resource " + uri)
-	}
-	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
-	defer cancel()
-	err := r.subs.SubscribeStream(ctx, key, it, uri)
-	r.content.LogRead(ctx, string(mcp.MethodSubscriptionsListen), uri, jsonrpc.OutcomeOf(err))
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("subscribe at the remote: %w", err)
 	}
 	return nil

@@ -137,28 +137,43 @@ func (r *Relay) Answer(w http.ResponseWriter, req *http.Request, id json.RawMess
 // subscribe subscribes the session to uri at the remote that serves it: the answer is
 // the empty result, or an error naming why not.
 func (r *Relay) subscribe(ctx context.Context, session, uri string) *jsonrpc.Answer {
-	it, refusal := r.content.Subscribable(uri)
-	if refusal != "" {
+	refusal, allowed, err := r.subscribeChecked(ctx, string(mcp.MethodResourcesSubscribe), uri, func(ctx context.Context, it *gateway.Item) error {
+		return r.subs.Subscribe(ctx, session, it, uri)
+	})
+	var refusedHere *gateway.SubscriptionError
+	switch {
+	case refusal != "":
 		answer := jsonrpc.InvalidParams(refusal)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
-	}
-	if !r.content.MayRead(ctx, uri) {
-		r.content.LogRead(ctx, string(mcp.MethodResourcesSubscribe), uri, jsonrpc.OutcomeRefused)
+	case !allowed:
 		return jsonrpc.Refused("resource " + uri)
-	}
-	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
-	defer cancel()
-	err := r.subs.Subscribe(ctx, session, it, uri)
-	r.content.LogRead(ctx, string(mcp.MethodResourcesSubscribe), uri, jsonrpc.OutcomeOf(err))
-	var refusedHere *gateway.SubscriptionError
-	switch {
 	case err == nil:
 		return &jsonrpc.Answer{Result: struct{}{}}
 	case errors.As(err, &refusedHere):
 		return jsonrpc.InvalidParams(fmt.Sprintf("cannot subscribe to %s: %s", uri, refusedHere.Message))
 	}
 	return jsonrpc.ForwardFailure(err)
+}
+
+// subscribeChecked subscribes to uri with subscribe, within the timeout of the import
+// that serves it, checked like a read and audited as method: refusal says why uri
+// cannot be subscribed to, allowed is false when the caller may not read it, and err
+// is subscribe's.
+func (r *Relay) subscribeChecked(ctx context.Context, method, uri string, subscribe func(context.Context, *gateway.Item) error) (refusal string, allowed bool, err error) {
+	it, refusal := r.content.Subscribable(uri)
+	if refusal != "" {
+		return refusal, true, nil
+	}
+	if !r.content.MayRead(ctx, uri) {
+		r.content.LogRead(ctx, method, uri, jsonrpc.OutcomeRefused)
+		return "", false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
+	defer cancel()
+	err = subscribe(ctx, it)
+	r.content.LogRead(ctx, method, uri, jsonrpc.OutcomeOf(err))
+	return "", true, err
 }
 
 // Retarget moves the subscriptions to the remotes that serve their URIs after a reload
