@@ -38,7 +38,7 @@ func (s *Server) logCall(caller *access.Caller, tool, outcome string, result *mc
 	// Guarded: the arguments would be built even for a disabled level.
 	if outcome == jsonrpc.OutcomeError {
 		if l := s.log.V(1); l.Enabled() {
-			l.Info("tool call failed", "tool", tool, "duration", took.String(), "error", strings.TrimSpace(resultText(result)))
+			l.Info("tool call failed", "tool", tool, "duration", took.String(), "error", strings.TrimSpace(jsonrpc.ResultText(result)))
 		}
 	} else if l := s.log.V(2); l.Enabled() {
 		l.Info("tool call succeeded", "tool", tool, "duration", took.String())

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
@@ -129,16 +130,16 @@ func withProtocol(headers map[string]string) map[string]string {
 }
 
 type listedSkills struct {
-	ResultType string       `json:"resultType"`
-	Skills     []skillEntry `json:"skills"`
-	NextCursor string       `json:"nextCursor"`
-	TTLMs      *int64       `json:"ttlMs"`
-	CacheScope string       `json:"cacheScope"`
+	ResultType string               `json:"resultType"`
+	Skills     []content.SkillEntry `json:"skills"`
+	NextCursor string               `json:"nextCursor"`
+	TTLMs      *int64               `json:"ttlMs"`
+	CacheScope string               `json:"cacheScope"`
 }
 
-func listSkillPages(t *testing.T, baseURL string, headers map[string]string) ([]skillEntry, int) {
+func listSkillPages(t *testing.T, baseURL string, headers map[string]string) ([]content.SkillEntry, int) {
 	t.Helper()
-	var all []skillEntry
+	var all []content.SkillEntry
 	cursor, pages := "", 0
 	for {
 		params := map[string]any{}
@@ -214,8 +215,8 @@ func TestSkills_EntriesDigestWhatResourcesReadReturns(t *testing.T) {
 			t.Fatalf("skills/get %s: %+v", skill.URI, rpcErr)
 		}
 		var got struct {
-			Skill      skillEntry `json:"skill"`
-			NextCursor *string    `json:"nextCursor"`
+			Skill      content.SkillEntry `json:"skill"`
+			NextCursor *string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &got); err != nil || got.Skill.URI != skill.URI || len(got.Skill.Resources) != len(skill.Resources) || got.NextCursor != nil {
 			t.Errorf("skills/get %s = %s", skill.URI, raw)

@@ -60,7 +60,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				defer lw.Finish()
 				w = lw
 			}
-			if cw := s.importedListWriter(w, body); cw != nil {
+			if cw := s.content.ListWriter(w, body); cw != nil {
 				defer cw.Finish()
 				w = cw
 			}
@@ -74,7 +74,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			gb.admitted = true
 			defer gb.admission.Release()
-			if s.serveContentRequest(w, r, body) {
+			if s.content.ServeRequest(w, r, body) {
 				return
 			}
 			remote := s.state.Load().remote

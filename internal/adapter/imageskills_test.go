@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -91,7 +92,7 @@ func TestImageSkillsAllLeftOutStillListsNone(t *testing.T) {
 		t.Errorf("skills/list = %+v, want none", skills)
 	}
 	c := connect(t, srv.baseURL, protocol20251125, nil)
-	if caps := c.GetServerCapabilities(); caps.Extensions[SkillsExtension] == nil || caps.Resources == nil {
+	if caps := c.GetServerCapabilities(); caps.Extensions[content.SkillsExtension] == nil || caps.Resources == nil {
 		t.Errorf("capabilities %+v lack the skills extension or resources", caps)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/subscribe"
@@ -88,12 +88,10 @@ type Server struct {
 	cfg adapterconfig.Config
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
-	// content is what is served besides tools (skills, resources, prompts); Reload
-	// swaps it.
-	content atomic.Pointer[contentSet]
-	// servedTemplates: mcp-go holds resource templates (it cannot list them back).
-	servedTemplates bool
-	remotes         *gateway.Pool
+	// content serves what is served besides tools (skills, resources, prompts);
+	// Reload swaps its set.
+	content *content.Part
+	remotes *gateway.Pool
 	// subscriptions relays resource subscriptions to the remotes.
 	subscriptions *subscribe.Relay
 	mcp           *server.MCPServer
@@ -140,7 +138,7 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid adapter config: %w", err)
 	}
-	content, err := loadContent(cfg)
+	set, err := content.Load(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("adapter config content: %w", err)
 	}
@@ -187,7 +185,7 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
 	s.remotes.LimitCallerShare(share)
-	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
 	}
@@ -198,11 +196,14 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	}
 	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools, cfg.Withheld))
-	s.content.Store(content)
-	s.reportLeftOut(content)
+	set.ReportLeftOut(s.log, s.metrics.imageSkillsLeftOut)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.subscriptions = subscribe.NewRelay(&s.cfg, s.log, s.refusals, share,
 		subscribe.NotifySession(func() *server.MCPServer { return s.mcp }), subscriptionContent(s))
+	s.content = content.New(set, content.Deps{
+		Config: &s.cfg, Filter: s.filter, Log: s.log, Subscriptions: s.subscriptions,
+		PostToBackend: s.postToBackend, Streamable: func() bool { return s.streamable != nil },
+	})
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -277,15 +278,12 @@ func (s *Server) newMCPServer() *server.MCPServer {
 	if s.cfg.Server.Instructions != "" {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
-	opts = append(opts, s.contentOptions(s.content.Load())...)
-	opts = append(opts, s.completionOptions()...)
+	opts = append(opts, s.content.Options()...)
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)
 	}
-	s.registerFiles(m, s.content.Load())
-	s.registerTemplates(m, s.content.Load())
-	s.registerPrompts(m, s.content.Load())
+	s.content.Register(m)
 	return m
 }
 
@@ -403,19 +401,9 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		result.Tools = s.filter.VisibleTools(ctx, s.listedTools(result.Tools))
 	})
-	s.contentHooks(hooks)
+	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
-}
-
-func resultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if text, ok := mcp.AsTextContent(c); ok {
-			parts = append(parts, text.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {

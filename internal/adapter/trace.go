@@ -185,7 +185,7 @@ func resultTextOrEmpty(r *mcp.CallToolResult) string {
 	if r == nil {
 		return ""
 	}
-	return resultText(r)
+	return jsonrpc.ResultText(r)
 }
 
 // traceError marks the request's span with a JSON-RPC error mcp-go answered.

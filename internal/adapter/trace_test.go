@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
@@ -185,7 +186,7 @@ func TestTracing_FailedCallsMarkTheirSpans(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("explode", objectSchema, failingBackend(t), 5*time.Second, 1<<20)))
 	traceparent := "00-11111111111111111111111111111111-2222222222222222-01"
 	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"traceparent": traceparent})
-	wantToolError(t, callTool(t, c, "explode", map[string]any{}), markerHTTPFailed)
+	wantToolError(t, callTool(t, c, "explode", map[string]any{}), jsonrpc.MarkerHTTPFailed)
 	id, _ := trace.TraceIDFromHex("11111111111111111111111111111111")
 	spans := spansOf(t, rec, id, 3)
 	server := spanNamed(t, spans, "tools/call explode", trace.SpanKindServer)
@@ -204,7 +205,7 @@ func TestTracing_BackendSpanKeepsTheURLsQueryOut(t *testing.T) {
 	rec := recordSpans(t)
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("down", objectSchema, "http://127.0.0.1:1/search?key=backend-secret", time.Second, 1<<20)))
 	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"traceparent": "00-33333333333333333333333333333333-4444444444444444-01"})
-	wantToolError(t, callTool(t, c, "down", map[string]any{}), markerHTTPFailed)
+	wantToolError(t, callTool(t, c, "down", map[string]any{}), jsonrpc.MarkerHTTPFailed)
 	id, _ := trace.TraceIDFromHex("33333333333333333333333333333333")
 	backend := spanNamed(t, spansOf(t, rec, id, 3), "POST", trace.SpanKindClient)
 	if got := attr(backend, tracing.URLFull); got != "http://127.0.0.1:1/search" {

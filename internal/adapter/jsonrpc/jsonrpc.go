@@ -1,5 +1,5 @@
 // Package jsonrpc holds the JSON-RPC answers the adapter writes itself, before mcp-go (see
-// adapter.serveContentRequest), and the outcomes its audit lines name.
+// content.Part.ServeRequest), and the outcomes its audit lines name.
 package jsonrpc
 
 import (
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -18,7 +19,7 @@ import (
 const MarkerNotAllowed = "not_allowed: "
 
 // ErrNotAllowed says the caller may not read or get what it named. On streamable HTTP
-// the adapter answers such requests itself, with -32602 (see adapter.serveContentRequest);
+// the adapter answers such requests itself, with -32602 (see content.Part.ServeRequest);
 // mcp-go answers a handler's error with -32603.
 func ErrNotAllowed(what string) error {
 	return errors.New(MarkerNotAllowed + what + " is not allowed for this caller; ask the owner of the server for access")
@@ -97,4 +98,21 @@ func OutcomeOf(err error) string {
 		return OutcomeError
 	}
 	return OutcomeOK
+}
+
+// Markers that begin tool error results, so agents and logs can tell the failing part.
+const (
+	MarkerTemplateFailed = "template_call_failed: "
+	MarkerHTTPFailed     = "http_call_failed: "
+)
+
+// ResultText is the text of a tool result, its text contents joined by newlines.
+func ResultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if text, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, text.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }

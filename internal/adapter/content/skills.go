@@ -1,4 +1,4 @@
-package adapter
+package content
 
 import (
 	"bytes"
@@ -73,8 +73,8 @@ func mayBeContentRequest(body []byte) bool {
 
 // serveContentRequest answers body when it is a request this file answers, and reports
 // whether it did; when it did not, nothing was written.
-func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.streamable == nil || !mayBeContentRequest(body) || !gateway.JSONContentType(r.Header.Get("Content-Type")) {
+func (cp *Part) serveContentRequest(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if cp.streamable == nil || !mayBeContentRequest(body) || !gateway.JSONContentType(r.Header.Get("Content-Type")) {
 		return false
 	}
 	var req contentRequest
@@ -82,14 +82,14 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 		return false
 	}
 	req.modern = jsonrpc.ModernRequest(body)
-	if !s.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !req.modern {
+	if !cp.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !req.modern {
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}
-	if s.subscriptions.Answer(w, r, req.ID, req.Method, req.Params.URI, req.modern) || s.answerImported(w, r, &req) {
+	if cp.subscriptions.Answer(w, r, req.ID, req.Method, req.Params.URI, req.modern) || cp.answerImported(w, r, &req) {
 		return true
 	}
-	answer := s.answerContentRequest(r, &req)
+	answer := cp.answerContentRequest(r, &req)
 	if answer == nil {
 		return false
 	}
@@ -99,30 +99,30 @@ func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, bod
 }
 
 // answerContentRequest is the answer to req, or nil for mcp-go to answer it.
-func (s *Server) answerContentRequest(r *http.Request, req *contentRequest) *jsonrpc.Answer {
+func (cp *Part) answerContentRequest(r *http.Request, req *contentRequest) *jsonrpc.Answer {
 	switch req.Method {
 	case methodSkillsList, methodSkillsGet, methodDirectoryRead:
-		if !s.servesSkillMethods() {
+		if !cp.servesSkillMethods() {
 			return nil // mcp-go answers "method not found"
 		}
 	}
 	ctx := r.Context()
 	switch req.Method {
 	case methodSkillsList:
-		return s.listSkills(r, req.Params.Cursor)
+		return cp.listSkills(r, req.Params.Cursor)
 	case methodSkillsGet:
-		return s.getSkill(r, req.Params.URI)
+		return cp.getSkill(r, req.Params.URI)
 	case methodDirectoryRead:
-		return s.readDirectory(r, req.Params.URI, req.Params.Cursor)
+		return cp.readDirectory(r, req.Params.URI, req.Params.Cursor)
 	case string(mcp.MethodResourcesRead):
-		return s.checkRead(r, req.Params.URI)
+		return cp.checkRead(r, req.Params.URI)
 	case string(mcp.MethodPromptsGet):
-		p := s.content.Load().promptByName[req.Params.Name]
+		p := cp.set.Load().promptByName[req.Params.Name]
 		switch {
 		case p == nil:
 			return nil
-		case !s.filter.Allows(ctx, access.ItemPrompt, p.Name):
-			s.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+		case !cp.filter.Allows(ctx, access.ItemPrompt, p.Name):
+			cp.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
 			return jsonrpc.Refused("prompt " + p.Name)
 		}
 		if missing := missingArgument(p, req.Params.Arguments); missing != "" {
@@ -136,35 +136,35 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // checkRead answers a resources/read that mcp-go would answer with another code than
 // -32602: an unknown URI (SEP-2164) and a refused read.
-func (s *Server) checkRead(r *http.Request, uri string) *jsonrpc.Answer {
-	set := s.content.Load()
+func (cp *Part) checkRead(r *http.Request, uri string) *jsonrpc.Answer {
+	set := cp.set.Load()
 	if set.files[uri] == nil && !set.matchesTemplate(uri) && set.imported.resourceFor(uri) == nil {
 		answer := jsonrpc.InvalidParams("no resource is served at " + uri)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
 	}
-	if kind, name := s.content.Load().resourceItem(uri); !s.filter.Allows(r.Context(), kind, name) {
-		s.filter.LogRead(r.Context(), "resources/read", uri, jsonrpc.OutcomeRefused)
+	if kind, name := cp.set.Load().resourceItem(uri); !cp.filter.Allows(r.Context(), kind, name) {
+		cp.filter.LogRead(r.Context(), "resources/read", uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("resource " + uri)
 	}
 	return nil
 }
 
-func (c *contentSet) matchesTemplate(uri string) bool {
+func (c *Set) matchesTemplate(uri string) bool {
 	return slices.ContainsFunc(c.templates, func(t *servedTemplate) bool { return t.matcher.Match(uri) != nil })
 }
 
 // listSkills answers skills/list: the entries the caller may see, sorted by URI, from
 // the one after the cursor's.
-func (s *Server) listSkills(r *http.Request, cursor string) *jsonrpc.Answer {
+func (cp *Part) listSkills(r *http.Request, cursor string) *jsonrpc.Answer {
 	after, ok := decodeCursor(cursor)
 	if !ok {
 		return jsonrpc.InvalidParams("the cursor is not one this server gave")
 	}
 	page := make([]json.RawMessage, 0)
 	size, more := 0, false
-	for _, skill := range s.content.Load().skills {
-		if skill.uri <= after || !s.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
+	for _, skill := range cp.set.Load().skills {
+		if skill.uri <= after || !cp.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
 			continue
 		}
 		if len(page) == pageEntries || (len(page) > 0 && size+len(skill.entry) > pageBytes) {
@@ -205,13 +205,13 @@ func decodeCursor(cursor string) (string, bool) {
 }
 
 // getSkill answers skills/get.
-func (s *Server) getSkill(r *http.Request, uri string) *jsonrpc.Answer {
-	skill := s.content.Load().skillByURI[uri]
+func (cp *Part) getSkill(r *http.Request, uri string) *jsonrpc.Answer {
+	skill := cp.set.Load().skillByURI[uri]
 	if skill == nil {
 		return jsonrpc.InvalidParams("no skill is served at " + uri)
 	}
-	if !s.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
-		s.filter.LogRead(r.Context(), methodSkillsGet, uri, jsonrpc.OutcomeRefused)
+	if !cp.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
+		cp.filter.LogRead(r.Context(), methodSkillsGet, uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("skill " + skill.path)
 	}
 	return &jsonrpc.Answer{Result: map[string]any{"resultType": "complete", "skill": skill.entry, "ttlMs": cacheTTLMs, "cacheScope": cacheScope}}
@@ -219,13 +219,13 @@ func (s *Server) getSkill(r *http.Request, uri string) *jsonrpc.Answer {
 
 // readDirectory answers resources/directory/read: the direct children of a skill's
 // directory, sorted by URI, from the one after the cursor's.
-func (s *Server) readDirectory(r *http.Request, uri, cursor string) *jsonrpc.Answer {
-	dir := s.content.Load().dirs[uri]
+func (cp *Part) readDirectory(r *http.Request, uri, cursor string) *jsonrpc.Answer {
+	dir := cp.set.Load().dirs[uri]
 	if dir == nil {
 		return jsonrpc.InvalidParams(uri + " is not a directory resource this server serves")
 	}
-	if !s.filter.Allows(r.Context(), access.ItemSkill, dir.skillPath) {
-		s.filter.LogRead(r.Context(), methodDirectoryRead, uri, jsonrpc.OutcomeRefused)
+	if !cp.filter.Allows(r.Context(), access.ItemSkill, dir.skillPath) {
+		cp.filter.LogRead(r.Context(), methodDirectoryRead, uri, jsonrpc.OutcomeRefused)
 		return jsonrpc.Refused("skill " + dir.skillPath)
 	}
 	after, ok := decodeCursor(cursor)
