@@ -320,7 +320,7 @@ func (s *Server) withheldHandler(name string) server.ToolHandlerFunc {
 			reason = fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name)
 		}
 		result := mcp.NewToolResultError(reason)
-		s.logCall(caller, name, jsonrpc.OutcomeRefused, result, 0)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeRefused, result, 0)
 		return result, nil
 	}
 }
@@ -367,14 +367,14 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 	caller, _ := access.CallerFrom(ctx)
 	if !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
-		s.logCall(caller, name, jsonrpc.OutcomeRefused, nil, 0)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeRefused, nil, 0)
 		refused := notAllowed(name)
 		traceCall(ctx, caller, jsonrpc.OutcomeRefused, refused)
 		return refused
 	}
 	if refused, reason := s.calls.Acquire(ctx); refused != nil {
 		s.metrics.observeRejection(reason)
-		s.logCall(caller, name, jsonrpc.OutcomeBusy, refused, 0)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeBusy, refused, 0)
 		traceCall(ctx, caller, jsonrpc.OutcomeBusy, refused)
 		return refused
 	}
@@ -387,7 +387,7 @@ func (s *Server) runCall(ctx context.Context, name string, run func(context.Cont
 	if result.IsError {
 		outcome = jsonrpc.OutcomeError
 	}
-	s.logCall(caller, name, outcome, result, took)
+	s.filter.LogCall(caller, name, outcome, result, took)
 	traceCall(ctx, caller, outcome, result)
 	return result
 }

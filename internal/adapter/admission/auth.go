@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -170,4 +172,21 @@ func (f *Filter) LogRead(ctx context.Context, method, what, outcome string) {
 	}
 	caller, _ := access.CallerFrom(ctx)
 	f.log.Info("read", "caller", caller.String(), "method", method, "target", what, "outcome", outcome)
+}
+
+// LogCall writes the audit line of a call when callers authenticate — caller, tool,
+// outcome and latency, never arguments or tokens — and otherwise the call's debug line.
+func (f *Filter) LogCall(caller *access.Caller, tool, outcome string, result *mcp.CallToolResult, took time.Duration) {
+	if f.auth.Enabled() {
+		f.log.Info("tool call", "caller", caller.String(), "tool", tool, "outcome", outcome, "latencyMs", took.Milliseconds())
+		return
+	}
+	// Guarded: the arguments would be built even for a disabled level.
+	if outcome == jsonrpc.OutcomeError {
+		if l := f.log.V(1); l.Enabled() {
+			l.Info("tool call failed", "tool", tool, "duration", took.String(), "error", strings.TrimSpace(jsonrpc.ResultText(result)))
+		}
+	} else if l := f.log.V(2); l.Enabled() {
+		l.Info("tool call succeeded", "tool", tool, "duration", took.String())
+	}
 }
