@@ -266,7 +266,7 @@ func watchConfig(ctx context.Context, flags *serveFlags, last [sha256.Size]byte,
 		}
 		last = digest
 		log.Info("config file changed; reloading", "path", flags.config, "sha256", hex.EncodeToString(digest[:8]))
-		var cfg adapter.Config
+		var cfg adapterconfig.Config
 		if err := json.Unmarshal(data, &cfg); err != nil {
 			log.Error(err, "the new config does not parse; still serving the previous one", "path", flags.config)
 			continue

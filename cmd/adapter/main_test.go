@@ -26,7 +26,6 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -70,7 +69,7 @@ func adapterBinary(t *testing.T) string {
 	return builtBin
 }
 
-func writeConfig(t *testing.T, cfg *adapter.Config) string {
+func writeConfig(t *testing.T, cfg *adapterconfig.Config) string {
 	t.Helper()
 	data, err := json.Marshal(cfg)
 	if err != nil {
@@ -83,15 +82,15 @@ func writeConfig(t *testing.T, cfg *adapter.Config) string {
 	return path
 }
 
-func templateConfig() *adapter.Config {
-	return &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cli-test", Version: "0.0.1"},
-		Transport: adapter.TransportStreamableHTTP,
+func templateConfig() *adapterconfig.Config {
+	return &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "cli-test", Version: "0.0.1"},
+		Transport: adapterconfig.TransportStreamableHTTP,
 		Stateless: true,
-		Tools: []adapter.Tool{{
+		Tools: []adapterconfig.Tool{{
 			Name:        "greet",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
-			Template:    &adapter.TemplateBackend{Text: "Hello {{.name}}"},
+			Template:    &adapterconfig.TemplateBackend{Text: "Hello {{.name}}"},
 		}},
 	}
 }
@@ -300,7 +299,7 @@ func TestBinary_PrintsOneListeningLineAndHonoursPort(t *testing.T) {
 			if !tt.wantPort(p.port) {
 				t.Fatalf("listening on port %s, config port %s", p.port, configPort)
 			}
-			if status, body := httpGet(t, p.baseURL+adapter.PathHealthz); status != http.StatusOK || body != "ok" {
+			if status, body := httpGet(t, p.baseURL+adapterconfig.PathHealthz); status != http.StatusOK || body != "ok" {
 				t.Fatalf("/healthz = %d %q", status, body)
 			}
 			p.terminate(t)
@@ -332,14 +331,14 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 
-	cfg := &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "shutdown-test", Version: "0.0.1"},
-		Transport: adapter.TransportStreamableHTTP,
+	cfg := &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "shutdown-test", Version: "0.0.1"},
+		Transport: adapterconfig.TransportStreamableHTTP,
 		Stateless: true,
-		Tools: []adapter.Tool{{
+		Tools: []adapterconfig.Tool{{
 			Name:        "slow",
 			InputSchema: json.RawMessage(`{"type":"object"}`),
-			HTTP:        &adapter.HTTPBackend{URL: backend.URL, Timeout: adapter.Duration{Duration: 10 * time.Second}, MaxResponseBytes: 1024},
+			HTTP:        &adapterconfig.HTTPBackend{URL: backend.URL, Timeout: adapterconfig.Duration{Duration: 10 * time.Second}, MaxResponseBytes: 1024},
 		}},
 	}
 	p := startAdapter(t, "serve", "--config", writeConfig(t, cfg), "--host", "127.0.0.1", "--port", "0", "--shutdown-grace", "10s")
@@ -380,7 +379,7 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 	p.terminate(t)
 	readyzFailed := false
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if status, _ := httpGet(t, p.baseURL+adapter.PathReadyz); status == http.StatusServiceUnavailable {
+		if status, _ := httpGet(t, p.baseURL+adapterconfig.PathReadyz); status == http.StatusServiceUnavailable {
 			readyzFailed = true
 			break
 		}
@@ -421,7 +420,7 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 
 func mcpClient(t *testing.T, baseURL string) *client.Client {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(baseURL + adapter.PathMCP)
+	tr, err := transport.NewStreamableHTTP(baseURL + adapterconfig.PathMCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +443,7 @@ func postToolsCall(t *testing.T, baseURL string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+adapter.PathMCP,
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+adapterconfig.PathMCP,
 		strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"slow","arguments":{}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -472,13 +471,13 @@ func TestMetricsPortIsApartFromTheMCPPort(t *testing.T) {
 		t.Fatalf("metrics are served on the MCP address %s", metricsURL)
 	}
 	get := func(url string) (int, string) { return httpGet(t, url) }
-	if status, body := get(p.baseURL + adapter.PathMetrics); status != http.StatusNotFound || strings.Contains(body, "greet") {
+	if status, body := get(p.baseURL + adapterconfig.PathMetrics); status != http.StatusNotFound || strings.Contains(body, "greet") {
 		t.Errorf("GET /metrics on the MCP port = %d, want 404 without tool names", status)
 	}
-	if status, body := get(metricsURL + adapter.PathMetrics); status != http.StatusOK || !strings.Contains(body, `cantus_adapter_tool_calls_total{tool="greet"} 0`) {
+	if status, body := get(metricsURL + adapterconfig.PathMetrics); status != http.StatusOK || !strings.Contains(body, `cantus_adapter_tool_calls_total{tool="greet"} 0`) {
 		t.Errorf("GET /metrics on the metrics port = %d, want 200 with the tool's series:\n%s", status, body)
 	}
-	if status, _ := get(metricsURL + adapter.PathMCP); status != http.StatusNotFound {
-		t.Errorf("the metrics port answers %s with %d, want 404: it serves nothing but /metrics", adapter.PathMCP, status)
+	if status, _ := get(metricsURL + adapterconfig.PathMCP); status != http.StatusNotFound {
+		t.Errorf("the metrics port answers %s with %d, want 404: it serves nothing but /metrics", adapterconfig.PathMCP, status)
 	}
 }

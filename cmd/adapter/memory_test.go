@@ -11,7 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
@@ -19,9 +19,9 @@ import (
 // the same adapter config the server runs with.
 func TestMemoryCommandRestoresATrashedFile(t *testing.T) {
 	root := t.TempDir()
-	cfg := &adapter.Config{Server: adapter.ServerInfo{Name: "m", Version: "1"}, Transport: adapter.TransportStreamableHTTP,
-		Memory: &adapter.MemoryConfig{Root: root, ToolName: "memory", MaxFileBytes: 1 << 20, MaxTotalBytes: 1 << 26,
-			TrashRetention: adapter.Duration{Duration: 24 * 3600e9}}}
+	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "m", Version: "1"}, Transport: adapterconfig.TransportStreamableHTTP,
+		Memory: &adapterconfig.MemoryConfig{Root: root, ToolName: "memory", MaxFileBytes: 1 << 20, MaxTotalBytes: 1 << 26,
+			TrashRetention: adapterconfig.Duration{Duration: 24 * 3600e9}}}
 	data, _ := json.Marshal(cfg)
 	configPath := filepath.Join(t.TempDir(), "adapter.json")
 	if err := os.WriteFile(configPath, data, 0o600); err != nil {

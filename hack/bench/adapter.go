@@ -11,7 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The adapter comparison: the adapter (internal/adapter) against a bare mcp-go server
@@ -65,14 +65,14 @@ func startBare() (string, func(), error) {
 // stateless, at the same path.
 func serveBare(m *server.MCPServer) (string, func(), error) {
 	streamable := server.NewStreamableHTTPServer(m,
-		server.WithEndpointPath(adapter.PathMCP),
+		server.WithEndpointPath(adapterconfig.PathMCP),
 		server.WithStateLess(true),
 	)
 	mux := http.NewServeMux()
-	mux.Handle(adapter.PathMCP, streamable)
+	mux.Handle(adapterconfig.PathMCP, streamable)
 	base, stop, err := serveLabelled(nameBare, mux)
 	if err != nil {
 		return "", nil, err
 	}
-	return base + adapter.PathMCP, stop, nil
+	return base + adapterconfig.PathMCP, stop, nil
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The gateway comparison: the skill re-exported through a gateway (a second adapter
@@ -100,11 +100,11 @@ func startRemote(delay time.Duration, token string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	url, stop, err := startAdapter(nameRemote, token, adapter.Tool{
+	url, stop, err := startAdapter(nameRemote, token, adapterconfig.Tool{
 		Name:        toolName,
 		Description: toolDesc,
 		InputSchema: json.RawMessage(toolSchema),
-		HTTP:        &adapter.HTTPBackend{URL: backendURL, Timeout: adapter.Duration{Duration: callTimeout}, MaxResponseBytes: 1 << 20},
+		HTTP:        &adapterconfig.HTTPBackend{URL: backendURL, Timeout: adapterconfig.Duration{Duration: callTimeout}, MaxResponseBytes: 1 << 20},
 	})
 	if err != nil {
 		stopBackend()
@@ -128,7 +128,7 @@ func remoteKind(delay time.Duration) string {
 // the bearer token the gateway itself requires.
 func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
 	remote := remoteBackend(remoteURL, headerFile, toolName)
-	return startAdapter(nameGateway, token, adapter.Tool{
+	return startAdapter(nameGateway, token, adapterconfig.Tool{
 		Name:        gatewayToolName,
 		Description: toolDesc,
 		InputSchema: json.RawMessage(toolSchema),
@@ -138,13 +138,13 @@ func startGateway(remoteURL, headerFile, token string) (string, func(), error) {
 
 // remoteBackend reaches remoteName (a tool or prompt; "" for a resource) at the remote
 // at remoteURL, over streamable HTTP, with the header in headerFile when it is set.
-func remoteBackend(remoteURL, headerFile, remoteName string) adapter.RemoteBackend {
-	b := adapter.RemoteBackend{
+func remoteBackend(remoteURL, headerFile, remoteName string) adapterconfig.RemoteBackend {
+	b := adapterconfig.RemoteBackend{
 		Import:     gatewayImport,
 		URL:        remoteURL,
-		Transport:  adapter.TransportStreamableHTTP,
+		Transport:  adapterconfig.TransportStreamableHTTP,
 		RemoteName: remoteName,
-		Timeout:    adapter.Duration{Duration: callTimeout},
+		Timeout:    adapterconfig.Duration{Duration: callTimeout},
 	}
 	if headerFile != "" {
 		b.HeaderFiles = map[string]string{"Authorization": headerFile}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -55,7 +55,7 @@ func startHop(remoteURL string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return base + adapter.PathMCP, stop, nil
+	return base + adapterconfig.PathMCP, stop, nil
 }
 
 // copyBuffers keeps the reverse proxy's copy buffers for reuse, which it would

@@ -60,7 +60,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -128,7 +128,7 @@ type options struct {
 
 // callLimits, set by -limits, are the call limits of every adapter the bench serves
 // (spec.limits as the controller renders it); nil keeps the adapter's defaults.
-var callLimits *adapter.Limits
+var callLimits *adapterconfig.Limits
 
 // slice is the measured part of one slice; settle is the unmeasured start of each.
 func (o options) slice() time.Duration { return o.duration / time.Duration(2*o.rounds) }
@@ -192,7 +192,7 @@ func parseFlags() (options, error) {
 		if _, err := fmt.Sscanf(limits, "%d,%d", &concurrent, &queue); err != nil || concurrent < 1 || queue < 0 {
 			return o, fmt.Errorf("-limits %q: want CONCURRENT,QUEUE such as 512,512", limits)
 		}
-		callLimits = &adapter.Limits{ConcurrentCalls: concurrent, QueueLength: queue, QueueWait: adapter.Duration{Duration: 10 * time.Second}}
+		callLimits = &adapterconfig.Limits{ConcurrentCalls: concurrent, QueueLength: queue, QueueWait: adapterconfig.Duration{Duration: 10 * time.Second}}
 	}
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", flag.Args())

@@ -8,7 +8,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -100,9 +99,9 @@ func startContentRemote(token string) (string, func(), error) {
 		folder.remove()
 		return "", nil, err
 	}
-	return folder.serve(nameRemote, token, &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cantus-bench-" + nameRemote, Version: "0.0.0"},
-		Transport: adapter.TransportStreamableHTTP,
+	return folder.serve(nameRemote, token, &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "cantus-bench-" + nameRemote, Version: "0.0.0"},
+		Transport: adapterconfig.TransportStreamableHTTP,
 		Stateless: true,
 		Resources: []adapterconfig.Resource{{
 			URI: readURI, Name: "reading-guide.md", MimeType: "text/markdown",
@@ -122,13 +121,15 @@ func startContentRemote(token string) (string, func(), error) {
 // controller renders imported content: the remote's list entries as definitions, the
 // prompt under a prefixed name. headerFile and token are as startGateway's.
 func startContentGateway(remoteURL, headerFile, token string) (string, func(), error) {
-	backend := func(remoteName string) adapter.RemoteBackend { return remoteBackend(remoteURL, headerFile, remoteName) }
+	backend := func(remoteName string) adapterconfig.RemoteBackend {
+		return remoteBackend(remoteURL, headerFile, remoteName)
+	}
 	resource, _ := json.Marshal(map[string]string{"uri": readURI, "name": "reading-guide.md", "mimeType": "text/markdown"})
 	prompt, _ := json.Marshal(map[string]any{"name": promptName, "description": toolDesc,
 		"arguments": []map[string]any{{"name": "name", "required": true}}})
-	return serveConfig(nameGateway, token, &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cantus-bench-" + nameGateway, Version: "0.0.0"},
-		Transport: adapter.TransportStreamableHTTP,
+	return serveConfig(nameGateway, token, &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "cantus-bench-" + nameGateway, Version: "0.0.0"},
+		Transport: adapterconfig.TransportStreamableHTTP,
 		Stateless: true,
 		Imported: &adapterconfig.ImportedContent{
 			Resources: []adapterconfig.ImportedItem{{Key: readURI, Definition: resource, Remote: backend("")}},

@@ -10,7 +10,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -75,9 +74,9 @@ func startSkillAdapter(token string) (string, func(), error) {
 		files = append(files, adapterconfig.SkillFile{Path: f.path, Digest: digest, Size: int64(len(f.text)), MimeType: f.mime})
 	}
 	frontmatter, _ := json.Marshal(map[string]string{"name": skillPath, "description": "How to read the library's guide."})
-	return folder.serve(nameAdapter, token, &adapter.Config{
-		Server:      adapter.ServerInfo{Name: "cantus-bench-skills", Version: "0.0.0"},
-		Transport:   adapter.TransportStreamableHTTP,
+	return folder.serve(nameAdapter, token, &adapterconfig.Config{
+		Server:      adapterconfig.ServerInfo{Name: "cantus-bench-skills", Version: "0.0.0"},
+		Transport:   adapterconfig.TransportStreamableHTTP,
 		Stateless:   true,
 		AgentSkills: []adapterconfig.AgentSkill{{Path: skillPath, Frontmatter: frontmatter, Files: files}},
 	})

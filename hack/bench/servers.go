@@ -51,27 +51,27 @@ func serveLabelled(name string, h http.Handler) (baseURL string, stop func(), er
 // by default: streamable HTTP, stateless. label is the pprof label of its connections:
 // nameAdapter, or nameRemote for the remote the gateway re-exports from.
 func startTemplateAdapter(label, token string) (string, func(), error) {
-	return startAdapter(label, token, adapter.Tool{
+	return startAdapter(label, token, adapterconfig.Tool{
 		Name:        toolName,
 		Description: toolDesc,
 		InputSchema: json.RawMessage(toolSchema),
-		Template:    &adapter.TemplateBackend{Text: toolTemplate},
+		Template:    &adapterconfig.TemplateBackend{Text: toolTemplate},
 	})
 }
 
 // startAdapter serves tool with the adapter as the controller renders it by default.
 // Its stop also closes the server, which ends a gateway's pooled session to its remote.
-func startAdapter(label, token string, tool adapter.Tool) (string, func(), error) {
-	return serveConfig(label, token, &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
-		Transport: adapter.TransportStreamableHTTP,
+func startAdapter(label, token string, tool adapterconfig.Tool) (string, func(), error) {
+	return serveConfig(label, token, &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "cantus-bench-" + label, Version: "0.0.0"},
+		Transport: adapterconfig.TransportStreamableHTTP,
 		Stateless: true,
-		Tools:     []adapter.Tool{tool},
+		Tools:     []adapterconfig.Tool{tool},
 	})
 }
 
 // serveConfig serves an adapter config under the pprof label.
-func serveConfig(label, token string, cfg *adapter.Config) (string, func(), error) {
+func serveConfig(label, token string, cfg *adapterconfig.Config) (string, func(), error) {
 	cfg.Limits = callLimits
 	var opts []adapter.Option
 	if token != "" {
@@ -86,7 +86,7 @@ func serveConfig(label, token string, cfg *adapter.Config) (string, func(), erro
 		_ = srv.Close()
 		return "", nil, err
 	}
-	return base + adapter.PathMCP, func() {
+	return base + adapterconfig.PathMCP, func() {
 		stop()
 		_ = srv.Close()
 	}, nil
@@ -126,7 +126,7 @@ func (f *contentFolder) remove() { _ = os.RemoveAll(f.dir) }
 
 // serve serves cfg with its content in the folder, which its stop removes (as does a
 // failure to serve).
-func (f *contentFolder) serve(label, token string, cfg *adapter.Config) (string, func(), error) {
+func (f *contentFolder) serve(label, token string, cfg *adapterconfig.Config) (string, func(), error) {
 	cfg.ContentDir = f.dir
 	url, stop, err := serveConfig(label, token, cfg)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // The schema and template of greet_reader, the skill hack/bench serves.
@@ -19,12 +21,12 @@ const (
 	benchCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"greet_reader","arguments":{"name":"Ada"}}}`
 )
 
-func newBenchServer(b *testing.B, tools ...Tool) *Server {
+func newBenchServer(b *testing.B, tools ...adapterconfig.Tool) *Server {
 	b.Helper()
 	if len(tools) == 0 {
-		tools = []Tool{templateTool("greet_reader", benchSchema, benchTemplate)}
+		tools = []adapterconfig.Tool{templateTool("greet_reader", benchSchema, benchTemplate)}
 	}
-	srv, err := NewServer(configWith(TransportStreamableHTTP, true, tools...))
+	srv, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func BenchmarkHandler_ToolsCall(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(benchCallBody))
+		r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(benchCallBody))
 		r.Header = header
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -106,7 +108,7 @@ func BenchmarkGate(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(benchCallBody))
+				r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(benchCallBody))
 				bc.h.ServeHTTP(httptest.NewRecorder(), r)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -26,7 +27,7 @@ func perCallerServer(t *testing.T, burst int) (*running, *atomic.Int32) {
 		_, _ = w.Write([]byte("done"))
 	}))
 	t.Cleanup(backend.Close)
-	cfg := configWith(TransportStreamableHTTP, true, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("fetch", objectSchema, backend.URL, 10*time.Second, 1024))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: burst}}
 	return serve(t, cfg), &calls
@@ -40,7 +41,7 @@ var protocolHeaders = map[string]string{"Mcp-Protocol-Version": protocol20250618
 func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 	r, calls := perCallerServer(t, 2)
 	for i := range 2 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`, i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`, i))
 		if reply.status != http.StatusOK {
 			t.Fatalf("call %d within the burst = %d %s", i, reply.status, reply.body)
 		}
@@ -53,7 +54,7 @@ func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 	}
 	limited := 0
 	for i := range 10 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(spellings[i%len(spellings)], 10+i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(spellings[i%len(spellings)], 10+i))
 		if reply.status == http.StatusTooManyRequests && strings.Contains(string(reply.body), fmt.Sprintf(`"id":%d`, 10+i)) {
 			limited++
 		} else {
@@ -74,18 +75,18 @@ func TestEscapedToolsCallIsRateLimited(t *testing.T) {
 func TestCallerPastItsBudgetIsRefusedOnEveryMethod(t *testing.T) {
 	r, _ := perCallerServer(t, 2)
 	for i := range 2 {
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i))
 		if reply.status != http.StatusOK {
 			t.Fatalf("tools/list %d within the burst = %d %s", i, reply.status, reply.body)
 		}
 	}
-	if reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); reply.status == http.StatusTooManyRequests {
+	if reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); reply.status == http.StatusTooManyRequests {
 		t.Errorf("a notification was charged: %d %s", reply.status, reply.body)
 	}
 	for i, method := range []string{"tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
 		"prompts/list", "prompts/get", "completion/complete", "resources/subscribe", "subscriptions/listen", "ping", "initialize"} {
 		id := 100 + i
-		reply := postRPC(t, r.baseURL+PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, id, method))
+		reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, protocolHeaders, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, id, method))
 		if reply.status != http.StatusTooManyRequests || reply.header.Get("Retry-After") == "" ||
 			!strings.Contains(string(reply.body), fmt.Sprintf(`"id":%d`, id)) || !strings.Contains(string(reply.body), "rate_limited:") {
 			t.Errorf("%s past the budget = %d %s, want 429 rate_limited", method, reply.status, reply.body)
@@ -95,7 +96,7 @@ func TestCallerPastItsBudgetIsRefusedOnEveryMethod(t *testing.T) {
 
 // gateRequest serves one POST through the gate from addr, as the MCP handler next.
 func gateRequest(h http.Handler, addr, body string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(body))
+	r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(body))
 	r.RemoteAddr = addr
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -109,7 +110,7 @@ var answered = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _
 // within it) and per IPv4 address: two addresses of one /64 share a bucket, another
 // /64 or IPv4 address has its own.
 func TestIPv6CallersOfOneSlash64ShareABucket(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 1}}
 	s, err := NewServer(cfg)
@@ -140,7 +141,7 @@ func TestIPv6CallersOfOneSlash64ShareABucket(t *testing.T) {
 // caller's key and how many were refused since the last line.
 func TestRateLimitRefusalsAreLoggedOncePerCallerPer10s(t *testing.T) {
 	logs := &logBuffer{}
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: time.Second},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0.1, Burst: 1}}
 	s, err := NewServer(cfg, WithLogger(funcr.New(logs.add, funcr.Options{})))
@@ -168,7 +169,7 @@ func TestRateLimitRefusalsAreLoggedOncePerCallerPer10s(t *testing.T) {
 // One caller holds at most its share of the listen streams a pod keeps open; another
 // caller still gets one.
 func TestListenStreamsOfOneCallerAreBoundedToItsShare(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")), withListenStreams(8))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")), withListenStreams(8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestToolsListSpendsABoundedCELBudget(t *testing.T) {
 	}
 	r := serve(t, cfg)
 	c := connect(t, r.baseURL, protocol20250618, bearerHeader(key.token(t, "agents", "a", "room")))
-	if got, want := len(listNames(t, c)), listCELBudget/61711+1; got != want {
+	if got, want := len(listNames(t, c)), admission.ListCELBudget/61711+1; got != want {
 		t.Errorf("tools/list listed %d of 40 tools, want the %d the CEL budget of one request pays for", got, want)
 	}
 }
@@ -237,7 +238,7 @@ func TestCallerShareIsConfigurable(t *testing.T) {
 		{&adapterconfig.Limits{CallerShare: 1}, 1024},
 		{&adapterconfig.Limits{CallerShare: 2}, 256},
 	} {
-		if got := newStreamShares(maxListenStreams, callerShareOf(tt.limits)).perCaller; got != tt.want {
+		if got := admission.NewStreamShares(admission.MaxListenStreams, admission.CallerShareOf(tt.limits)).PerCaller(); got != tt.want {
 			t.Errorf("limits %+v: one caller may hold %d listen streams, want %d", tt.limits, got, tt.want)
 		}
 	}
@@ -253,14 +254,14 @@ func TestRuleDecisionsOfARequestShareItsCELBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	ctx := withCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
+	ctx := admission.WithCELBudget(access.WithCaller(context.Background(), &access.Caller{Kind: adapterconfig.IssuerServiceAccount, Subject: "a", ServiceAccount: "agents/a"}))
 	allowed := 0
 	for i := range 40 {
-		if s.allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
+		if s.filter.Allows(ctx, access.ItemSkill, fmt.Sprintf("skill-%d", i)) {
 			allowed++
 		}
 	}
-	if want := listCELBudget/61711 + 1; allowed != want {
+	if want := admission.ListCELBudget/61711 + 1; allowed != want {
 		t.Errorf("one request was allowed %d of 40 skills, want the %d its CEL budget pays for", allowed, want)
 	}
 }

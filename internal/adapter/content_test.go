@@ -15,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -65,8 +67,8 @@ func skillMD(name, description string) string {
 
 // contentConfig serves two skills (one under a prefix, with nested files and a binary
 // one), a text and a binary resource, a resource template and three prompts.
-func contentConfig(t *testing.T, dir *contentDir) *Config {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
+func contentConfig(t *testing.T, dir *contentDir) *adapterconfig.Config {
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
 	cfg.ContentDir = dir.dir
 	cfg.AgentSkills = []adapterconfig.AgentSkill{
 		dir.skill("git-workflow", "Branching rules", map[string]string{"SKILL.md": skillMD("git-workflow", "Branching rules")}),
@@ -84,7 +86,7 @@ func contentConfig(t *testing.T, dir *contentDir) *Config {
 	}
 	cfg.ResourceTemplates = []adapterconfig.ResourceTemplate{{
 		URITemplate: "test://template/{id}/data", Name: "data", MimeType: "application/json",
-		Template: &TemplateBackend{Text: `{"id":"{{.id}}"}`},
+		Template: &adapterconfig.TemplateBackend{Text: `{"id":"{{.id}}"}`},
 	}}
 	embedded := "Resource {{.resourceUri}}"
 	cfg.Prompts = []adapterconfig.Prompt{
@@ -101,14 +103,14 @@ func contentConfig(t *testing.T, dir *contentDir) *Config {
 }
 
 // rpc posts one JSON-RPC request and decodes its answer.
-func rpc(t *testing.T, baseURL string, headers map[string]string, method string, params any) (json.RawMessage, *jsonRPCError) {
+func rpc(t *testing.T, baseURL string, headers map[string]string, method string, params any) (json.RawMessage, *jsonrpc.Error) {
 	t.Helper()
 	p, _ := json.Marshal(params)
-	reply := postRPC(t, baseURL+PathMCP, withProtocol(headers), fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
+	reply := postRPC(t, baseURL+adapterconfig.PathMCP, withProtocol(headers), fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
 	var answer struct {
 		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
-		Error  *jsonRPCError   `json:"error"`
+		Error  *jsonrpc.Error  `json:"error"`
 	}
 	if err := json.Unmarshal(reply.body, &answer); err != nil {
 		t.Fatalf("%s: answer %d %q is not JSON-RPC: %v", method, reply.status, reply.body, err)
@@ -128,16 +130,16 @@ func withProtocol(headers map[string]string) map[string]string {
 }
 
 type listedSkills struct {
-	ResultType string       `json:"resultType"`
-	Skills     []skillEntry `json:"skills"`
-	NextCursor string       `json:"nextCursor"`
-	TTLMs      *int64       `json:"ttlMs"`
-	CacheScope string       `json:"cacheScope"`
+	ResultType string               `json:"resultType"`
+	Skills     []content.SkillEntry `json:"skills"`
+	NextCursor string               `json:"nextCursor"`
+	TTLMs      *int64               `json:"ttlMs"`
+	CacheScope string               `json:"cacheScope"`
 }
 
-func listSkillPages(t *testing.T, baseURL string, headers map[string]string) ([]skillEntry, int) {
+func listSkillPages(t *testing.T, baseURL string, headers map[string]string) ([]content.SkillEntry, int) {
 	t.Helper()
-	var all []skillEntry
+	var all []content.SkillEntry
 	cursor, pages := "", 0
 	for {
 		params := map[string]any{}
@@ -213,8 +215,8 @@ func TestSkills_EntriesDigestWhatResourcesReadReturns(t *testing.T) {
 			t.Fatalf("skills/get %s: %+v", skill.URI, rpcErr)
 		}
 		var got struct {
-			Skill      skillEntry `json:"skill"`
-			NextCursor *string    `json:"nextCursor"`
+			Skill      content.SkillEntry `json:"skill"`
+			NextCursor *string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &got); err != nil || got.Skill.URI != skill.URI || len(got.Skill.Resources) != len(skill.Resources) || got.NextCursor != nil {
 			t.Errorf("skills/get %s = %s", skill.URI, raw)
@@ -308,7 +310,7 @@ func TestResourcesAndPromptsServeTheirContent(t *testing.T) {
 // entry.
 func TestSkills_Pagination(t *testing.T) {
 	dir := newContentDir(t)
-	cfg := configWith(TransportStreamableHTTP, true)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.ContentDir = dir.dir
 	files := map[string]string{"SKILL.md": skillMD("big", "many files")}
 	for i := range 250 {
@@ -432,7 +434,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	baseURL, streams := servedWithStreams(t, srv)
-	c, _ := listening(t, baseURL, TransportStreamableHTTP, streams)
+	c, _ := listening(t, baseURL, adapterconfig.TransportStreamableHTTP, streams)
 	changed := make(chan string, 8)
 	c.OnNotification(func(n mcp.JSONRPCNotification) { changed <- n.Method })
 
@@ -461,7 +463,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir.dir, adapterconfig.DigestHex(tampered.Resources[1].Content.Digest)), []byte("not a png at all"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, bad := range map[string]*Config{"missing": missing, "tampered": tampered} {
+	for name, bad := range map[string]*adapterconfig.Config{"missing": missing, "tampered": tampered} {
 		if err := srv.Reload(bad); err == nil || !strings.Contains(err.Error(), "content sha256:") {
 			t.Errorf("Reload with %s content: %v, want a refusal naming the content", name, err)
 		}
@@ -479,18 +481,24 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 func TestCapabilitiesFollowWhatIsServed(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		cfg       func() *Config
+		cfg       func() *adapterconfig.Config
 		transport string
 		want      []string
 	}{
-		{"tools only", func() *Config { return configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "A")) }, TransportStreamableHTTP, []string{"logging", "tools"}},
-		{"skills", func() *Config { return contentConfig(t, newContentDir(t)) }, TransportStreamableHTTP, []string{"extensions", "logging", "prompts", "resources", "tools"}},
-		{"skills over sse", func() *Config { c := contentConfig(t, newContentDir(t)); c.Transport = TransportSSE; return c }, TransportSSE, []string{"logging", "prompts", "resources", "tools"}},
+		{"tools only", func() *adapterconfig.Config {
+			return configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "A"))
+		}, adapterconfig.TransportStreamableHTTP, []string{"logging", "tools"}},
+		{"skills", func() *adapterconfig.Config { return contentConfig(t, newContentDir(t)) }, adapterconfig.TransportStreamableHTTP, []string{"extensions", "logging", "prompts", "resources", "tools"}},
+		{"skills over sse", func() *adapterconfig.Config {
+			c := contentConfig(t, newContentDir(t))
+			c.Transport = adapterconfig.TransportSSE
+			return c
+		}, adapterconfig.TransportSSE, []string{"logging", "prompts", "resources", "tools"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(t, tc.cfg())
 			var c *client.Client
-			if tc.transport == TransportSSE {
+			if tc.transport == adapterconfig.TransportSSE {
 				c = connectSSE(t, srv.baseURL, protocol20251125)
 			} else {
 				c = connect(t, srv.baseURL, protocol20251125, nil)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // remoteDefinition is a remote's definition without annotations (mcp-go would list {})
@@ -24,9 +26,9 @@ const remoteDefinition = `{
 // An imported tool is listed exactly as its remote defined it, under the served name,
 // on both transports; a tool without a definition is listed as before.
 func TestToolsList_ServesTheRemotesDefinition(t *testing.T) {
-	forecast := remoteTool("w_forecast", `{"type":"object","properties":{"city":{"type":"string"}}}`, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "forecast")
+	forecast := remoteTool("w_forecast", `{"type":"object","properties":{"city":{"type":"string"}}}`, "http://127.0.0.1:1/mcp", adapterconfig.TransportStreamableHTTP, "forecast")
 	forecast.Remote.Definition = json.RawMessage(remoteDefinition)
-	plain := remoteTool("w_plain", objectSchema, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "plain")
+	plain := remoteTool("w_plain", objectSchema, "http://127.0.0.1:1/mcp", adapterconfig.TransportStreamableHTTP, "plain")
 	var want map[string]any
 	if err := json.Unmarshal([]byte(remoteDefinition), &want); err != nil {
 		t.Fatal(err)
@@ -52,8 +54,8 @@ func TestToolsList_ServesTheRemotesDefinition(t *testing.T) {
 	}
 
 	t.Run("streamable-http", func(t *testing.T) {
-		gw := serve(t, configWith(TransportStreamableHTTP, true, forecast, plain))
-		reply := postRPC(t, gw.baseURL+PathMCP, map[string]string{"MCP-Protocol-Version": protocol20251125},
+		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, forecast, plain))
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": protocol20251125},
 			`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
 		var msg struct {
 			ID     int `json:"id"`
@@ -67,7 +69,7 @@ func TestToolsList_ServesTheRemotesDefinition(t *testing.T) {
 		check(t, msg.Result.Tools)
 	})
 	t.Run("sse", func(t *testing.T) {
-		gw := serve(t, configWith(TransportSSE, false, forecast, plain))
+		gw := serve(t, configWith(adapterconfig.TransportSSE, false, forecast, plain))
 		c := connectSSE(t, gw.baseURL, protocol20251125)
 		resp, err := c.GetTransport().SendRequest(testContext(t), transport.JSONRPCRequest{
 			JSONRPC: "2.0", ID: mcp.NewRequestId(int64(9)), Method: "tools/list"})

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -117,13 +118,13 @@ var fastArguments = []string{
 func TestCheckArguments_SameAsReference(t *testing.T) {
 	for si, schema := range fastSchemas {
 		for _, template := range []bool{true, false} {
-			tool := Tool{Name: "t", InputSchema: json.RawMessage(schema)}
+			tool := adapterconfig.Tool{Name: "t", InputSchema: json.RawMessage(schema)}
 			if template {
-				tool.Template = &TemplateBackend{Text: "x"}
+				tool.Template = &adapterconfig.TemplateBackend{Text: "x"}
 			} else {
-				tool.HTTP = &HTTPBackend{URL: "http://backend.example/x", Timeout: Duration{Duration: 1}, MaxResponseBytes: 1}
+				tool.HTTP = &adapterconfig.HTTPBackend{URL: "http://backend.example/x", Timeout: adapterconfig.Duration{Duration: 1}, MaxResponseBytes: 1}
 			}
-			tools, err := compileConfig(&Config{Transport: TransportStreamableHTTP, Tools: []Tool{tool}})
+			tools, err := compileConfig(&adapterconfig.Config{Transport: adapterconfig.TransportStreamableHTTP, Tools: []adapterconfig.Tool{tool}})
 			if err != nil {
 				t.Fatalf("schema %d: %v", si, err)
 			}
@@ -222,11 +223,11 @@ func TestGate_ReadsEverySpellingOfListen(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"\u0073ubscriptions/\u006cisten"}`,
 		`{"jsonrpc":"2.0","id":1,"METHOD":"subscriptions/listen"}`,
 	} {
-		if got := readMessage([]byte(body)).Method; got != listen {
+		if got := admission.ReadMessage([]byte(body)).Method; got != listen {
 			t.Errorf("%s read as method %q, want %s", body, got, listen)
 		}
 	}
-	if readMessage([]byte(benchCallBody)).Method == listen {
+	if admission.ReadMessage([]byte(benchCallBody)).Method == listen {
 		t.Errorf("an ordinary tools/call read as a listen")
 	}
 }

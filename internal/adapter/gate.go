@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
@@ -21,156 +20,12 @@ import (
 // unbounded body would let one client exhaust the pod's memory.
 const maxMCPRequestBytes = 16 << 20
 
-// callGate counts the MCP requests and tool calls in flight and, once shutdown stops
-// admitting, refuses new ones. Admission and counting share one lock so that a request
-// cannot slip in between "refusing" and "nothing in flight".
-type callGate struct {
-	mu       sync.Mutex
-	refusing bool
-	active   int
-	// idle is made by a waiter while active > 0, and closed (and dropped) when active
-	// falls to 0; so a call that finds the gate idle makes no channel.
-	idle chan struct{}
-}
-
-func newCallGate() *callGate {
-	return &callGate{}
-}
-
-// admission is one unit of in-flight work holding the gate open. It is shared by a
-// request and the tool call it carries, so that a call counts once.
-type admission struct {
-	gate *callGate
-	mu   sync.Mutex
-	refs int
-}
-
-// retain lets the tool call join its request's admission; false once the request has
-// already finished (the sse transport answers the POST before the call runs).
-func (a *admission) retain() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.refs == 0 {
-		return false
-	}
-	a.refs++
-	return true
-}
-
-func (a *admission) release() {
-	a.mu.Lock()
-	a.refs--
-	finished := a.refs == 0
-	a.mu.Unlock()
-	if finished {
-		a.gate.leave()
-	}
-}
-
-// admit counts a new request unless the gate is refusing.
-func (g *callGate) admit() (*admission, bool) {
-	a := new(admission)
-	return a, g.admitInto(a)
-}
-
-// admitInto counts a new request as a unless the gate is refusing.
-func (g *callGate) admitInto(a *admission) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.refusing {
-		return false
-	}
-	g.enterLocked(a)
-	return true
-}
-
-// track counts work that was already admitted, such as a call that arrived on an open
-// sse stream, and so must be waited for even while refusing.
-func (g *callGate) track() *admission {
-	a := new(admission)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.enterLocked(a)
-	return a
-}
-
-func (g *callGate) enterLocked(a *admission) {
-	g.active++
-	a.gate, a.refs = g, 1
-}
-
-func (g *callGate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.active--
-	if g.active == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
-	}
-}
-
-type admissionKey struct{}
-
-// holdCall keeps shutdown waiting until the tool call finishes; its release must be
-// called. (An *admission rather than a func: a method value would allocate per call.)
-func (s *Server) holdCall(ctx context.Context) *admission {
-	if a, ok := ctx.Value(admissionKey{}).(*admission); ok && a.retain() {
-		return a
-	}
-	return s.gate.track()
-}
-
-func (g *callGate) refuseNew() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.refusing = true
-}
-
-func (g *callGate) isRefusing() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.refusing
-}
-
-func (g *callGate) inFlight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.active
-}
-
-// waitIdle returns when nothing is in flight, or ctx's error when it ends first.
-func (g *callGate) waitIdle(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		if g.active == 0 {
-			g.mu.Unlock()
-			return nil
-		}
-		if g.idle == nil {
-			g.idle = make(chan struct{})
-		}
-		idle := g.idle
-		g.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// jsonRPCHead is the part of a JSON-RPC message the gate needs to decide.
-type jsonRPCHead struct {
-	ID     json.RawMessage `json:"id,omitempty"`
-	Method string          `json:"method"`
-}
-
 // gateMCP admits requests to the MCP endpoints: calls are counted so shutdown can wait
 // for them, long-lived streams are tied to streamsCtx so shutdown can end them, and
 // everything new is refused once shutdown stops admitting.
 //
 // A POST body is read here (bounded), its method and id read once the way mcp-go reads
-// them (readMessage), and handed on.
+// them (admission.ReadMessage), and handed on.
 func (s *Server) gateMCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
@@ -186,15 +41,15 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 		case http.MethodPost:
 			var err error
 			if gb, body, err = readBody(w, r, s.bodyReadTimeout()); err != nil {
-				refuseBody(w, err)
+				admission.RefuseBody(w, err)
 				return
 			}
-			msg := readMessage(body)
+			msg := admission.ReadMessage(body)
 			if s.overCallerRate(w, r, msg) {
 				return
 			}
 			if s.auth.HasRules() {
-				r = r.WithContext(withCELBudget(r.Context()))
+				r = r.WithContext(admission.WithCELBudget(r.Context()))
 			}
 			if msg.Method == string(mcp.MethodSubscriptionsListen) {
 				s.serveListen(w, r, gb, body, msg.ID, next)
@@ -205,7 +60,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				defer lw.Finish()
 				w = lw
 			}
-			if cw := s.importedListWriter(w, body); cw != nil {
+			if cw := s.content.ListWriter(w, body); cw != nil {
 				defer cw.Finish()
 				w = cw
 			}
@@ -213,13 +68,13 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 		if gb != nil {
 			// The admission rides on the body to the call (see callContext), sparing
 			// a copy of the request.
-			if !s.gate.admitInto(&gb.admission) {
-				writeRefusal(w, parseHead(body).ID)
+			if !s.gate.AdmitInto(&gb.admission) {
+				admission.WriteRefusal(w, admission.ParseHead(body).ID)
 				return
 			}
 			gb.admitted = true
-			defer gb.admission.release()
-			if s.serveContentRequest(w, r, body) {
+			defer gb.admission.Release()
+			if s.content.ServeRequest(w, r, body) {
 				return
 			}
 			remote := s.state.Load().remote
@@ -235,109 +90,64 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a, admitted := s.gate.admit()
+		a, admitted := s.gate.Admit()
 		if !admitted {
-			writeRefusal(w, parseHead(body).ID)
+			admission.WriteRefusal(w, admission.ParseHead(body).ID)
 			return
 		}
-		defer a.release()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
+		defer a.Release()
+		next.ServeHTTP(w, r.WithContext(admission.With(r.Context(), a)))
 	})
-}
-
-// refuseBody answers a POST whose body could not be read.
-func refuseBody(w http.ResponseWriter, err error) {
-	status := http.StatusRequestTimeout
-	if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
-		status = http.StatusRequestEntityTooLarge
-	}
-	http.Error(w, err.Error(), status)
 }
 
 // overCallerRate charges a request to its caller's budget (spec.limits.perCaller), one
 // unit whatever its method, and answers 429 to one over it before it costs anything
 // more. Notifications and responses are not requests and pass, as does everything
 // without a per-caller limit.
-func (s *Server) overCallerRate(w http.ResponseWriter, r *http.Request, msg rpcMessage) bool {
-	if s.callers == nil || !msg.request() {
+func (s *Server) overCallerRate(w http.ResponseWriter, r *http.Request, msg admission.Message) bool {
+	if s.callers == nil || !msg.Request() {
 		return false
 	}
-	caller := callerKey(r)
+	caller := admission.CallerKey(r)
 	now := time.Now()
-	ok, retryAfter := s.callers.admit(caller, now)
+	ok, retryAfter := s.callers.Admit(caller, now)
 	if ok {
 		return false
 	}
-	s.metrics.observeRejection(rejectedRateLimited)
-	s.refusals.note(s.log, caller, now, "refused a request over its caller's rate (spec.limits.perCaller)", "method", clip.Line(msg.Method, 60))
-	refuseRateLimited(w, msg.ID, retryAfter)
+	s.metrics.observeRejection(admission.RejectedRateLimited)
+	s.refusals.Note(s.log, caller, now, "refused a request over its caller's rate (spec.limits.perCaller)", "method", clip.Line(msg.Method, 60))
+	admission.RefuseRateLimited(w, msg.ID, retryAfter)
 	return true
 }
-
-// rpcMessage is what the gate reads of a JSON-RPC message: as mcp-go's server reads it
-// (server.MCPServer.HandleMessage), with encoding/json, so that keys match whatever
-// their case, the last of duplicate keys wins, and escapes ("tools\/call") are
-// decoded. The limits rest on this reading, never on the raw bytes.
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Result json.RawMessage `json:"result"`
-	// parsed is false for a body encoding/json refuses (mcp-go answers it a parse
-	// error).
-	parsed bool
-}
-
-// readMessage reads the message body; a body that does not parse gives what was read
-// of it before the error.
-func readMessage(body []byte) rpcMessage {
-	var m rpcMessage
-	m.parsed = len(body) > 0 && json.Unmarshal(body, &m) == nil
-	return m
-}
-
-// request says whether mcp-go may dispatch the message as a request: all but those its
-// HandleMessage surely does not, notifications (no id, or null) and responses (a
-// result). A body that does not parse counts as a request.
-func (m rpcMessage) request() bool {
-	if !m.parsed {
-		return true
-	}
-	notification := isJSONNull(m.ID)
-	response := !isJSONNull(m.Result)
-	return !notification && !response
-}
-
-// isJSONNull says whether raw is absent or null, as an `any` field would decode it (nil).
-func isJSONNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 // serveListen serves the subscriptions/listen stream whose body gb holds, unless its
 // caller holds its share of the streams this pod keeps open already (or the pod all of
 // them): then before its body is read any further.
 func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBody, body []byte, id json.RawMessage, next http.Handler) {
-	caller := callerKey(r)
-	if why := s.listens.take(caller); why != "" {
-		s.refusals.note(s.log, caller, time.Now(), "refused a subscriptions/listen stream over its caller's share", "why", why)
-		refuseOverShare(w, id, why)
+	caller := admission.CallerKey(r)
+	if why := s.listens.Take(caller); why != "" {
+		s.refusals.Note(s.log, caller, time.Now(), "refused a subscriptions/listen stream over its caller's share", "why", why)
+		admission.RefuseOverShare(w, id, why)
 		return
 	}
-	defer s.listens.give(caller)
-	s.serveStream(w, r, s.listenHandler(gb, body, next), body)
+	defer s.listens.Give(caller)
+	s.serveStream(w, r, s.subscriptions.ListenHandler(gb, body, next), body)
 }
 
 // requestContext is mcp-go's context hook: callContext, and on a server with remote
 // tools the caller whose shares a relaying call counts against.
 func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Context {
 	if s.state.Load().remote {
-		ctx = gateway.WithCallerKey(ctx, callerKey(r))
+		ctx = gateway.WithCallerKey(ctx, admission.CallerKey(r))
 	}
 	return callContext(ctx, r)
 }
 
 // callContext gives the call of an admitted POST its request's admission, which
-// holdCall joins.
+// Gate.Hold joins.
 func callContext(ctx context.Context, r *http.Request) context.Context {
 	if gb, ok := r.Body.(*gatedBody); ok && gb.admitted {
-		ctx = context.WithValue(ctx, admissionKey{}, &gb.admission)
+		ctx = admission.With(ctx, &gb.admission)
 		if gb.events != nil {
 			ctx = gateway.WithEventWatch(ctx, gb.events)
 		}
@@ -349,8 +159,8 @@ func callContext(ctx context.Context, r *http.Request) context.Context {
 // subscriptions/listen). Such requests are not calls, and waiting for them would always
 // exhaust the shutdown grace: they are not counted, and shutdown ends them.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.Handler, body []byte) {
-	if s.gate.isRefusing() {
-		writeRefusal(w, parseHead(body).ID)
+	if s.gate.IsRefusing() {
+		admission.WriteRefusal(w, admission.ParseHead(body).ID)
 		return
 	}
 	s.metrics.openStreams.Inc()
@@ -360,17 +170,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, next http.H
 		w = gateway.StreamEventWriter{ResponseWriter: w, Definitions: func() gateway.Definitions { return s.state.Load().defs }}
 	}
 	next.ServeHTTP(w, r.WithContext(s.streamContext(r.Context())))
-}
-
-// parseHead parses the method and id of a JSON-RPC message. A body that does not parse
-// (or none) gives the zero head; the MCP handler answers it, and it counts as a call
-// meanwhile.
-func parseHead(body []byte) jsonRPCHead {
-	var head jsonRPCHead
-	if len(body) > 0 {
-		_ = json.Unmarshal(body, &head)
-	}
-	return head
 }
 
 // streamContext ends with parent or when shutdown ends the streams.
@@ -396,7 +195,7 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (*g
 		size = int(n) + 1 // room to see EOF without growing
 	}
 	var body []byte
-	err := withBodyDeadline(w, timeout, func() (err error) {
+	err := admission.WithBodyDeadline(w, timeout, func() (err error) {
 		body, err = readAll(http.MaxBytesReader(w, r.Body, maxMCPRequestBytes), size)
 		return err
 	})
@@ -413,7 +212,7 @@ func (s *Server) bodyReadTimeout() time.Duration {
 	if s.opts.bodyReadTimeout > 0 {
 		return s.opts.bodyReadTimeout
 	}
-	return defaultBodyReadTimeout
+	return admission.DefaultBodyReadTimeout
 }
 
 // readAll is io.ReadAll starting with a buffer of size bytes.
@@ -439,7 +238,7 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 // over a bytes.Reader takes two) and the admission, and none to copy the request.
 type gatedBody struct {
 	bytes.Reader
-	admission admission
+	admission admission.Admission
 	admitted  bool
 	events    *gateway.EventWatch
 }
@@ -460,25 +259,4 @@ func (g *gatewayServer) RemoteTool(name string) *gateway.Tool {
 // RunCall implements gateway.Server: the call joins the admission of its request.
 func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	return (*Server)(g).runCall((*Server)(g).requestContext(r.Context(), r), name, run)
-}
-
-// writeRefusal answers 503 with a JSON-RPC error, and closes the connection so the
-// client's retry goes through the Service to a ready replica.
-func writeRefusal(w http.ResponseWriter, id json.RawMessage) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": mcp.JSONRPC_VERSION,
-		"id":      id,
-		"error": map[string]any{
-			"code":    -32000,
-			"message": "server is shutting down: retry the request, another replica will take it",
-		},
-	})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Connection", "close")
-	w.Header().Set("Retry-After", "1")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write(body)
 }

@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // gateProbe stands for mcp-go behind the gate: it records what a call would see (its
@@ -27,7 +30,7 @@ func (p *gateProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +40,9 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	serve := func(method, body string) *httptest.ResponseRecorder {
 		var r *http.Request
 		if body == "" {
-			r = httptest.NewRequest(method, PathMCP, nil)
+			r = httptest.NewRequest(method, adapterconfig.PathMCP, nil)
 		} else {
-			r = httptest.NewRequest(method, PathMCP, strings.NewReader(body))
+			r = httptest.NewRequest(method, adapterconfig.PathMCP, strings.NewReader(body))
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -51,25 +54,25 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	)
 
 	// A call is counted once while it runs, and its context carries the admission
-	// that holdCall joins.
+	// that Gate.Hold joins.
 	done := make(chan struct{})
 	go func() { serve(http.MethodPost, call); close(done) }()
 	ctx := receive(t, probe.entered, "the call to reach mcp-go")
-	if n := s.gate.inFlight(); n != 1 {
+	if n := s.gate.InFlight(); n != 1 {
 		t.Errorf("in flight during a call = %d, want 1", n)
 	}
-	if a, ok := ctx.Value(admissionKey{}).(*admission); !ok {
+	if a, ok := admission.From(ctx); !ok {
 		t.Error("the call's context carries no admission")
 	} else {
-		held := s.holdCall(ctx)
-		if held != a || s.gate.inFlight() != 1 {
-			t.Errorf("holdCall did not join the request's admission (in flight %d)", s.gate.inFlight())
+		held := s.gate.Hold(ctx)
+		if held != a || s.gate.InFlight() != 1 {
+			t.Errorf("Gate.Hold did not join the request's admission (in flight %d)", s.gate.InFlight())
 		}
-		held.release()
+		held.Release()
 	}
 	probe.release <- struct{}{}
 	receive(t, done, "the call to finish")
-	if n := s.gate.inFlight(); n != 0 {
+	if n := s.gate.InFlight(); n != 0 {
 		t.Errorf("in flight after the call = %d, want 0", n)
 	}
 
@@ -78,10 +81,10 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 		done := make(chan struct{})
 		go func() { serve(stream.method, stream.body); close(done) }()
 		ctx := receive(t, probe.entered, "the stream to open")
-		if n := s.gate.inFlight(); n != 0 {
+		if n := s.gate.InFlight(); n != 0 {
 			t.Errorf("%s %s: in flight = %d, want 0", stream.method, stream.body, n)
 		}
-		if _, ok := ctx.Value(admissionKey{}).(*admission); ok {
+		if _, ok := admission.From(ctx); ok {
 			t.Errorf("%s %s: a stream carries an admission", stream.method, stream.body)
 		}
 		probe.release <- struct{}{}
@@ -89,7 +92,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	}
 
 	// Refusing: 503 and a JSON-RPC error with the request's id.
-	s.gate.refuseNew()
+	s.gate.RefuseNew()
 	for _, tt := range []struct{ method, body, id string }{
 		{http.MethodPost, call, `"id":7`},
 		{http.MethodPost, listen, `"id":3`},
@@ -111,14 +114,14 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 }
 
 func TestGate_BodyOverTheLimitIsRefused(t *testing.T) {
-	s, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	s, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	h := s.gateMCP(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("an oversized body reached mcp-go") }))
 	for _, declared := range []bool{true, false} {
-		r := httptest.NewRequest(http.MethodPost, PathMCP, strings.NewReader(strings.Repeat(" ", maxMCPRequestBytes+1)))
+		r := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, strings.NewReader(strings.Repeat(" ", maxMCPRequestBytes+1)))
 		if !declared {
 			r.ContentLength = -1 // chunked
 		}

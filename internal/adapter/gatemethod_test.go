@@ -31,7 +31,7 @@ func mcpGoDispatches(body []byte) (mcp.MCPMethod, bool) {
 // and however it is spelled (escapes, key case, duplicate keys), is refused with 429
 // by the gate before mcp-go sees it.
 func FuzzGateMethodEveryDispatchedRequestReachesTheLimiter(f *testing.F) {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 64, QueueLength: 64, QueueWait: adapterconfig.Duration{Duration: 1e9},
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 0, Burst: 0}}
 	s, err := NewServer(cfg)

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // richResult is what the remote below answers: two text items (the second annotated),
@@ -68,9 +69,9 @@ func canonical(t *testing.T, v any) string {
 // first text item gains the mcp_remote_error: marker.
 func TestGateway_ResultsPassThroughAsSent(t *testing.T) {
 	endpoint := startRichRemote(t)
-	gw := serve(t, configWith(TransportStreamableHTTP, true,
-		remoteTool("up.ok", objectSchema, endpoint, TransportStreamableHTTP, "ok"),
-		remoteTool("up.bad", objectSchema, endpoint, TransportStreamableHTTP, "bad")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
+		remoteTool("up.ok", objectSchema, endpoint, adapterconfig.TransportStreamableHTTP, "ok"),
+		remoteTool("up.bad", objectSchema, endpoint, adapterconfig.TransportStreamableHTTP, "bad")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	var want map[string]any

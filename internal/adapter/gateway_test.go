@@ -45,7 +45,7 @@ type remoteAdapter struct {
 
 // startRemoteAdapter serves cfg on addr ("" picks a free port; the same addr again
 // restarts a remote where the last one was).
-func startRemoteAdapter(t *testing.T, cfg *Config, addr string, opts ...Option) *remoteAdapter {
+func startRemoteAdapter(t *testing.T, cfg *adapterconfig.Config, addr string, opts ...Option) *remoteAdapter {
 	t.Helper()
 	srv, err := NewServer(cfg, opts...)
 	if err != nil {
@@ -119,10 +119,10 @@ func (r *remoteAdapter) stop() {
 }
 
 func (r *remoteAdapter) endpoint(transportName string) string {
-	if transportName == TransportSSE {
-		return "http://" + r.addr + PathSSE
+	if transportName == adapterconfig.TransportSSE {
+		return "http://" + r.addr + adapterconfig.PathSSE
 	}
-	return "http://" + r.addr + PathMCP
+	return "http://" + r.addr + adapterconfig.PathMCP
 }
 
 // countingBackend is an http backend that counts the calls it ran.
@@ -151,8 +151,8 @@ const helloSchema = `{"type":"object","properties":{"name":{"type":"string","min
 
 // remoteTools are the remote's tools: greet (template), fail (an http backend that
 // answers 500, so the result has isError) and count (an http backend that counts runs).
-func remoteTools(t *testing.T, counter string) []Tool {
-	return []Tool{
+func remoteTools(t *testing.T, counter string) []adapterconfig.Tool {
+	return []adapterconfig.Tool{
 		templateTool("greet", helloSchema, "Hello, {{.name}}!"),
 		httpTool("fail", objectSchema, failingBackend(t), 5*time.Second, 1<<20),
 		httpTool("count", objectSchema, counter, 5*time.Second, 1<<20),
@@ -160,25 +160,25 @@ func remoteTools(t *testing.T, counter string) []Tool {
 }
 
 // remoteTool is a gateway tool re-exporting remoteName of the remote at endpoint.
-func remoteTool(name, schema, endpoint, transportName, remoteName string) Tool {
-	return Tool{
+func remoteTool(name, schema, endpoint, transportName, remoteName string) adapterconfig.Tool {
+	return adapterconfig.Tool{
 		Name:        name,
 		Description: "re-exported " + remoteName,
 		InputSchema: json.RawMessage(schema),
-		Remote: &RemoteBackend{
+		Remote: &adapterconfig.RemoteBackend{
 			Import:     "team/upstream",
 			URL:        endpoint,
 			Transport:  transportName,
 			RemoteName: remoteName,
-			Timeout:    Duration{Duration: 5 * time.Second},
+			Timeout:    adapterconfig.Duration{Duration: 5 * time.Second},
 		},
 	}
 }
 
 // gatewayTools re-export greet, fail and count under a prefix, plus a tool the remote
 // does not have.
-func gatewayTools(endpoint, transportName string) []Tool {
-	return []Tool{
+func gatewayTools(endpoint, transportName string) []adapterconfig.Tool {
+	return []adapterconfig.Tool{
 		remoteTool("team.hello", helloSchema, endpoint, transportName, "greet"),
 		remoteTool("team.fail", objectSchema, endpoint, transportName, "fail"),
 		remoteTool("team.count", objectSchema, endpoint, transportName, "count"),
@@ -198,14 +198,14 @@ func TestGateway_ForwardsCallsToTheRemoteAdapter(t *testing.T) {
 		transport string
 		stateless bool
 	}{
-		{"streamable-http stateful", TransportStreamableHTTP, false},
-		{"streamable-http stateless", TransportStreamableHTTP, true},
-		{"sse", TransportSSE, false},
+		{"streamable-http stateful", adapterconfig.TransportStreamableHTTP, false},
+		{"streamable-http stateless", adapterconfig.TransportStreamableHTTP, true},
+		{"sse", adapterconfig.TransportSSE, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			counter, runs := countingBackend(t)
 			remote := startRemoteAdapter(t, configWith(tc.transport, tc.stateless, remoteTools(t, counter)...), "")
-			gw := serve(t, configWith(TransportStreamableHTTP, true, gatewayTools(remote.endpoint(tc.transport), tc.transport)...))
+			gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, gatewayTools(remote.endpoint(tc.transport), tc.transport)...))
 			c := connect(t, gw.baseURL, protocol20251125, nil)
 
 			list, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
@@ -258,10 +258,10 @@ func TestGateway_ForwardsCallsToTheRemoteAdapter(t *testing.T) {
 // back the next call succeeds.
 func TestGateway_RemoteRestartDownAndBack(t *testing.T) {
 	counter, runs := countingBackend(t)
-	cfg := configWith(TransportStreamableHTTP, false, remoteTools(t, counter)...)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false, remoteTools(t, counter)...)
 	first := startRemoteAdapter(t, cfg, "")
-	endpoint := first.endpoint(TransportStreamableHTTP)
-	gw := serve(t, configWith(TransportStreamableHTTP, true, gatewayTools(endpoint, TransportStreamableHTTP)...))
+	endpoint := first.endpoint(adapterconfig.TransportStreamableHTTP)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, gatewayTools(endpoint, adapterconfig.TransportStreamableHTTP)...))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	wantSuccess(t, callTool(t, c, "team.count", nil), "ran 1")
@@ -290,8 +290,8 @@ func TestGateway_RemoteRestartDownAndBack(t *testing.T) {
 func TestGateway_RemoteThatIsNoMCPServerIsCallFailed(t *testing.T) {
 	notMCP := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(notMCP.Close)
-	gw := serve(t, configWith(TransportStreamableHTTP, true,
-		remoteTool("x.tool", objectSchema, notMCP.URL+"/mcp", TransportStreamableHTTP, "tool")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
+		remoteTool("x.tool", objectSchema, notMCP.URL+"/mcp", adapterconfig.TransportStreamableHTTP, "tool")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	wantToolError(t, callTool(t, c, "x.tool", nil), gateway.MarkerCallFailed, "404")
 }
@@ -315,13 +315,13 @@ func writeFileAtomically(t *testing.T, path, content string) {
 // the value scrubbed), and changing it back works again.
 func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 	counter, _ := countingBackend(t)
-	remote := startRemoteAdapter(t, configWith(TransportStreamableHTTP, false, remoteTools(t, counter)...), "",
+	remote := startRemoteAdapter(t, configWith(adapterconfig.TransportStreamableHTTP, false, remoteTools(t, counter)...), "",
 		WithBearerToken("good-token-1234"))
 	headerFile := filepath.Join(t.TempDir(), "authorization")
 	writeFileAtomically(t, headerFile, "Bearer good-token-1234\n")
-	tool := remoteTool("team.hello", helloSchema, remote.endpoint(TransportStreamableHTTP), TransportStreamableHTTP, "greet")
+	tool := remoteTool("team.hello", helloSchema, remote.endpoint(adapterconfig.TransportStreamableHTTP), adapterconfig.TransportStreamableHTTP, "greet")
 	tool.Remote.HeaderFiles = map[string]string{"Authorization": headerFile}
-	gw := serve(t, configWith(TransportStreamableHTTP, true, tool))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")
@@ -349,13 +349,13 @@ func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 // of the files and the call is retried once with the new values.
 func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
 	counter, _ := countingBackend(t)
-	remote := startRemoteAdapter(t, configWith(TransportStreamableHTTP, false, remoteTools(t, counter)...), "",
+	remote := startRemoteAdapter(t, configWith(adapterconfig.TransportStreamableHTTP, false, remoteTools(t, counter)...), "",
 		WithBearerToken("good-token-1234"))
 	headerFile := filepath.Join(t.TempDir(), "authorization")
 	writeFileAtomically(t, headerFile, "Bearer bad-token-12345")
-	tool := remoteTool("team.hello", helloSchema, remote.endpoint(TransportStreamableHTTP), TransportStreamableHTTP, "greet")
+	tool := remoteTool("team.hello", helloSchema, remote.endpoint(adapterconfig.TransportStreamableHTTP), adapterconfig.TransportStreamableHTTP, "greet")
 	tool.Remote.HeaderFiles = map[string]string{"Authorization": headerFile}
-	gw := serve(t, configWith(TransportStreamableHTTP, true, tool))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), gateway.MarkerCallFailed, "401")
@@ -388,9 +388,9 @@ func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
 // TestNewServer_RemoteFilesMustBeReadable: Validate does not read header files (the
 // controller has none), NewServer does and names the header.
 func TestNewServer_RemoteFilesMustBeReadable(t *testing.T) {
-	tool := remoteTool("x.tool", objectSchema, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "tool")
+	tool := remoteTool("x.tool", objectSchema, "http://127.0.0.1:1/mcp", adapterconfig.TransportStreamableHTTP, "tool")
 	tool.Remote.HeaderFiles = map[string]string{"X-Api-Key": filepath.Join(t.TempDir(), "missing")}
-	cfg := configWith(TransportStreamableHTTP, true, tool)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, tool)
 	if err := adapterconfig.Validate(cfg); err != nil {
 		t.Fatalf("Validate read the header file: %v", err)
 	}
@@ -403,11 +403,11 @@ func TestNewServer_RemoteFilesMustBeReadable(t *testing.T) {
 // TestGateway_ConcurrentCallsShareOneRemoteSession: 20 concurrent calls from two
 // clients open exactly one session at the remote, over each remote transport.
 func TestGateway_ConcurrentCallsShareOneRemoteSession(t *testing.T) {
-	for _, transportName := range []string{TransportStreamableHTTP, TransportSSE} {
+	for _, transportName := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transportName, func(t *testing.T) {
 			counter, runs := countingBackend(t)
 			remote := startRemoteAdapter(t, configWith(transportName, false, remoteTools(t, counter)...), "")
-			gw := serve(t, configWith(TransportStreamableHTTP, true, gatewayTools(remote.endpoint(transportName), transportName)...))
+			gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, gatewayTools(remote.endpoint(transportName), transportName)...))
 			clients := []*client.Client{
 				connect(t, gw.baseURL, protocol20251125, nil),
 				connect(t, gw.baseURL, protocol20250618, nil),
@@ -450,13 +450,13 @@ func TestGateway_ConcurrentCallsShareOneRemoteSession(t *testing.T) {
 // session of an unchanged remote.
 func TestGateway_ReloadKeepsTheRemoteSession(t *testing.T) {
 	counter, _ := countingBackend(t)
-	remote := startRemoteAdapter(t, configWith(TransportStreamableHTTP, false, remoteTools(t, counter)...), "")
-	tools := gatewayTools(remote.endpoint(TransportStreamableHTTP), TransportStreamableHTTP)
-	gw := serve(t, configWith(TransportStreamableHTTP, true, tools...))
+	remote := startRemoteAdapter(t, configWith(adapterconfig.TransportStreamableHTTP, false, remoteTools(t, counter)...), "")
+	tools := gatewayTools(remote.endpoint(adapterconfig.TransportStreamableHTTP), adapterconfig.TransportStreamableHTTP)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")
 
-	if err := gw.Reload(configWith(TransportStreamableHTTP, true, append(tools, templateTool("local", objectSchema, "local"))...)); err != nil {
+	if err := gw.Reload(configWith(adapterconfig.TransportStreamableHTTP, true, append(tools, templateTool("local", objectSchema, "local"))...)); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
 	wantSuccess(t, callTool(t, c, "team.hello", map[string]any{"name": "Bo"}), "Hello, Bo!")
@@ -469,32 +469,32 @@ func TestGateway_ReloadKeepsTheRemoteSession(t *testing.T) {
 func TestValidate_RemoteBackendProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		mutate func(*RemoteBackend)
+		mutate func(*adapterconfig.RemoteBackend)
 		want   string
 	}{
-		{"relative URL", func(r *RemoteBackend) { r.URL = "/mcp" }, `remote.url "/mcp" must be an absolute http or https URL with a host`},
-		{"ftp URL", func(r *RemoteBackend) { r.URL = "ftp://h/mcp" }, `remote.url "ftp://h/mcp" must be`},
-		{"URL with credentials", func(r *RemoteBackend) { r.URL = "http://u:p@h/mcp" }, "remote.url carries credentials"},
-		{"unknown transport", func(r *RemoteBackend) { r.Transport = "stdio" }, `remote.transport "stdio" is not supported`},
-		{"empty remote name", func(r *RemoteBackend) { r.RemoteName = "" }, `remote.remoteName "" is not a valid MCP tool name`},
-		{"remote name with a space", func(r *RemoteBackend) { r.RemoteName = "a b" }, `remote.remoteName "a b"`},
-		{"bad header name", func(r *RemoteBackend) { r.HeaderFiles = map[string]string{"X Key": "/f"} }, `"X Key" is not a valid HTTP header name`},
-		{"header without file", func(r *RemoteBackend) { r.HeaderFiles = map[string]string{"X-Key": " "} }, `remote.headerFiles["X-Key"] names no file`},
-		{"zero timeout", func(r *RemoteBackend) { r.Timeout = Duration{} }, `remote.timeout "0s" must be greater than 0`},
-		{"no import", func(r *RemoteBackend) { r.Import = "" }, "remote.import is empty"},
+		{"relative URL", func(r *adapterconfig.RemoteBackend) { r.URL = "/mcp" }, `remote.url "/mcp" must be an absolute http or https URL with a host`},
+		{"ftp URL", func(r *adapterconfig.RemoteBackend) { r.URL = "ftp://h/mcp" }, `remote.url "ftp://h/mcp" must be`},
+		{"URL with credentials", func(r *adapterconfig.RemoteBackend) { r.URL = "http://u:p@h/mcp" }, "remote.url carries credentials"},
+		{"unknown transport", func(r *adapterconfig.RemoteBackend) { r.Transport = "stdio" }, `remote.transport "stdio" is not supported`},
+		{"empty remote name", func(r *adapterconfig.RemoteBackend) { r.RemoteName = "" }, `remote.remoteName "" is not a valid MCP tool name`},
+		{"remote name with a space", func(r *adapterconfig.RemoteBackend) { r.RemoteName = "a b" }, `remote.remoteName "a b"`},
+		{"bad header name", func(r *adapterconfig.RemoteBackend) { r.HeaderFiles = map[string]string{"X Key": "/f"} }, `"X Key" is not a valid HTTP header name`},
+		{"header without file", func(r *adapterconfig.RemoteBackend) { r.HeaderFiles = map[string]string{"X-Key": " "} }, `remote.headerFiles["X-Key"] names no file`},
+		{"zero timeout", func(r *adapterconfig.RemoteBackend) { r.Timeout = adapterconfig.Duration{} }, `remote.timeout "0s" must be greater than 0`},
+		{"no import", func(r *adapterconfig.RemoteBackend) { r.Import = "" }, "remote.import is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tool := remoteTool("x.tool", objectSchema, "http://h/mcp", TransportStreamableHTTP, "tool")
+			tool := remoteTool("x.tool", objectSchema, "http://h/mcp", adapterconfig.TransportStreamableHTTP, "tool")
 			tc.mutate(tool.Remote)
-			err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, tool))
+			err := adapterconfig.Validate(configWith(adapterconfig.TransportStreamableHTTP, true, tool))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want it to contain %q", err, tc.want)
 			}
 		})
 	}
-	tool := remoteTool("x.tool", objectSchema, "http://h/mcp", TransportStreamableHTTP, "tool")
-	tool.Template = &TemplateBackend{Text: "x"}
-	if err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, tool)); err == nil || !strings.Contains(err.Error(), "2 backends") {
+	tool := remoteTool("x.tool", objectSchema, "http://h/mcp", adapterconfig.TransportStreamableHTTP, "tool")
+	tool.Template = &adapterconfig.TemplateBackend{Text: "x"}
+	if err := adapterconfig.Validate(configWith(adapterconfig.TransportStreamableHTTP, true, tool)); err == nil || !strings.Contains(err.Error(), "2 backends") {
 		t.Fatalf("Validate of a tool with template and remote = %v, want 2 backends", err)
 	}
 }
@@ -503,7 +503,7 @@ func TestValidate_RemoteBackendProblems(t *testing.T) {
 // that resolves nowhere (or somewhere else now) is reached at the checked address, and a
 // URL's own address is not used when it was not checked.
 func TestGateway_DialsOnlyTheCheckedAddresses(t *testing.T) {
-	srv, err := NewServer(configWith(TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")))
+	srv, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,12 +515,12 @@ func TestGateway_DialsOnlyTheCheckedAddresses(t *testing.T) {
 	t.Cleanup(remote.Close)
 	_, port, _ := net.SplitHostPort(remote.Listener.Addr().String())
 
-	viaName := remoteTool("pinned.hello", helloSchema, "http://remote.cantus-test.invalid:"+port+PathMCP, TransportStreamableHTTP, "greet")
+	viaName := remoteTool("pinned.hello", helloSchema, "http://remote.cantus-test.invalid:"+port+adapterconfig.PathMCP, adapterconfig.TransportStreamableHTTP, "greet")
 	viaName.Remote.Addresses = []string{"127.0.0.1"}
 	// The URL names the remote's real address, but the check accepted another one.
-	elsewhere := remoteTool("elsewhere.hello", helloSchema, remote.URL+PathMCP, TransportStreamableHTTP, "greet")
+	elsewhere := remoteTool("elsewhere.hello", helloSchema, remote.URL+adapterconfig.PathMCP, adapterconfig.TransportStreamableHTTP, "greet")
 	elsewhere.Remote.Addresses = []string{"127.0.0.2"}
-	gw := serve(t, configWith(TransportStreamableHTTP, true, viaName, elsewhere))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, viaName, elsewhere))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	wantSuccess(t, callTool(t, c, "pinned.hello", map[string]any{"name": "Ada"}), "Hello, Ada!")

@@ -18,6 +18,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Protocol versions the tests pin; mcp-go's client unpinned would probe with
@@ -46,7 +48,7 @@ type running struct {
 
 // serve starts a Server for cfg with Serve on 127.0.0.1:0. At cleanup it is stopped,
 // and a failing Serve fails the test unless the test stopped it and looked itself.
-func serve(t *testing.T, cfg *Config, opts ...Option) *running {
+func serve(t *testing.T, cfg *adapterconfig.Config, opts ...Option) *running {
 	t.Helper()
 	srv, err := NewServer(cfg, opts...)
 	if err != nil {
@@ -95,7 +97,7 @@ func connect(t *testing.T, baseURL, protocol string, headers map[string]string) 
 
 func dial(t *testing.T, baseURL, protocol string, headers map[string]string) (*client.Client, error) {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(baseURL+PathMCP, transport.WithHTTPHeaders(headers))
+	tr, err := transport.NewStreamableHTTP(baseURL+adapterconfig.PathMCP, transport.WithHTTPHeaders(headers))
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func dial(t *testing.T, baseURL, protocol string, headers map[string]string) (*c
 // connectSSE opens an initialized mcp-go client over the sse transport.
 func connectSSE(t *testing.T, baseURL, protocol string) *client.Client {
 	t.Helper()
-	tr, err := transport.NewSSE(baseURL + PathSSE)
+	tr, err := transport.NewSSE(baseURL + adapterconfig.PathSSE)
 	if err != nil {
 		t.Fatalf("sse transport: %v", err)
 	}
@@ -254,21 +256,21 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 }
 
 // templateTool is a tool rendering text over arguments matching schema.
-func templateTool(name, schema, text string) Tool {
-	return Tool{Name: name, InputSchema: json.RawMessage(schema), Template: &TemplateBackend{Text: text}}
+func templateTool(name, schema, text string) adapterconfig.Tool {
+	return adapterconfig.Tool{Name: name, InputSchema: json.RawMessage(schema), Template: &adapterconfig.TemplateBackend{Text: text}}
 }
 
-func httpTool(name, schema, url string, timeout time.Duration, maxBytes int64) Tool {
-	return Tool{
+func httpTool(name, schema, url string, timeout time.Duration, maxBytes int64) adapterconfig.Tool {
+	return adapterconfig.Tool{
 		Name:        name,
 		InputSchema: json.RawMessage(schema),
-		HTTP:        &HTTPBackend{URL: url, Timeout: Duration{Duration: timeout}, MaxResponseBytes: maxBytes},
+		HTTP:        &adapterconfig.HTTPBackend{URL: url, Timeout: adapterconfig.Duration{Duration: timeout}, MaxResponseBytes: maxBytes},
 	}
 }
 
-func configWith(transportName string, stateless bool, tools ...Tool) *Config {
-	return &Config{
-		Server:    ServerInfo{Name: "test-server", Version: "1.2.3", Instructions: "test instructions"},
+func configWith(transportName string, stateless bool, tools ...adapterconfig.Tool) *adapterconfig.Config {
+	return &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "test-server", Version: "1.2.3", Instructions: "test instructions"},
 		Transport: transportName,
 		Stateless: stateless,
 		Tools:     tools,
@@ -282,7 +284,7 @@ func metricsText(t *testing.T, srv *Server) string {
 	t.Helper()
 	hs := httptest.NewServer(srv.MetricsHandler())
 	defer hs.Close()
-	status, body := getStatus(t, hs.URL+PathMetrics)
+	status, body := getStatus(t, hs.URL+adapterconfig.PathMetrics)
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics on the metrics port = %d, want 200", status)
 	}

@@ -65,8 +65,8 @@ func (k *clusterKey) token(t *testing.T, ns, name, audience string) string {
 	return raw
 }
 
-func identityConfig(t *testing.T, key *clusterKey, rules ...adapterconfig.AuthorizationRule) *Config {
-	cfg := configWith(TransportStreamableHTTP, true,
+func identityConfig(t *testing.T, key *clusterKey, rules ...adapterconfig.AuthorizationRule) *adapterconfig.Config {
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true,
 		templateTool("search_book", objectSchema, "found"),
 		templateTool("checkout_book", objectSchema, "checked out"))
 	cfg.Auth = &adapterconfig.AuthConfig{
@@ -177,7 +177,7 @@ func TestUnauthenticatedRequestsGetTheResourceMetadata(t *testing.T) {
 		"no token":               nil,
 		"token for another room": bearerHeader(key.token(t, "agents", "visitor", "another-room")),
 	} {
-		reply := postRPC(t, srv.baseURL+PathMCP, headers, initializeMessage(protocol20250618))
+		reply := postRPC(t, srv.baseURL+adapterconfig.PathMCP, headers, initializeMessage(protocol20250618))
 		if reply.status != http.StatusUnauthorized {
 			t.Fatalf("%s: status %d, want 401", name, reply.status)
 		}
@@ -190,7 +190,7 @@ func TestUnauthenticatedRequestsGetTheResourceMetadata(t *testing.T) {
 		Resource string   `json:"resource"`
 		Methods  []string `json:"bearer_methods_supported"`
 	}
-	if status != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil || doc.Resource != srv.baseURL+PathMCP || !slices.Equal(doc.Methods, []string{"header"}) {
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil || doc.Resource != srv.baseURL+adapterconfig.PathMCP || !slices.Equal(doc.Methods, []string{"header"}) {
 		t.Errorf("metadata %d %s", status, body)
 	}
 }
@@ -233,11 +233,11 @@ func TestBearerTokenFileRotates(t *testing.T) {
 		}
 	}
 	write("old-token\n")
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("search_book", objectSchema, "found"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("search_book", objectSchema, "found"))
 	cfg.BearerTokenFile = file
 	srv := serve(t, cfg)
 	accepted := func(token string) bool {
-		return postRPC(t, srv.baseURL+PathMCP, bearerHeader(token), initializeMessage(protocol20250618)).status == http.StatusOK
+		return postRPC(t, srv.baseURL+adapterconfig.PathMCP, bearerHeader(token), initializeMessage(protocol20250618)).status == http.StatusOK
 	}
 	write("old-token\nnew-token\n")
 	eventually(t, 10*time.Second, "the new token to be accepted", func() bool { return accepted("new-token") })
@@ -271,7 +271,7 @@ func TestMetricsAreNotServedOnTheMCPPort(t *testing.T) {
 	if got := listNames(t, visitor); !slices.Equal(got, []string{"search_book"}) {
 		t.Fatalf("the visitor lists %v, want [search_book]", got)
 	}
-	status, body := getStatus(t, srv.baseURL+PathMetrics)
+	status, body := getStatus(t, srv.baseURL+adapterconfig.PathMetrics)
 	if status != http.StatusNotFound || strings.Contains(body, "checkout_book") {
 		t.Fatalf("GET /metrics on the MCP port = %d, want 404 without tool names; body:\n%s", status, grepLines(body, "checkout_book"))
 	}

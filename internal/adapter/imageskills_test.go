@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -41,7 +42,7 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(escaping, "passwd")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a_tool", objectSchema, "A"))
 	cfg.ImageSkills = []adapterconfig.ImageSkill{
 		{Path: "library/cataloguing", Dir: good, Source: "registry.example/skills:1"},
 		{Path: "misnamed", Dir: misnamed, Source: "registry.example/skills:1"},
@@ -84,14 +85,14 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 // missing instead of finding no method.
 func TestImageSkillsAllLeftOutStillListsNone(t *testing.T) {
 	misnamed := imageFolder(t, map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
-	cfg := configWith(TransportStreamableHTTP, true)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.ImageSkills = []adapterconfig.ImageSkill{{Path: "broken", Dir: misnamed}}
 	srv := serve(t, cfg)
 	if skills, _ := listSkillPages(t, srv.baseURL, nil); len(skills) != 0 {
 		t.Errorf("skills/list = %+v, want none", skills)
 	}
 	c := connect(t, srv.baseURL, protocol20251125, nil)
-	if caps := c.GetServerCapabilities(); caps.Extensions[SkillsExtension] == nil || caps.Resources == nil {
+	if caps := c.GetServerCapabilities(); caps.Extensions[content.SkillsExtension] == nil || caps.Resources == nil {
 		t.Errorf("capabilities %+v lack the skills extension or resources", caps)
 	}
 }

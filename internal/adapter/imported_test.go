@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -48,15 +49,15 @@ func fromImport(name, key, definition, endpoint string) adapterconfig.ImportedIt
 
 // rpcError is the error member of a JSON-RPC answer; on a result, the test fails and
 // the error is empty.
-func rpcError(t *testing.T, reply rpcReply) *jsonRPCError {
+func rpcError(t *testing.T, reply rpcReply) *jsonrpc.Error {
 	t.Helper()
 	var answer struct {
 		Result json.RawMessage `json:"result"`
-		Error  *jsonRPCError   `json:"error"`
+		Error  *jsonrpc.Error  `json:"error"`
 	}
 	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result != nil || answer.Error == nil {
 		t.Errorf("want an error, got %d: %s", reply.status, reply.body)
-		return &jsonRPCError{}
+		return &jsonrpc.Error{}
 	}
 	return answer.Error
 }
@@ -102,21 +103,21 @@ func TestAnImportedSkillCannotRelabelAnotherImportsResource(t *testing.T) {
 			headers := bearerHeader(key.token(t, "agents", "reader", "room"))
 			headers["MCP-Protocol-Version"] = protocol20251125
 
-			answer := rpcError(t, postRPC(t, gw.baseURL+PathMCP, headers,
+			answer := rpcError(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 				`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"`+c.uri+`"}}`))
-			if answer.Message != "" && (answer.Code != -32602 || !strings.HasPrefix(answer.Message, markerNotAllowed)) {
-				t.Errorf("a read of another import's resource under the evil skill's rule answered %d %q, want -32602 %s…", answer.Code, answer.Message, markerNotAllowed)
+			if answer.Message != "" && (answer.Code != -32602 || !strings.HasPrefix(answer.Message, jsonrpc.MarkerNotAllowed)) {
+				t.Errorf("a read of another import's resource under the evil skill's rule answered %d %q, want -32602 %s…", answer.Code, answer.Message, jsonrpc.MarkerNotAllowed)
 			}
 			if reads := db.readsSeen(); len(reads) != 0 {
 				t.Errorf("reads that reached db: %q, want none", reads)
 			}
 			// Nor does resources/list show it to the caller.
-			if listed := resultOf(t, postRPC(t, gw.baseURL+PathMCP, headers,
+			if listed := resultOf(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 				`{"jsonrpc":"2.0","id":3,"method":"resources/list"}`)); strings.Contains(listed, `"`+c.uri+`"`) {
 				t.Errorf("resources/list shows %s: %s", c.uri, listed)
 			}
 			// The skill's own file is still governed by the skill's rule.
-			resultOf(t, postRPC(t, gw.baseURL+PathMCP, headers,
+			resultOf(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 				`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"skill://evil/SKILL.md"}}`))
 		})
 	}
@@ -141,7 +142,7 @@ func TestAURIThatTwoImportsMatchIsAmbiguous(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, evil := newRecordingRemote(t), newRecordingRemote(t)
-			cfg := configWith(TransportStreamableHTTP, false)
+			cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
 			imported := c.db(db.url)
 			// evil comes first, and its template matches every URI.
 			imported.ResourceTemplates = append([]adapterconfig.ImportedItem{
@@ -154,14 +155,14 @@ func TestAURIThatTwoImportsMatchIsAmbiguous(t *testing.T) {
 			cfg.Imported = &imported
 			gw := serve(t, cfg)
 			headers := map[string]string{"MCP-Protocol-Version": protocol20251125}
-			init := postRPC(t, gw.baseURL+PathMCP, headers, initializeMessage(protocol20251125))
+			init := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, initializeMessage(protocol20251125))
 			headers["Mcp-Session-Id"] = init.header.Get("Mcp-Session-Id")
 
 			for _, request := range []string{
 				`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"docs://secret"}}`,
 				`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"docs://secret"}}`,
 			} {
-				answer := rpcError(t, postRPC(t, gw.baseURL+PathMCP, headers, request))
+				answer := rpcError(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, request))
 				if answer.Message != "" && (!strings.HasPrefix(answer.Message, "resource_ambiguous:") ||
 					!strings.Contains(answer.Message, "team/db") || !strings.Contains(answer.Message, "team/evil")) {
 					t.Errorf("%s answered %d %q, want resource_ambiguous: naming team/db and team/evil", request, answer.Code, answer.Message)
@@ -178,7 +179,7 @@ func TestAURIThatTwoImportsMatchIsAmbiguous(t *testing.T) {
 // a URI two imports' templates match is refused as well.
 func TestAURIThatTwoImportsMatchIsAmbiguousOverSSE(t *testing.T) {
 	db, evil := newRecordingRemote(t), newRecordingRemote(t)
-	cfg := configWith(TransportSSE, false)
+	cfg := configWith(adapterconfig.TransportSSE, false)
 	cfg.Imported = &adapterconfig.ImportedContent{ResourceTemplates: []adapterconfig.ImportedItem{
 		fromImport("evil", "{+any}", `{"uriTemplate":"{+any}","name":"any"}`, evil.url),
 		fromImport("db", "docs://{name}", `{"uriTemplate":"docs://{name}","name":"docs"}`, db.url),

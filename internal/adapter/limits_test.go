@@ -14,54 +14,21 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
-
-// Calls past the concurrency limit wait for a slot; past the waiting limit, or after
-// the wait, they are refused with server_busy instead of piling up.
-func TestCallLimiterBoundsRunningAndWaitingCalls(t *testing.T) {
-	l := newCallLimiter(1, 1, 200*time.Millisecond)
-	ctx := context.Background()
-	if r, _ := l.acquire(ctx); r != nil {
-		t.Fatalf("first call refused: %s", textOf(r))
-	}
-	waited := make(chan string, 1)
-	go func() {
-		if r, _ := l.acquire(ctx); r != nil {
-			waited <- textOf(r)
-			return
-		}
-		waited <- "admitted"
-	}()
-	// Let the second call start waiting, then a third finds the queue full.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.waiting.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	r, reason := l.acquire(ctx)
-	if r == nil || !strings.HasPrefix(textOf(r), "server_busy: too many calls are waiting") || reason != rejectedQueueFull {
-		t.Fatalf("third call = %v (%s), want server_busy (queue full)", r, reason)
-	}
-	if got := <-waited; !strings.HasPrefix(got, "server_busy: no call slot freed within") {
-		t.Fatalf("waiting call = %q, want server_busy after the wait", got)
-	}
-	l.release()
-	if r, _ := l.acquire(ctx); r != nil {
-		t.Fatalf("a freed slot was not taken: %s", textOf(r))
-	}
-}
 
 // A client that sends its body a byte at a time is cut off with 408, and the server
 // keeps answering others.
 func TestSlowRequestBodyIsCutOff(t *testing.T) {
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("echo", objectSchema, "pong")),
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("echo", objectSchema, "pong")),
 		func(o *options) { o.bodyReadTimeout = 200 * time.Millisecond })
 	conn, err := net.Dial("tcp", strings.TrimPrefix(r.baseURL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", PathMCP)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", adapterconfig.PathMCP)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -76,9 +43,9 @@ func TestSlowRequestBodyIsCutOff(t *testing.T) {
 
 // A body over the limit is refused with 413 without being read whole.
 func TestOversizedRequestBodyIsRefused(t *testing.T) {
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("echo", objectSchema, "pong")))
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("echo", objectSchema, "pong")))
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":"` + strings.Repeat("a", maxMCPRequestBytes) + `"}}}`
-	req, _ := http.NewRequest(http.MethodPost, r.baseURL+PathMCP, strings.NewReader(big))
+	req, _ := http.NewRequest(http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(big))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -103,8 +70,8 @@ func TestBusyServerRefusesCallsPastTheLimits(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	t.Cleanup(func() { close(release) })
-	r := serve(t, configWith(TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.URL, 10*time.Second, 1024)),
-		func(o *options) { o.calls = newCallLimiter(1, 0, time.Millisecond) })
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.URL, 10*time.Second, 1024)),
+		func(o *options) { o.calls = admission.NewCallLimiter(1, 0, time.Millisecond) })
 	c := connect(t, r.baseURL, "", nil)
 
 	first := make(chan string, 1)
@@ -137,7 +104,7 @@ func slowBackend(t *testing.T) (url string, arrived chan struct{}) {
 // is counted by reason.
 func TestConfiguredLimitsBoundCallsAndAreCounted(t *testing.T) {
 	url, arrived := slowBackend(t)
-	cfg := configWith(TransportStreamableHTTP, true, httpTool("slow", objectSchema, url, 10*time.Second, 1024))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("slow", objectSchema, url, 10*time.Second, 1024))
 	cfg.Limits = &adapterconfig.Limits{ConcurrentCalls: 1, QueueLength: 0, QueueWait: adapterconfig.Duration{Duration: time.Second}}
 	r := serve(t, cfg)
 	c := connect(t, r.baseURL, "", nil)
@@ -178,7 +145,7 @@ func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	for k, v := range hasty {
 		headers[k] = v
 	}
-	reply := postRPC(t, r.baseURL+PathMCP, headers, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`)
+	reply := postRPC(t, r.baseURL+adapterconfig.PathMCP, headers, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"fetch","arguments":{}}}`)
 	if reply.status != http.StatusTooManyRequests || reply.header.Get("Retry-After") == "" ||
 		!strings.Contains(string(reply.body), `"id":9`) || !strings.Contains(string(reply.body), "rate_limited:") {
 		t.Errorf("call over the rate = %d Retry-After=%q %s, want 429 with Retry-After and a rate_limited JSON-RPC error for id 9",

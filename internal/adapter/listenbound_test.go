@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // listenBody is a subscriptions/listen of protocol 2026-07-28 asking for uris.
@@ -38,7 +38,7 @@ func manyURIs(n int) []string {
 
 // subscribableGatewayConfig re-exports a resource of a remote that offers
 // subscriptions; the remote is never reached by these tests.
-func subscribableGatewayConfig() *Config {
+func subscribableGatewayConfig() *adapterconfig.Config {
 	cfg := contentGatewayConfig("http://127.0.0.1:1/mcp")
 	cfg.Imported.Resources[0].Remote.Subscribe = true
 	return cfg
@@ -50,9 +50,9 @@ func subscribableGatewayConfig() *Config {
 func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 	gw := serve(t, subscribableGatewayConfig())
 	start := time.Now()
-	reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(5, manyURIs(60_000)))
+	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(5, manyURIs(60_000)))
 	t.Logf("a listen of 60,000 URIs was answered in %s", time.Since(start))
-	var answer jsonRPCAnswer
+	var answer jsonrpc.Answer
 	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Error == nil {
 		t.Fatalf("listen of 60,000 URIs answered %d %s, want a JSON-RPC error", reply.status, reply.body)
 	}
@@ -65,11 +65,11 @@ func TestListenWithTooManySubscriptionsIsRefusedWithTheBound(t *testing.T) {
 // A server that relays no subscriptions leaves a listen to mcp-go: the gate parses
 // none of its URIs, and mcp-go acknowledges it.
 func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	if r.relaysListenSubscriptions() {
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	if r.subscriptions.RelaysListen() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
+	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,108 +91,13 @@ func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
 	}
 }
 
-// The listen parser keeps the distinct URIs in their first order and refuses a list
-// longer than its bound, whatever its duplicates.
-func TestListenSubscriptionsAreDistinctAndBounded(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		uris    []string
-		want    []string
-		refused bool
-	}{
-		{"distinct in first order", []string{"b", "", "b", "a"}, []string{"b", "a"}, false},
-		{"at the bound", manyURIs(4), manyURIs(4), false},
-		{"past the bound", manyURIs(5), nil, true},
-		{"past the bound in duplicates", []string{"a", "a", "a", "a", "a"}, nil, true},
-		{"60,000", manyURIs(60_000), nil, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			req, err := parseListen([]byte(listenBody(1, tt.uris)), 4)
-			if tt.refused {
-				if err == nil {
-					t.Fatalf("parsed %d URIs, want a refusal past the bound of 4", len(req.uris))
-				}
-				return
-			}
-			if err != nil || !slices.Equal(req.uris, tt.want) || string(req.id) != "1" {
-				t.Errorf("parsed %q id %s (%v), want %q id 1", req.uris, req.id, err, tt.want)
-			}
-		})
-	}
-}
-
-// FuzzListenRequestIsBoundedAndDistinct: whatever the body, the listen parser never
-// panics, never accepts more than its bound, gives no URI twice and no empty one, and
-// agrees with encoding/json (mcp-go's reading): a list encoding/json reads as longer
-// than the bound is refused, and one it reads within the bound gives its distinct URIs.
-func FuzzListenRequestIsBoundedAndDistinct(f *testing.F) {
-	const bound = 4
-	for _, seed := range []string{
-		listenBody(1, []string{"a", "b", "a"}),
-		listenBody(1, manyURIs(5)),
-		`{"id":1,"params":{"notifications":{"resourceSubscriptions":["a","b","c","d","e"],"ResourceSubscriptions":["x"]}}}`,
-		`{"id":1,"PARAMS":{"Notifications":{"resourceSubscriptions":["a","a","a","a","a","a"]}}}`,
-		`{"id":1,"params":{"notifications":{"resourceSubscriptions":["a",null,"b",1]}}}`,
-		`{"id":1,"params":{"notifications":{"resourceSubscriptions":null}}}`,
-		`{"id":1,"params":{"notifications":{"resource\u0053ubscriptions":["\u0061","a"]}}}`,
-		`{"id":1,"params":5,"params":{"notifications":{"resourceSubscriptions":["a","b","c","d","e"]}}}`,
-		`[1,2]`, `not json`, ``,
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseListen(body, bound)
-		if err != nil {
-			if len(req.uris) > 0 {
-				t.Fatalf("a refusal carries URIs %q", req.uris)
-			}
-		}
-		if len(req.uris) > bound {
-			t.Fatalf("accepted %d URIs, more than the bound %d", len(req.uris), bound)
-		}
-		seen := map[string]bool{}
-		for _, uri := range req.uris {
-			if uri == "" || seen[uri] {
-				t.Fatalf("URIs %q hold an empty or repeated one", req.uris)
-			}
-			seen[uri] = true
-		}
-		var plain struct {
-			Params struct {
-				Notifications struct {
-					ResourceSubscriptions []string `json:"resourceSubscriptions"`
-				} `json:"notifications"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &plain) != nil {
-			return
-		}
-		list := plain.Params.Notifications.ResourceSubscriptions
-		if len(list) > bound {
-			if err == nil {
-				t.Fatalf("encoding/json reads %d URIs, past the bound %d, and the parser accepted %q", len(list), bound, req.uris)
-			}
-			return
-		}
-		var want []string
-		for _, uri := range list {
-			if uri != "" && !slices.Contains(want, uri) {
-				want = append(want, uri)
-			}
-		}
-		if err != nil || !slices.Equal(req.uris, want) {
-			t.Fatalf("parsed %q (%v), encoding/json reads %q", req.uris, err, want)
-		}
-	})
-}
-
 // The resource subscriptions a listen could not establish are logged in one line per
 // request, and a caller's lines at most once per 10 s, however many URIs it names.
 func TestListenRefusalsAreLoggedOncePerCaller(t *testing.T) {
 	logs := &logBuffer{}
 	gw := serve(t, subscribableGatewayConfig(), WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 1})))
 	for i := range 3 {
-		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(i, manyURIs(50)))
 		if reply.status != http.StatusOK {
 			t.Fatalf("listen %d: %d %s", i, reply.status, reply.body)
 		}
@@ -209,7 +114,7 @@ func TestListenWithAVariantSpellingOfResourceSubscriptionsIsRefused(t *testing.T
 	gw := serve(t, subscribableGatewayConfig())
 	for _, key := range []string{"ResourceSubscriptions", `resource\u0053ubscriptions`} {
 		body := strings.Replace(listenBody(4, []string{"docs://guide"}), `"resourceSubscriptions"`, `"`+key+`"`, 1)
-		reply := postRPC(t, gw.baseURL+PathMCP, modernHeaders, body)
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, modernHeaders, body)
 		if !strings.Contains(string(reply.body), `"code":-32602`) || !strings.Contains(string(reply.body), "exact keys") {
 			t.Errorf("listen with %q answered %d %s, want -32602 asking for the exact keys", key, reply.status, reply.body)
 		}

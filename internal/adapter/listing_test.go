@@ -17,12 +17,12 @@ func TestListing_IsWhatTheServerLists(t *testing.T) {
 	readOnly := true
 	annotated := templateTool("search", `{"type":"object","properties":{"q":{"type":"string","maxLength":1.50E2}}}`, "found")
 	annotated.Description = "Search the library."
-	annotated.Annotations = &ToolAnnotations{Title: "Search", ReadOnlyHint: &readOnly}
-	forecast := remoteTool("w_forecast", `{"type":"object","properties":{"city":{"type":"string"}}}`, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "forecast")
+	annotated.Annotations = &adapterconfig.ToolAnnotations{Title: "Search", ReadOnlyHint: &readOnly}
+	forecast := remoteTool("w_forecast", `{"type":"object","properties":{"city":{"type":"string"}}}`, "http://127.0.0.1:1/mcp", adapterconfig.TransportStreamableHTTP, "forecast")
 	forecast.Remote.Definition = json.RawMessage(remoteDefinition)
-	plain := remoteTool("w_plain", objectSchema, "http://127.0.0.1:1/mcp", TransportStreamableHTTP, "plain")
-	cfg := configWith(TransportStreamableHTTP, true, annotated, templateTool("bare", objectSchema, "B"), forecast, plain)
-	cfg.Memory = &MemoryConfig{Root: t.TempDir(), ToolName: "notes", ConfirmCommands: []string{}}
+	plain := remoteTool("w_plain", objectSchema, "http://127.0.0.1:1/mcp", adapterconfig.TransportStreamableHTTP, "plain")
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, annotated, templateTool("bare", objectSchema, "B"), forecast, plain)
+	cfg.Memory = &adapterconfig.MemoryConfig{Root: t.TempDir(), ToolName: "notes", ConfirmCommands: []string{}}
 	cfg.Prompts = []adapterconfig.Prompt{
 		{Name: "greet", Title: "Greeting", Description: "Say hello", Arguments: []adapterconfig.PromptArgument{{Name: "who", Description: "whom", Required: true}, {Name: "tone"}},
 			Messages: []adapterconfig.PromptMessage{{Role: "user", Content: adapterconfig.PromptContent{Type: "text", Text: "Hello {{.who}}"}}}},

@@ -7,11 +7,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
 )
 
 // openMemory opens the store the memory tool serves.
-func openMemory(m *MemoryConfig) (*memory.Store, error) {
+func openMemory(m *adapterconfig.MemoryConfig) (*memory.Store, error) {
 	store, err := memory.Open(memory.ConfigFrom(m))
 	if err != nil {
 		return nil, fmt.Errorf("open memory at %s: %w", m.Root, err)
@@ -38,7 +39,7 @@ func (s *Server) memoryTool() server.ServerTool {
 // remotes and the memory store. The local runtime calls it when it replaces or stops a
 // server.
 func (s *Server) Close() error {
-	s.subs.Close()
+	s.subscriptions.Close()
 	s.remotes.CloseAll()
 	if s.memory == nil {
 		return nil

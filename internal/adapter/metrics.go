@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 )
 
@@ -79,7 +80,7 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 		Name: "cantus_adapter_rejected_calls_total",
 		Help: "Tool calls refused by this pod's call limits, by reason: rate_limited (HTTP 429, the caller's rate), queue_full, queue_wait and cancelled (server_busy).",
 	}, []string{"reason"})
-	for _, reason := range []string{rejectedRateLimited, rejectedQueueFull, rejectedQueueWait, rejectedCancelled} {
+	for _, reason := range []string{admission.RejectedRateLimited, admission.RejectedQueueFull, admission.RejectedQueueWait, admission.RejectedCancelled} {
 		m.rejected.WithLabelValues(reason)
 	}
 	m.gateway = gateway.NewMetrics()

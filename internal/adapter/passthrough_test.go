@@ -13,6 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // vendorResult is a tool result with a member mcp-go's types do not know: decoding it
@@ -66,10 +68,10 @@ func rawMethodsRemote(t *testing.T, results map[string]string, seen func(method 
 // gateway does not know and the spelling of numbers included: the gateway passes the
 // bytes on instead of decoding and encoding them.
 func TestPassThrough_TheRemotesResultBytesReachTheClient(t *testing.T) {
-	gw := serve(t, configWith(TransportStreamableHTTP, true,
-		remoteTool("up.vendor", objectSchema, rawRemote(t, vendorResult), TransportStreamableHTTP, "vendor")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
+		remoteTool("up.vendor", objectSchema, rawRemote(t, vendorResult), adapterconfig.TransportStreamableHTTP, "vendor")))
 
-	reply := postRPC(t, gw.baseURL+PathMCP, map[string]string{"MCP-Protocol-Version": protocol20251125},
+	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": protocol20251125},
 		`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"up.vendor","arguments":{}}}`)
 	if reply.status != http.StatusOK || !strings.HasPrefix(reply.header.Get("Content-Type"), "application/json") {
 		t.Fatalf("reply %d %s: %s", reply.status, reply.header.Get("Content-Type"), reply.body)
@@ -82,16 +84,16 @@ func TestPassThrough_TheRemotesResultBytesReachTheClient(t *testing.T) {
 // What the pass-through does not take is still answered, by mcp-go: a call with _meta
 // (here a progress token) and arguments the schema refuses.
 func TestPassThrough_OtherCallsAreStillAnswered(t *testing.T) {
-	gw := serve(t, configWith(TransportStreamableHTTP, true,
-		remoteTool("up.vendor", `{"type":"object","properties":{"n":{"type":"integer"}}}`, rawRemote(t, vendorResult), TransportStreamableHTTP, "vendor")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
+		remoteTool("up.vendor", `{"type":"object","properties":{"n":{"type":"integer"}}}`, rawRemote(t, vendorResult), adapterconfig.TransportStreamableHTTP, "vendor")))
 	headers := map[string]string{"MCP-Protocol-Version": protocol20251125}
 
-	withMeta := postRPC(t, gw.baseURL+PathMCP, headers,
+	withMeta := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up.vendor","arguments":{},"_meta":{"progressToken":"p"}}}`)
 	if !strings.Contains(string(withMeta.body), `"as sent"`) || strings.Contains(string(withMeta.body), "vendorTrace") {
 		t.Errorf("a call with _meta is mcp-go's, which keeps the content and drops unknown members: %s", withMeta.body)
 	}
-	invalid := postRPC(t, gw.baseURL+PathMCP, headers,
+	invalid := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up.vendor","arguments":{"n":"one"}}}`)
 	if !strings.Contains(string(invalid.body), markerInvalidArgs) || !strings.Contains(string(invalid.body), `"isError":true`) {
 		t.Errorf("invalid arguments are refused before forwarding: %s", invalid.body)
@@ -124,7 +126,7 @@ func notifyingWork(t *testing.T) (url string, cancelled <-chan struct{}) {
 // the answer (the response becomes an event stream, as mcp-go's would).
 func TestPassThrough_LogMessagesReachTheClient(t *testing.T) {
 	url, _ := notifyingWork(t)
-	gw := serve(t, configWith(TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, TransportStreamableHTTP, "work")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, adapterconfig.TransportStreamableHTTP, "work")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	var mu sync.Mutex
 	var logs []mcp.JSONRPCNotification
@@ -148,7 +150,7 @@ func TestPassThrough_LogMessagesReachTheClient(t *testing.T) {
 // A client that gives up on a passed-through call ends it on the remote too.
 func TestPassThrough_AnAbandonedCallIsCancelledOnTheRemote(t *testing.T) {
 	url, cancelled := notifyingWork(t)
-	gw := serve(t, configWith(TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, TransportStreamableHTTP, "work")))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, adapterconfig.TransportStreamableHTTP, "work")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

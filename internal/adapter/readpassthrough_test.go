@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -29,16 +30,16 @@ const (
 
 // importedItem is an item of the gateway's config imported from the remote at endpoint.
 func importedItem(key, definition, endpoint, remoteName string) adapterconfig.ImportedItem {
-	return adapterconfig.ImportedItem{Key: key, Definition: json.RawMessage(definition), Remote: RemoteBackend{
-		Import: "team/upstream", URL: endpoint, Transport: TransportStreamableHTTP, RemoteName: remoteName,
-		Timeout: Duration{Duration: 5 * time.Second},
+	return adapterconfig.ImportedItem{Key: key, Definition: json.RawMessage(definition), Remote: adapterconfig.RemoteBackend{
+		Import: "team/upstream", URL: endpoint, Transport: adapterconfig.TransportStreamableHTTP, RemoteName: remoteName,
+		Timeout: adapterconfig.Duration{Duration: 5 * time.Second},
 	}}
 }
 
 // contentGatewayConfig re-exports the remote's docs://guide and docs://secret, and its
 // prompt "brief" as up.brief.
-func contentGatewayConfig(endpoint string) *Config {
-	cfg := configWith(TransportStreamableHTTP, true)
+func contentGatewayConfig(endpoint string) *adapterconfig.Config {
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.Imported = &adapterconfig.ImportedContent{
 		Resources: []adapterconfig.ImportedItem{
 			importedItem("docs://guide", `{"uri":"docs://guide","name":"guide"}`, endpoint, ""),
@@ -87,7 +88,7 @@ func TestReadPassThrough_TheRemotesBytesReachTheClient(t *testing.T) {
 			`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"brief","arguments":{"topic":"<x>"}}}`},
 	} {
 		direct := resultOf(t, postRPC(t, remote, headers, c.direct))
-		reply := postRPC(t, gw.baseURL+PathMCP, headers, c.viaGateway)
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, c.viaGateway)
 		if got := resultOf(t, reply); got != direct {
 			t.Errorf("%s through the gateway\n got %s\nwant %s (the direct answer)", c.what, got, direct)
 		}
@@ -123,7 +124,7 @@ func TestReadPassThrough_UnauthorizedReadsAreRefused(t *testing.T) {
 	headers := bearerHeader(key.token(t, "agents", "reader", "room"))
 	headers["MCP-Protocol-Version"] = protocol20251125
 
-	if got := resultOf(t, postRPC(t, gw.baseURL+PathMCP, headers,
+	if got := resultOf(t, postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"docs://guide"}}`)); got != vendorReadResult {
 		t.Fatalf("an allowed read: %s", got)
 	}
@@ -131,10 +132,10 @@ func TestReadPassThrough_UnauthorizedReadsAreRefused(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"docs://secret"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"up.brief"}}`,
 	} {
-		reply := postRPC(t, gw.baseURL+PathMCP, headers, refused)
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, refused)
 		var answer struct {
 			Result json.RawMessage `json:"result"`
-			Error  *jsonRPCError   `json:"error"`
+			Error  *jsonrpc.Error  `json:"error"`
 		}
 		if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result != nil || answer.Error == nil ||
 			answer.Error.Code != -32602 || !strings.Contains(answer.Error.Message, "not allowed") {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
@@ -29,7 +30,7 @@ import (
 // restart is needed, and nothing is changed: the transport, port, stateless mode,
 // memory tool and server info. An invalid cfg is refused the same way; the old tools
 // keep being served.
-func (s *Server) Reload(cfg *Config) error {
+func (s *Server) Reload(cfg *adapterconfig.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	tools, err := compileConfig(cfg)
@@ -39,7 +40,7 @@ func (s *Server) Reload(cfg *Config) error {
 	// Content that is missing or differs from its digest is refused like an invalid
 	// config: on Kubernetes the content volume and the config update at different
 	// moments, and the next poll tries again.
-	content, err := loadContent(cfg)
+	set, err := content.Load(cfg)
 	if err != nil {
 		return fmt.Errorf("adapter config content: %w", err)
 	}
@@ -51,7 +52,7 @@ func (s *Server) Reload(cfg *Config) error {
 	if err := s.auth.Check(auth); err != nil {
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
-	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
 		return fmt.Errorf("remote tools: %w", err)
 	}
@@ -64,7 +65,7 @@ func (s *Server) Reload(cfg *Config) error {
 	next := newToolSet(tools, cfg.Withheld)
 	s.state.Store(next)
 	// Before the remotes no longer used close, so that no subscription is lost with them.
-	s.retargetSubscriptions(content)
+	s.subscriptions.Retarget(set.SubscriptionTarget)
 	s.remotes.Commit(linked)
 	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
 	d := diffToolSets(old, next)
@@ -74,7 +75,8 @@ func (s *Server) Reload(cfg *Config) error {
 		// One notifications/tools/list_changed to every session that listens.
 		s.mcp.SetTools(s.serverTools(next)...)
 	}
-	s.reloadContent(cfg, content)
+	set.ReportLeftOut(s.log, s.metrics.imageSkillsLeftOut)
+	s.content.Reload(s.mcp, cfg, set)
 	if d.empty() {
 		s.log.Info("config reloaded: the tools are unchanged")
 	} else {
@@ -85,7 +87,7 @@ func (s *Server) Reload(cfg *Config) error {
 }
 
 // fixedFieldsChanged names what cfg changes that Reload cannot apply.
-func (s *Server) fixedFieldsChanged(cfg *Config) []string {
+func (s *Server) fixedFieldsChanged(cfg *adapterconfig.Config) []string {
 	var changed []string
 	if cfg.Transport != s.cfg.Transport {
 		changed = append(changed, fmt.Sprintf("the transport (%s → %s)", s.cfg.Transport, cfg.Transport))
@@ -105,13 +107,13 @@ func (s *Server) fixedFieldsChanged(cfg *Config) []string {
 	if !reflect.DeepEqual(cfg.Limits, s.cfg.Limits) {
 		changed = append(changed, "the call limits (limits)")
 	}
-	if servesCompletions(cfg) != servesCompletions(&s.cfg) {
+	if content.ServesCompletions(cfg) != content.ServesCompletions(&s.cfg) {
 		changed = append(changed, "whether imported prompts or resource templates are served (the completions capability is declared at start)")
 	}
-	if adapterconfig.RelaysSubscriptions(cfg) != s.relaysSubscriptions() {
+	if adapterconfig.RelaysSubscriptions(cfg) != s.subscriptions.Relays() {
 		changed = append(changed, "whether resource subscriptions are relayed to imports' remotes (resources.subscribe is declared at start)")
 	}
-	if servesSkills(cfg) != servesSkills(&s.cfg) {
+	if content.ServesSkills(cfg) != content.ServesSkills(&s.cfg) {
 		changed = append(changed, "whether agent skills are served (the skills extension is declared at start)")
 	}
 	return changed
@@ -160,48 +162,4 @@ func sameListing(a, b *compiledTool) bool {
 
 func backendOf(t *compiledTool) [3]any {
 	return [3]any{t.Template, t.HTTP, t.Remote}
-}
-
-// reloadContent swaps the skills, resources and prompts served, and tells listening
-// clients when their lists changed.
-func (s *Server) reloadContent(cfg *Config, next *contentSet) {
-	old := s.content.Swap(next)
-	s.reportLeftOut(next)
-	s.cfg.ContentDir, s.cfg.AgentSkills, s.cfg.ImageSkills, s.cfg.Resources = cfg.ContentDir, cfg.AgentSkills, cfg.ImageSkills, cfg.Resources
-	s.cfg.ResourceTemplates, s.cfg.Prompts, s.cfg.Imported = cfg.ResourceTemplates, cfg.Prompts, cfg.Imported
-	filesChanged := !bytes.Equal(filesListing(old), filesListing(next))
-	templatesChanged := !bytes.Equal(templatesListing(old), templatesListing(next))
-	promptsChanged := !bytes.Equal(promptsListing(old), promptsListing(next))
-	// Each sends its notifications/resources/list_changed (mcp-go has no quiet set).
-	if filesChanged {
-		s.registerFiles(s.mcp, next)
-	}
-	if templatesChanged {
-		s.registerTemplates(s.mcp, next)
-	}
-	resourcesChanged := filesChanged || templatesChanged
-	if promptsChanged {
-		s.registerPrompts(s.mcp, next)
-	}
-	if resourcesChanged || promptsChanged {
-		s.log.Info("content reloaded", "skills", len(next.skills), "resources", len(next.files),
-			"resourceTemplates", len(next.templates), "prompts", len(next.prompts),
-			"resourcesChanged", resourcesChanged, "promptsChanged", promptsChanged)
-	}
-}
-
-// reportLeftOut logs each image skill the content set leaves out, with why, and sets
-// the gauge the operator's users alert on: the operator sees only that the pods do not
-// list the skill (Verified=False, ImageSkillsLeftOut), the pod's log says why.
-func (s *Server) reportLeftOut(set *contentSet) {
-	s.metrics.imageSkillsLeftOut.Set(float64(len(set.leftOut)))
-	for _, l := range set.leftOut {
-		s.log.Error(l.err, "image skill left out: it breaks an Agent Skills rule or a limit, so it is not served",
-			"skill", l.skill.Path, "image", l.skill.Source, "dir", l.skill.Dir)
-	}
-}
-
-// servesSkills says whether cfg serves Agent Skills, its own or imported ones.
-func servesSkills(cfg *Config) bool {
-	return len(cfg.AgentSkills)+len(cfg.ImageSkills) > 0 || (cfg.Imported != nil && len(cfg.Imported.Skills) > 0)
 }

@@ -58,11 +58,11 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 	t.Helper()
 	var tr transport.Interface
 	var err error
-	if transportName == TransportSSE {
-		tr, err = transport.NewSSE(baseURL + PathSSE)
+	if transportName == adapterconfig.TransportSSE {
+		tr, err = transport.NewSSE(baseURL + adapterconfig.PathSSE)
 	} else {
 		// The standalone GET stream is what these tests watch for list_changed.
-		tr, err = transport.NewStreamableHTTP(baseURL+PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
+		tr, err = transport.NewStreamableHTTP(baseURL+adapterconfig.PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +109,9 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 		transport string
 		stateless bool
 	}{
-		{"streamable-http stateful", TransportStreamableHTTP, false},
-		{"streamable-http stateless", TransportStreamableHTTP, true},
-		{"sse", TransportSSE, false},
+		{"streamable-http stateful", adapterconfig.TransportStreamableHTTP, false},
+		{"streamable-http stateless", adapterconfig.TransportStreamableHTTP, true},
+		{"sse", adapterconfig.TransportSSE, false},
 	} {
 		transportName, stateless := tc.transport, tc.stateless
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,14 +154,14 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 // backend (its template) takes effect for the next call, and sessions are not told the
 // list changed, since it did not.
 func TestReload_BackendOnlyChangeIsAppliedWithoutNotification(t *testing.T) {
-	srv, err := NewServer(configWith(TransportStreamableHTTP, false, templateTool("a", objectSchema, "old")))
+	srv, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("a", objectSchema, "old")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	baseURL, streams := servedWithStreams(t, srv)
-	c, changed := listening(t, baseURL, TransportStreamableHTTP, streams)
+	c, changed := listening(t, baseURL, adapterconfig.TransportStreamableHTTP, streams)
 	wantSuccess(t, callTool(t, c, "a", nil), "old")
-	if err := srv.Reload(configWith(TransportStreamableHTTP, false, templateTool("a", objectSchema, "new"))); err != nil {
+	if err := srv.Reload(configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("a", objectSchema, "new"))); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
 	wantSuccess(t, callTool(t, c, "a", nil), "new")
@@ -175,24 +175,26 @@ func TestReload_BackendOnlyChangeIsAppliedWithoutNotification(t *testing.T) {
 // TestReload_RefusesWhatNeedsARestart: a change the running server cannot apply, or an
 // invalid config, is refused with an error saying so, and the old tools stay served.
 func TestReload_RefusesWhatNeedsARestart(t *testing.T) {
-	base := func() *Config {
-		return configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "A"))
+	base := func() *adapterconfig.Config {
+		return configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "A"))
 	}
 	srv := serve(t, base())
 	c := connect(t, srv.baseURL, protocol20251125, nil)
 	for _, tc := range []struct {
 		name   string
-		mutate func(*Config)
+		mutate func(*adapterconfig.Config)
 		want   string
 	}{
-		{"transport", func(c *Config) { c.Transport = TransportSSE }, "the transport (streamable-http → sse)"},
-		{"port", func(c *Config) { c.Port = 9999 }, "the port (0 → 9999)"},
-		{"stateless", func(c *Config) { c.Stateless = false }, "stateless"},
-		{"memory", func(c *Config) { c.Memory = &MemoryConfig{Root: t.TempDir(), ToolName: "memory"} }, "the memory tool"},
-		{"server info", func(c *Config) { c.Server.Version = "9.9.9" }, "the server info"},
-		{"invalid tool", func(c *Config) { c.Tools[0].Template.Text = "{{" }, "invalid adapter config"},
-		{"invalid token file", func(c *Config) { c.BearerTokenFile = "/nonexistent/token" }, "invalid adapter config: auth: read bearer token file"},
-		{"invalid rule", func(c *Config) {
+		{"transport", func(c *adapterconfig.Config) { c.Transport = adapterconfig.TransportSSE }, "the transport (streamable-http → sse)"},
+		{"port", func(c *adapterconfig.Config) { c.Port = 9999 }, "the port (0 → 9999)"},
+		{"stateless", func(c *adapterconfig.Config) { c.Stateless = false }, "stateless"},
+		{"memory", func(c *adapterconfig.Config) {
+			c.Memory = &adapterconfig.MemoryConfig{Root: t.TempDir(), ToolName: "memory"}
+		}, "the memory tool"},
+		{"server info", func(c *adapterconfig.Config) { c.Server.Version = "9.9.9" }, "the server info"},
+		{"invalid tool", func(c *adapterconfig.Config) { c.Tools[0].Template.Text = "{{" }, "invalid adapter config"},
+		{"invalid token file", func(c *adapterconfig.Config) { c.BearerTokenFile = "/nonexistent/token" }, "invalid adapter config: auth: read bearer token file"},
+		{"invalid rule", func(c *adapterconfig.Config) {
 			c.Auth = &adapterconfig.AuthConfig{Authorization: &adapterconfig.Authorization{Rules: []adapterconfig.AuthorizationRule{{Tools: []string{"*"}, When: "claims.x +"}}}}
 		}, "invalid adapter config: auth: authorization rule 1: when:"},
 	} {

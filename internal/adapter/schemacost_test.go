@@ -13,7 +13,7 @@ import (
 // deep (4^32 evaluations) and one call pinned a CPU.
 func TestSelfReferencingAnyOfAnswersAndTheServerStaysResponsive(t *testing.T) {
 	const schema = `{"type":"object","anyOf":[{"$ref":"#"},{"$ref":"#"},{"$ref":"#"},{"$ref":"#"}]}`
-	r := serve(t, configWith(TransportStreamableHTTP, true,
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		templateTool("loop", schema, "ok"), templateTool("echo", objectSchema, "pong")))
 	c := connect(t, r.baseURL, "", nil)
 
@@ -38,7 +38,7 @@ func TestBranchingRecursiveSchemasAreRefusedAtLoad(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "too costly to validate") {
 			t.Errorf("adapterconfig.CheckInputSchema(%.60s…) = %v, want too costly", schema, err)
 		}
-		if err := adapterconfig.Validate(configWith(TransportStreamableHTTP, true, templateTool("t", schema, "x"))); err == nil {
+		if err := adapterconfig.Validate(configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("t", schema, "x"))); err == nil {
 			t.Errorf("Validate accepted a tool with schema %.60s…", schema)
 		}
 	}
@@ -55,7 +55,7 @@ func TestLinearRecursiveSchemasAreServed(t *testing.T) {
 	if err := adapterconfig.CheckInputSchema([]byte(tree)); err != nil {
 		t.Fatalf("adapterconfig.CheckInputSchema(tree) = %v", err)
 	}
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("tree", tree, "ok")))
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("tree", tree, "ok")))
 	c := connect(t, r.baseURL, "", nil)
 	wantSuccess(t, callTool(t, c, "tree", map[string]any{"root": nested(10)}), "ok")
 	wantToolError(t, callTool(t, c, "tree", map[string]any{"root": map[string]any{"child": map[string]any{}}}), "invalid arguments: ", "name")
@@ -63,7 +63,7 @@ func TestLinearRecursiveSchemasAreServed(t *testing.T) {
 
 // Arguments deeper than adapterconfig.MaxArgumentDepth are refused before any validation.
 func TestArgumentsNestedTooDeeplyAreRefused(t *testing.T) {
-	r := serve(t, configWith(TransportStreamableHTTP, true, templateTool("any", objectSchema, "ok")))
+	r := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("any", objectSchema, "ok")))
 	c := connect(t, r.baseURL, "", nil)
 	wantSuccess(t, callTool(t, c, "any", map[string]any{"root": nested(adapterconfig.MaxArgumentDepth - 2)}), "ok")
 	wantToolError(t, callTool(t, c, "any", map[string]any{"root": nested(adapterconfig.MaxArgumentDepth + 1)}), "invalid arguments: ", "nest more than 32 levels")

@@ -57,14 +57,14 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	// clients reconnect through the Service and reach a ready replica.
 	s.shuttingDown.Store(true)
 	s.log.Info("shutdown began, readiness failing", "drainDelay", s.opts.drainDelay.String(),
-		"shutdownGrace", s.opts.shutdownGrace.String(), "inFlight", s.gate.inFlight())
+		"shutdownGrace", s.opts.shutdownGrace.String(), "inFlight", s.gate.InFlight())
 
 	sleep(ctx, s.opts.drainDelay)
-	s.gate.refuseNew()
-	s.log.Info("refusing new calls, waiting for calls in flight", "inFlight", s.gate.inFlight())
+	s.gate.RefuseNew()
+	s.log.Info("refusing new calls, waiting for calls in flight", "inFlight", s.gate.InFlight())
 
 	waitErr := s.waitCallsAnswered(ctx)
-	stranded := s.gate.inFlight()
+	stranded := s.gate.InFlight()
 	s.endStreams()
 	if s.sse != nil {
 		s.sse.CloseSessions()
@@ -78,7 +78,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 		s.log.Error(err, "serving ended unexpectedly during shutdown")
 	}
 	s.backend.CloseIdleConnections()
-	s.subs.Close()
+	s.subscriptions.Close()
 	s.remotes.CloseAll()
 
 	if waitErr != nil {
@@ -105,7 +105,7 @@ func (s *Server) closingWhenShuttingDown(next http.Handler) http.Handler {
 // answers had time to reach their streams.
 func (s *Server) waitCallsAnswered(ctx context.Context) error {
 	for {
-		if err := s.gate.waitIdle(ctx); err != nil {
+		if err := s.gate.WaitIdle(ctx); err != nil {
 			return err
 		}
 		if s.sse == nil {
@@ -114,7 +114,7 @@ func (s *Server) waitCallsAnswered(ctx context.Context) error {
 		// An sse call starts after its POST was answered, so one admitted just before
 		// refusing may only now be starting: settle, then look again.
 		sleep(ctx, sseAnswerSettle)
-		if s.gate.inFlight() == 0 {
+		if s.gate.InFlight() == 0 {
 			return nil
 		}
 	}

@@ -1,3 +1,5 @@
+// Package adapter is the MCP server that runs in every SkillServer pod (and in the
+// manager process under the local runtime). It serves the tools of one rendered Config.
 package adapter
 
 import (
@@ -9,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/subscribe"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/memory"
@@ -42,8 +47,8 @@ type options struct {
 	// bodyReadTimeout bounds reading one POST body; tests shorten it.
 	bodyReadTimeout time.Duration
 	// calls overrides the call limits; tests make them small.
-	calls *callLimiter
-	// listenStreams overrides maxListenStreams; tests make it small.
+	calls *admission.CallLimiter
+	// listenStreams overrides admission.MaxListenStreams; tests make it small.
 	listenStreams int
 }
 
@@ -80,18 +85,16 @@ func WithBearerToken(token string) Option {
 // and metrics beside them.
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
-	cfg Config
+	cfg adapterconfig.Config
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
-	// content is what is served besides tools (skills, resources, prompts); Reload
-	// swaps it.
-	content atomic.Pointer[contentSet]
-	// servedTemplates: mcp-go holds resource templates (it cannot list them back).
-	servedTemplates bool
-	remotes         *gateway.Pool
-	// subs are the resource subscriptions relayed to the remotes (subscriptions.go).
-	subs *gateway.Subscriptions
-	mcp  *server.MCPServer
+	// content serves what is served besides tools (skills, resources, prompts);
+	// Reload swaps its set.
+	content *content.Part
+	remotes *gateway.Pool
+	// subscriptions relays resource subscriptions to the remotes.
+	subscriptions *subscribe.Relay
+	mcp           *server.MCPServer
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
 
@@ -100,17 +103,19 @@ type Server struct {
 	log     logr.Logger
 	metrics *toolMetrics
 	backend *http.Client
-	gate    *callGate
-	calls   *callLimiter
+	gate    *admission.Gate
+	calls   *admission.CallLimiter
 	// callers rate-limits each caller's requests; nil without spec.limits.perCaller.
-	callers *callerRates
+	callers *admission.CallerRates
 	// listens bounds the subscriptions/listen streams open, and each caller's share.
-	listens *streamShares
+	listens *admission.StreamShares
 	// refusals keeps refusals from flooding the log.
-	refusals refusalLog
+	refusals *admission.RefusalLog
 	handler  http.Handler
 	// auth says who calls and what they may call; Reload updates it in place.
 	auth *access.Authenticator
+	// filter lets in the callers auth accepts and cuts their lists.
+	filter *admission.Filter
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
 	// shutdown closes them only after the calls are done.
@@ -128,12 +133,12 @@ type Server struct {
 
 // NewServer validates cfg and builds a Server, compiling schemas and parsing templates
 // once.
-func NewServer(cfg *Config, opts ...Option) (*Server, error) {
+func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	tools, err := compileConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid adapter config: %w", err)
 	}
-	content, err := loadContent(cfg)
+	set, err := content.Load(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("adapter config content: %w", err)
 	}
@@ -161,24 +166,26 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 		names = append(names, cfg.Memory.ToolName)
 	}
 	s := &Server{
-		cfg:     *cfg,
-		opts:    o,
-		log:     o.logger.WithValues("server", cfg.Server.Name),
-		metrics: newToolMetrics(names),
-		backend: newBackendClient(),
-		gate:    newCallGate(),
-		calls:   callLimiterFor(cfg.Limits),
-		callers: newCallerRates(perCallerOf(cfg.Limits)),
-		auth:    auth,
+		cfg:      *cfg,
+		opts:     o,
+		log:      o.logger.WithValues("server", cfg.Server.Name),
+		metrics:  newToolMetrics(names),
+		backend:  newBackendClient(),
+		gate:     admission.NewGate(),
+		calls:    admission.CallLimiterFor(cfg.Limits),
+		callers:  admission.NewCallerRates(admission.PerCallerOf(cfg.Limits)),
+		auth:     auth,
+		refusals: new(admission.RefusalLog),
 	}
+	s.filter = admission.NewFilter(auth, s.log, s.refusals, mcpEndpoint(cfg.Transport))
 	if o.calls != nil {
 		s.calls = o.calls
 	}
-	share := callerShareOf(cfg.Limits)
-	s.listens = newStreamShares(cmp.Or(o.listenStreams, maxListenStreams), share)
+	share := admission.CallerShareOf(cfg.Limits)
+	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
 	s.remotes.LimitCallerShare(share)
-	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), content.imported.items())
+	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)
 	}
@@ -189,11 +196,14 @@ func NewServer(cfg *Config, opts ...Option) (*Server, error) {
 	}
 	s.remotes.Commit(linked)
 	s.state.Store(newToolSet(tools, cfg.Withheld))
-	s.content.Store(content)
-	s.reportLeftOut(content)
+	set.ReportLeftOut(s.log, s.metrics.imageSkillsLeftOut)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
-	s.subs = s.newSubscriptions()
-	s.subs.LimitCallerShare(share)
+	s.subscriptions = subscribe.NewRelay(&s.cfg, s.log, s.refusals, share,
+		subscribe.NotifySession(func() *server.MCPServer { return s.mcp }), subscriptionContent(s))
+	s.content = content.New(set, content.Deps{
+		Config: &s.cfg, Filter: s.filter, Log: s.log, Subscriptions: s.subscriptions,
+		PostToBackend: s.postToBackend, Streamable: func() bool { return s.streamable != nil },
+	})
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -212,7 +222,7 @@ type toolSet struct {
 	withheld map[string]string
 }
 
-func newToolSet(tools []*compiledTool, withheld []WithheldTool) *toolSet {
+func newToolSet(tools []*compiledTool, withheld []adapterconfig.WithheldTool) *toolSet {
 	remotes := gatewayToolsOf(tools)
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
 	for _, t := range tools {
@@ -253,7 +263,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // MetricsHandler serves /metrics, to be mounted on the metrics port only.
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(PathMetrics, s.metrics.handler())
+	mux.Handle(adapterconfig.PathMetrics, s.metrics.handler())
 	return mux
 }
 
@@ -268,15 +278,12 @@ func (s *Server) newMCPServer() *server.MCPServer {
 	if s.cfg.Server.Instructions != "" {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
-	opts = append(opts, s.contentOptions(s.content.Load())...)
-	opts = append(opts, s.completionOptions()...)
+	opts = append(opts, s.content.Options()...)
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)
 	}
-	s.registerFiles(m, s.content.Load())
-	s.registerTemplates(m, s.content.Load())
-	s.registerPrompts(m, s.content.Load())
+	s.content.Register(m)
 	return m
 }
 
@@ -313,7 +320,7 @@ func (s *Server) withheldHandler(name string) server.ToolHandlerFunc {
 			reason = fmt.Sprintf("tool %q is no longer served: the adapter config was reloaded; list the tools again", name)
 		}
 		result := mcp.NewToolResultError(reason)
-		s.logCall(caller, name, outcomeRefused, result, 0)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeRefused, result, 0)
 		return result, nil
 	}
 }
@@ -356,31 +363,31 @@ func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRe
 
 // runCall is serveCall's work, shared with the calls a gateway passes through.
 func (s *Server) runCall(ctx context.Context, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	defer s.holdCall(ctx).release()
+	defer s.gate.Hold(ctx).Release()
 	caller, _ := access.CallerFrom(ctx)
 	if !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
-		s.logCall(caller, name, outcomeRefused, nil, 0)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeRefused, nil, 0)
 		refused := notAllowed(name)
-		traceCall(ctx, caller, outcomeRefused, refused)
+		traceCall(ctx, caller, jsonrpc.OutcomeRefused, refused)
 		return refused
 	}
-	if refused, reason := s.calls.acquire(ctx); refused != nil {
+	if refused, reason := s.calls.Acquire(ctx); refused != nil {
 		s.metrics.observeRejection(reason)
-		s.logCall(caller, name, outcomeBusy, refused, 0)
-		traceCall(ctx, caller, outcomeBusy, refused)
+		s.filter.LogCall(caller, name, jsonrpc.OutcomeBusy, refused, 0)
+		traceCall(ctx, caller, jsonrpc.OutcomeBusy, refused)
 		return refused
 	}
-	defer s.calls.release()
+	defer s.calls.Release()
 	start := time.Now()
 	result := run(ctx)
 	took := time.Since(start)
 	s.metrics.observeCall(name, result.IsError, took)
-	outcome := outcomeOK
+	outcome := jsonrpc.OutcomeOK
 	if result.IsError {
-		outcome = outcomeError
+		outcome = jsonrpc.OutcomeError
 	}
-	s.logCall(caller, name, outcome, result, took)
+	s.filter.LogCall(caller, name, outcome, result, took)
 	traceCall(ctx, caller, outcome, result)
 	return result
 }
@@ -392,21 +399,11 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.visibleTools(ctx, s.listedTools(result.Tools))
+		result.Tools = s.filter.VisibleTools(ctx, s.listedTools(result.Tools))
 	})
-	s.contentHooks(hooks)
-	s.subscriptionHooks(hooks)
+	s.content.Hooks(hooks)
+	s.subscriptions.Hooks(hooks)
 	return hooks
-}
-
-func resultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if text, ok := mcp.AsTextContent(c); ok {
-			parts = append(parts, text.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
@@ -414,27 +411,27 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.requireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
+		return s.filter.RequireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
-	case TransportSSE:
+	case adapterconfig.TransportSSE:
 		// No base URL: the advertised message endpoint is then the relative
 		// "/message?sessionId=…", which clients resolve against the URL they reached
 		// /sse on, whatever host and port that was.
 		s.sse = server.NewSSEServer(m,
 			server.WithSSEContextFunc(s.requestContext),
-			server.WithSSEEndpoint(PathSSE),
-			server.WithMessageEndpoint(PathMessage),
+			server.WithSSEEndpoint(adapterconfig.PathSSE),
+			server.WithMessageEndpoint(adapterconfig.PathMessage),
 			server.WithUseFullURLForMessageEndpoint(false),
 			server.WithSessionIDGenerator(newSSESessionID),
 		)
-		mux.Handle(PathSSE, protect(s.sse))
-		mux.Handle(PathMessage, protect(s.sse))
+		mux.Handle(adapterconfig.PathSSE, protect(s.sse))
+		mux.Handle(adapterconfig.PathMessage, protect(s.sse))
 	default:
 		opts := []server.StreamableHTTPOption{
 			server.WithHTTPContextFunc(s.requestContext),
-			server.WithEndpointPath(PathMCP),
+			server.WithEndpointPath(adapterconfig.PathMCP),
 			server.WithStateLess(s.cfg.Stateless),
 			server.WithStreamableHTTPLogger(transportLog),
 		}
@@ -444,11 +441,11 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
-		mux.Handle(PathMCP, protect(s.streamable))
+		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
 	}
-	mux.HandleFunc(adapterconfig.PathProtectedResource, s.serveProtectedResource)
-	mux.HandleFunc(PathHealthz, s.serveHealthz)
-	mux.HandleFunc(PathReadyz, s.serveReadyz)
+	mux.HandleFunc(adapterconfig.PathProtectedResource, s.filter.ServeProtectedResource)
+	mux.HandleFunc(adapterconfig.PathHealthz, s.serveHealthz)
+	mux.HandleFunc(adapterconfig.PathReadyz, s.serveReadyz)
 	return mux
 }
 
@@ -467,4 +464,12 @@ func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok"))
+}
+
+// mcpEndpoint is the path MCP clients connect to over transport.
+func mcpEndpoint(transport string) string {
+	if transport == adapterconfig.TransportSSE {
+		return adapterconfig.PathSSE
+	}
+	return adapterconfig.PathMCP
 }

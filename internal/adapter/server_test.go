@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 const greetSchema = `{"type":"object","properties":{"name":{"type":"string"},"count":{"type":"integer"}},"required":["name"]}`
@@ -33,11 +35,11 @@ func TestTemplateTool_RendersArguments(t *testing.T) {
 		{"default helper for an absent argument", `{{index . "count" | default "none"}}`, map[string]any{"name": "a"}, "none"},
 		{"default helper keeps a present argument", `{{index . "count" | default "none"}}`, map[string]any{"name": "a", "count": 3}, "3"},
 	}
-	tools := make([]Tool, len(tests))
+	tools := make([]adapterconfig.Tool, len(tests))
 	for i, tt := range tests {
 		tools[i] = templateTool(fmt.Sprintf("t%d", i), greetSchema, tt.text)
 	}
-	srv := serve(t, configWith(TransportStreamableHTTP, true, tools...))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,7 +49,7 @@ func TestTemplateTool_RendersArguments(t *testing.T) {
 }
 
 func TestTemplateTool_MissingKeyIsToolErrorNamingTheKey(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true,
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		templateTool("greet", greetSchema, "Hello {{.name}}, you are {{.age}}")))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
@@ -60,7 +62,7 @@ func TestInvalidArguments_ErrorNamesTheArgument(t *testing.T) {
 	schema := `{"type":"object","additionalProperties":false,
 		"properties":{"title":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"type":"string"}},
 		"mode":{"enum":["fast","slow"]}},"required":["title"]}`
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("note", schema, "ok")))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("note", schema, "ok")))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
 	tests := []struct {
@@ -89,7 +91,7 @@ func TestInvalidArguments_DraftFromSchemaIsHonoured(t *testing.T) {
 	// draft-07 asserts "format" by default; 2020-12 would not.
 	schema := `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
 		"properties":{"email":{"type":"string","format":"email"}}}`
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("mail", schema, "sent")))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("mail", schema, "sent")))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
 	wantToolError(t, callTool(t, c, "mail", map[string]any{"email": "not-an-email"}), "invalid arguments: ", "/email: ")
@@ -115,7 +117,7 @@ func TestHTTPTool_PostsArgumentsAsJSON(t *testing.T) {
 		_, _ = w.Write([]byte(`{"answer":42}`))
 	}))
 	t.Cleanup(backend.Close)
-	srv := serve(t, configWith(TransportStreamableHTTP, true,
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		httpTool("ask", greetSchema, backend.URL+"/ask", 5*time.Second, 1024)))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
@@ -176,7 +178,7 @@ func TestHTTPTool_FailuresAreToolErrors(t *testing.T) {
 		{name: "response exactly at the limit", path: "/ten", maxBytes: 10, wantOK: "0123456789"},
 		{name: "connection refused", url: closed, wantPrefix: "http_call_failed: ", wantContent: []string{"connection refused"}},
 	}
-	tools := make([]Tool, len(tests))
+	tools := make([]adapterconfig.Tool, len(tests))
 	for i, tt := range tests {
 		url := tt.url
 		if url == "" {
@@ -191,7 +193,7 @@ func TestHTTPTool_FailuresAreToolErrors(t *testing.T) {
 		}
 		tools[i] = httpTool(fmt.Sprintf("t%d", i), objectSchema, url, timeout, maxBytes)
 	}
-	srv := serve(t, configWith(TransportStreamableHTTP, true, tools...))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
 	for i, tt := range tests {
@@ -238,15 +240,15 @@ func TestToolsList_PassesSchemaThroughUnchanged(t *testing.T) {
 	tool := templateTool("search", schema, "ok")
 	readOnly := true
 	tool.Description = "Searches"
-	tool.Annotations = &ToolAnnotations{Title: "Search", ReadOnlyHint: &readOnly}
-	srv := serve(t, configWith(TransportStreamableHTTP, true, tool))
+	tool.Annotations = &adapterconfig.ToolAnnotations{Title: "Search", ReadOnlyHint: &readOnly}
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
 
 	// Raw JSON-RPC, because mcp-go's client types drop schema keys they do not model.
 	headers := map[string]string{"MCP-Protocol-Version": protocol20250618}
-	if r := postRPC(t, srv.baseURL+PathMCP, nil, initializeMessage(protocol20250618)); r.status != http.StatusOK {
+	if r := postRPC(t, srv.baseURL+adapterconfig.PathMCP, nil, initializeMessage(protocol20250618)); r.status != http.StatusOK {
 		t.Fatalf("initialize: %d %s", r.status, r.body)
 	}
-	reply := postRPC(t, srv.baseURL+PathMCP, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	reply := postRPC(t, srv.baseURL+adapterconfig.PathMCP, headers, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	var list struct {
 		Result struct {
 			Tools []struct {
@@ -276,8 +278,8 @@ func TestToolsList_PassesSchemaThroughUnchanged(t *testing.T) {
 }
 
 func TestInitialize_ReportsServerInfoAndCapabilities(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	reply := postRPC(t, srv.baseURL+PathMCP, nil, initializeMessage(protocol20250618))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	reply := postRPC(t, srv.baseURL+adapterconfig.PathMCP, nil, initializeMessage(protocol20250618))
 	var init struct {
 		Result mcp.InitializeResult `json:"result"`
 	}
@@ -294,7 +296,7 @@ func TestInitialize_ReportsServerInfoAndCapabilities(t *testing.T) {
 }
 
 func TestProtocolVersions_CallSucceedsOnEachVersion(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("greet", greetSchema, "Hello {{.name}}")))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("greet", greetSchema, "Hello {{.name}}")))
 	for _, version := range []string{protocol20250618, protocol20251125, "" /* unpinned: 2026-07-28 */} {
 		t.Run("protocol "+version, func(t *testing.T) {
 			c := connect(t, srv.baseURL, version, nil)
@@ -321,8 +323,8 @@ func TestStreamableHTTP_SessionIDOnlyWhenStateful(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := serve(t, configWith(TransportStreamableHTTP, tt.stateless, templateTool("greet", greetSchema, "Hello {{.name}}")))
-			reply := postRPC(t, srv.baseURL+PathMCP, nil, initializeMessage(protocol20250618))
+			srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, tt.stateless, templateTool("greet", greetSchema, "Hello {{.name}}")))
+			reply := postRPC(t, srv.baseURL+adapterconfig.PathMCP, nil, initializeMessage(protocol20250618))
 			if got := reply.header.Get("Mcp-Session-Id"); (got != "") != tt.wantSession {
 				t.Fatalf("Mcp-Session-Id = %q, want present=%v", got, tt.wantSession)
 			}
@@ -336,7 +338,7 @@ func TestStreamableHTTP_SessionIDOnlyWhenStateful(t *testing.T) {
 }
 
 func TestStreamableHTTP_RefusesForeignHostOnLoopback(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	tests := []struct {
 		host       string
 		wantStatus int
@@ -346,7 +348,7 @@ func TestStreamableHTTP_RefusesForeignHostOnLoopback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, srv.baseURL+PathMCP,
+			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, srv.baseURL+adapterconfig.PathMCP,
 				strings.NewReader(initializeMessage(protocol20250618)))
 			if err != nil {
 				t.Fatal(err)
@@ -367,7 +369,7 @@ func TestStreamableHTTP_RefusesForeignHostOnLoopback(t *testing.T) {
 }
 
 func TestSSETransport_ServesTools(t *testing.T) {
-	srv := serve(t, configWith(TransportSSE, true, templateTool("greet", greetSchema, "Hello {{.name}}")))
+	srv := serve(t, configWith(adapterconfig.TransportSSE, true, templateTool("greet", greetSchema, "Hello {{.name}}")))
 	c := connectSSE(t, srv.baseURL, protocol20250618)
 
 	tools, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
@@ -376,14 +378,14 @@ func TestSSETransport_ServesTools(t *testing.T) {
 	}
 	wantSuccess(t, callTool(t, c, "greet", map[string]any{"name": "Ada"}), "Hello Ada")
 	wantToolError(t, callTool(t, c, "greet", map[string]any{}), "invalid arguments: ", "'name'")
-	if status, _ := getStatus(t, srv.baseURL+PathMCP); status != http.StatusNotFound {
-		t.Errorf("GET %s on the sse transport = %d, want 404", PathMCP, status)
+	if status, _ := getStatus(t, srv.baseURL+adapterconfig.PathMCP); status != http.StatusNotFound {
+		t.Errorf("GET %s on the sse transport = %d, want 404", adapterconfig.PathMCP, status)
 	}
 }
 
 func TestSSETransport_AdvertisesARelativeMessageEndpoint(t *testing.T) {
-	srv := serve(t, configWith(TransportSSE, true, templateTool("a", objectSchema, "x")))
-	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, srv.baseURL+PathSSE, nil)
+	srv := serve(t, configWith(adapterconfig.TransportSSE, true, templateTool("a", objectSchema, "x")))
+	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, srv.baseURL+adapterconfig.PathSSE, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -393,14 +395,14 @@ func TestSSETransport_AdvertisesARelativeMessageEndpoint(t *testing.T) {
 	n, _ := resp.Body.Read(buf)
 	first := string(buf[:n])
 	// A relative endpoint resolves against whatever host:port the client reached.
-	if !strings.Contains(first, "event: endpoint\ndata: "+PathMessage+"?sessionId=") {
-		t.Fatalf("first event = %q, want a relative %s endpoint", first, PathMessage)
+	if !strings.Contains(first, "event: endpoint\ndata: "+adapterconfig.PathMessage+"?sessionId=") {
+		t.Fatalf("first event = %q, want a relative %s endpoint", first, adapterconfig.PathMessage)
 	}
 }
 
 func TestBearerAuth_GuardsOnlyTheMCPEndpoint(t *testing.T) {
 	const token = "s3cret-token"
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("greet", greetSchema, "Hello {{.name}}"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("greet", greetSchema, "Hello {{.name}}"))
 	srv := serve(t, cfg, WithBearerToken(token))
 
 	tests := []struct {
@@ -421,7 +423,7 @@ func TestBearerAuth_GuardsOnlyTheMCPEndpoint(t *testing.T) {
 			if tt.header != "" {
 				headers["Authorization"] = tt.header
 			}
-			reply := postRPC(t, srv.baseURL+PathMCP, headers, initializeMessage(protocol20250618))
+			reply := postRPC(t, srv.baseURL+adapterconfig.PathMCP, headers, initializeMessage(protocol20250618))
 			if reply.status != tt.wantStatus {
 				t.Fatalf("status = %d, want %d (%s)", reply.status, tt.wantStatus, reply.body)
 			}
@@ -443,7 +445,7 @@ func TestBearerAuth_GuardsOnlyTheMCPEndpoint(t *testing.T) {
 			t.Fatal("initialize without a token succeeded")
 		}
 	})
-	for _, path := range []string{PathHealthz, PathReadyz} {
+	for _, path := range []string{adapterconfig.PathHealthz, adapterconfig.PathReadyz} {
 		t.Run(path+" stays open", func(t *testing.T) {
 			if status, _ := getStatus(t, srv.baseURL+path); status != http.StatusOK {
 				t.Fatalf("GET %s = %d, want 200 without a token", path, status)
@@ -457,23 +459,23 @@ func TestBearerAuth_TokenFileIsReadAndTrimmed(t *testing.T) {
 	if err := os.WriteFile(path, []byte("  file-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.BearerTokenFile = path
 	srv := serve(t, cfg)
 
-	if r := postRPC(t, srv.baseURL+PathMCP, nil, initializeMessage(protocol20250618)); r.status != http.StatusUnauthorized {
+	if r := postRPC(t, srv.baseURL+adapterconfig.PathMCP, nil, initializeMessage(protocol20250618)); r.status != http.StatusUnauthorized {
 		t.Fatalf("without token: %d, want 401", r.status)
 	}
-	if r := postRPC(t, srv.baseURL+PathMCP, map[string]string{"Authorization": "Bearer file-token"}, initializeMessage(protocol20250618)); r.status != http.StatusOK {
+	if r := postRPC(t, srv.baseURL+adapterconfig.PathMCP, map[string]string{"Authorization": "Bearer file-token"}, initializeMessage(protocol20250618)); r.status != http.StatusOK {
 		t.Fatalf("with the file's token: %d, want 200 (%s)", r.status, r.body)
 	}
 }
 
 func TestBearerAuth_TokenOptionOverridesFile(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	cfg.BearerTokenFile = filepath.Join(t.TempDir(), "does-not-exist")
 	srv := serve(t, cfg, WithBearerToken("in-memory"))
-	if r := postRPC(t, srv.baseURL+PathMCP, map[string]string{"Authorization": "Bearer in-memory"}, initializeMessage(protocol20250618)); r.status != http.StatusOK {
+	if r := postRPC(t, srv.baseURL+adapterconfig.PathMCP, map[string]string{"Authorization": "Bearer in-memory"}, initializeMessage(protocol20250618)); r.status != http.StatusOK {
 		t.Fatalf("with the in-memory token: %d, want 200", r.status)
 	}
 }
@@ -493,7 +495,7 @@ func TestNewServer_TokenFileProblemsAreErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+			cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 			cfg.BearerTokenFile = tt.file
 			_, err := NewServer(cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -504,7 +506,7 @@ func TestNewServer_TokenFileProblemsAreErrors(t *testing.T) {
 }
 
 func TestMetrics_CountCallsAndErrorsPerTool(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true,
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		templateTool("greet", greetSchema, "Hello {{.name}}"),
 		templateTool("idle", objectSchema, "x")))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
@@ -527,8 +529,8 @@ func TestMetrics_CountCallsAndErrorsPerTool(t *testing.T) {
 }
 
 func TestMetrics_EachServerHasItsOwnRegistry(t *testing.T) {
-	cfg := func() *Config {
-		return configWith(TransportStreamableHTTP, true, templateTool("greet", greetSchema, "x"))
+	cfg := func() *adapterconfig.Config {
+		return configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("greet", greetSchema, "x"))
 	}
 	a := serve(t, cfg())
 	b := serve(t, cfg())
@@ -541,8 +543,8 @@ func TestMetrics_EachServerHasItsOwnRegistry(t *testing.T) {
 }
 
 func TestHealthz_AndReadyz_WhileServing(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	for _, path := range []string{PathHealthz, PathReadyz} {
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	for _, path := range []string{adapterconfig.PathHealthz, adapterconfig.PathReadyz} {
 		if status, body := getStatus(t, srv.baseURL+path); status != http.StatusOK || body != "ok" {
 			t.Errorf("GET %s = %d %q, want 200 ok", path, status, body)
 		}

@@ -9,15 +9,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // Sessions are bound to the caller that opened them. A session id carries a digest of
@@ -41,48 +40,6 @@ const ownerTagSize = 16
 const headerSessionID = "Mcp-Session-Id"
 
 type sessionOwnerKey struct{}
-
-// callerIdentity names who makes r for session binding: the authenticated caller (a
-// static token by its digest, as all its holders share one Caller), else the client's
-// IP address (not its port, which changes per connection).
-func callerIdentity(r *http.Request) string {
-	if c, ok := access.CallerFrom(r.Context()); ok && c != nil {
-		if c.Kind == access.KindBearer {
-			token := strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-			sum := sha256.Sum256([]byte(token))
-			return "bearer:" + hex.EncodeToString(sum[:])
-		}
-		return c.Kind + "\x00" + c.Issuer + "\x00" + c.Subject + "\x00" + c.ServiceAccount
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "address:" + host
-}
-
-// callerKey names who makes r for its per-caller budget and shares (limits.go): as
-// callerIdentity, except that a client without auth is known by its IPv6 /64 (a host
-// or a customer holds a /64 and may take any address in it) or its IPv4 address.
-func callerKey(r *http.Request) string {
-	if c, ok := access.CallerFrom(r.Context()); ok && c != nil {
-		return callerIdentity(r)
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return "address:" + host
-	}
-	addr = addr.WithZone("").Unmap()
-	if addr.Is6() {
-		prefix, _ := addr.Prefix(64)
-		return "address:" + prefix.String()
-	}
-	return "address:" + addr.String()
-}
 
 // ownerTag is the digest of identity that a session id carries.
 func ownerTag(identity string) string {
@@ -127,7 +84,7 @@ func identityFrom(ctx context.Context) string {
 // sessionsBound is true when this server has sessions to bind: stateful streamable
 // HTTP, and sse (whose sessions are always stateful).
 func (s *Server) sessionsBound() bool {
-	return s.cfg.Transport == TransportSSE || !s.cfg.Stateless
+	return s.cfg.Transport == adapterconfig.TransportSSE || !s.cfg.Stateless
 }
 
 // bindSessions refuses a request that presents a session another caller opened, and
@@ -138,7 +95,7 @@ func (s *Server) bindSessions(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		identity := callerIdentity(r)
+		identity := admission.CallerIdentity(r)
 		// An id this server never made is left to the transport, which answers it as
 		// an unknown session (and, during shutdown, the gate refuses it first).
 		if id := presentedSessionID(r); id != "" && ownershipOf(id, identity) == sessionForeign {
@@ -157,7 +114,7 @@ func presentedSessionID(r *http.Request) string {
 	if id := r.Header.Get(headerSessionID); id != "" {
 		return id
 	}
-	if r.URL.Path == PathMessage {
+	if r.URL.Path == adapterconfig.PathMessage {
 		return r.URL.Query().Get("sessionId")
 	}
 	return ""

@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // httpClientFrom is an HTTP client whose connections come from the loopback address
@@ -25,7 +27,7 @@ func httpClientFrom(ip string) *http.Client {
 // client itself would not call before initializing).
 func thiefOnSession(t *testing.T, baseURL, sessionID string, opts ...transport.StreamableHTTPCOption) error {
 	t.Helper()
-	tr, err := transport.NewStreamableHTTP(baseURL+PathMCP, append(opts, transport.WithSession(sessionID))...)
+	tr, err := transport.NewStreamableHTTP(baseURL+adapterconfig.PathMCP, append(opts, transport.WithSession(sessionID))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +98,10 @@ func TestSessionIsBoundToTheAuthenticatedCaller(t *testing.T) {
 	}
 	headers := bearerHeader(thiefToken)
 	headers["Mcp-Session-Id"] = id
-	if status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, srv.baseURL+PathMCP, headers, echoCall); status != http.StatusForbidden || !strings.Contains(body, "session_forbidden") {
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, srv.baseURL+adapterconfig.PathMCP, headers, echoCall); status != http.StatusForbidden || !strings.Contains(body, "session_forbidden") {
 		t.Fatalf("raw POST on the owner's session = %d %s, want 403 session_forbidden", status, body)
 	}
-	if status, body := sessionRequest(t, http.DefaultClient, http.MethodDelete, srv.baseURL+PathMCP, headers, ""); status != http.StatusForbidden {
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodDelete, srv.baseURL+adapterconfig.PathMCP, headers, ""); status != http.StatusForbidden {
 		t.Fatalf("thief's DELETE of the owner's session = %d %s, want 403", status, body)
 	}
 
@@ -113,7 +115,7 @@ func TestSessionIsBoundToTheAuthenticatedCaller(t *testing.T) {
 
 // Holders of two different static tokens are two callers.
 func TestSessionIsBoundToTheStaticToken(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, false, templateTool("echo", objectSchema, "pong"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("echo", objectSchema, "pong"))
 	srv := serve(t, cfg, WithBearerToken("token-of-owner\ntoken-of-thief"))
 	owner := connect(t, srv.baseURL, protocol20250618, bearerHeader("token-of-owner"))
 	err := thiefOnSession(t, srv.baseURL, owner.GetSessionId(), transport.WithHTTPHeaders(bearerHeader("token-of-thief")))
@@ -125,7 +127,7 @@ func TestSessionIsBoundToTheStaticToken(t *testing.T) {
 
 // Without auth a session is bound to the client address that opened it.
 func TestSessionIsBoundToTheClientAddressWithoutAuth(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, false, templateTool("echo", objectSchema, "pong"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("echo", objectSchema, "pong"))
 	srv := serve(t, cfg)
 	owner := connect(t, srv.baseURL, protocol20250618, nil)
 	err := thiefOnSession(t, srv.baseURL, owner.GetSessionId(), transport.WithHTTPBasicClient(httpClientFrom("127.0.0.2")))
@@ -137,7 +139,7 @@ func TestSessionIsBoundToTheClientAddressWithoutAuth(t *testing.T) {
 		t.Fatalf("the owner's address resuming its session: %v", err)
 	}
 	// An id this server never made is not found (clients then initialize again).
-	status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, srv.baseURL+PathMCP,
+	status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, srv.baseURL+adapterconfig.PathMCP,
 		map[string]string{"Mcp-Session-Id": "mcp-session-4f9c2a1e-0000-4000-8000-000000000000"}, echoCall)
 	if status != http.StatusNotFound {
 		t.Fatalf("POST with a session id this server did not make = %d %s, want 404", status, body)
@@ -147,9 +149,9 @@ func TestSessionIsBoundToTheClientAddressWithoutAuth(t *testing.T) {
 // On sse, posting into another address's session is refused with 403 before the
 // message reaches the owner's stream.
 func TestSSESessionIsBoundToItsOpener(t *testing.T) {
-	cfg := configWith(TransportSSE, false, templateTool("echo", objectSchema, "pong"))
+	cfg := configWith(adapterconfig.TransportSSE, false, templateTool("echo", objectSchema, "pong"))
 	srv := serve(t, cfg)
-	tr, err := transport.NewSSE(srv.baseURL + PathSSE)
+	tr, err := transport.NewSSE(srv.baseURL + adapterconfig.PathSSE)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // heldBackend answers "done" after holding each request for hold, and reports each
@@ -99,9 +101,9 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 // returns the status and body.
 func newCallStatus(t *testing.T, baseURL, transportName, tool string) (int, string) {
 	t.Helper()
-	url := baseURL + PathMCP
-	if transportName == TransportSSE {
-		url = baseURL + PathMessage + "?sessionId=any"
+	url := baseURL + adapterconfig.PathMCP
+	if transportName == adapterconfig.TransportSSE {
+		url = baseURL + adapterconfig.PathMessage + "?sessionId=any"
 	}
 	reply := postRPC(t, url, map[string]string{"MCP-Protocol-Version": protocol20250618},
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`","arguments":{}}}`)
@@ -112,9 +114,9 @@ func newCallStatus(t *testing.T, baseURL, transportName, tool string) (int, stri
 // when the server ends it.
 func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
 	t.Helper()
-	url := baseURL + PathMCP
-	if transportName == TransportSSE {
-		url = baseURL + PathSSE
+	url := baseURL + adapterconfig.PathMCP
+	if transportName == adapterconfig.TransportSSE {
+		url = baseURL + adapterconfig.PathSSE
 	}
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
 	if err != nil {
@@ -139,13 +141,13 @@ func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
 }
 
 func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
-	for _, transportName := range []string{TransportStreamableHTTP, TransportSSE} {
+	for _, transportName := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transportName, func(t *testing.T) {
 			backend := newHeldBackend(t, 700*time.Millisecond)
 			srv := serve(t, configWith(transportName, true, httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024)),
 				WithShutdownGrace(10*time.Second))
 			var c *client.Client
-			if transportName == TransportSSE {
+			if transportName == adapterconfig.TransportSSE {
 				c = connectSSE(t, srv.baseURL, protocol20250618)
 			} else {
 				c = connect(t, srv.baseURL, protocol20250618, nil)
@@ -158,10 +160,10 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 			go func() { stopped <- srv.stop() }()
 
 			eventually(t, 2*time.Second, "/readyz to fail", func() bool {
-				status, _ := getStatus(t, srv.baseURL+PathReadyz)
+				status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 				return status == http.StatusServiceUnavailable
 			})
-			if status, _ := getStatus(t, srv.baseURL+PathHealthz); status != http.StatusOK {
+			if status, _ := getStatus(t, srv.baseURL+adapterconfig.PathHealthz); status != http.StatusOK {
 				t.Errorf("/healthz = %d during shutdown, want 200", status)
 			}
 			status, body := newCallStatus(t, srv.baseURL, transportName, "slow")
@@ -184,7 +186,7 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 
 func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 	backend := newHeldBackend(t, 2*time.Second)
-	srv := serve(t, configWith(TransportStreamableHTTP, true,
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024),
 		templateTool("quick", objectSchema, "quick")),
 		WithDrainDelay(600*time.Millisecond), WithShutdownGrace(10*time.Second))
@@ -196,13 +198,13 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
 	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
-		status, _ := getStatus(t, srv.baseURL+PathReadyz)
+		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
 	wantSuccess(t, callTool(t, c, "quick", map[string]any{}), "quick")
 
 	eventually(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
-		status, _ := newCallStatus(t, srv.baseURL, TransportStreamableHTTP, "quick")
+		status, _ := newCallStatus(t, srv.baseURL, adapterconfig.TransportStreamableHTTP, "quick")
 		return status == http.StatusServiceUnavailable
 	})
 	if outcome := receive(t, inFlight, "the in-flight call"); outcome.err != nil {
@@ -217,7 +219,7 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 // next call on it during the drain delay: it is answered, with Connection: close, instead
 // of finding the connection cut (a POST cannot be retried by the client).
 func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("quick", objectSchema, "quick")),
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("quick", objectSchema, "quick")),
 		WithDrainDelay(2*time.Second), WithShutdownGrace(10*time.Second))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.baseURL, "http://"))
 	if err != nil {
@@ -228,7 +230,7 @@ func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
 	call := func() *http.Response {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"quick","arguments":{}}}`
-		req, _ := http.NewRequest(http.MethodPost, srv.baseURL+PathMCP, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, srv.baseURL+adapterconfig.PathMCP, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("MCP-Protocol-Version", protocol20250618)
@@ -251,7 +253,7 @@ func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
 	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
-		status, _ := getStatus(t, srv.baseURL+PathReadyz)
+		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
 	if resp := call(); resp.StatusCode != http.StatusOK || !resp.Close {
@@ -264,7 +266,7 @@ func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
 
 func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
 	backend := newHeldBackend(t, 20*time.Second)
-	srv := serve(t, configWith(TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.url, 30*time.Second, 1024)),
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.url, 30*time.Second, 1024)),
 		WithShutdownGrace(300*time.Millisecond))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
 
@@ -286,9 +288,9 @@ func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
 }
 
 func TestServe_RefusesToServeTwice(t *testing.T) {
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
 	eventually(t, 2*time.Second, "the first Serve to answer", func() bool {
-		status, _ := getStatus(t, srv.baseURL+PathHealthz)
+		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathHealthz)
 		return status == http.StatusOK
 	})
 	err := srv.Serve(context.Background(), nil)
@@ -298,7 +300,7 @@ func TestServe_RefusesToServeTwice(t *testing.T) {
 }
 
 func TestNewServer_RejectsBadShutdownOptions(t *testing.T) {
-	cfg := configWith(TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x"))
 	tests := []struct {
 		name string
 		opt  Option

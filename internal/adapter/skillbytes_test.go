@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -88,7 +89,7 @@ func TestReadOfAnImportedSkillFileIsCheckedAgainstTheListedDigest(t *testing.T) 
 	entry := fmt.Sprintf(`{"uri":"skill://refunds/SKILL.md","frontmatter":{"name":"refunds","description":"Refunds."},"resources":[`+
 		`{"uri":"skill://refunds/SKILL.md","digest":%q,"size":%d},{"uri":"skill://refunds/logo.png","digest":%q,"size":%d}]}`,
 		sha256Digest([]byte(approvedSkill)), len(approvedSkill), sha256Digest(logo), len(logo))
-	cfg := configWith(TransportStreamableHTTP, true)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.Imported = &adapterconfig.ImportedContent{
 		Skills: []adapterconfig.ImportedItem{importedItem("skill://refunds/SKILL.md", entry, remote.url, "")},
 		Resources: []adapterconfig.ImportedItem{
@@ -100,13 +101,13 @@ func TestReadOfAnImportedSkillFileIsCheckedAgainstTheListedDigest(t *testing.T) 
 	gw := serve(t, cfg)
 	headers := map[string]string{"MCP-Protocol-Version": protocol20251125}
 	read := func(uri string) rpcReply {
-		return postRPC(t, gw.baseURL+PathMCP, headers, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"`+uri+`"}}`)
+		return postRPC(t, gw.baseURL+adapterconfig.PathMCP, headers, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"`+uri+`"}}`)
 	}
 	refused := func(what, uri string) {
 		t.Helper()
 		var answer struct {
 			Result json.RawMessage `json:"result"`
-			Error  *jsonRPCError   `json:"error"`
+			Error  *jsonrpc.Error  `json:"error"`
 		}
 		reply := read(uri)
 		if json.Unmarshal(reply.body, &answer) != nil || answer.Result != nil || answer.Error == nil ||

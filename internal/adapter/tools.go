@@ -16,15 +16,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
-// Markers that begin tool error results, so agents and logs can tell the failing part.
-const (
-	markerTemplateFailed = "template_call_failed: "
-	markerHTTPFailed     = "http_call_failed: "
-	markerInvalidArgs    = "invalid arguments: "
-)
+// markerInvalidArgs begins the tool error result of a call with invalid arguments.
+const markerInvalidArgs = "invalid arguments: "
 
 // nonSuccessBodyExcerpt bounds how much of a failing backend's body reaches the client.
 const nonSuccessBodyExcerpt = 512
@@ -170,7 +167,7 @@ func schemaProblems(schema *jsonschema.Schema, instance any) string {
 func renderTemplate(tmpl *template.Template, data any) *mcp.CallToolResult {
 	var out strings.Builder
 	if err := tmpl.Execute(&out, data); err != nil {
-		return mcp.NewToolResultError(markerTemplateFailed + err.Error())
+		return mcp.NewToolResultError(jsonrpc.MarkerTemplateFailed + err.Error())
 	}
 	return mcp.NewToolResultText(out.String())
 }
@@ -195,12 +192,12 @@ func newBackendClient() *http.Client {
 }
 
 // postToBackend POSTs the arguments as a JSON object and returns the body as text.
-func (s *Server) postToBackend(ctx context.Context, b *HTTPBackend, args []byte) *mcp.CallToolResult {
+func (s *Server) postToBackend(ctx context.Context, b *adapterconfig.HTTPBackend, args []byte) *mcp.CallToolResult {
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout.Duration)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.URL, bytes.NewReader(args))
 	if err != nil {
-		return mcp.NewToolResultError(markerHTTPFailed + err.Error())
+		return mcp.NewToolResultError(jsonrpc.MarkerHTTPFailed + err.Error())
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.8")
@@ -209,25 +206,25 @@ func (s *Server) postToBackend(ctx context.Context, b *HTTPBackend, args []byte)
 	resp, err := s.backend.Do(req)
 	endBackendSpan(span, resp, err)
 	if err != nil {
-		return mcp.NewToolResultError(markerHTTPFailed + describeTransportError(ctx, b, err))
+		return mcp.NewToolResultError(jsonrpc.MarkerHTTPFailed + describeTransportError(ctx, b, err))
 	}
 	defer drainAndClose(resp.Body)
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, b.MaxResponseBytes+1))
 	if err != nil {
-		return mcp.NewToolResultError(markerHTTPFailed + "read response: " + describeTransportError(ctx, b, err))
+		return mcp.NewToolResultError(jsonrpc.MarkerHTTPFailed + "read response: " + describeTransportError(ctx, b, err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return mcp.NewToolResultError(fmt.Sprintf("%s%d %s: %s", markerHTTPFailed,
+		return mcp.NewToolResultError(fmt.Sprintf("%s%d %s: %s", jsonrpc.MarkerHTTPFailed,
 			resp.StatusCode, http.StatusText(resp.StatusCode), excerpt(body, nonSuccessBodyExcerpt)))
 	}
 	if int64(len(body)) > b.MaxResponseBytes {
-		return mcp.NewToolResultError(fmt.Sprintf("%sresponse exceeds %d bytes", markerHTTPFailed, b.MaxResponseBytes))
+		return mcp.NewToolResultError(fmt.Sprintf("%sresponse exceeds %d bytes", jsonrpc.MarkerHTTPFailed, b.MaxResponseBytes))
 	}
 	return mcp.NewToolResultText(string(body))
 }
 
-func describeTransportError(ctx context.Context, b *HTTPBackend, err error) string {
+func describeTransportError(ctx context.Context, b *adapterconfig.HTTPBackend, err error) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Sprintf("no response within the tool timeout %s: %v", b.Timeout.Duration, err)
 	}

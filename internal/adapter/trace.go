@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
@@ -34,7 +36,7 @@ func (s *Server) traceMCP(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost {
 			_, body, err := readBody(w, r, s.bodyReadTimeout())
 			if err != nil {
-				refuseBody(w, err)
+				admission.RefuseBody(w, err)
 				return
 			}
 			tb := &tracedBody{body: body}
@@ -168,10 +170,10 @@ func traceCall(ctx context.Context, caller *access.Caller, outcome string, resul
 		kind = caller.Kind
 	}
 	span.SetAttributes(tracing.CallerKind.String(kind), tracing.CallOutcome.String(outcome))
-	if outcome != outcomeOK {
+	if outcome != jsonrpc.OutcomeOK {
 		// The MCP conventions' error.type for a tool result with isError true.
 		errorType := "tool_error"
-		if outcome != outcomeError {
+		if outcome != jsonrpc.OutcomeError {
 			errorType = outcome
 		}
 		span.SetAttributes(tracing.ErrorType.String(errorType))
@@ -183,7 +185,7 @@ func resultTextOrEmpty(r *mcp.CallToolResult) string {
 	if r == nil {
 		return ""
 	}
-	return resultText(r)
+	return jsonrpc.ResultText(r)
 }
 
 // traceError marks the request's span with a JSON-RPC error mcp-go answered.

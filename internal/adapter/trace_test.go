@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -111,8 +113,8 @@ func wantChild(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
 func TestTracing_OneTraceFromTheClientThroughAGatewayToAnHTTPBackend(t *testing.T) {
 	rec := recordSpans(t)
 	backend, backendSaw := tracedBackend(t)
-	remote := serve(t, configWith(TransportStreamableHTTP, true, httpTool("lookup", objectSchema, backend, 5*time.Second, 1<<20)))
-	gateway := serve(t, configWith(TransportStreamableHTTP, true, remoteTool("team.lookup", objectSchema, remote.baseURL+PathMCP, TransportStreamableHTTP, "lookup")))
+	remote := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("lookup", objectSchema, backend, 5*time.Second, 1<<20)))
+	gateway := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTool("team.lookup", objectSchema, remote.baseURL+adapterconfig.PathMCP, adapterconfig.TransportStreamableHTTP, "lookup")))
 
 	for i, tc := range []struct {
 		name   string
@@ -181,10 +183,10 @@ func TestTracing_OneTraceFromTheClientThroughAGatewayToAnHTTPBackend(t *testing.
 // span with error.type tool_error and an error status; a refused call with its outcome.
 func TestTracing_FailedCallsMarkTheirSpans(t *testing.T) {
 	rec := recordSpans(t)
-	srv := serve(t, configWith(TransportStreamableHTTP, true, httpTool("explode", objectSchema, failingBackend(t), 5*time.Second, 1<<20)))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("explode", objectSchema, failingBackend(t), 5*time.Second, 1<<20)))
 	traceparent := "00-11111111111111111111111111111111-2222222222222222-01"
 	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"traceparent": traceparent})
-	wantToolError(t, callTool(t, c, "explode", map[string]any{}), markerHTTPFailed)
+	wantToolError(t, callTool(t, c, "explode", map[string]any{}), jsonrpc.MarkerHTTPFailed)
 	id, _ := trace.TraceIDFromHex("11111111111111111111111111111111")
 	spans := spansOf(t, rec, id, 3)
 	server := spanNamed(t, spans, "tools/call explode", trace.SpanKindServer)
@@ -201,9 +203,9 @@ func TestTracing_FailedCallsMarkTheirSpans(t *testing.T) {
 // client span names the URL without it, also when the call fails.
 func TestTracing_BackendSpanKeepsTheURLsQueryOut(t *testing.T) {
 	rec := recordSpans(t)
-	srv := serve(t, configWith(TransportStreamableHTTP, true, httpTool("down", objectSchema, "http://127.0.0.1:1/search?key=backend-secret", time.Second, 1<<20)))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("down", objectSchema, "http://127.0.0.1:1/search?key=backend-secret", time.Second, 1<<20)))
 	c := connect(t, srv.baseURL, "2025-06-18", map[string]string{"traceparent": "00-33333333333333333333333333333333-4444444444444444-01"})
-	wantToolError(t, callTool(t, c, "down", map[string]any{}), markerHTTPFailed)
+	wantToolError(t, callTool(t, c, "down", map[string]any{}), jsonrpc.MarkerHTTPFailed)
 	id, _ := trace.TraceIDFromHex("33333333333333333333333333333333")
 	backend := spanNamed(t, spansOf(t, rec, id, 3), "POST", trace.SpanKindClient)
 	if got := attr(backend, tracing.URLFull); got != "http://127.0.0.1:1/search" {
@@ -231,10 +233,10 @@ func (c *readCounter) Read(p []byte) (int, error) {
 func TestTracing_AuthenticatesBeforeReadingTheBody(t *testing.T) {
 	rec := recordSpans(t)
 	const token = "good-token-1234"
-	srv := serve(t, configWith(TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")), WithBearerToken(token))
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("greet", helloSchema, "Hello, {{.name}}!")), WithBearerToken(token))
 
 	body := &readCounter{r: strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet"}}`)}
-	req := httptest.NewRequest(http.MethodPost, PathMCP, body)
+	req := httptest.NewRequest(http.MethodPost, adapterconfig.PathMCP, body)
 	req.Header.Set("Content-Type", "application/json")
 	answer := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(answer, req)

@@ -13,7 +13,7 @@ import (
 // compiledTool is a Tool with everything that can fail checked and prepared once, so
 // that a call never re-parses its template or schema.
 type compiledTool struct {
-	Tool
+	adapterconfig.Tool
 	schema *jsonschema.Schema
 	// fast proves most valid arguments valid without the library's validator.
 	fast     *fastSchema
@@ -24,7 +24,7 @@ type compiledTool struct {
 }
 
 // compileConfig validates cfg and returns its tools ready to serve.
-func compileConfig(cfg *Config) ([]*compiledTool, error) {
+func compileConfig(cfg *adapterconfig.Config) ([]*compiledTool, error) {
 	checked, err := adapterconfig.Compile(cfg)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
@@ -102,7 +103,7 @@ func TestFaultHTTP500(t *testing.T) {
 func TestFaultUnauthorized(t *testing.T) {
 	t.Parallel()
 	const token = "the-right-token-123"
-	for _, transport := range []string{adapter.TransportStreamableHTTP, adapter.TransportSSE} {
+	for _, transport := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			url := startAdapter(t, transport, false, nil, adapter.WithBearerToken(token))
@@ -295,7 +296,7 @@ func TestFaultMessageTooLarge(t *testing.T) {
 		requireReason(t, err, ReasonResponseTooLarge)
 	}
 	// The adapter's SSE transport, with a limit its tools/list answer exceeds.
-	url := startAdapter(t, adapter.TransportSSE, false, nil)
+	url := startAdapter(t, adapterconfig.TransportSSE, false, nil)
 	_, err := Probe(testContext(t), Options{URL: url, Transport: TransportSSE, MaxMessageBytes: 300})
 	requireReason(t, err, ReasonResponseTooLarge)
 }

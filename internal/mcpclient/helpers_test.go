@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
@@ -82,11 +83,11 @@ const greetSchema = `{"$schema":"http://json-schema.org/draft-07/schema#","type"
   "properties":{"name":{"type":"string","title":"Name","examples":["Ada"]},"times":{"type":"integer","minimum":1,"default":1}},
   "required":["name"],"additionalProperties":false}`
 
-var adapterTools = []adapter.Tool{
+var adapterTools = []adapterconfig.Tool{
 	{Name: "greet", Description: "Greets someone.", InputSchema: json.RawMessage(greetSchema),
-		Template: &adapter.TemplateBackend{Text: "hello {{.name}}"}},
+		Template: &adapterconfig.TemplateBackend{Text: "hello {{.name}}"}},
 	{Name: "ping", Description: "Answers pong.", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Template: &adapter.TemplateBackend{Text: "pong"}},
+		Template: &adapterconfig.TemplateBackend{Text: "pong"}},
 }
 
 // recorder notes the requests a handler received.
@@ -136,8 +137,8 @@ func (r *recorder) count() int { return len(r.all()) }
 // httptest server and returns its MCP endpoint URL.
 func startAdapter(t *testing.T, transport string, stateless bool, rec *recorder, opts ...adapter.Option) string {
 	t.Helper()
-	cfg := &adapter.Config{
-		Server:    adapter.ServerInfo{Name: "adapter-under-probe", Version: "1.2.3", Instructions: "Probe me."},
+	cfg := &adapterconfig.Config{
+		Server:    adapterconfig.ServerInfo{Name: "adapter-under-probe", Version: "1.2.3", Instructions: "Probe me."},
 		Transport: transport,
 		Stateless: stateless,
 		Tools:     adapterTools,
@@ -152,10 +153,10 @@ func startAdapter(t *testing.T, transport string, stateless bool, rec *recorder,
 	}
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	if transport == adapter.TransportSSE {
-		return ts.URL + adapter.PathSSE
+	if transport == adapterconfig.TransportSSE {
+		return ts.URL + adapterconfig.PathSSE
 	}
-	return ts.URL + adapter.PathMCP
+	return ts.URL + adapterconfig.PathMCP
 }
 
 // ---- a hand-written MCP server, for the shapes real servers rarely take ----

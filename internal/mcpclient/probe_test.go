@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
@@ -48,9 +48,9 @@ func TestProbeAdapter(t *testing.T) {
 		transport string
 		stateless bool
 	}{
-		{"streamable-http/stateless", adapter.TransportStreamableHTTP, true},
-		{"streamable-http/stateful", adapter.TransportStreamableHTTP, false},
-		{"sse", adapter.TransportSSE, false},
+		{"streamable-http/stateless", adapterconfig.TransportStreamableHTTP, true},
+		{"streamable-http/stateful", adapterconfig.TransportStreamableHTTP, false},
+		{"sse", adapterconfig.TransportSSE, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -106,7 +106,7 @@ func TestProbeAdapter(t *testing.T) {
 			if !sawList {
 				t.Errorf("no tools/list request reached the adapter")
 			}
-			if wantDelete := tc.transport == adapter.TransportStreamableHTTP && !tc.stateless; sawDelete != wantDelete {
+			if wantDelete := tc.transport == adapterconfig.TransportStreamableHTTP && !tc.stateless; sawDelete != wantDelete {
 				t.Errorf("session DELETE sent = %v, want %v", sawDelete, wantDelete)
 			}
 		})

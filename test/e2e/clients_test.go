@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -20,9 +20,9 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		name string
 		cfg  configOptions
 	}{
-		{"streamable-http/stateless", configOptions{transport: adapter.TransportStreamableHTTP, stateless: true}},
-		{"streamable-http/stateful", configOptions{transport: adapter.TransportStreamableHTTP, stateless: false}},
-		{"sse", configOptions{transport: adapter.TransportSSE}},
+		{"streamable-http/stateless", configOptions{transport: adapterconfig.TransportStreamableHTTP, stateless: true}},
+		{"streamable-http/stateful", configOptions{transport: adapterconfig.TransportStreamableHTTP, stateless: false}},
+		{"sse", configOptions{transport: adapterconfig.TransportSSE}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
@@ -128,7 +128,7 @@ func assertToolsAsConfigured(t *testing.T, got []peers.Tool) {
 
 // TestInspectorCLI drives the adapter with the MCP inspector's CLI mode.
 func TestInspectorCLI(t *testing.T) {
-	for _, transport := range []string{adapter.TransportStreamableHTTP, adapter.TransportSSE} {
+	for _, transport := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
 			url := startAdapter(t, ctx, configOptions{transport: transport, stateless: true})
@@ -170,7 +170,7 @@ func TestBearerToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret-e2e-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := startAdapter(t, ctx, configOptions{transport: adapter.TransportStreamableHTTP, stateless: true, bearerTokenFile: tokenFile})
+	url := startAdapter(t, ctx, configOptions{transport: adapterconfig.TransportStreamableHTTP, stateless: true, bearerTokenFile: tokenFile})
 
 	for name, headers := range map[string]map[string]string{
 		"no token":    nil,
@@ -199,13 +199,13 @@ func TestBearerToken(t *testing.T) {
 // TestAdapterStopsCleanly checks the binary's side of the shutdown contract: after
 // serving a call, SIGTERM makes it exit 0 well within the shutdown grace.
 func TestAdapterStopsCleanly(t *testing.T) {
-	for _, transport := range []string{adapter.TransportStreamableHTTP, adapter.TransportSSE} {
+	for _, transport := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
 			srv := peers.StartAdapterServer(t, ctx, writeConfig(t, configOptions{transport: transport, stateless: true}))
-			path := adapter.PathMCP
-			if transport == adapter.TransportSSE {
-				path = adapter.PathSSE
+			path := adapterconfig.PathMCP
+			if transport == adapterconfig.TransportSSE {
+				path = adapterconfig.PathSSE
 			}
 			peers.TSClient(t, ctx, peers.TSClientOptions{URL: srv.BaseURL + path, Transport: transport, Call: "greet", Args: map[string]any{"name": "Ada"}})
 			res := srv.Stop()

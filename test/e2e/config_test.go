@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -187,7 +186,7 @@ func writeConfig(t *testing.T, o configOptions) string {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var typed adapter.Config
+	var typed adapterconfig.Config
 	if err := dec.Decode(&typed); err != nil {
 		t.Fatalf("the test's adapter config no longer matches internal/adapter.Config: %v", err)
 	}
@@ -202,10 +201,10 @@ func writeConfig(t *testing.T, o configOptions) string {
 func startAdapter(t *testing.T, ctx context.Context, o configOptions) string {
 	t.Helper()
 	base := peers.StartAdapter(t, ctx, writeConfig(t, o))
-	if o.transport == adapter.TransportSSE {
-		return base + adapter.PathSSE
+	if o.transport == adapterconfig.TransportSSE {
+		return base + adapterconfig.PathSSE
 	}
-	return base + adapter.PathMCP
+	return base + adapterconfig.PathMCP
 }
 
 func testContext(t *testing.T, d time.Duration) context.Context {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -89,7 +89,7 @@ func TestConformance(t *testing.T) {
 		stateless bool
 	}{{"stateless", true}, {"stateful", false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			url := startAdapter(t, ctx, configOptions{transport: adapter.TransportStreamableHTTP, stateless: mode.stateless, content: true})
+			url := startAdapter(t, ctx, configOptions{transport: adapterconfig.TransportStreamableHTTP, stateless: mode.stateless, content: true})
 			for _, sc := range conformanceScenarios {
 				if (mode.stateless && !sc.statelessToo && !sc.statelessOnly) || (!mode.stateless && sc.statelessOnly) {
 					continue

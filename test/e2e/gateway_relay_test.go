@@ -18,7 +18,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -160,8 +159,8 @@ func startAskingGateway(t *testing.T, ctx context.Context, stateless bool, tools
 	for _, m := range more {
 		maps.Copy(extra, m)
 	}
-	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, stateless, tools, extra)
-	return peers.StartAdapter(t, ctx, configPath) + adapter.PathMCP
+	writeGatewayConfigWith(t, configPath, adapterconfig.TransportStreamableHTTP, stateless, tools, extra)
+	return peers.StartAdapter(t, ctx, configPath) + adapterconfig.PathMCP
 }
 
 // TestGatewayRelaysWhatTheRemoteAsks: the official TypeScript SDK client (protocol

@@ -17,7 +17,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -137,9 +136,9 @@ func (r *subscribableRemote) counts(uri string) (subscribes, unsubscribes int) {
 func startGatewayOf(t *testing.T, ctx context.Context, remote *subscribableRemote, stateless bool) (*peers.Server, string) {
 	t.Helper()
 	configPath := filepath.Join(t.TempDir(), adapterconfig.ConfigFileName)
-	writeGatewayConfigWith(t, configPath, adapter.TransportStreamableHTTP, stateless, []gatewayTool{}, subscribableImported(remote.url()))
+	writeGatewayConfigWith(t, configPath, adapterconfig.TransportStreamableHTTP, stateless, []gatewayTool{}, subscribableImported(remote.url()))
 	gw := peers.StartAdapterServer(t, ctx, configPath, "--v", "1")
-	return gw, gw.BaseURL + adapter.PathMCP
+	return gw, gw.BaseURL + adapterconfig.PathMCP
 }
 
 // subscribableImported is the "imported" member of a gateway config that re-exports the

@@ -74,7 +74,7 @@ func writeGatewayConfigWith(t *testing.T, path, transportName string, stateless 
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var typed adapter.Config
+	var typed adapterconfig.Config
 	if err := dec.Decode(&typed); err != nil {
 		t.Fatalf("the gateway config no longer matches internal/adapter.Config: %v", err)
 	}
@@ -99,9 +99,9 @@ func writeAtomically(t *testing.T, path string, data []byte) {
 // test_error_handling (an http skill whose backend answers 500), behind a bearer token.
 func startRemoteAdapter(t *testing.T, token string) string {
 	t.Helper()
-	var cfg adapter.Config
+	var cfg adapterconfig.Config
 	data, err := json.Marshal(map[string]any{
-		"server": map[string]any{"name": "remote", "version": "1"}, "transport": adapter.TransportStreamableHTTP,
+		"server": map[string]any{"name": "remote", "version": "1"}, "transport": adapterconfig.TransportStreamableHTTP,
 		"stateless": false, "tools": skillTools(startBackend(t)),
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func startRemoteAdapter(t *testing.T, token string) string {
 		hs.Close()
 		_ = srv.Close()
 	})
-	return hs.URL + adapter.PathMCP
+	return hs.URL + adapterconfig.PathMCP
 }
 
 func closedPort(t *testing.T) string {
@@ -216,8 +216,8 @@ func TestGateway(t *testing.T) {
 			Remote: remote("http://"+closedPort(t)+"/mcp", "tool")},
 	}
 	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
-	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, true, tools)
-	gateway := peers.StartAdapter(t, ctx, configPath) + adapter.PathMCP
+	writeGatewayConfig(t, configPath, adapterconfig.TransportStreamableHTTP, true, tools)
+	gateway := peers.StartAdapter(t, ctx, configPath) + adapterconfig.PathMCP
 
 	type outcome struct {
 		text    string
@@ -286,7 +286,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 		Remote: &remoteSpec{Import: "e2e/upstream", URL: remoteURL, Transport: peers.TransportStreamableHTTP, RemoteName: "greet",
 			HeaderFiles: map[string]string{"Authorization": authFile}, Timeout: "10s"}}
 	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
-	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local})
+	writeGatewayConfig(t, configPath, adapterconfig.TransportStreamableHTTP, false, []gatewayTool{local})
 	proc := peers.StartAdapterServer(t, ctx, configPath, "--reload-interval", "200ms", "--metrics-port", "0")
 	metricsURL := proc.MetricsURL()
 	if metricsURL == "" {
@@ -294,7 +294,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 	}
 
 	// The standalone GET stream carries the list_changed this test waits for.
-	c := mcpGoClient(t, ctx, proc.BaseURL+adapter.PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
+	c := mcpGoClient(t, ctx, proc.BaseURL+adapterconfig.PathMCP, transport.WithContinuousListening()) //nolint:staticcheck // SA1019: see above
 	changed := make(chan struct{}, 4)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
@@ -302,10 +302,10 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 		}
 	})
 	waitFor(t, ctx, "the client's GET stream to open", func() bool {
-		return strings.Contains(httpBody(t, ctx, metricsURL+adapter.PathMetrics), "cantus_adapter_open_streams 1")
+		return strings.Contains(httpBody(t, ctx, metricsURL+adapterconfig.PathMetrics), "cantus_adapter_open_streams 1")
 	})
 
-	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, false, []gatewayTool{local, imported})
+	writeGatewayConfig(t, configPath, adapterconfig.TransportStreamableHTTP, false, []gatewayTool{local, imported})
 	select {
 	case <-changed:
 	case <-ctx.Done():
@@ -323,7 +323,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 	waitFor(t, ctx, "the invalid config to be logged", func() bool {
 		return strings.Contains(proc.Logs(), "the new config does not parse; still serving the previous one")
 	})
-	writeGatewayConfig(t, configPath, adapter.TransportSSE, false, []gatewayTool{local})
+	writeGatewayConfig(t, configPath, adapterconfig.TransportSSE, false, []gatewayTool{local})
 	waitFor(t, ctx, "the transport change to be refused", func() bool {
 		return strings.Contains(proc.Logs(), "restart the adapter to apply it")
 	})
@@ -407,14 +407,14 @@ func TestGatewayReconnectsToARestartedServerEverything(t *testing.T) {
 	everything := startEverythingOn(t, ctx, addr)
 	dir := t.TempDir()
 	configPath := filepath.Join(dir, adapterconfig.ConfigFileName)
-	writeGatewayConfig(t, configPath, adapter.TransportStreamableHTTP, true, []gatewayTool{{
+	writeGatewayConfig(t, configPath, adapterconfig.TransportStreamableHTTP, true, []gatewayTool{{
 		Name: "say", Description: "server-everything's echo, renamed.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
 		Remote: &remoteSpec{Import: "e2e/everything", URL: "http://" + addr + "/mcp", Transport: peers.TransportStreamableHTTP,
 			RemoteName: "echo", Timeout: "10s"},
 	}})
 	gateway := peers.StartAdapterServer(t, ctx, configPath, "--v", "1")
-	c := mcpGoClient(t, ctx, gateway.BaseURL+adapter.PathMCP)
+	c := mcpGoClient(t, ctx, gateway.BaseURL+adapterconfig.PathMCP)
 	say := func(message string) (string, bool) {
 		return mcpGoCall(t, ctx, c, "say", map[string]any{"message": message})
 	}

@@ -274,51 +274,25 @@ func (it *Item) Complete(ctx context.Context, argument, resolved any) (json.RawM
 	})
 }
 
-// forwardRequest runs do on a pooled session within the item's timeout, retried once
-// on a new session as forwardOnce retries a call. The error is a *ForwardError.
+// forwardRequest runs do on a pooled session within the item's timeout, retried as
+// withSession retries. The error is a *ForwardError.
 func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.Context, *mcpclient.Session) (json.RawMessage, error)) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
 	defer cancel()
-	r.refresh(false)
-	for retried := false; ; retried = true {
-		conn, err := r.acquire(ctx)
-		if err != nil {
-			var ce *connectError
-			var e *mcpclient.Error
-			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
-				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
-				r.metrics.retries.WithLabelValues(r.name).Inc()
-				continue
-			}
-			return nil, r.requestFailed(ctx, it, err)
-		}
-		raw, err := do(ctx, conn.sess)
-		r.release(conn)
-		if err == nil {
-			return raw, nil
-		}
-		var rpcErr *mcpclient.RPCError
-		if errors.As(err, &rpcErr) {
-			scrubbed := *rpcErr
-			scrubbed.Message = conn.client.Redact(rpcErr.Message)
-			scrubbed.Data = nil // may echo what the remote was sent; the code and message say enough
-			return nil, &ForwardError{RPC: &scrubbed, Message: MarkerRemoteError + scrubbed.Error()}
-		}
-		var e *mcpclient.Error
-		if !errors.As(err, &e) {
-			return nil, r.requestFailed(ctx, it, err)
-		}
-		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
-			r.drop(conn, e)
-		}
-		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpclient.ReasonUnauthorized {
-			retry = r.otherCredentials(conn.client)
-		}
-		if !retry {
-			return nil, r.requestFailed(ctx, it, err)
-		}
-		r.metrics.retries.WithLabelValues(r.name).Inc()
+	raw, client, err := r.withSession(ctx, "item", it.Key, func(ctx context.Context, conn *remoteConn) (json.RawMessage, error) {
+		return do(ctx, conn.sess)
+	})
+	var rpcErr *mcpclient.RPCError
+	switch {
+	case err == nil:
+		return raw, nil
+	case client != nil && errors.As(err, &rpcErr):
+		scrubbed := *rpcErr
+		scrubbed.Message = client.Redact(rpcErr.Message)
+		scrubbed.Data = nil // may echo what the remote was sent; the code and message say enough
+		return nil, &ForwardError{RPC: &scrubbed, Message: MarkerRemoteError + scrubbed.Error()}
+	default:
+		return nil, r.requestFailed(ctx, it, err)
 	}
 }
 

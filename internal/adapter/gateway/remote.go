@@ -541,6 +541,29 @@ func (r *remote) forward(ctx context.Context, t *Tool, args []byte, opts mcpclie
 func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (json.RawMessage, *mcpclient.Client, *mcp.CallToolResult) {
 	ctx, cancel := context.WithTimeout(ctx, t.Backend.Timeout.Duration)
 	defer cancel()
+	raw, client, err := r.withSession(ctx, "tool", t.Name, func(ctx context.Context, conn *remoteConn) (json.RawMessage, error) {
+		return callOn(ctx, conn, t, args, opts)
+	})
+	var rpcErr *mcpclient.RPCError
+	switch {
+	case err == nil:
+		return raw, client, nil
+	case client != nil && errors.As(err, &rpcErr):
+		return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
+	default:
+		return nil, nil, r.callFailed(ctx, t, err)
+	}
+}
+
+// withSession runs do on a pooled session, retried at most once on a new session: when
+// the remote provably did not process it (no connection, unknown session, refused
+// credentials that a re-read of the files changed), or refused the connect for
+// credentials the files now replace. Any other failure is returned, never retried, so
+// that nothing runs twice. client is the client whose session answered: set on success
+// and when the remote answered do with a JSON-RPC error (err is then that
+// *mcpclient.RPCError), nil otherwise. key and name say in the debug log what was
+// retried.
+func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
 	r.refresh(false)
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
@@ -550,23 +573,23 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
 				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
 				r.metrics.retries.WithLabelValues(r.name).Inc()
-				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", "tool", t.Name, "detail", e.Detail)
+				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", key, name, "detail", e.Detail)
 				continue
 			}
-			return nil, nil, r.callFailed(ctx, t, err)
+			return nil, nil, err
 		}
-		raw, err := callOn(ctx, conn, t, args, opts)
+		raw, err := do(ctx, conn)
 		r.release(conn)
 		if err == nil {
 			return raw, conn.client, nil
 		}
 		var rpcErr *mcpclient.RPCError
 		if errors.As(err, &rpcErr) {
-			return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
+			return nil, conn.client, err
 		}
 		var e *mcpclient.Error
 		if !errors.As(err, &e) {
-			return nil, nil, r.callFailed(ctx, t, err)
+			return nil, nil, err
 		}
 		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
 			r.drop(conn, e)
@@ -577,10 +600,10 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 			retry = r.otherCredentials(conn.client)
 		}
 		if !retry {
-			return nil, nil, r.callFailed(ctx, t, err)
+			return nil, nil, err
 		}
 		r.metrics.retries.WithLabelValues(r.name).Inc()
-		r.log.V(1).Info("retrying a call the remote did not process", "tool", t.Name, "reason", e.Reason, "detail", e.Detail)
+		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
 }
 

@@ -1,4 +1,4 @@
-package adapter
+package content
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
@@ -19,22 +21,18 @@ import (
 // SkillsExtension is the MCP Skills extension's identifier in the capabilities.
 const SkillsExtension = "io.modelcontextprotocol/skills"
 
-// markerNotAllowed starts the message of a refused read or get; it names neither the
-// rules nor other callers.
-const markerNotAllowed = "not_allowed: "
-
 // contentOptions are the mcp-go options for what set serves besides tools. A server
 // that serves none of it keeps the capabilities it always had.
-func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
+func (cp *Part) contentOptions(set *Set) []server.ServerOption {
 	var opts []server.ServerOption
-	if set.servesResources() || s.servesSkillMethods() {
+	if set.servesResources() || cp.servesSkillMethods() {
 		// subscribe: the gateway relays subscriptions to imports' remotes that offer them.
-		opts = append(opts, server.WithResourceCapabilities(s.relaysSubscriptions(), true))
+		opts = append(opts, server.WithResourceCapabilities(cp.subscriptions.Relays(), true))
 	}
 	if len(set.prompts) > 0 || len(set.imported.prompts) > 0 {
 		opts = append(opts, server.WithPromptCapabilities(true))
 	}
-	if s.servesSkillMethods() {
+	if cp.servesSkillMethods() {
 		opts = append(opts, server.WithExtensions(map[string]any{SkillsExtension: map[string]any{"directoryRead": true}}))
 	}
 	return opts
@@ -46,18 +44,18 @@ func (s *Server) contentOptions(set *contentSet) []server.ServerOption {
 // through mcp-go's session stream. A config with skills from images serves them even when
 // it left every one out: the operator's verification then lists no skill, and says which
 // are missing, rather than finding no skills/list at all.
-func (s *Server) servesSkillMethods() bool {
-	return s.cfg.Transport != TransportSSE && (len(s.content.Load().skills) > 0 || len(s.cfg.ImageSkills) > 0)
+func (cp *Part) servesSkillMethods() bool {
+	return cp.cfg.Transport != adapterconfig.TransportSSE && (len(cp.set.Load().skills) > 0 || len(cp.cfg.ImageSkills) > 0)
 }
 
 // registerFiles gives mcp-go the skill files and resources of set; when m already
 // serves some, mcp-go sends notifications/resources/list_changed.
-func (s *Server) registerFiles(m *server.MCPServer, set *contentSet) {
+func (cp *Part) registerFiles(m *server.MCPServer, set *Set) {
 	resources := make([]server.ServerResource, 0, len(set.fileURIs))
 	for _, uri := range set.fileURIs {
-		resources = append(resources, server.ServerResource{Resource: set.files[uri].listing, Handler: s.readFile})
+		resources = append(resources, server.ServerResource{Resource: set.files[uri].listing, Handler: cp.readFile})
 	}
-	resources = append(resources, s.importedResourceEntries(set)...)
+	resources = append(resources, cp.importedResourceEntries(set)...)
 	// Setting an empty list on a server that never served any would declare the
 	// resources capability: a tools-only server keeps its capabilities.
 	if len(resources) > 0 || len(m.ListResources()) > 0 {
@@ -66,26 +64,26 @@ func (s *Server) registerFiles(m *server.MCPServer, set *contentSet) {
 }
 
 // registerTemplates gives mcp-go the resource templates of set, as registerFiles.
-func (s *Server) registerTemplates(m *server.MCPServer, set *contentSet) {
+func (cp *Part) registerTemplates(m *server.MCPServer, set *Set) {
 	templates := make([]server.ServerResourceTemplate, 0, len(set.templates))
 	for _, t := range set.templates {
-		templates = append(templates, server.ServerResourceTemplate{Template: mcpResourceTemplate(t), Handler: s.readTemplate(t.URITemplate)})
+		templates = append(templates, server.ServerResourceTemplate{Template: mcpResourceTemplate(t), Handler: cp.readTemplate(t.URITemplate)})
 	}
-	templates = append(templates, s.importedTemplateEntries(set)...)
-	if len(templates) > 0 || s.servedTemplates {
+	templates = append(templates, cp.importedTemplateEntries(set)...)
+	if len(templates) > 0 || cp.servedTemplates {
 		m.SetResourceTemplates(templates...)
-		s.servedTemplates = len(templates) > 0
+		cp.servedTemplates = len(templates) > 0
 	}
 }
 
 // registerPrompts gives mcp-go the prompts of set; when m already serves some, mcp-go
 // sends notifications/prompts/list_changed.
-func (s *Server) registerPrompts(m *server.MCPServer, set *contentSet) {
+func (cp *Part) registerPrompts(m *server.MCPServer, set *Set) {
 	prompts := make([]server.ServerPrompt, 0, len(set.prompts))
 	for _, p := range set.prompts {
-		prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: s.getPrompt})
+		prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: cp.getPrompt})
 	}
-	prompts = append(prompts, s.importedPromptEntries(set)...)
+	prompts = append(prompts, cp.importedPromptEntries(set)...)
 	if len(prompts) > 0 || len(m.ListPrompts()) > 0 {
 		m.SetPrompts(prompts...)
 	}
@@ -93,7 +91,7 @@ func (s *Server) registerPrompts(m *server.MCPServer, set *contentSet) {
 
 // filesListing is everything a resources/list or skills/list client sees of set (the
 // skills' digests included), to tell whether a reload changed it.
-func filesListing(set *contentSet) []byte {
+func filesListing(set *Set) []byte {
 	parts := []any{}
 	for _, uri := range set.fileURIs {
 		parts = append(parts, set.files[uri].listing)
@@ -109,13 +107,13 @@ func filesListing(set *contentSet) []byte {
 }
 
 // templatesListing is what a resources/templates/list client sees of set.
-func templatesListing(set *contentSet) []byte {
+func templatesListing(set *Set) []byte {
 	return append(listingJSON(set.templates, mcpResourceTemplate),
 		listingJSON(set.imported.templates, func(t *importedTemplate) mcp.ResourceTemplate { return t.listing })...)
 }
 
 // promptsListing is what a prompts/list client sees of set.
-func promptsListing(set *contentSet) []byte {
+func promptsListing(set *Set) []byte {
 	return append(listingJSON(set.prompts, mcpPrompt), listingJSON(set.imported.prompts, func(p *importedPrompt) mcp.Prompt { return p.listing })...)
 }
 
@@ -142,85 +140,33 @@ func mcpPrompt(p *servedPrompt) mcp.Prompt { return listing.Prompt(&p.Prompt) }
 
 // contentHooks filter every resources/list, resources/templates/list and prompts/list
 // answer down to what its caller may read or get.
-func (s *Server) contentHooks(hooks *server.Hooks) {
+func (cp *Part) contentHooks(hooks *server.Hooks) {
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
-		result.Resources = visible(ctx, s, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return s.resourceItem(r.URI) })
+		result.Resources = admission.Visible(ctx, cp.filter, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return cp.set.Load().resourceItem(r.URI) })
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
-		result.ResourceTemplates = visible(ctx, s, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
+		result.ResourceTemplates = admission.Visible(ctx, cp.filter, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
 			return access.ItemResource, t.URITemplate.Raw()
 		})
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
-		result.Prompts = visible(ctx, s, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = admission.Visible(ctx, cp.filter, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
 	})
 }
 
-// visible keeps the items the request's caller may use, spending at most
-// listCELBudget on the rules (past it, the items left are not listed: fail closed).
-func visible[T any](ctx context.Context, s *Server, method string, items []T, item func(T) (access.ItemKind, string)) []T {
-	if !s.auth.HasRules() {
-		return items
-	}
-	caller, _ := access.CallerFrom(ctx)
-	budget := listBudget(ctx)
-	out := items[:0:0]
-	for _, it := range items {
-		if kind, name := item(it); s.auth.AllowsKindWithin(caller, kind, name, budget) {
-			out = append(out, it)
-		}
-	}
-	s.noteCutList(caller, budget, method)
-	return out
-}
-
-// resourceItem is what governs reading uri: the path of the skill whose file it is (the
-// server's own, or an imported one its import serves), or the URI.
-func (s *Server) resourceItem(uri string) (access.ItemKind, string) {
-	set := s.content.Load()
-	if f := set.files[uri]; f != nil {
-		if f.skillPath != "" {
-			return access.ItemSkill, f.skillPath
-		}
-		return access.ItemResource, uri
-	}
-	if path, ok := set.governingSkill(uri); ok {
-		return access.ItemSkill, path
-	}
-	return access.ItemResource, uri
-}
-
-// allows says whether the request's caller may use the item, spending the request's
-// CEL budget (withCELBudget), so that a request judging many items (skills/list) is
-// bounded as the list hooks are.
-func (s *Server) allows(ctx context.Context, kind access.ItemKind, name string) bool {
-	if !s.auth.HasRules() {
-		return true
-	}
-	caller, _ := access.CallerFrom(ctx)
-	return s.auth.AllowsKindWithin(caller, kind, name, celBudgetFrom(ctx))
-}
-
-// errNotAllowed says the caller may not read or get what it named. On streamable HTTP
-// the adapter answers such requests itself, with -32602 (see serveContentRequest);
-// mcp-go answers a handler's error with -32603.
-func errNotAllowed(what string) error {
-	return errors.New(markerNotAllowed + what + " is not allowed for this caller; ask the owner of the server for access")
-}
-
 // readFile serves resources/read of a skill file or static resource.
-func (s *Server) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+func (cp *Part) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	uri := req.Params.URI
-	f := s.content.Load().files[uri]
+	f := cp.set.Load().files[uri]
 	if f == nil {
 		// Listed just before a reload removed it.
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, outcomeRefused)
-		return nil, errNotAllowed("resource " + uri)
+	if kind, name := cp.set.Load().resourceItem(uri); !cp.filter.Allows(ctx, kind, name) {
+		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
-	s.logRead(ctx, "resources/read", uri, outcomeOK)
+	cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 	return []mcp.ResourceContents{fileContents(uri, f)}, nil
 }
 
@@ -232,29 +178,30 @@ func fileContents(uri string, f *servedFile) mcp.ResourceContents {
 }
 
 // readTemplate serves resources/read of a URI that matched a resource template.
-func (s *Server) readTemplate(uriTemplate string) server.ResourceTemplateHandlerFunc {
+func (cp *Part) readTemplate(uriTemplate string) server.ResourceTemplateHandlerFunc {
 	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		t := s.templateOf(uriTemplate)
+		t := cp.set.Load().templateOf(uriTemplate)
 		uri := req.Params.URI
 		if t == nil {
 			return nil, fmt.Errorf("resource template %s is no longer served: %w", uriTemplate, mcp.ErrResourceNotFound)
 		}
-		if !s.allows(ctx, access.ItemResource, uri) {
-			s.logRead(ctx, "resources/read", uri, outcomeRefused)
-			return nil, errNotAllowed("resource " + uri)
+		if !cp.filter.Allows(ctx, access.ItemResource, uri) {
+			cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+			return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 		}
-		text, err := s.renderTemplateResource(ctx, t, templateArguments(req.Params.Arguments))
+		text, err := cp.renderTemplateResource(ctx, t, templateArguments(req.Params.Arguments))
 		if err != nil {
-			s.logRead(ctx, "resources/read", uri, outcomeError)
+			cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 			return nil, err
 		}
-		s.logRead(ctx, "resources/read", uri, outcomeOK)
+		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOK)
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: t.MimeType, Text: text}}, nil
 	}
 }
 
-func (s *Server) templateOf(uriTemplate string) *servedTemplate {
-	for _, t := range s.content.Load().templates {
+// templateOf is the template of set written uriTemplate; nil if none.
+func (set *Set) templateOf(uriTemplate string) *servedTemplate {
+	for _, t := range set.templates {
 		if t.URITemplate == uriTemplate {
 			return t
 		}
@@ -280,48 +227,48 @@ func templateArguments(vars map[string]any) map[string]string {
 }
 
 // renderTemplateResource runs the template's backend over the arguments.
-func (s *Server) renderTemplateResource(ctx context.Context, t *servedTemplate, args map[string]string) (string, error) {
+func (cp *Part) renderTemplateResource(ctx context.Context, t *servedTemplate, args map[string]string) (string, error) {
 	if t.template != nil {
 		return executeTemplate(t.template, args)
 	}
 	body, err := json.Marshal(args)
 	if err != nil {
-		return "", fmt.Errorf("%sencode the arguments: %w", markerHTTPFailed, err)
+		return "", fmt.Errorf("%sencode the arguments: %w", jsonrpc.MarkerHTTPFailed, err)
 	}
-	result := s.postToBackend(ctx, t.HTTP, body)
+	result := cp.postToBackend(ctx, t.HTTP, body)
 	if result.IsError {
-		return "", errors.New(resultText(result))
+		return "", errors.New(jsonrpc.ResultText(result))
 	}
-	return resultText(result), nil
+	return jsonrpc.ResultText(result), nil
 }
 
 func executeTemplate(tmpl *template.Template, data any) (string, error) {
 	var out strings.Builder
 	if err := tmpl.Execute(&out, data); err != nil {
-		return "", fmt.Errorf("%s%w", markerTemplateFailed, err)
+		return "", fmt.Errorf("%s%w", jsonrpc.MarkerTemplateFailed, err)
 	}
 	return out.String(), nil
 }
 
 // getPrompt serves prompts/get.
-func (s *Server) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	p := s.content.Load().promptByName[req.Params.Name]
+func (cp *Part) getPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p := cp.set.Load().promptByName[req.Params.Name]
 	if p == nil {
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
-	if !s.allows(ctx, access.ItemPrompt, p.Name) {
-		s.logRead(ctx, "prompts/get", p.Name, outcomeRefused)
-		return nil, errNotAllowed("prompt " + p.Name)
+	if !cp.filter.Allows(ctx, access.ItemPrompt, p.Name) {
+		cp.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("prompt " + p.Name)
 	}
 	if missing := missingArgument(p, req.Params.Arguments); missing != "" {
 		return nil, fmt.Errorf("%w: prompt %q needs the argument %q", mcp.ErrInvalidParams, p.Name, missing)
 	}
-	result, err := s.renderPrompt(ctx, p, req.Params.Arguments)
-	outcome := outcomeOK
+	result, err := cp.renderPrompt(ctx, p, req.Params.Arguments)
+	outcome := jsonrpc.OutcomeOK
 	if err != nil {
-		outcome = outcomeError
+		outcome = jsonrpc.OutcomeError
 	}
-	s.logRead(ctx, "prompts/get", p.Name, outcome)
+	cp.filter.LogRead(ctx, "prompts/get", p.Name, outcome)
 	return result, err
 }
 
@@ -336,12 +283,12 @@ func missingArgument(p *servedPrompt, args map[string]string) string {
 }
 
 // renderPrompt renders the prompt's messages over the arguments, or asks its backend.
-func (s *Server) renderPrompt(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
+func (cp *Part) renderPrompt(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
 	if args == nil {
 		args = map[string]string{}
 	}
 	if p.HTTP != nil {
-		return s.promptFromBackend(ctx, p, args)
+		return cp.promptFromBackend(ctx, p, args)
 	}
 	result := &mcp.GetPromptResult{Description: p.Description, Messages: make([]mcp.PromptMessage, 0, len(p.Messages))}
 	for i, m := range p.Messages {
@@ -384,18 +331,18 @@ func (p *servedPrompt) renderContent(i int, c adapterconfig.PromptContent, args 
 }
 
 // promptFromBackend POSTs the arguments and reads the answer as a prompts/get result.
-func (s *Server) promptFromBackend(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
+func (cp *Part) promptFromBackend(ctx context.Context, p *servedPrompt, args map[string]string) (*mcp.GetPromptResult, error) {
 	body, err := json.Marshal(args)
 	if err != nil {
-		return nil, fmt.Errorf("%sencode the arguments: %w", markerHTTPFailed, err)
+		return nil, fmt.Errorf("%sencode the arguments: %w", jsonrpc.MarkerHTTPFailed, err)
 	}
-	answer := s.postToBackend(ctx, p.HTTP, body)
+	answer := cp.postToBackend(ctx, p.HTTP, body)
 	if answer.IsError {
-		return nil, errors.New(resultText(answer))
+		return nil, errors.New(jsonrpc.ResultText(answer))
 	}
-	result, err := mcp.ParseGetPromptResult(rawMessage(resultText(answer)))
+	result, err := mcp.ParseGetPromptResult(rawMessage(jsonrpc.ResultText(answer)))
 	if err != nil {
-		return nil, fmt.Errorf("%sthe answer is not a prompts/get result (messages): %w", markerHTTPFailed, err)
+		return nil, fmt.Errorf("%sthe answer is not a prompts/get result (messages): %w", jsonrpc.MarkerHTTPFailed, err)
 	}
 	return result, nil
 }
@@ -405,11 +352,17 @@ func rawMessage(s string) *json.RawMessage {
 	return &raw
 }
 
-// logRead writes the audit line of a read or get when callers authenticate.
-func (s *Server) logRead(ctx context.Context, method, what, outcome string) {
-	if !s.auth.Enabled() {
-		return
+// resourceItem is what governs reading uri in set: the path of the skill whose file it is (the
+// server's own, or an imported one its import serves), or the URI.
+func (set *Set) resourceItem(uri string) (access.ItemKind, string) {
+	if f := set.files[uri]; f != nil {
+		if f.skillPath != "" {
+			return access.ItemSkill, f.skillPath
+		}
+		return access.ItemResource, uri
 	}
-	caller, _ := access.CallerFrom(ctx)
-	s.log.Info("read", "caller", caller.String(), "method", method, "target", what, "outcome", outcome)
+	if path, ok := set.governingSkill(uri); ok {
+		return access.ItemSkill, path
+	}
+	return access.ItemResource, uri
 }

@@ -1,4 +1,4 @@
-package adapter
+package admission
 
 import (
 	"context"
@@ -28,45 +28,47 @@ const (
 	maxWaitingCalls = 64
 	// maxCallWait is how long a call waits for a slot before it is refused.
 	maxCallWait = 10 * time.Second
-	// defaultBodyReadTimeout bounds reading one POST body, so a client that sends it a
+	// DefaultBodyReadTimeout bounds reading one POST body, so a client that sends it a
 	// byte at a time cannot hold a connection and its memory (headers have
 	// ReadHeaderTimeout).
-	defaultBodyReadTimeout = 30 * time.Second
+	DefaultBodyReadTimeout = 30 * time.Second
 )
 
 // Reasons a call is rejected, the label of cantus_adapter_rejected_calls_total.
 const (
-	rejectedRateLimited = "rate_limited"
-	rejectedQueueFull   = "queue_full"
-	rejectedQueueWait   = "queue_wait"
-	rejectedCancelled   = "cancelled"
+	RejectedRateLimited = "rate_limited"
+	RejectedQueueFull   = "queue_full"
+	RejectedQueueWait   = "queue_wait"
+	RejectedCancelled   = "cancelled"
 )
 
-// callLimiter admits at most a number of calls at once and lets a number more wait,
+// CallLimiter admits at most a number of calls at once and lets a number more wait,
 // each for at most a while: by default maxConcurrentCalls, maxWaitingCalls and
 // maxCallWait, or the config's limits.
-type callLimiter struct {
+type CallLimiter struct {
 	slots   chan struct{}
 	waiting atomic.Int32
 	wait    time.Duration
 }
 
-func newCallLimiter(concurrent, waiting int, wait time.Duration) *callLimiter {
-	l := &callLimiter{slots: make(chan struct{}, concurrent), wait: wait}
+// NewCallLimiter lets concurrent calls run at once and waiting more wait, each for at
+// most wait.
+func NewCallLimiter(concurrent, waiting int, wait time.Duration) *CallLimiter {
+	l := &CallLimiter{slots: make(chan struct{}, concurrent), wait: wait}
 	l.waiting.Store(int32(waiting))
 	return l
 }
 
-// callLimiterFor is the limiter of the config's limits, or of the defaults.
-func callLimiterFor(limits *adapterconfig.Limits) *callLimiter {
+// CallLimiterFor is the limiter of the config's limits, or of the defaults.
+func CallLimiterFor(limits *adapterconfig.Limits) *CallLimiter {
 	if limits == nil {
-		return newCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait)
+		return NewCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait)
 	}
-	return newCallLimiter(limits.ConcurrentCalls, limits.QueueLength, limits.QueueWait.Duration)
+	return NewCallLimiter(limits.ConcurrentCalls, limits.QueueLength, limits.QueueWait.Duration)
 }
 
-// acquire takes a slot, or returns the tool error to answer instead and the reason.
-func (l *callLimiter) acquire(ctx context.Context) (*mcp.CallToolResult, string) {
+// Acquire takes a slot, or returns the tool error to answer instead and the reason.
+func (l *CallLimiter) Acquire(ctx context.Context) (*mcp.CallToolResult, string) {
 	select {
 	case l.slots <- struct{}{}:
 		return nil, ""
@@ -74,7 +76,7 @@ func (l *callLimiter) acquire(ctx context.Context) (*mcp.CallToolResult, string)
 	}
 	if l.waiting.Add(-1) < 0 {
 		l.waiting.Add(1)
-		return l.busy("too many calls are waiting"), rejectedQueueFull
+		return l.busy("too many calls are waiting"), RejectedQueueFull
 	}
 	defer l.waiting.Add(1)
 	timer := time.NewTimer(l.wait)
@@ -83,19 +85,21 @@ func (l *callLimiter) acquire(ctx context.Context) (*mcp.CallToolResult, string)
 	case l.slots <- struct{}{}:
 		return nil, ""
 	case <-timer.C:
-		return l.busy(fmt.Sprintf("no call slot freed within %s", l.wait)), rejectedQueueWait
+		return l.busy(fmt.Sprintf("no call slot freed within %s", l.wait)), RejectedQueueWait
 	case <-ctx.Done():
-		return l.busy("the call was cancelled while waiting for a slot"), rejectedCancelled
+		return l.busy("the call was cancelled while waiting for a slot"), RejectedCancelled
 	}
 }
 
-func (l *callLimiter) release() { <-l.slots }
+// Release frees the slot an Acquire took.
+func (l *CallLimiter) Release() { <-l.slots }
 
-func (l *callLimiter) busy(why string) *mcp.CallToolResult {
+func (l *CallLimiter) busy(why string) *mcp.CallToolResult {
 	return mcp.NewToolResultError(fmt.Sprintf("server_busy: %s (at most %d calls run at once in this pod); retry later", why, cap(l.slots)))
 }
 
-func perCallerOf(limits *adapterconfig.Limits) *adapterconfig.CallerRate {
+// PerCallerOf is the per-caller rate of limits; nil without one.
+func PerCallerOf(limits *adapterconfig.Limits) *adapterconfig.CallerRate {
 	if limits == nil {
 		return nil
 	}
@@ -106,9 +110,9 @@ func perCallerOf(limits *adapterconfig.Limits) *adapterconfig.CallerRate {
 // buckets, which limit nothing) are dropped, and if that is not enough, all of them.
 const maxTrackedCallers = 10_000
 
-// callerRates is a token bucket per caller (see callerKey), from which every request
+// CallerRates is a token bucket per caller (see CallerKey), from which every request
 // the caller sends takes one token, whatever its method.
-type callerRates struct {
+type CallerRates struct {
 	limit rate.Limit
 	burst int
 
@@ -116,15 +120,16 @@ type callerRates struct {
 	buckets map[string]*rate.Limiter
 }
 
-func newCallerRates(r *adapterconfig.CallerRate) *callerRates {
+// NewCallerRates buckets each caller at rate r; nil (no limit) when r is nil.
+func NewCallerRates(r *adapterconfig.CallerRate) *CallerRates {
 	if r == nil {
 		return nil
 	}
-	return &callerRates{limit: rate.Limit(r.CallsPerSecond), burst: r.Burst, buckets: map[string]*rate.Limiter{}}
+	return &CallerRates{limit: rate.Limit(r.CallsPerSecond), burst: r.Burst, buckets: map[string]*rate.Limiter{}}
 }
 
-// admit takes a request from caller's bucket, or says how long until one is there.
-func (c *callerRates) admit(caller string, now time.Time) (bool, time.Duration) {
+// Admit takes a request from caller's bucket, or says how long until one is there.
+func (c *CallerRates) Admit(caller string, now time.Time) (bool, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.buckets[caller]
@@ -143,7 +148,7 @@ func (c *callerRates) admit(caller string, now time.Time) (bool, time.Duration) 
 	return true, 0
 }
 
-func (c *callerRates) dropIdleLocked(now time.Time) {
+func (c *CallerRates) dropIdleLocked(now time.Time) {
 	for caller, b := range c.buckets {
 		if b.TokensAt(now) >= float64(c.burst) {
 			delete(c.buckets, caller)
@@ -154,9 +159,9 @@ func (c *callerRates) dropIdleLocked(now time.Time) {
 	}
 }
 
-// refuseRateLimited answers a request past its caller's rate: 429 with Retry-After, before
+// RefuseRateLimited answers a request past its caller's rate: 429 with Retry-After, before
 // the call starts, and a JSON-RPC error for clients that read the body.
-func refuseRateLimited(w http.ResponseWriter, id json.RawMessage, retryAfter time.Duration) {
+func RefuseRateLimited(w http.ResponseWriter, id json.RawMessage, retryAfter time.Duration) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -175,10 +180,10 @@ func refuseRateLimited(w http.ResponseWriter, id json.RawMessage, retryAfter tim
 	_, _ = w.Write(body)
 }
 
-// withBodyDeadline bounds the time to read r's body; the deadline is lifted again before
+// WithBodyDeadline bounds the time to read r's body; the deadline is lifted again before
 // the call runs, so a long call is not cut. After a failed read the connection is closed
 // after the answer: the server would otherwise try to read the rest of the body first.
-func withBodyDeadline(w http.ResponseWriter, timeout time.Duration, read func() error) error {
+func WithBodyDeadline(w http.ResponseWriter, timeout time.Duration, read func() error) error {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
 	if err := read(); err != nil {
@@ -189,20 +194,20 @@ func withBodyDeadline(w http.ResponseWriter, timeout time.Duration, read func() 
 	return nil
 }
 
-// maxListenStreams bounds the subscriptions/listen streams one pod keeps open: each
+// MaxListenStreams bounds the subscriptions/listen streams one pod keeps open: each
 // holds a connection and a goroutine for as long as its client likes.
-const maxListenStreams = 1024
+const MaxListenStreams = 1024
 
-// callerShareOf is the part of each shared pool one caller may hold under limits.
-func callerShareOf(limits *adapterconfig.Limits) float64 {
+// CallerShareOf is the part of each shared pool one caller may hold under limits.
+func CallerShareOf(limits *adapterconfig.Limits) float64 {
 	if limits == nil || limits.CallerShare <= 0 || limits.CallerShare > 1 {
 		return gateway.DefaultCallerShare
 	}
 	return limits.CallerShare
 }
 
-// streamShares bounds the streams open at once, and one caller's part of them.
-type streamShares struct {
+// StreamShares bounds the streams open at once, and one caller's part of them.
+type StreamShares struct {
 	size, perCaller int
 
 	mu   sync.Mutex
@@ -210,12 +215,13 @@ type streamShares struct {
 	held map[string]int // by caller key
 }
 
-func newStreamShares(size int, fraction float64) *streamShares {
-	return &streamShares{size: size, perCaller: gateway.ShareOf(size, fraction), held: map[string]int{}}
+// NewStreamShares bounds the streams to size, a caller's to fraction of them.
+func NewStreamShares(size int, fraction float64) *StreamShares {
+	return &StreamShares{size: size, perCaller: gateway.ShareOf(size, fraction), held: map[string]int{}}
 }
 
-// take opens a stream of caller, or says why not; an opened one must be given back.
-func (p *streamShares) take(caller string) (why string) {
+// Take opens a stream of caller, or says why not; an opened one must be given back.
+func (p *StreamShares) Take(caller string) (why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -230,7 +236,8 @@ func (p *streamShares) take(caller string) (why string) {
 	return ""
 }
 
-func (p *streamShares) give(caller string) {
+// Give gives back a stream Take opened.
+func (p *StreamShares) Give(caller string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.open--
@@ -239,9 +246,9 @@ func (p *streamShares) give(caller string) {
 	}
 }
 
-// refuseOverShare answers a request its caller may not make now, as a rate refusal
+// RefuseOverShare answers a request its caller may not make now, as a rate refusal
 // is answered: 429, Retry-After, and a JSON-RPC error saying why.
-func refuseOverShare(w http.ResponseWriter, id json.RawMessage, why string) {
+func RefuseOverShare(w http.ResponseWriter, id json.RawMessage, why string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -256,13 +263,13 @@ func refuseOverShare(w http.ResponseWriter, id json.RawMessage, why string) {
 	_, _ = w.Write(body)
 }
 
-// refusalLogEvery is how often at most one caller's refusals are logged: a caller
+// RefusalLogEvery is how often at most one caller's refusals are logged: a caller
 // refused many times a second must not flood the log.
-const refusalLogEvery = 10 * time.Second
+const RefusalLogEvery = 10 * time.Second
 
-// refusalLog logs a caller's refusals at most once per refusalLogEvery, with how many
+// RefusalLog logs a caller's refusals at most once per RefusalLogEvery, with how many
 // there were since the last line.
-type refusalLog struct {
+type RefusalLog struct {
 	mu       sync.Mutex
 	byCaller map[string]*refusals
 }
@@ -272,9 +279,9 @@ type refusals struct {
 	since  int // refusals not logged since then
 }
 
-// note logs the refusal of caller (a callerKey) described by msg and keysAndValues,
-// unless one of the caller's was logged less than refusalLogEvery ago.
-func (l *refusalLog) note(log logr.Logger, caller string, now time.Time, msg string, keysAndValues ...any) {
+// Note logs the refusal of caller (a CallerKey) described by msg and keysAndValues,
+// unless one of the caller's was logged less than RefusalLogEvery ago.
+func (l *RefusalLog) Note(log logr.Logger, caller string, now time.Time, msg string, keysAndValues ...any) {
 	l.mu.Lock()
 	r := l.byCaller[caller]
 	if r == nil {
@@ -284,7 +291,7 @@ func (l *refusalLog) note(log logr.Logger, caller string, now time.Time, msg str
 		r = &refusals{}
 		l.byCaller[caller] = r
 	}
-	if !r.logged.IsZero() && now.Sub(r.logged) < refusalLogEvery {
+	if !r.logged.IsZero() && now.Sub(r.logged) < RefusalLogEvery {
 		r.since++
 		l.mu.Unlock()
 		return
@@ -297,13 +304,13 @@ func (l *refusalLog) note(log logr.Logger, caller string, now time.Time, msg str
 
 // forgetQuietLocked drops the callers last logged long enough ago; all of them if that
 // is not enough.
-func (l *refusalLog) forgetQuietLocked(now time.Time) {
+func (l *RefusalLog) forgetQuietLocked(now time.Time) {
 	if l.byCaller == nil {
 		l.byCaller = map[string]*refusals{}
 		return
 	}
 	for caller, r := range l.byCaller {
-		if now.Sub(r.logged) >= refusalLogEvery {
+		if now.Sub(r.logged) >= RefusalLogEvery {
 			delete(l.byCaller, caller)
 		}
 	}
@@ -315,3 +322,6 @@ func (l *refusalLog) forgetQuietLocked(now time.Time) {
 // printableCaller is a caller key as a log shows it: the NULs between an identity's
 // parts as "/".
 func printableCaller(key string) string { return strings.ReplaceAll(key, "\x00", "/") }
+
+// PerCaller is how many of the streams one caller may hold.
+func (p *StreamShares) PerCaller() int { return p.perCaller }

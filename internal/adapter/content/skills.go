@@ -1,4 +1,4 @@
-package adapter
+package content
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 )
 
 // mcp-go v1.2.1 routes only the methods it knows, so the Skills extension's methods
@@ -56,7 +57,7 @@ type contentRequest struct {
 		Name      string            `json:"name"`
 		Arguments map[string]string `json:"arguments"`
 	} `json:"params"`
-	// modern is true for a request of protocol 2026-07-28 or later (modernRequest).
+	// modern is true for a request of protocol 2026-07-28 or later (jsonrpc.ModernRequest).
 	modern bool
 }
 
@@ -72,98 +73,60 @@ func mayBeContentRequest(body []byte) bool {
 
 // serveContentRequest answers body when it is a request this file answers, and reports
 // whether it did; when it did not, nothing was written.
-func (s *Server) serveContentRequest(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.streamable == nil || !mayBeContentRequest(body) || !gateway.JSONContentType(r.Header.Get("Content-Type")) {
+func (cp *Part) serveContentRequest(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if cp.streamable == nil || !mayBeContentRequest(body) || !gateway.JSONContentType(r.Header.Get("Content-Type")) {
 		return false
 	}
 	var req contentRequest
 	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || !gateway.ValidRequestID(req.ID) {
 		return false
 	}
-	req.modern = modernRequest(body)
-	if !s.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !req.modern {
+	req.modern = jsonrpc.ModernRequest(body)
+	if !cp.cfg.Stateless && r.Header.Get("Mcp-Session-Id") == "" && !req.modern {
 		// A stateful session's request without its session: mcp-go says what is wrong.
 		return false
 	}
-	if s.answerSubscription(w, r, &req) || s.answerImported(w, r, &req) {
+	if cp.subscriptions.Answer(w, r, req.ID, req.Method, req.Params.URI, req.modern) || cp.answerImported(w, r, &req) {
 		return true
 	}
-	answer := s.answerContentRequest(r, &req)
+	answer := cp.answerContentRequest(r, &req)
 	if answer == nil {
 		return false
 	}
 	answer.ID = req.ID
-	writeJSONRPC(w, answer)
+	jsonrpc.Write(w, answer)
 	return true
 }
 
-// modernRequest is true for a request of protocol 2026-07-28 or later, which carries
-// its protocol version in _meta instead of a session.
-func modernRequest(body []byte) bool {
-	return bytes.Contains(body, []byte("io.modelcontextprotocol/protocolVersion"))
-}
-
-// jsonRPCAnswer is a JSON-RPC response: Result or Error.
-type jsonRPCAnswer struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *jsonRPCError   `json:"error,omitempty"`
-}
-
-type jsonRPCError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	// Data carries the URI an unknown-resource error is about (SEP-2164).
-	Data any `json:"data,omitempty"`
-}
-
-func writeJSONRPC(w http.ResponseWriter, answer *jsonRPCAnswer) {
-	answer.JSONRPC = mcp.JSONRPC_VERSION
-	body, err := json.Marshal(answer)
-	if err != nil {
-		body, _ = json.Marshal(jsonRPCAnswer{JSONRPC: mcp.JSONRPC_VERSION, ID: answer.ID, Error: &jsonRPCError{Code: mcp.INTERNAL_ERROR, Message: "encode the answer: " + err.Error()}})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
-}
-
-func invalidParams(message string) *jsonRPCAnswer {
-	return &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.INVALID_PARAMS, Message: message}}
-}
-
-func refused(what string) *jsonRPCAnswer { return invalidParams(errNotAllowed(what).Error()) }
-
 // answerContentRequest is the answer to req, or nil for mcp-go to answer it.
-func (s *Server) answerContentRequest(r *http.Request, req *contentRequest) *jsonRPCAnswer {
+func (cp *Part) answerContentRequest(r *http.Request, req *contentRequest) *jsonrpc.Answer {
 	switch req.Method {
 	case methodSkillsList, methodSkillsGet, methodDirectoryRead:
-		if !s.servesSkillMethods() {
+		if !cp.servesSkillMethods() {
 			return nil // mcp-go answers "method not found"
 		}
 	}
 	ctx := r.Context()
 	switch req.Method {
 	case methodSkillsList:
-		return s.listSkills(r, req.Params.Cursor)
+		return cp.listSkills(r, req.Params.Cursor)
 	case methodSkillsGet:
-		return s.getSkill(r, req.Params.URI)
+		return cp.getSkill(r, req.Params.URI)
 	case methodDirectoryRead:
-		return s.readDirectory(r, req.Params.URI, req.Params.Cursor)
+		return cp.readDirectory(r, req.Params.URI, req.Params.Cursor)
 	case string(mcp.MethodResourcesRead):
-		return s.checkRead(r, req.Params.URI)
+		return cp.checkRead(r, req.Params.URI)
 	case string(mcp.MethodPromptsGet):
-		p := s.content.Load().promptByName[req.Params.Name]
+		p := cp.set.Load().promptByName[req.Params.Name]
 		switch {
 		case p == nil:
 			return nil
-		case !s.allows(ctx, access.ItemPrompt, p.Name):
-			s.logRead(ctx, "prompts/get", p.Name, outcomeRefused)
-			return refused("prompt " + p.Name)
+		case !cp.filter.Allows(ctx, access.ItemPrompt, p.Name):
+			cp.filter.LogRead(ctx, "prompts/get", p.Name, jsonrpc.OutcomeRefused)
+			return jsonrpc.Refused("prompt " + p.Name)
 		}
 		if missing := missingArgument(p, req.Params.Arguments); missing != "" {
-			return invalidParams("prompt " + quote(p.Name) + " needs the argument " + quote(missing))
+			return jsonrpc.InvalidParams("prompt " + quote(p.Name) + " needs the argument " + quote(missing))
 		}
 	}
 	return nil
@@ -173,35 +136,35 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // checkRead answers a resources/read that mcp-go would answer with another code than
 // -32602: an unknown URI (SEP-2164) and a refused read.
-func (s *Server) checkRead(r *http.Request, uri string) *jsonRPCAnswer {
-	set := s.content.Load()
+func (cp *Part) checkRead(r *http.Request, uri string) *jsonrpc.Answer {
+	set := cp.set.Load()
 	if set.files[uri] == nil && !set.matchesTemplate(uri) && set.imported.resourceFor(uri) == nil {
-		answer := invalidParams("no resource is served at " + uri)
+		answer := jsonrpc.InvalidParams("no resource is served at " + uri)
 		answer.Error.Data = map[string]string{"uri": uri}
 		return answer
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(r.Context(), kind, name) {
-		s.logRead(r.Context(), "resources/read", uri, outcomeRefused)
-		return refused("resource " + uri)
+	if kind, name := cp.set.Load().resourceItem(uri); !cp.filter.Allows(r.Context(), kind, name) {
+		cp.filter.LogRead(r.Context(), "resources/read", uri, jsonrpc.OutcomeRefused)
+		return jsonrpc.Refused("resource " + uri)
 	}
 	return nil
 }
 
-func (c *contentSet) matchesTemplate(uri string) bool {
+func (c *Set) matchesTemplate(uri string) bool {
 	return slices.ContainsFunc(c.templates, func(t *servedTemplate) bool { return t.matcher.Match(uri) != nil })
 }
 
 // listSkills answers skills/list: the entries the caller may see, sorted by URI, from
 // the one after the cursor's.
-func (s *Server) listSkills(r *http.Request, cursor string) *jsonRPCAnswer {
+func (cp *Part) listSkills(r *http.Request, cursor string) *jsonrpc.Answer {
 	after, ok := decodeCursor(cursor)
 	if !ok {
-		return invalidParams("the cursor is not one this server gave")
+		return jsonrpc.InvalidParams("the cursor is not one this server gave")
 	}
 	page := make([]json.RawMessage, 0)
 	size, more := 0, false
-	for _, skill := range s.content.Load().skills {
-		if skill.uri <= after || !s.allows(r.Context(), access.ItemSkill, skill.path) {
+	for _, skill := range cp.set.Load().skills {
+		if skill.uri <= after || !cp.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
 			continue
 		}
 		if len(page) == pageEntries || (len(page) > 0 && size+len(skill.entry) > pageBytes) {
@@ -216,7 +179,7 @@ func (s *Server) listSkills(r *http.Request, cursor string) *jsonRPCAnswer {
 	if more {
 		next = encodeCursor(after)
 	}
-	return &jsonRPCAnswer{Result: pagedResult("skills", page, next)}
+	return &jsonrpc.Answer{Result: pagedResult("skills", page, next)}
 }
 
 // pagedResult is a result with one list and the caching hints.
@@ -242,32 +205,32 @@ func decodeCursor(cursor string) (string, bool) {
 }
 
 // getSkill answers skills/get.
-func (s *Server) getSkill(r *http.Request, uri string) *jsonRPCAnswer {
-	skill := s.content.Load().skillByURI[uri]
+func (cp *Part) getSkill(r *http.Request, uri string) *jsonrpc.Answer {
+	skill := cp.set.Load().skillByURI[uri]
 	if skill == nil {
-		return invalidParams("no skill is served at " + uri)
+		return jsonrpc.InvalidParams("no skill is served at " + uri)
 	}
-	if !s.allows(r.Context(), access.ItemSkill, skill.path) {
-		s.logRead(r.Context(), methodSkillsGet, uri, outcomeRefused)
-		return refused("skill " + skill.path)
+	if !cp.filter.Allows(r.Context(), access.ItemSkill, skill.path) {
+		cp.filter.LogRead(r.Context(), methodSkillsGet, uri, jsonrpc.OutcomeRefused)
+		return jsonrpc.Refused("skill " + skill.path)
 	}
-	return &jsonRPCAnswer{Result: map[string]any{"resultType": "complete", "skill": skill.entry, "ttlMs": cacheTTLMs, "cacheScope": cacheScope}}
+	return &jsonrpc.Answer{Result: map[string]any{"resultType": "complete", "skill": skill.entry, "ttlMs": cacheTTLMs, "cacheScope": cacheScope}}
 }
 
 // readDirectory answers resources/directory/read: the direct children of a skill's
 // directory, sorted by URI, from the one after the cursor's.
-func (s *Server) readDirectory(r *http.Request, uri, cursor string) *jsonRPCAnswer {
-	dir := s.content.Load().dirs[uri]
+func (cp *Part) readDirectory(r *http.Request, uri, cursor string) *jsonrpc.Answer {
+	dir := cp.set.Load().dirs[uri]
 	if dir == nil {
-		return invalidParams(uri + " is not a directory resource this server serves")
+		return jsonrpc.InvalidParams(uri + " is not a directory resource this server serves")
 	}
-	if !s.allows(r.Context(), access.ItemSkill, dir.skillPath) {
-		s.logRead(r.Context(), methodDirectoryRead, uri, outcomeRefused)
-		return refused("skill " + dir.skillPath)
+	if !cp.filter.Allows(r.Context(), access.ItemSkill, dir.skillPath) {
+		cp.filter.LogRead(r.Context(), methodDirectoryRead, uri, jsonrpc.OutcomeRefused)
+		return jsonrpc.Refused("skill " + dir.skillPath)
 	}
 	after, ok := decodeCursor(cursor)
 	if !ok {
-		return invalidParams("the cursor is not one this server gave")
+		return jsonrpc.InvalidParams("the cursor is not one this server gave")
 	}
 	start := sort.Search(len(dir.children), func(i int) bool { return dir.children[i].URI > after })
 	end := min(start+pageEntries, len(dir.children))
@@ -275,5 +238,5 @@ func (s *Server) readDirectory(r *http.Request, uri, cursor string) *jsonRPCAnsw
 	if end < len(dir.children) {
 		next = encodeCursor(dir.children[end-1].URI)
 	}
-	return &jsonRPCAnswer{Result: pagedResult("resources", dir.children[start:end], next)}
+	return &jsonrpc.Answer{Result: pagedResult("resources", dir.children[start:end], next)}
 }

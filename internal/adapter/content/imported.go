@@ -1,10 +1,9 @@
-package adapter
+package content
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -15,7 +14,9 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
@@ -197,7 +198,7 @@ func (set *importedSet) ambiguity(uri string) error {
 // importedServing is the imported item that serves uri: nil when the server's own
 // content does (its files, and its templates unless an import lists uri itself) or
 // nothing does.
-func (c *contentSet) importedServing(uri string) *gateway.Item {
+func (c *Set) importedServing(uri string) *gateway.Item {
 	if c.files[uri] != nil || (c.imported.resources[uri] == nil && c.matchesTemplate(uri)) {
 		return nil
 	}
@@ -208,7 +209,7 @@ func (c *contentSet) importedServing(uri string) *gateway.Item {
 // URI that is no file of the server's own: a file its entry lists, or a directory of
 // it, and only while its own import serves uri. So a skill never puts under its rule
 // what another import (or the server itself) serves, whatever its remote lists.
-func (c *contentSet) governingSkill(uri string) (string, bool) {
+func (c *Set) governingSkill(uri string) (string, bool) {
 	path, ok := c.imported.skillOf[uri]
 	if !ok {
 		d := c.dirs[uri]
@@ -227,32 +228,32 @@ func (c *contentSet) governingSkill(uri string) (string, bool) {
 
 // importedResourceEntries are the imported resources for mcp-go, less those whose URI
 // the server's own content serves (its files win).
-func (s *Server) importedResourceEntries(set *contentSet) []server.ServerResource {
+func (cp *Part) importedResourceEntries(set *Set) []server.ServerResource {
 	var out []server.ServerResource
 	for _, uri := range set.imported.resourceURIs {
 		if set.files[uri] != nil {
 			continue
 		}
-		out = append(out, server.ServerResource{Resource: set.imported.resources[uri].listing, Handler: s.readImported})
+		out = append(out, server.ServerResource{Resource: set.imported.resources[uri].listing, Handler: cp.readImported})
 	}
 	return out
 }
 
-func (s *Server) importedTemplateEntries(set *contentSet) []server.ServerResourceTemplate {
+func (cp *Part) importedTemplateEntries(set *Set) []server.ServerResourceTemplate {
 	out := make([]server.ServerResourceTemplate, 0, len(set.imported.templates))
 	for _, t := range set.imported.templates {
-		out = append(out, server.ServerResourceTemplate{Template: t.listing, Handler: s.readImported})
+		out = append(out, server.ServerResourceTemplate{Template: t.listing, Handler: cp.readImported})
 	}
 	return out
 }
 
-func (s *Server) importedPromptEntries(set *contentSet) []server.ServerPrompt {
+func (cp *Part) importedPromptEntries(set *Set) []server.ServerPrompt {
 	var out []server.ServerPrompt
 	for _, p := range set.imported.prompts {
 		if set.promptByName[p.listing.Name] != nil {
 			continue
 		}
-		out = append(out, server.ServerPrompt{Prompt: p.listing, Handler: s.getImportedPrompt})
+		out = append(out, server.ServerPrompt{Prompt: p.listing, Handler: cp.getImportedPrompt})
 	}
 	return out
 }
@@ -260,23 +261,23 @@ func (s *Server) importedPromptEntries(set *contentSet) []server.ServerPrompt {
 // readImported is mcp-go's handler of a resources/read of an imported resource (the
 // sse transport; streamable HTTP is answered by answerImported): the remote's contents,
 // parsed.
-func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+func (cp *Part) readImported(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	uri := req.Params.URI
-	set := s.content.Load()
+	set := cp.set.Load()
 	it := set.imported.resourceFor(uri)
 	if it == nil {
 		return nil, fmt.Errorf("resource %s is no longer served: list the resources again: %w", uri, mcp.ErrResourceNotFound)
 	}
-	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, "resources/read", uri, outcomeRefused)
-		return nil, errNotAllowed("resource " + uri)
+	if kind, name := cp.set.Load().resourceItem(uri); !cp.filter.Allows(ctx, kind, name) {
+		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("resource " + uri)
 	}
 	if err := set.imported.ambiguity(uri); err != nil {
-		s.logRead(ctx, "resources/read", uri, outcomeError)
+		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 		return nil, err
 	}
 	raw, err := it.ReadResource(ctx, uri)
-	s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+	cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -289,21 +290,21 @@ func (s *Server) readImported(ctx context.Context, req mcp.ReadResourceRequest) 
 
 // getImportedPrompt is mcp-go's handler of a prompts/get of an imported prompt (as
 // readImported).
-func (s *Server) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	p := s.content.Load().imported.promptByName[req.Params.Name]
+func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p := cp.set.Load().imported.promptByName[req.Params.Name]
 	if p == nil {
 		return nil, fmt.Errorf("prompt %q is no longer served: list the prompts again", req.Params.Name)
 	}
-	if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
-		return nil, errNotAllowed("prompt " + p.listing.Name)
+	if !cp.filter.Allows(ctx, access.ItemPrompt, p.listing.Name) {
+		cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+		return nil, jsonrpc.ErrNotAllowed("prompt " + p.listing.Name)
 	}
 	args, err := promptArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, err
 	}
 	raw, err := p.item.GetPrompt(ctx, args)
-	s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+	cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
 	}
@@ -325,17 +326,10 @@ func promptArguments(args map[string]string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-func outcomeOf(err error) string {
-	if err != nil {
-		return outcomeError
-	}
-	return outcomeOK
-}
-
 // answerImported answers, on streamable HTTP, a resources/read or prompts/get of an
 // imported item with the remote's result as sent, and reports whether it did.
-func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *contentRequest) bool {
-	set := s.content.Load()
+func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *contentRequest) bool {
+	set := cp.set.Load()
 	if set.imported.empty() {
 		return false
 	}
@@ -349,40 +343,40 @@ func (s *Server) answerImported(w http.ResponseWriter, r *http.Request, req *con
 		if it == nil {
 			return false // the server's own, or nothing
 		}
-		if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-			s.logRead(ctx, "resources/read", uri, outcomeRefused)
-			writeAnswer(w, req.ID, refused("resource "+uri))
+		if kind, name := cp.set.Load().resourceItem(uri); !cp.filter.Allows(ctx, kind, name) {
+			cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeRefused)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("resource "+uri))
 			return true
 		}
 		if ambiguous := set.imported.ambiguity(uri); ambiguous != nil {
-			s.logRead(ctx, "resources/read", uri, outcomeError)
-			writeAnswer(w, req.ID, invalidParams(ambiguous.Error()))
+			cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(ambiguous.Error()))
 			return true
 		}
 		raw, err = it.ReadResource(ctx, uri)
-		s.logRead(ctx, "resources/read", uri, outcomeOf(err))
+		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	case string(mcp.MethodPromptsGet):
 		p := set.imported.promptByName[req.Params.Name]
 		if p == nil || set.promptByName[req.Params.Name] != nil {
 			return false
 		}
-		if !s.allows(ctx, access.ItemPrompt, p.listing.Name) {
-			s.logRead(ctx, "prompts/get", p.listing.Name, outcomeRefused)
-			writeAnswer(w, req.ID, refused("prompt "+p.listing.Name))
+		if !cp.filter.Allows(ctx, access.ItemPrompt, p.listing.Name) {
+			cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("prompt "+p.listing.Name))
 			return true
 		}
 		args, argsErr := promptArguments(req.Params.Arguments)
 		if argsErr != nil {
-			writeAnswer(w, req.ID, invalidParams(argsErr.Error()))
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(argsErr.Error()))
 			return true
 		}
 		raw, err = p.item.GetPrompt(ctx, args)
-		s.logRead(ctx, "prompts/get", p.listing.Name, outcomeOf(err))
+		cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	default:
 		return false
 	}
 	if err != nil {
-		writeAnswer(w, req.ID, forwardFailure(err))
+		jsonrpc.WriteAnswer(w, req.ID, jsonrpc.ForwardFailure(err))
 		return true
 	}
 	if req.modern {
@@ -414,30 +408,14 @@ func withModernMembers(raw json.RawMessage, read bool) json.RawMessage {
 	return append(out, rest...)
 }
 
-func writeAnswer(w http.ResponseWriter, id json.RawMessage, answer *jsonRPCAnswer) {
-	answer.ID = id
-	writeJSONRPC(w, answer)
-}
-
-// forwardFailure is the JSON-RPC error answering a read or get that failed: the
-// remote's own error code and (scrubbed) message, or an internal error saying the
-// remote was not reached.
-func forwardFailure(err error) *jsonRPCAnswer {
-	var fe *gateway.ForwardError
-	if errors.As(err, &fe) && fe.RPC != nil {
-		return &jsonRPCAnswer{Error: &jsonRPCError{Code: fe.RPC.Code, Message: fe.RPC.Message}}
-	}
-	return &jsonRPCAnswer{Error: &jsonRPCError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
-}
-
 // importedListWriter rewrites the answer to body when it lists prompts, resources or
 // resource templates and imported ones are served; nil otherwise.
-func (s *Server) importedListWriter(w http.ResponseWriter, body []byte) *gateway.AnswerRewriter {
-	defs := &s.content.Load().imported.defs
+func (cp *Part) importedListWriter(w http.ResponseWriter, body []byte) *gateway.AnswerRewriter {
+	defs := &cp.set.Load().imported.defs
 	if defs.Empty() || !gateway.MayListContent(body) {
 		return nil
 	}
-	switch parseHead(body).Method {
+	switch admission.ParseHead(body).Method {
 	case string(mcp.MethodPromptsList), string(mcp.MethodResourcesList), string(mcp.MethodResourcesTemplatesList):
 		return gateway.NewContentListWriter(w, defs)
 	}

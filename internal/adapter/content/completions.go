@@ -1,4 +1,4 @@
-package adapter
+package content
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // completion/complete about an imported prompt or resource template goes to the remote
@@ -23,28 +24,28 @@ import (
 // sends more is cut to it (hasMore then says there are more).
 const maxCompletionValues = 100
 
-// servesCompletions says whether cfg imports what completions could be asked about.
-func servesCompletions(cfg *Config) bool {
+// ServesCompletions says whether cfg imports what completions could be asked about.
+func ServesCompletions(cfg *adapterconfig.Config) bool {
 	return cfg.Imported != nil && len(cfg.Imported.Prompts)+len(cfg.Imported.ResourceTemplates) > 0
 }
 
 // completionOptions are the mcp-go options for completions, when served.
-func (s *Server) completionOptions() []server.ServerOption {
-	if !servesCompletions(&s.cfg) {
+func (cp *Part) completionOptions() []server.ServerOption {
+	if !ServesCompletions(cp.cfg) {
 		return nil
 	}
-	c := (*importedCompletions)(s)
+	c := (*importedCompletions)(cp)
 	return []server.ServerOption{server.WithCompletions(), server.WithPromptCompletionProvider(c), server.WithResourceCompletionProvider(c)}
 }
 
-// importedCompletions is the server as mcp-go's completion providers.
-type importedCompletions Server
+// importedCompletions is the part as mcp-go's completion providers.
+type importedCompletions Part
 
 // CompletePromptArgument implements server.PromptCompletionProvider.
 func (c *importedCompletions) CompletePromptArgument(ctx context.Context, name string, argument mcp.CompleteArgument, resolved mcp.CompleteContext) (*mcp.Completion, error) {
-	s := (*Server)(c)
-	p := s.content.Load().imported.promptByName[name]
-	if p == nil || !s.allows(ctx, access.ItemPrompt, name) {
+	cp := (*Part)(c)
+	p := cp.set.Load().imported.promptByName[name]
+	if p == nil || !cp.filter.Allows(ctx, access.ItemPrompt, name) {
 		return noCompletion(), nil
 	}
 	return forwardCompletion(ctx, p.item, argument, resolved)
@@ -52,9 +53,9 @@ func (c *importedCompletions) CompletePromptArgument(ctx context.Context, name s
 
 // CompleteResourceArgument implements server.ResourceCompletionProvider.
 func (c *importedCompletions) CompleteResourceArgument(ctx context.Context, uri string, argument mcp.CompleteArgument, resolved mcp.CompleteContext) (*mcp.Completion, error) {
-	s := (*Server)(c)
-	for _, t := range s.content.Load().imported.templates {
-		if t.item.Key == uri && s.allows(ctx, access.ItemResource, uri) {
+	cp := (*Part)(c)
+	for _, t := range cp.set.Load().imported.templates {
+		if t.item.Key == uri && cp.filter.Allows(ctx, access.ItemResource, uri) {
 			return forwardCompletion(ctx, t.item, argument, resolved)
 		}
 	}

@@ -1,4 +1,4 @@
-package adapter
+package subscribe
 
 import (
 	"bytes"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
@@ -119,102 +121,87 @@ func parseListen(body []byte, bound int) (listenRequest, error) {
 	return listenRequest{id: p.ID, uris: list.uris}, nil
 }
 
-// relaysListenSubscriptions says whether this server answers the resource
-// subscriptions of a subscriptions/listen itself: streamable HTTP, where it reads
-// each request before mcp-go, stateful or not, with an import whose remote offers
-// subscriptions. Any other server leaves the whole request to mcp-go, unread.
-func (s *Server) relaysListenSubscriptions() bool {
-	return s.streamable != nil && s.content.Load().imported.offersSubscriptions()
-}
+// Resetter is a request body that can be handed other bytes to read.
+type Resetter interface{ Reset(b []byte) }
 
-// offersSubscriptions says whether a resource or template of the set comes from a
-// remote that offers subscriptions.
-func (set *importedSet) offersSubscriptions() bool {
-	for _, r := range set.resources {
-		if r.item.Backend.Subscribe {
-			return true
-		}
-	}
-	for _, t := range set.templates {
-		if t.item.Backend.Subscribe {
-			return true
-		}
-	}
-	return false
-}
+// RelaysListen says whether the server answers the resource subscriptions of a
+// subscriptions/listen itself: streamable HTTP, where it reads each request before
+// mcp-go, stateful or not, with an import whose remote offers subscriptions. Any other
+// server leaves the whole request to mcp-go, unread.
+func (r *Relay) RelaysListen() bool { return r.content.OffersListen() }
 
-// listenHandler is the handler of a subscriptions/listen whose body gb holds: next,
+// ListenHandler is the handler of a subscriptions/listen whose body gb holds: next,
 // mcp-go, or relayListen in front of it when the request (of protocol 2026-07-28; an
 // older session subscribes with resources/subscribe) asks for resource subscriptions.
 // Their URIs are taken out of the body either way: mcp-go, seeing resources.subscribe
 // declared, would acknowledge them and deliver nothing. A request asking for more than
 // one request may hold is refused before anything else is done with it.
-func (s *Server) listenHandler(gb *gatedBody, body []byte, next http.Handler) http.Handler {
-	if !s.relaysListenSubscriptions() {
+func (r *Relay) ListenHandler(gb Resetter, body []byte, next http.Handler) http.Handler {
+	if !r.RelaysListen() {
 		return next
 	}
 	req, err := parseListen(body, gateway.MaxSessionSubscriptions)
 	if err != nil {
-		return answering(req.id, invalidParams(err.Error()))
+		return answering(req.id, jsonrpc.InvalidParams(err.Error()))
 	}
 	stripped := withoutResourceSubscriptions(body)
 	if len(req.uris) > 0 {
 		if left, _ := parseListen(stripped, gateway.MaxSessionSubscriptions); len(left.uris) > 0 {
 			// Spelled so that the gateway could not take them out (a case variant of
 			// a key it edits): mcp-go would acknowledge what nobody delivers.
-			return answering(req.id, invalidParams("subscriptions/listen: write params.notifications.resourceSubscriptions with these exact keys, once each"))
+			return answering(req.id, jsonrpc.InvalidParams("subscriptions/listen: write params.notifications.resourceSubscriptions with these exact keys, once each"))
 		}
 	}
 	gb.Reset(stripped)
-	if len(req.uris) > 0 && modernRequest(body) {
-		return s.relayListen(next, req.id, req.uris)
+	if len(req.uris) > 0 && jsonrpc.ModernRequest(body) {
+		return r.relayListen(next, req.id, req.uris)
 	}
 	return next
 }
 
 // answering is a handler that answers every request with answer, under id.
-func answering(id json.RawMessage, answer *jsonRPCAnswer) http.Handler {
+func answering(id json.RawMessage, answer *jsonrpc.Answer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if len(id) == 0 {
 			id = json.RawMessage("null")
 		}
-		writeAnswer(w, id, answer)
+		jsonrpc.WriteAnswer(w, id, answer)
 	})
 }
 
 // relayListen serves a subscriptions/listen asking for the resource subscriptions uris
 // (already taken out of its body): next, mcp-go, serves the rest of it.
-func (s *Server) relayListen(next http.Handler, id json.RawMessage, uris []string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (r *Relay) relayListen(next http.Handler, id json.RawMessage, uris []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		stream := newListenStream(w, id)
-		key := s.subs.OpenStream(stream.notify)
-		defer s.subs.CloseStream(key)
+		key := r.subs.OpenStream(stream.notify)
+		defer r.subs.CloseStream(key)
 		// Established before mcp-go acknowledges: the acknowledgement must name them.
-		stream.established = s.subscribeListen(r.Context(), callerKey(r), key, uris)
+		stream.established = r.subscribeListen(req.Context(), admission.CallerKey(req), key, uris)
 		if len(stream.established) == 0 {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, req)
 			return
 		}
-		defer stream.deliverWhile(r.Context())() // stopped before w goes with this handler
-		next.ServeHTTP(stream, r)
+		defer stream.deliverWhile(req.Context())() // stopped before w goes with this handler
+		next.ServeHTTP(stream, req)
 		if stream.acknowledged() {
 			// mcp-go answers at once when nothing else was asked for; the stream stays
 			// open for the updates until the client closes it or shutdown ends it.
-			<-r.Context().Done()
+			<-req.Context().Done()
 		}
 	})
 }
 
-// subscribeListen subscribes the listen stream key of caller (a callerKey) to each of
+// subscribeListen subscribes the listen stream key of caller (an admission.CallerKey) to each of
 // uris it may read and an import serves with subscriptions, and returns those
 // established. The refused ones are logged in one line, at most one per caller per
-// refusalLogEvery.
-func (s *Server) subscribeListen(ctx context.Context, caller, key string, uris []string) []string {
+// admission.RefusalLogEvery.
+func (r *Relay) subscribeListen(ctx context.Context, caller, key string, uris []string) []string {
 	ctx = gateway.WithCallerKey(ctx, caller)
 	var established, refused []string
 	var firstWhy string
 	for _, uri := range uris {
-		if err := s.subscribeListenTo(ctx, key, uri); err != nil {
+		if err := r.subscribeListenTo(ctx, key, uri); err != nil {
 			if refused = append(refused, uri); firstWhy == "" {
 				firstWhy = err.Error()
 			}
@@ -223,27 +210,23 @@ func (s *Server) subscribeListen(ctx context.Context, caller, key string, uris [
 		established = append(established, uri)
 	}
 	if len(refused) > 0 {
-		s.refusals.note(s.log, caller, time.Now(), "resource subscriptions of subscriptions/listen were not established",
+		r.refusals.Note(r.log, caller, time.Now(), "resource subscriptions of subscriptions/listen were not established",
 			"refused", len(refused), "firstURI", clip.Line(refused[0], 200), "why", clip.Line(firstWhy, 300))
 	}
 	return established
 }
 
 // subscribeListenTo subscribes the listen stream key to uri, checked like a read.
-func (s *Server) subscribeListenTo(ctx context.Context, key, uri string) error {
-	it, refusal := s.subscribable(uri)
-	if refusal != "" {
+func (r *Relay) subscribeListenTo(ctx context.Context, key, uri string) error {
+	refusal, allowed, err := r.subscribeChecked(ctx, string(mcp.MethodSubscriptionsListen), uri, func(ctx context.Context, it *gateway.Item) error {
+		return r.subs.SubscribeStream(ctx, key, it, uri)
+	})
+	switch {
+	case refusal != "":
 		return fmt.Errorf("%s", refusal)
-	}
-	if kind, name := s.resourceItem(uri); !s.allows(ctx, kind, name) {
-		s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeRefused)
-		return errNotAllowed("resource " + uri)
-	}
-	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
-	defer cancel()
-	err := s.subs.SubscribeStream(ctx, key, it, uri)
-	s.logRead(ctx, string(mcp.MethodSubscriptionsListen), uri, outcomeOf(err))
-	if err != nil {
+	case !allowed:
+		return jsonrpc.ErrNotAllowed("resource " + uri)
+	case err != nil:
 		return fmt.Errorf("subscribe at the remote: %w", err)
 	}
 	return nil

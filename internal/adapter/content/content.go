@@ -1,4 +1,4 @@
-package adapter
+package content
 
 import (
 	"bytes"
@@ -22,11 +22,11 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
-// contentSet is everything a config serves besides tools: its skills, resources,
+// Set is everything a config serves besides tools: its skills, resources,
 // resource templates and prompts, with every file's bytes read from ContentDir and
 // checked against its digest, held in memory (bounded by adapterconfig's limits).
 // Reload swaps the whole set; handlers look things up in the current one.
-type contentSet struct {
+type Set struct {
 	skills     []*servedSkill // by URI
 	skillByURI map[string]*servedSkill
 	// files are the skill files and the static resources, by URI.
@@ -100,14 +100,14 @@ type servedPrompt struct {
 }
 
 // servesResources says whether the resources capability is declared.
-func (c *contentSet) servesResources() bool {
+func (c *Set) servesResources() bool {
 	return len(c.files) > 0 || len(c.templates) > 0 || len(c.imported.resources) > 0 || len(c.imported.templates) > 0
 }
 
-// loadContent builds the content set of a valid cfg, reading every file from
+// Load builds the content set of a valid cfg, reading every file from
 // ContentDir: a file that is missing, of another size or another digest fails the load.
-func loadContent(cfg *Config) (*contentSet, error) {
-	c := &contentSet{
+func Load(cfg *adapterconfig.Config) (*Set, error) {
+	c := &Set{
 		skillByURI:   map[string]*servedSkill{},
 		files:        map[string]*servedFile{},
 		dirs:         map[string]*servedDir{},
@@ -172,7 +172,7 @@ func loadContent(cfg *Config) (*contentSet, error) {
 // rule, or would take the server's content past MaxContentBytes, is left out rather than
 // failing the load: an image is the tenant's to build, and the operator cannot read it
 // first, so what is wrong with one skill must not take the others (or the tools) away.
-func (c *contentSet) addImageSkills(cfg *Config, store *contentReader) {
+func (c *Set) addImageSkills(cfg *adapterconfig.Config, store *contentReader) {
 	held := int64(0)
 	for _, data := range store.read {
 		held += int64(len(data))
@@ -242,21 +242,21 @@ func sizeSeen(n int, want int64) string {
 	return fmt.Sprint(n)
 }
 
-// skillResource is one file of a Skill entry.
-type skillResource struct {
+// SkillResource is one file of a Skill entry.
+type SkillResource struct {
 	URI    string `json:"uri"`
 	Digest string `json:"digest"`
 	Size   int64  `json:"size"`
 }
 
-// skillEntry is the Skill entry of skills/list and skills/get.
-type skillEntry struct {
+// SkillEntry is the Skill entry of skills/list and skills/get.
+type SkillEntry struct {
 	URI         string          `json:"uri"`
 	Frontmatter json.RawMessage `json:"frontmatter"`
-	Resources   []skillResource `json:"resources"`
+	Resources   []SkillResource `json:"resources"`
 }
 
-func (c *contentSet) addSkill(s *adapterconfig.AgentSkill, store *contentReader) error {
+func (c *Set) addSkill(s *adapterconfig.AgentSkill, store *contentReader) error {
 	var fm struct {
 		Name        string `json:"name"`
 		Description string `json:"description"`
@@ -264,14 +264,14 @@ func (c *contentSet) addSkill(s *adapterconfig.AgentSkill, store *contentReader)
 	if err := json.Unmarshal(s.Frontmatter, &fm); err != nil {
 		return fmt.Errorf("skill %s: frontmatter: %w", s.Path, err)
 	}
-	entry := skillEntry{URI: adapterconfig.SkillURI(s.Path, adapterconfig.SkillManifestFile), Frontmatter: compactJSON(s.Frontmatter)}
+	entry := SkillEntry{URI: adapterconfig.SkillURI(s.Path, adapterconfig.SkillManifestFile), Frontmatter: compactJSON(s.Frontmatter)}
 	for _, f := range s.Files {
 		data, err := store.bytesOf(f.Digest, f.Size)
 		if err != nil {
 			return fmt.Errorf("skill %s, file %s: %w", s.Path, f.Path, err)
 		}
 		uri := adapterconfig.SkillURI(s.Path, f.Path)
-		entry.Resources = append(entry.Resources, skillResource{URI: uri, Digest: f.Digest, Size: f.Size})
+		entry.Resources = append(entry.Resources, SkillResource{URI: uri, Digest: f.Digest, Size: f.Size})
 		file := &servedFile{skillPath: s.Path, listing: mcp.Resource{URI: uri, Name: path.Base(f.Path), MIMEType: skillFileMimeType(f), Size: &f.Size}}
 		if f.Path == adapterconfig.SkillManifestFile {
 			file.listing.Name, file.listing.Description = fm.Name, fm.Description
@@ -302,7 +302,7 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 // addImportedDirectories serves resources/directory/read for the imported skill at
 // skillPath from the files its remote listed with it (its skills/list entry), each
 // listed as the remote lists the resource when it does.
-func (c *contentSet) addImportedDirectories(skillPath string) {
+func (c *Set) addImportedDirectories(skillPath string) {
 	root := adapterconfig.SkillURIScheme + skillPath + "/"
 	for uri, owner := range c.imported.skillOf {
 		file, ok := strings.CutPrefix(uri, root)
@@ -319,7 +319,7 @@ func (c *contentSet) addImportedDirectories(skillPath string) {
 
 // addToDirectory lists the file in its directory and every directory above it, up to
 // the skill's root, as a directory resource in its parent.
-func (c *contentSet) addToDirectory(skillPath, filePath string, file mcp.Resource) {
+func (c *Set) addToDirectory(skillPath, filePath string, file mcp.Resource) {
 	child := file
 	for dir := path.Dir(filePath); ; dir = path.Dir(dir) {
 		uri := adapterconfig.SkillURIScheme + skillPath
@@ -342,7 +342,7 @@ func (c *contentSet) addToDirectory(skillPath, filePath string, file mcp.Resourc
 	}
 }
 
-func (c *contentSet) addResource(r *adapterconfig.Resource, store *contentReader) error {
+func (c *Set) addResource(r *adapterconfig.Resource, store *contentReader) error {
 	file := &servedFile{listing: mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MimeType}}
 	file.listing.Annotations = mcpAnnotations(r.Annotations)
 	if r.Text != nil {

@@ -1,0 +1,118 @@
+// Package jsonrpc holds the JSON-RPC answers the adapter writes itself, before mcp-go (see
+// content.Part.ServeRequest), and the outcomes its audit lines name.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+)
+
+// MarkerNotAllowed starts the message of a refused read or get; it names neither the
+// rules nor other callers.
+const MarkerNotAllowed = "not_allowed: "
+
+// ErrNotAllowed says the caller may not read or get what it named. On streamable HTTP
+// the adapter answers such requests itself, with -32602 (see content.Part.ServeRequest);
+// mcp-go answers a handler's error with -32603.
+func ErrNotAllowed(what string) error {
+	return errors.New(MarkerNotAllowed + what + " is not allowed for this caller; ask the owner of the server for access")
+}
+
+// ModernRequest is true for a request of protocol 2026-07-28 or later, which carries
+// its protocol version in _meta instead of a session.
+func ModernRequest(body []byte) bool {
+	return bytes.Contains(body, []byte("io.modelcontextprotocol/protocolVersion"))
+}
+
+// Answer is a JSON-RPC response: Result or Error.
+type Answer struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Error is the error of an Answer.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	// Data carries the URI an unknown-resource error is about (SEP-2164).
+	Data any `json:"data,omitempty"`
+}
+
+// Write writes answer as the response, with HTTP 200 as JSON-RPC over HTTP answers.
+func Write(w http.ResponseWriter, answer *Answer) {
+	answer.JSONRPC = mcp.JSONRPC_VERSION
+	body, err := json.Marshal(answer)
+	if err != nil {
+		body, _ = json.Marshal(Answer{JSONRPC: mcp.JSONRPC_VERSION, ID: answer.ID, Error: &Error{Code: mcp.INTERNAL_ERROR, Message: "encode the answer: " + err.Error()}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// InvalidParams is the -32602 answer saying message.
+func InvalidParams(message string) *Answer {
+	return &Answer{Error: &Error{Code: mcp.INVALID_PARAMS, Message: message}}
+}
+
+// Refused is the answer to a read or get of what the caller may not have.
+func Refused(what string) *Answer { return InvalidParams(ErrNotAllowed(what).Error()) }
+
+// WriteAnswer writes answer as the response to the request id.
+func WriteAnswer(w http.ResponseWriter, id json.RawMessage, answer *Answer) {
+	answer.ID = id
+	Write(w, answer)
+}
+
+// ForwardFailure is the JSON-RPC error answering a read or get that failed: the
+// remote's own error code and (scrubbed) message, or an internal error saying the
+// remote was not reached.
+func ForwardFailure(err error) *Answer {
+	var fe *gateway.ForwardError
+	if errors.As(err, &fe) && fe.RPC != nil {
+		return &Answer{Error: &Error{Code: fe.RPC.Code, Message: fe.RPC.Message}}
+	}
+	return &Answer{Error: &Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
+}
+
+// Outcomes of a call in the audit log.
+const (
+	OutcomeOK      = "ok"
+	OutcomeError   = "error"
+	OutcomeRefused = "refused"
+	OutcomeBusy    = "busy"
+)
+
+// OutcomeOf is the outcome of a request that ended with err.
+func OutcomeOf(err error) string {
+	if err != nil {
+		return OutcomeError
+	}
+	return OutcomeOK
+}
+
+// Markers that begin tool error results, so agents and logs can tell the failing part.
+const (
+	MarkerTemplateFailed = "template_call_failed: "
+	MarkerHTTPFailed     = "http_call_failed: "
+)
+
+// ResultText is the text of a tool result, its text contents joined by newlines.
+func ResultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if text, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, text.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
