@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,4 +136,49 @@ func TestChildrenRaceNoAdoption(t *testing.T) {
 			t.Errorf("someone else's NetworkPolicy, created after the operator looked at its own: %v, want it kept", err)
 		}
 	})
+}
+
+// A restarted operator, its memory of what it applied empty, finds a stdio bridge as it
+// left it and writes nothing (found by TestLeaderFailoverRewritesNothingAndDropsNoCall on
+// the node: the bridge's Deployment asked for readOnly: false, which the API server
+// drops, so every restart re-applied it).
+func TestARestartedOperatorRewritesNoBridge(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := base.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			writes = append(writes, fmt.Sprintf("apply %T", obj))
+			return cl.Apply(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes = append(writes, fmt.Sprintf("patch %T %s", obj, obj.GetName()))
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	imp := stdioImport("github", []string{"server"}, "--x")
+	imp.UID = "uid-github"
+	if _, _, err := NewKubernetes(c, adapterImage, "cluster.local").Bridges().Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken}); err != nil {
+		t.Fatalf("first Ensure: %v", err)
+	}
+	for restart := 1; restart <= 2; restart++ {
+		writes = nil
+		if _, _, err := NewKubernetes(c, adapterImage, "cluster.local").Bridges().Ensure(ctx, imp, BridgeAccess{Token: testBridgeToken}); err != nil {
+			t.Fatalf("Ensure after restart %d: %v", restart, err)
+		}
+		if len(writes) > 0 {
+			t.Errorf("after restart %d the operator rewrote the unchanged bridge: %v", restart, writes)
+		}
+	}
 }

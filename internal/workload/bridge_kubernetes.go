@@ -198,8 +198,14 @@ func (b *KubernetesBridges) deploymentFor(imp *cantusv1alpha1.RemoteToolImport, 
 	if adapterImage == "" {
 		return nil, fmt.Errorf("the kubernetes bridge runtime has no adapter image")
 	}
+	// readOnly is set only when true: the API server drops a false one, and a request
+	// holding it would never match the live object, so every restart rewrote the bridge.
 	mountShared := func(readOnly bool) *corev1ac.VolumeMountApplyConfiguration {
-		return corev1ac.VolumeMount().WithName(binVolume).WithMountPath(binDir).WithReadOnly(readOnly)
+		mount := corev1ac.VolumeMount().WithName(binVolume).WithMountPath(binDir)
+		if readOnly {
+			mount.WithReadOnly(true)
+		}
+		return mount
 	}
 	install := corev1ac.Container().
 		WithName(installContainer).
