@@ -26,6 +26,18 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
+// startManagerCountingBodyReads starts a manager whose uncached reads go through the
+// returned counter.
+func startManagerCountingBodyReads(t *testing.T) *bodyReads {
+	t.Helper()
+	reads := &bodyReads{}
+	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
+		reads.Reader = r.APIReader
+		r.APIReader = reads
+	})
+	return reads
+}
+
 // bodyReads counts the reads of whole ConfigMaps (data included) through a reader, by
 // namespace/name; reads of metadata only are not counted.
 type bodyReads struct {
@@ -115,11 +127,7 @@ func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	reads := &bodyReads{}
-	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
-		reads.Reader = r.APIReader
-		r.APIReader = reads
-	})
+	reads := startManagerCountingBodyReads(t)
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
@@ -307,11 +315,7 @@ func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	reads := &bodyReads{}
-	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil, func(r *SkillServerReconciler) {
-		reads.Reader = r.APIReader
-		r.APIReader = reads
-	})
+	reads := startManagerCountingBodyReads(t)
 	ss := newSkillServer(ns, "hoard")
 	const configMaps = 70
 	for i := range configMaps {
