@@ -33,6 +33,7 @@ const (
 // RemoteToolImportSpec names a remote MCP server whose tools the cluster may use.
 // +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? !has(self.url) : has(self.url)",message="streamable-http and sse imports need url; stdio imports take stdio.image and stdio.command instead of url"
 // +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? has(self.stdio) : !has(self.stdio)",message="stdio imports need stdio (image and command); only stdio imports may set it"
+// +kubebuilder:validation:XValidation:rule="!(self.transport == 'stdio' && has(self.callerCredentials))",message="callerCredentials is refused for stdio imports: one bridge process serves every caller, so it cannot act as each of them"
 type RemoteToolImportSpec struct {
 	// Transport is the remote server's MCP transport.
 	// +kubebuilder:default=streamable-http
@@ -61,6 +62,12 @@ type RemoteToolImportSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Headers []HeaderFromSecret `json:"headers,omitempty"`
+
+	// CallerCredentials makes a gateway send each caller's own credential for the
+	// remote (token exchange or a per-caller Secret) instead of one shared account's.
+	// The operator's probes keep using headers.
+	// +optional
+	CallerCredentials *CallerCredentials `json:"callerCredentials,omitempty"`
 
 	// TLS configures how the remote's certificate is verified.
 	// +optional
@@ -245,6 +252,9 @@ type RemoteToolImportStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// +optional
 	ServerInfo *RemoteServerInfo `json:"serverInfo,omitempty"`
+	// CallerCredentials says how callers get their credential for the remote.
+	// +optional
+	CallerCredentials *CallerCredentialsStatus `json:"callerCredentials,omitempty"`
 	// Tools discovered at the last successful handshake, after the filters.
 	// +listType=atomic
 	// +optional

@@ -109,13 +109,18 @@ func (i *issuer) verify(ctx context.Context, raw string) (*Caller, error) {
 		if err := i.checkBinding(token); err != nil {
 			return nil, err
 		}
-		return serviceAccountCaller(token, claims)
+		c, err := serviceAccountCaller(token, claims)
+		if err != nil {
+			return nil, err
+		}
+		c.token = raw
+		return c, nil
 	}
 	if isServiceAccountToken(token.Subject, claims) {
 		return nil, errServiceAccountTokenAsOIDC
 	}
 	return &Caller{Kind: adapterconfig.IssuerOIDC, Subject: token.Subject, Issuer: token.Issuer,
-		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims}, nil
+		Groups: oidcGroups(stringsOf(claims["groups"]), i.cfg.GroupsPrefix), Claims: claims, token: raw}, nil
 }
 
 // errServiceAccountTokenAsOIDC refuses a Kubernetes service-account token presented to
@@ -286,11 +291,17 @@ func serviceAccountCaller(token *oidc.IDToken, claims map[string]any) (*Caller, 
 			Namespace      string `json:"namespace"`
 			ServiceAccount struct {
 				Name string `json:"name"`
+				UID  string `json:"uid"`
 			} `json:"serviceaccount"`
 		} `json:"kubernetes.io"`
+		LegacyUID string `json:"kubernetes.io/serviceaccount/service-account.uid"`
 	}
 	_ = token.Claims(&k8s)
 	ns, name := k8s.Kubernetes.Namespace, k8s.Kubernetes.ServiceAccount.Name
+	uid := k8s.Kubernetes.ServiceAccount.UID
+	if uid == "" {
+		uid = k8s.LegacyUID
+	}
 	if ns == "" || name == "" {
 		parts := strings.Split(token.Subject, ":")
 		if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
@@ -299,12 +310,13 @@ func serviceAccountCaller(token *oidc.IDToken, claims map[string]any) (*Caller, 
 		ns, name = parts[2], parts[3]
 	}
 	return &Caller{
-		Kind:           adapterconfig.IssuerServiceAccount,
-		Subject:        token.Subject,
-		Issuer:         token.Issuer,
-		ServiceAccount: ns + "/" + name,
-		Groups:         []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-		Claims:         claims,
+		Kind:              adapterconfig.IssuerServiceAccount,
+		Subject:           token.Subject,
+		Issuer:            token.Issuer,
+		ServiceAccount:    ns + "/" + name,
+		ServiceAccountUID: uid,
+		Groups:            []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		Claims:            claims,
 	}, nil
 }
 

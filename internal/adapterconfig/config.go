@@ -274,6 +274,9 @@ type RemoteBackend struct {
 	// Subscribe says the remote declared resources.subscribe: a stateful gateway relays
 	// its clients' resources/subscribe of the resources read from this remote.
 	Subscribe bool `json:"subscribe,omitempty"`
+	// CallerCredentials, when set, makes every request to the remote carry the
+	// credential of the caller it serves, on a session of that caller's own.
+	CallerCredentials *CallerCredentials `json:"callerCredentials,omitempty"`
 }
 
 // The requests a remote may have relayed to the caller (RemoteBackend.Relay), named
