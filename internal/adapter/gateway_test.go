@@ -311,7 +311,7 @@ func writeFileAtomically(t *testing.T, path, content string) {
 
 // TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp: the Authorization header
 // read from a file reaches a remote that requires a bearer token; a changed file is used
-// by the next call (a wrong token then fails as mcp_call_failed: naming the 401, with
+// by the next call (a wrong token then fails as upstream_unauthorized: naming the 401, with
 // the value scrubbed), and changing it back works again.
 func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 	counter, _ := countingBackend(t)
@@ -331,7 +331,7 @@ func TestGateway_HeaderFilesReachTheRemoteAndChangesArePickedUp(t *testing.T) {
 
 	writeFileAtomically(t, headerFile, "Bearer wrong-token-5678")
 	res := callTool(t, c, "team.hello", map[string]any{"name": "Ada"})
-	wantToolError(t, res, gateway.MarkerCallFailed, "401")
+	wantToolError(t, res, gateway.CodeUpstreamUnauthorized+": ", "401", "team/upstream", "spec.headers")
 	if strings.Contains(textOf(res), "wrong-token-5678") {
 		t.Errorf("the error shows the header value: %q", textOf(res))
 	}
@@ -358,7 +358,7 @@ func TestGateway_RefusedHandshakeRereadsTheHeaderFiles(t *testing.T) {
 	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
-	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), gateway.MarkerCallFailed, "401")
+	wantToolError(t, callTool(t, c, "team.hello", map[string]any{"name": "Ada"}), gateway.CodeUpstreamUnauthorized+": ", "401")
 
 	before, err := os.Stat(headerFile)
 	if err != nil {

@@ -67,6 +67,7 @@ func (s *Server) Reload(cfg *adapterconfig.Config) error {
 	// Before the remotes no longer used close, so that no subscription is lost with them.
 	s.subscriptions.Retarget(set.SubscriptionTarget)
 	s.remotes.Commit(linked)
+	s.remotes.ForgetRevoked(revokedServiceAccounts(cfg.Auth))
 	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
 	d := diffToolSets(old, next)
 	s.metrics.trackTools(d.added)
@@ -162,4 +163,22 @@ func sameListing(a, b *compiledTool) bool {
 
 func backendOf(t *compiledTool) [3]any {
 	return [3]any{t.Template, t.HTTP, t.Remote}
+}
+
+// revokedServiceAccounts are the UIDs of the deleted service accounts (and pods) the
+// config's issuers refuse, whose cached upstream credentials the gateway drops.
+func revokedServiceAccounts(auth *adapterconfig.AuthConfig) map[string]bool {
+	out := map[string]bool{}
+	if auth == nil {
+		return out
+	}
+	for _, iss := range auth.Issuers {
+		for _, uid := range iss.RevokedServiceAccountUIDs {
+			out[uid] = true
+		}
+		for _, uid := range iss.RevokedUIDs {
+			out[uid] = true
+		}
+	}
+	return out
 }

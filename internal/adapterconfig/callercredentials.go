@@ -3,6 +3,7 @@ package adapterconfig
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 )
 
 // CallerCredentials is how a gateway obtains, for each caller, the caller's own
@@ -15,7 +16,19 @@ type CallerCredentials struct {
 
 	TokenExchange   *TokenExchange   `json:"tokenExchange,omitempty"`
 	PerCallerSecret *PerCallerSecret `json:"perCallerSecret,omitempty"`
+
+	// MaxCallers bounds the callers whose session (and credential) a gateway keeps for
+	// the remote at once, the least recently used going first; IdleTimeout closes a
+	// caller's session unused that long. Zero: DefaultMaxCallers, DefaultCallerIdleTimeout.
+	MaxCallers  int      `json:"maxCallers,omitempty"`
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 }
+
+// The defaults of CallerCredentials' bounds.
+const (
+	DefaultMaxCallers        = 10000
+	DefaultCallerIdleTimeout = 5 * time.Minute
+)
 
 // TokenExchange is an RFC 8693 exchange of the caller's verified inbound token.
 type TokenExchange struct {

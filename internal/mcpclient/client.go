@@ -126,6 +126,19 @@ func New(opts ClientOptions) (*Client, error) {
 	return c, nil
 }
 
+// WithHeaders returns a client of the same endpoint, options and connection pool that
+// sends headers instead of c's. A gateway's per-caller sessions are made this way: each
+// caller's credential goes in its own client, while the connections to the remote (which
+// carry no credential between requests) are shared rather than opened per caller.
+func (c *Client) WithHeaders(headers map[string]string) (*Client, error) {
+	if err := CheckHeaders(headers); err != nil {
+		return nil, c.fail(ReasonInvalidConfig, err.Error(), nil)
+	}
+	out := &Client{opts: c.opts, url: c.url, transport: c.transport, redactor: NewRedactor(headers), userAgent: c.userAgent}
+	out.opts.Headers = headers
+	return out, nil
+}
+
 // CloseIdleConnections closes the pooled connections no request is using.
 func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 

@@ -162,6 +162,9 @@ func (set *Set) Subscribable(uri string) (*gateway.Item, string) {
 	if !it.Backend.Subscribe {
 		return nil, fmt.Sprintf("resource %s comes from import %s, whose remote does not offer subscriptions (it did not declare resources.subscribe)", uri, it.Backend.Import)
 	}
+	if it.Backend.CallerCredentials != nil {
+		return nil, fmt.Sprintf("resource %s comes from import %s, which acts as each caller at its remote; subscriptions to it are not relayed, since one shared subscription would reach the remote as nobody's: read the resource again instead", uri, it.Backend.Import)
+	}
 	return it, ""
 }
 
@@ -178,12 +181,12 @@ func (set *Set) SubscriptionTarget(uri string) *gateway.Item {
 // remote that offers subscriptions.
 func (set *importedSet) offersSubscriptions() bool {
 	for _, r := range set.resources {
-		if r.item.Backend.Subscribe {
+		if r.item.Backend.Subscribe && r.item.Backend.CallerCredentials == nil {
 			return true
 		}
 	}
 	for _, t := range set.templates {
-		if t.item.Backend.Subscribe {
+		if t.item.Backend.Subscribe && t.item.Backend.CallerCredentials == nil {
 			return true
 		}
 	}

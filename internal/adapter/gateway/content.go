@@ -54,7 +54,7 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 			r = p.remotes[key]
 		}
 		if r == nil {
-			if r, err = newRemote(key, p.log, p.metrics, p.relay); err != nil {
+			if r, err = newRemote(key, it.Backend, p.log, p.metrics, p.relay); err != nil {
 				errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
 				continue
 			}
@@ -297,6 +297,9 @@ func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.C
 }
 
 func (r *remote) requestFailed(ctx context.Context, it *Item, err error) *ForwardError {
+	if text, ok := r.credentialFailure(err); ok {
+		return &ForwardError{Message: text}
+	}
 	detail := err.Error()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		detail = fmt.Sprintf("no answer from the remote within %s (%s)", it.Backend.Timeout.Duration, detail)

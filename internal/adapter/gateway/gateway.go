@@ -36,6 +36,10 @@ type Tool struct {
 type Metrics struct {
 	connects *prometheus.CounterVec
 	retries  *prometheus.CounterVec
+	// callerSessions and callerFailures are by import ("namespace/name"), never by
+	// caller.
+	callerSessions *prometheus.GaugeVec
+	callerFailures *prometheus.CounterVec
 }
 
 // NewMetrics returns the gateway's metrics, to be registered with Collectors.
@@ -49,12 +53,20 @@ func NewMetrics() *Metrics {
 			Name: "cantus_adapter_remote_call_retries_total",
 			Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
 		}, []string{"remote"}),
+		callerSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cantus_adapter_caller_sessions",
+			Help: "Callers whose own credential and session the gateway keeps for an import with callerCredentials, by import.",
+		}, []string{"import"}),
+		callerFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_caller_credential_failures_total",
+			Help: "Calls refused before reaching the remote because the caller's own credential could not be had, by import and code.",
+		}, []string{"import", "code"}),
 	}
 }
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.connects, m.retries}
+	return []prometheus.Collector{m.connects, m.retries, m.callerSessions, m.callerFailures}
 }
 
 // track creates a remote's series, so a rate() over a quiet remote reads 0, not absent.

@@ -50,6 +50,9 @@ const rereadEvery = 10 * time.Second
 // sessions of their own.)
 type remoteKey struct {
 	url, transport, headerFiles, caFile, addresses, relay string
+	// callers is, for an import that sends each caller's credential, the import and its
+	// callerCredentials: such a remote is the import's own.
+	callers string
 }
 
 func remoteKeyOf(r *adapterconfig.RemoteBackend) remoteKey {
@@ -57,8 +60,13 @@ func remoteKeyOf(r *adapterconfig.RemoteBackend) remoteKey {
 	for _, name := range slices.Sorted(maps.Keys(r.HeaderFiles)) {
 		pairs = append(pairs, http.CanonicalHeaderKey(name)+"="+r.HeaderFiles[name])
 	}
-	return remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile,
+	key := remoteKey{url: r.URL, transport: r.Transport, headerFiles: strings.Join(pairs, "\n"), caFile: r.CAFile,
 		addresses: strings.Join(r.Addresses, ","), relay: strings.Join(r.Relay, ",")}
+	if r.CallerCredentials != nil {
+		cfg, _ := json.Marshal(r.CallerCredentials)
+		key.callers = r.Import + "\n" + string(cfg)
+	}
+	return key
 }
 
 // Pool holds the remotes the served tools use: tools that name the same remote (URL,
@@ -101,7 +109,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		}
 		if r == nil {
 			var err error
-			if r, err = newRemote(key, p.log, p.metrics, p.relay); err != nil {
+			if r, err = newRemote(key, t.Backend, p.log, p.metrics, p.relay); err != nil {
 				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
 				continue
 			}
@@ -135,9 +143,10 @@ func (p *Pool) CloseAll() { p.Commit(Linked{}) }
 // remote is one remote MCP server as the tools see it: the current client (headers
 // and CA as last read from their files) and the pooled session.
 type remote struct {
-	key     remoteKey
-	name    string // the URL without its query, for logs and metrics
-	log     logr.Logger
+	key       remoteKey
+	name      string // the URL without its query, for logs and metrics
+	importRef string // the first import that named it, for messages
+	log       logr.Logger
 	metrics *Metrics
 	relay   *relaySettings
 
@@ -145,7 +154,14 @@ type remote struct {
 	// earlier cannot replace the values of one that started later.
 	loadMu sync.Mutex
 
+	// callers, for an import that sends each caller's credential, are the callers'
+	// own remotes; every request goes through one of them, never through r's session.
+	callers *callerRemotes
+	// callerState is set on a caller's own remote.
+	callerState
+
 	mu         sync.Mutex
+	headers    map[string]string // as last read from the files
 	stamps     []fileStamp
 	readAt     time.Time
 	digest     [sha256.Size]byte
@@ -185,8 +201,8 @@ func (e *connectError) Unwrap() error { return e.err }
 
 var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
 
-func newRemote(key remoteKey, log logr.Logger, metrics *Metrics, relay *relaySettings) (*remote, error) {
-	r := &remote{key: key, metrics: metrics, relay: relay}
+func newRemote(key remoteKey, backend *adapterconfig.RemoteBackend, log logr.Logger, metrics *Metrics, relay *relaySettings) (*remote, error) {
+	r := &remote{key: key, importRef: backend.Import, metrics: metrics, relay: relay}
 	headers, ca, stamps, err := r.load()
 	if err != nil {
 		return nil, err
@@ -195,10 +211,13 @@ func newRemote(key remoteKey, log logr.Logger, metrics *Metrics, relay *relaySet
 	if err != nil {
 		return nil, err
 	}
-	r.client, r.stamps, r.readAt, r.digest = client, stamps, time.Now(), digestOf(headers, ca)
+	r.client, r.headers, r.stamps, r.readAt, r.digest = client, headers, stamps, time.Now(), digestOf(headers, ca)
 	r.name = client.URL()
 	r.log = log.WithValues("remote", r.name)
 	metrics.track(r.name)
+	if err := r.withCallers(backend.CallerCredentials); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -346,6 +365,9 @@ func digestOf(headers map[string]string, ca []byte) [sha256.Size]byte {
 // afterwards. A file that cannot be read keeps the last values in use, with a log
 // line.
 func (r *remote) refresh(force bool) *mcpclient.Client {
+	if r.parent != nil {
+		return r.rederive(force)
+	}
 	if !force {
 		stamps := r.stat()
 		r.mu.Lock()
@@ -378,7 +400,7 @@ func (r *remote) refresh(force bool) *mcpclient.Client {
 		r.log.Error(err, "the remote's new header or CA files are unusable; keeping the values in use")
 		return r.client
 	}
-	r.client, r.digest = client, digest
+	r.client, r.headers, r.digest = client, headers, digest
 	if c := r.current; c != nil {
 		r.current = nil
 		r.retireLocked(c)
@@ -487,7 +509,8 @@ func (r *remote) retireLocked(c *remoteConn) {
 func (r *remote) closeConn(c *remoteConn) {
 	c.sess.Close()
 	r.mu.Lock()
-	stale := r.closed || c.client != r.client
+	// A caller's remote shares its parent's connections; the parent closes them.
+	stale := r.parent == nil && (r.closed || c.client != r.client)
 	r.mu.Unlock()
 	if stale {
 		c.client.CloseIdleConnections()
@@ -501,6 +524,9 @@ func (r *remote) close() {
 		return
 	}
 	r.closed = true
+	if r.callers != nil {
+		go r.callers.close()
+	}
 	if c := r.current; c != nil {
 		r.current = nil
 		r.retireLocked(c)
@@ -564,6 +590,13 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 // *mcpclient.RPCError), nil otherwise. key and name say in the debug log what was
 // retried.
 func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
+	if r.callers != nil {
+		own, err := r.callers.remoteFor(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		r = own
+	}
 	r.refresh(false)
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
@@ -571,7 +604,7 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 			var ce *connectError
 			var e *mcpclient.Error
 			if !retried && ctx.Err() == nil && errors.As(err, &ce) && errors.As(err, &e) &&
-				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ce.client) {
+				e.Reason == mcpclient.ReasonUnauthorized && r.otherCredentials(ctx, ce.client) {
 				r.metrics.retries.WithLabelValues(r.name).Inc()
 				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", key, name, "detail", e.Detail)
 				continue
@@ -597,7 +630,7 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 		retry := e.NotProcessed && !retried && ctx.Err() == nil
 		if retry && e.Reason == mcpclient.ReasonUnauthorized {
 			// Worth another try only with other credentials.
-			retry = r.otherCredentials(conn.client)
+			retry = r.otherCredentials(ctx, conn.client)
 		}
 		if !retry {
 			return nil, nil, err
@@ -622,14 +655,27 @@ func callOn(ctx context.Context, conn *remoteConn, t *Tool, args []byte, opts mc
 // whether the client in use now differs from used. Asking "differs from used" rather
 // than "did this re-read change anything" lets every call refused with the old values
 // retry, not only the first of them to re-read.
-func (r *remote) otherCredentials(used *mcpclient.Client) bool {
+func (r *remote) otherCredentials(ctx context.Context, used *mcpclient.Client) bool {
 	r.mu.Lock()
 	moved := r.client != used
 	r.mu.Unlock()
-	return moved || r.refresh(true) != used
+	if moved {
+		return true
+	}
+	if r.parent != nil {
+		// A caller's remote: its credential is renewed (re-exchanged, or re-read) too.
+		r.parent.callers.renew(ctx, r)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.client != used
+	}
+	return r.refresh(true) != used
 }
 
 func (r *remote) callFailed(ctx context.Context, t *Tool, err error) *mcp.CallToolResult {
+	if text, ok := r.credentialFailure(err); ok {
+		return mcp.NewToolResultError(text)
+	}
 	detail := err.Error()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		detail = fmt.Sprintf("no answer from the remote within the tool timeout %s (%s)", t.Backend.Timeout.Duration, detail)
