@@ -147,8 +147,8 @@ type remote struct {
 	name      string // the URL without its query, for logs and metrics
 	importRef string // the first import that named it, for messages
 	log       logr.Logger
-	metrics *Metrics
-	relay   *relaySettings
+	metrics   *Metrics
+	relay     *relaySettings
 
 	// loadMu serialises the re-reads of the files, so that a read that started
 	// earlier cannot replace the values of one that started later.
