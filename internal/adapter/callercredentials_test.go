@@ -6,12 +6,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/go-logr/logr/funcr"
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -26,15 +29,16 @@ type keyRemote struct {
 	url   string
 	users map[string]string // "Bearer <key>" → user
 
-	mu    sync.Mutex
-	opens map[string]int // user → sessions opened
+	mu     sync.Mutex
+	opens  map[string]int // user → sessions opened
+	closes map[string]int // user → sessions closed (DELETE)
 }
 
 type authKey struct{}
 
 func startKeyRemote(t *testing.T, users map[string]string) *keyRemote {
 	t.Helper()
-	r := &keyRemote{users: users, opens: map[string]int{}}
+	r := &keyRemote{users: users, opens: map[string]int{}, closes: map[string]int{}}
 	s := server.NewMCPServer("key-remote", "1.0.0")
 	s.AddTool(mcp.NewTool("whoami"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		user, _ := ctx.Value(authKey{}).(string)
@@ -50,11 +54,14 @@ func startKeyRemote(t *testing.T, users map[string]string) *keyRemote {
 			http.Error(w, "unknown key", http.StatusUnauthorized)
 			return
 		}
-		if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
-			r.mu.Lock()
+		r.mu.Lock()
+		switch {
+		case req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "":
 			r.opens[user]++
-			r.mu.Unlock()
+		case req.Method == http.MethodDelete:
+			r.closes[user]++
 		}
+		r.mu.Unlock()
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(hs.Close)
@@ -66,6 +73,12 @@ func (r *keyRemote) sessionsOpenedBy(user string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.opens[user]
+}
+
+func (r *keyRemote) sessionsClosedBy(user string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closes[user]
 }
 
 // saToken is a service-account token of the test cluster, with the account's UID.
@@ -83,7 +96,13 @@ func (k *clusterKey) saToken(t *testing.T, ns, name, uid, audience string) strin
 
 // perCallerGateway serves whoami of remote re-exported by an import whose callers'
 // keys are files in the returned directory (as the operator keeps them).
-func perCallerGateway(t *testing.T, key *clusterKey, remoteURL string) (*running, string) {
+func perCallerGateway(t *testing.T, key *clusterKey, remoteURL string, opts ...Option) (*running, string) {
+	t.Helper()
+	cfg, dir := perCallerConfig(t, key, remoteURL)
+	return serve(t, cfg, opts...), dir
+}
+
+func perCallerConfig(t *testing.T, key *clusterKey, remoteURL string) (*adapterconfig.Config, string) {
 	t.Helper()
 	dir := t.TempDir()
 	tool := remoteTool("team.whoami", objectSchema, remoteURL, adapterconfig.TransportStreamableHTTP, "whoami")
@@ -93,7 +112,7 @@ func perCallerGateway(t *testing.T, key *clusterKey, remoteURL string) (*running
 	}
 	cfg := identityConfig(t, key)
 	cfg.Tools = []adapterconfig.Tool{tool}
-	return serve(t, cfg), dir
+	return cfg, dir
 }
 
 func writeCallerKey(t *testing.T, dir, caller, value string) {
@@ -107,7 +126,8 @@ func writeCallerKey(t *testing.T, dir, caller, value string) {
 func TestCallerCredentials_PerCallerSecretsReachTheRemoteAsTwoUsers(t *testing.T) {
 	remote := startKeyRemote(t, map[string]string{"Bearer key-of-ada-0001": "ada", "Bearer key-of-bo-0002": "bo"})
 	key := newClusterKey(t, "k1")
-	gw, dir := perCallerGateway(t, key, remote.url)
+	logs := &logBuffer{}
+	gw, dir := perCallerGateway(t, key, remote.url, WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 9})))
 	writeCallerKey(t, dir, adapterconfig.ServiceAccountCaller("team/ada", "uid-ada"), "key-of-ada-0001\n")
 	writeCallerKey(t, dir, adapterconfig.ServiceAccountCaller("team/bo", "uid-bo"), "key-of-bo-0002")
 
@@ -132,6 +152,20 @@ func TestCallerCredentials_PerCallerSecretsReachTheRemoteAsTwoUsers(t *testing.T
 	// A recreated account (new UID) is another caller: the old account's key is not its.
 	cy2 := connect(t, gw.baseURL, protocol20251125, bearerHeader(key.saToken(t, "team", "ada", "uid-ada-recreated", "room")))
 	wantToolError(t, callTool(t, cy2, "team.whoami", map[string]any{}), gateway.CodeCallerCredentialsMissing+": ")
+
+	// The audit lines name the caller (that is their job); no line shows a key, and
+	// no metric names a caller.
+	metrics := metricsText(t, gw.Server)
+	for _, secret := range []string{"key-of-ada-0001", "key-of-bo-0002", "uid-ada"} {
+		if got := logs.matching(secret); len(got) > 0 {
+			t.Errorf("the logs show %q: %q", secret, got)
+		}
+	}
+	for _, name := range []string{"key-of-ada-0001", "uid-ada", "team/ada", "team/cy"} {
+		if strings.Contains(metrics, name) {
+			t.Errorf("the metrics show %q", name)
+		}
+	}
 }
 
 // A key the remote refuses is re-read once (a rotated Secret) and, still refused, is
@@ -170,4 +204,50 @@ func TestCallerCredentials_StaticTokenCallerIsRefused(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Caller sessions are bounded: past MaxCallers the least recently used caller's session
+// is closed at the remote; one unused for IdleTimeout is closed too; and a service
+// account that is revoked (deleted) loses its session at the next reload.
+func TestCallerCredentials_CallerSessionsAreBoundedIdleClosedAndRevoked(t *testing.T) {
+	users := map[string]string{}
+	for _, name := range []string{"ada", "bo", "cy", "dee"} {
+		users["Bearer key-of-"+name] = name
+	}
+	remote := startKeyRemote(t, users)
+	key := newClusterKey(t, "k1")
+	cfg, dir := perCallerConfig(t, key, remote.url)
+	backend := cfg.Tools[0].Remote
+	backend.CallerCredentials.MaxCallers = 2
+	backend.CallerCredentials.IdleTimeout = adapterconfig.Duration{Duration: 2 * time.Second}
+	gw := serve(t, cfg)
+	clients := map[string]*client.Client{}
+	for _, name := range []string{"ada", "bo", "cy", "dee"} {
+		writeCallerKey(t, dir, adapterconfig.ServiceAccountCaller("team/"+name, "uid-"+name), "key-of-"+name)
+		clients[name] = connect(t, gw.baseURL, protocol20251125, bearerHeader(key.saToken(t, "team", name, "uid-"+name, "room")))
+	}
+
+	wantSuccess(t, callTool(t, clients["ada"], "team.whoami", map[string]any{}), "remote saw subject=ada")
+	wantSuccess(t, callTool(t, clients["bo"], "team.whoami", map[string]any{}), "remote saw subject=bo")
+	wantSuccess(t, callTool(t, clients["cy"], "team.whoami", map[string]any{}), "remote saw subject=cy")
+	eventually(t, 10*time.Second, "ada's session, the least recently used of three, closed", func() bool { return remote.sessionsClosedBy("ada") == 1 })
+	if n := remote.sessionsClosedBy("bo"); n != 0 {
+		t.Errorf("bo's session was closed %d times; only the least recently used should be", n)
+	}
+	if !strings.Contains(metricsText(t, gw.Server), `cantus_adapter_caller_sessions{import="team/upstream"} 2`) {
+		t.Errorf("the caller-sessions gauge does not say 2:\n%s", grepLines(metricsText(t, gw.Server), "caller_sessions"))
+	}
+
+	eventually(t, 10*time.Second, "idle sessions closed", func() bool { return remote.sessionsClosedBy("bo") == 1 && remote.sessionsClosedBy("cy") == 1 })
+
+	wantSuccess(t, callTool(t, clients["dee"], "team.whoami", map[string]any{}), "remote saw subject=dee")
+	revoked := *cfg
+	auth := *cfg.Auth
+	auth.Issuers = slices.Clone(cfg.Auth.Issuers)
+	auth.Issuers[0].RevokedServiceAccountUIDs = []string{"uid-dee"}
+	revoked.Auth = &auth
+	if err := gw.Reload(&revoked); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the revoked account's session closed", func() bool { return remote.sessionsClosedBy("dee") == 1 })
 }

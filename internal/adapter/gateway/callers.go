@@ -25,7 +25,7 @@ const (
 	// bearer token), so there is nobody to act for.
 	CodeCallerIdentityRequired = "caller_identity_required"
 	// CodeCallerCredentialsMissing: the caller has no per-caller Secret for the import.
-	CodeCallerCredentialsMissing = "caller_credentials_missing"
+	CodeCallerCredentialsMissing = "caller_credentials_missing" //nolint:gosec // G101: an error code, not a credential
 	// CodeTokenExchangeFailed: the token endpoint refused or failed the exchange.
 	CodeTokenExchangeFailed = "token_exchange_failed"
 	// CodeUpstreamUnauthorized: the remote refused the credential sent, after one renewal.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,18 +75,17 @@ func callerAnnotation(caller *access.Caller) string {
 }
 
 func readBounded(name string, limit int64) ([]byte, error) {
-	file, err := os.Open(name) //nolint:gosec // the name is a digest in the operator's directory
+	file, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer file.Close()
-	data := make([]byte, limit+1)
-	n, err := file.Read(data)
-	if err != nil && n == 0 {
+	data, err := io.ReadAll(io.LimitReader(file, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", filepath.Base(name), err)
 	}
-	if int64(n) > limit {
+	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("the key is over %d bytes", limit)
 	}
-	return data[:n], nil
+	return data, nil
 }

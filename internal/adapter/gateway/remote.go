@@ -591,13 +591,16 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 // retried.
 func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
 	if r.callers != nil {
+		// The caller's own remote, just synced with the parent's files and the
+		// caller's credential.
 		own, err := r.callers.remoteFor(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		r = own
+	} else {
+		r.refresh(false)
 	}
-	r.refresh(false)
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
 		if err != nil {
