@@ -37,10 +37,10 @@ chart: manifests ## Copy the CRDs, RBAC rules and admission policies of config/ 
 	rm -rf $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
 	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/admission
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
-	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml $(CHART)/files/rbac/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/metrics_auth_role.yaml config/rbac/aggregated_roles.yaml $(CHART)/files/rbac/
 	cp config/rbac/namespaced/role.yaml $(CHART)/files/rbac/namespaced_role.yaml
 	cp config/rbac/namespaced/cluster/cluster_role.yaml $(CHART)/files/rbac/namespaced_cluster_role.yaml
-	cp config/admission/restricted_workloads.yaml config/admission/own_objects.yaml config/admission/protect_params.yaml $(CHART)/files/admission/
+	cp config/admission/restricted_workloads.yaml config/admission/own_objects.yaml config/admission/protect_params.yaml config/admission/approval_needs_approver.yaml $(CHART)/files/admission/
 
 .PHONY: verify-gen
 verify-gen: generate manifests chart ## Fail when generated files (the chart's copies included) differ from what is committed.

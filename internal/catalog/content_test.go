@@ -135,6 +135,7 @@ func contentServer(t *testing.T, ns string) *cantusv1alpha1.SkillServer {
 	content, problems := render.RenderContent(ss, render.ContentInputs{ConfigMaps: map[string]*corev1.ConfigMap{cm.Name: cm}})
 	g.Expect(problems).To(BeEmpty())
 	ss.Status.AgentSkills = content.Skills
+	ss.Status.URL = "http://" + ss.Name + "." + ns + ".svc.cluster.local:8765/mcp"
 	for _, p := range content.Prompts {
 		ss.Status.Prompts = append(ss.Status.Prompts, p.Name)
 	}

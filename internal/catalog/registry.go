@@ -33,7 +33,9 @@ import (
 // domain being the operator's --registry-domain (its --cluster-domain when empty):
 // SkillServer books in team-a of cluster.local is "local.cluster.team-a/books". In a
 // path the slash is URL-encoded: /v0.1/servers/local.cluster.team-a%2Fbooks/versions/latest.
-// A server whose name would pass the 200 characters server.json allows is left out.
+// A server whose name would pass the 200 characters server.json allows is left out, and
+// so is one with no URL yet (not rendered, or its Service not up): a registry client
+// offers every server it lists, and there is nothing to connect to.
 //
 // Versions. "<serverInfo.version>+cfg.<status.configHash>" (serverInfo.version
 // defaults to 0.0.0): the build metadata changes whenever the rendered adapter config,
@@ -289,7 +291,7 @@ func (c *Catalog) importDigests(ctx context.Context) (map[string]string, error) 
 
 func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[string]string, who Viewer) (RegistryEntry, bool) {
 	name := RegistryName(prefix, ss.Namespace, ss.Name)
-	if len(name) > maxServerNameLength {
+	if len(name) > maxServerNameLength || !remoteURL.MatchString(ss.Status.URL) {
 		return RegistryEntry{}, false
 	}
 	server := RegistryServer{
@@ -298,9 +300,7 @@ func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[
 		Title:       clipCharacters(ss.Spec.ServerInfo.Name, maxDescriptionLength),
 		Description: registryDescription(ss),
 		Version:     RegistryVersion(ss),
-	}
-	if remoteURL.MatchString(ss.Status.URL) {
-		server.Remotes = []RegistryRemote{{Type: string(ss.Spec.TransportOrDefault()), URL: ss.Status.URL, Headers: authHeaders(ss)}}
+		Remotes:     []RegistryRemote{{Type: string(ss.Spec.TransportOrDefault()), URL: ss.Status.URL, Headers: authHeaders(ss)}},
 	}
 	return RegistryEntry{Server: server, Meta: RegistryMeta{
 		Official: OfficialMeta{Status: "active", PublishedAt: ss.CreationTimestamp.UTC(), UpdatedAt: updatedAt(ss), IsLatest: true},

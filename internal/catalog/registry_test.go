@@ -206,6 +206,11 @@ func TestRegistryAPIAnswersServerJSONForWhatTheCallerMaySee(t *testing.T) {
 	ruled.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}, {Name: "checkout_book", Source: "skill"}}
 	ruled.Status.Conditions = []metav1.Condition{{Type: cantusv1alpha1.ConditionVerified, Status: metav1.ConditionTrue, Reason: "Listed", LastTransitionTime: metav1.Now()}}
 	g.Expect(k8sClient.Status().Update(ctx, ruled)).To(Succeed())
+	// A server with no URL yet has nothing a registry client could connect to.
+	g.Expect(k8sClient.Create(ctx, &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamA, Name: "unrendered"},
+		Spec:       cantusv1alpha1.SkillServerSpec{Skills: []cantusv1alpha1.Skill{{Name: "x", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}}}},
+	})).To(Succeed())
 	visitor := serviceAccountAllowedIn(t, teamA, "visitor")
 
 	srv := registryServer(NewHandler(&Catalog{Reader: k8sClient, RegistryDomain: "example.org"}, &Authorizer{Client: k8sClient}, logr.Discard()))
@@ -219,6 +224,7 @@ func TestRegistryAPIAnswersServerJSONForWhatTheCallerMaySee(t *testing.T) {
 	g.Expect(page.Metadata.Count).To(Equal(2))
 	g.Expect(page.Metadata.NextCursor).To(BeEmpty())
 	g.Expect(body).NotTo(ContainSubstring(teamB), "another namespace's server is not even named")
+	g.Expect(body).NotTo(ContainSubstring("unrendered"), "a server without a URL is not listed")
 	for _, raw := range page.Servers {
 		g.Expect(serverJSONViolations(raw)).To(BeEmpty(), string(raw))
 	}
@@ -424,6 +430,11 @@ func created(t *testing.T, ns, name string) *cantusv1alpha1.SkillServer {
 		Spec:       cantusv1alpha1.SkillServerSpec{Skills: []cantusv1alpha1.Skill{{Name: "echo", Template: &cantusv1alpha1.TemplateBackend{Text: "x"}}}},
 	}
 	if err := k8sClient.Create(context.Background(), ss); err != nil {
+		t.Fatal(err)
+	}
+	// Served: the registry lists only servers with a URL.
+	ss.Status.URL = "http://" + name + "." + ns + ".svc.cluster.local:8765/mcp"
+	if err := k8sClient.Status().Update(context.Background(), ss); err != nil {
 		t.Fatal(err)
 	}
 	return ss
