@@ -177,7 +177,10 @@ func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 	unrelayed := askingGatewayTools(remoteURL, "")[3] // ask, through an import that relays nothing
 	unrelayed.Name = "ask_unrelayed"
 	unrelayed.Remote.Import = "e2e/asking-quiet"
-	gateway := startAskingGateway(t, ctx, false, append(tools, unrelayed))
+	quietEverything := askingGatewayTools(remoteURL, everything)[5] // everything_elicit, relaying nothing
+	quietEverything.Name = "everything_elicit_quiet"
+	quietEverything.Remote.Import = "e2e/everything-quiet"
+	gateway := startAskingGateway(t, ctx, false, append(tools, unrelayed, quietEverything))
 
 	t.Run("server-everything elicitation", func(t *testing.T) {
 		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit",
@@ -231,6 +234,19 @@ func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 			if want := fmt.Sprintf(`answered accept: {"answer":"answer of caller %d"}`, i); out.Result.Text() != want {
 				t.Errorf("caller %d got %q, want %q", i, out.Result.Text(), want)
 			}
+		}
+	})
+	t.Run("what the probe listed is callable without relay", func(t *testing.T) {
+		// server-everything registers its elicitation tool only for clients that declare
+		// elicitation. The probe does; so does the gateway's session, relay or not, and
+		// the remote's request is refused by name instead of the tool being unknown.
+		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit_quiet", Elicit: map[string]any{"name": "x"}})
+		if len(out.Asked) != 0 {
+			t.Errorf("the client was asked %+v through an import that relays nothing", out.Asked)
+		}
+		if text := out.Result.Text(); !out.Result.IsError || strings.Contains(strings.ToLower(text), "not found") ||
+			!strings.Contains(text, "has not enabled it for import e2e/everything-quiet") {
+			t.Errorf("got %q (isError %v), want the refusal naming the import, not an unknown tool", text, out.Result.IsError)
 		}
 	})
 	t.Run("an import that relays nothing refuses the remote", func(t *testing.T) {

@@ -229,21 +229,17 @@ func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpclient.Cli
 		CABundle:       ca,
 		ConnectTimeout: remoteConnectTimeout,
 		Dial:           pinnedDialer(r.key.addresses),
-		Capabilities:   r.relayed(),
+		// Every relayable capability, relayed or not: a remote may register tools only
+		// for clients that declare them (server-everything does), and the operator's
+		// probe declares them all, so a gateway that declared fewer would list tools
+		// its remote then calls unknown. What the import does not relay is refused
+		// with a message naming spec.imports[].relay (refuseUnrelayed).
+		Capabilities: mcpclient.RelayableCapabilities(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remote client: %w", err)
 	}
 	return client, nil
-}
-
-// relayed are the capabilities the remote's session declares: the requests its tools
-// relay to their callers.
-func (r *remote) relayed() []string {
-	if r.key.relay == "" {
-		return nil
-	}
-	return strings.Split(r.key.relay, ",")
 }
 
 // pinnedDialer connects only to the listed addresses (comma-separated), at the port
