@@ -438,7 +438,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		if !s.cfg.Stateless {
 			// Session ids name their owner (sessions.go); applied after
 			// WithStateLess, which would otherwise replace it.
-			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{}))
+			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{terminated: newTerminatedSessions()}))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))

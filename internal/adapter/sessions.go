@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -143,19 +144,41 @@ func newSSESessionID(ctx context.Context, _ *http.Request) (string, error) {
 }
 
 // boundSessionIDs makes and checks the streamable HTTP transport's session ids for the
-// caller of each request.
-type boundSessionIDs struct{}
+// caller of each request, and remembers the ids terminated here (DELETE), so that a
+// request on one is answered 404 as the spec asks. Ids are checked without shared
+// state, so another replica does not know of a termination: it still takes the id.
+type boundSessionIDs struct{ terminated *terminatedSessions }
+
+// maxTerminatedSessions bounds the ids remembered. A caller can terminate ids it
+// makes up (a session id is random bits and the caller's own tag), so the oldest go
+// first: forgetting one lets its owner use a terminated id again, nothing more.
+const maxTerminatedSessions = 16384
+
+// terminatedSessions are the session ids terminated on this replica, most recent kept.
+type terminatedSessions struct{ ids *lru.Cache[string, struct{}] }
+
+func newTerminatedSessions() *terminatedSessions {
+	ids, _ := lru.New[string, struct{}](maxTerminatedSessions) // errors only for a size <= 0
+	return &terminatedSessions{ids: ids}
+}
 
 // ResolveSessionIdManager implements server.SessionIdManagerResolver (mcp-go's name).
+// mcp-go asks with no request when it closes or sweeps sessions itself.
 //
 //nolint:revive // the interface's spelling
-func (boundSessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
-	return ownerSessionIDs{identity: identityFrom(r.Context())}
+func (b boundSessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r == nil {
+		return serverSessionIDs(b)
+	}
+	return ownerSessionIDs{identity: identityFrom(r.Context()), terminated: b.terminated}
 }
 
 // ownerSessionIDs are the session ids of one caller. Validate repeats bindSessions'
 // check, so that a path around it still cannot use another caller's session.
-type ownerSessionIDs struct{ identity string }
+type ownerSessionIDs struct {
+	identity   string
+	terminated *terminatedSessions
+}
 
 func (o ownerSessionIDs) Generate() string { return sessionIDFor(o.identity) }
 
@@ -163,10 +186,28 @@ func (o ownerSessionIDs) Validate(id string) (bool, error) {
 	if o.identity == "" || ownershipOf(id, o.identity) != sessionOwned {
 		return false, fmt.Errorf("session id is not this caller's")
 	}
-	return false, nil
+	return o.terminated.ids.Contains(id), nil
 }
 
 func (o ownerSessionIDs) Terminate(id string) (bool, error) {
-	_, err := o.Validate(id)
-	return false, err
+	if _, err := o.Validate(id); err != nil {
+		return false, err
+	}
+	o.terminated.ids.Add(id, struct{}{})
+	return false, nil
+}
+
+// serverSessionIDs are what mcp-go's own closing of sessions (shutdown, idle sweep)
+// terminates: any id, with no caller to check.
+type serverSessionIDs boundSessionIDs
+
+func (serverSessionIDs) Generate() string { return sessionIDFor("") }
+
+func (s serverSessionIDs) Validate(id string) (bool, error) {
+	return s.terminated.ids.Contains(id), nil
+}
+
+func (s serverSessionIDs) Terminate(id string) (bool, error) {
+	s.terminated.ids.Add(id, struct{}{})
+	return false, nil
 }

@@ -209,3 +209,40 @@ func FuzzSessionOwnership(f *testing.F) {
 		}
 	})
 }
+
+// A session its owner terminated (DELETE) is gone: the next request on it is answered
+// 404, as the transport's spec asks, so that a client knows to initialize again; a
+// session of the same caller that was not terminated keeps working.
+func TestTerminatedSessionIsAnswered404(t *testing.T) {
+	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("echo", objectSchema, "ok")))
+	url := srv.baseURL + adapterconfig.PathMCP
+	open := func() string {
+		req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, url, strings.NewReader(initializeMessage(protocol20250618)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			t.Fatalf("initialize gave no session id (%s)", resp.Status)
+		}
+		return id
+	}
+	ended, kept := open(), open()
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, url, map[string]string{"Mcp-Session-Id": ended}, echoCall); status != http.StatusOK {
+		t.Fatalf("a call on a live session: %d %s", status, body)
+	}
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodDelete, url, map[string]string{"Mcp-Session-Id": ended}, ""); status != http.StatusOK {
+		t.Fatalf("DELETE of the session: %d %s", status, body)
+	}
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, url, map[string]string{"Mcp-Session-Id": ended}, echoCall); status != http.StatusNotFound {
+		t.Errorf("a call on the terminated session: %d %s, want 404", status, body)
+	}
+	if status, body := sessionRequest(t, http.DefaultClient, http.MethodPost, url, map[string]string{"Mcp-Session-Id": kept}, echoCall); status != http.StatusOK {
+		t.Errorf("a call on the caller's other session: %d %s, want 200", status, body)
+	}
+}

@@ -51,6 +51,9 @@ var conformanceScenarios = []struct {
 	// INFO here means "every POST was answered with JSON, SSE streams are optional"
 	// (SEP-1699); the suite's own summary counts it as passed.
 	{name: "server-sse-multiple-streams", allowInfoFrom: []string{"server-sse-streams-functional"}},
+	// Initialize, use, DELETE, then a request on the ended session must get 404: the
+	// adapter remembers the sessions terminated on it (sessions.go).
+	{name: "server-session-lifecycle"},
 	{name: "resources-list", statelessToo: true},
 	{name: "resources-read-text", statelessToo: true},
 	{name: "resources-read-binary", statelessToo: true},
