@@ -16,6 +16,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/access"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // The MCP Registry API (v0.1) over the catalog, so that registry clients (VS Code's MCP
@@ -297,7 +298,7 @@ func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[
 	server := RegistryServer{
 		Schema:      ServerSchema,
 		Name:        name,
-		Title:       clipCharacters(ss.Spec.ServerInfo.Name, maxDescriptionLength),
+		Title:       clip.Characters(ss.Spec.ServerInfo.Name, maxDescriptionLength),
 		Description: registryDescription(ss),
 		Version:     RegistryVersion(ss),
 		Remotes:     []RegistryRemote{{Type: string(ss.Spec.TransportOrDefault()), URL: ss.Status.URL, Headers: authHeaders(ss)}},
@@ -394,9 +395,9 @@ func buildIdentifier(s string) string {
 func registryDescription(ss *cantusv1alpha1.SkillServer) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(ss.Spec.ServerInfo.Instructions), "\n")
 	if first = strings.TrimSpace(first); first != "" {
-		return clipCharacters(first, maxDescriptionLength)
+		return clip.Characters(first, maxDescriptionLength)
 	}
-	return clipCharacters("MCP server "+ss.Namespace+"/"+ss.Name+" run by cantus-operator", maxDescriptionLength)
+	return clip.Characters("MCP server "+ss.Namespace+"/"+ss.Name+" run by cantus-operator", maxDescriptionLength)
 }
 
 // updatedAt is the newest of the creation time and the conditions' transition times.
@@ -408,13 +409,4 @@ func updatedAt(ss *cantusv1alpha1.SkillServer) time.Time {
 		}
 	}
 	return t.UTC()
-}
-
-// clipCharacters cuts s to at most n characters (server.json counts characters, not bytes).
-func clipCharacters(s string, n int) string {
-	runes := []rune(s)
-	if len(runes) <= n {
-		return s
-	}
-	return string(runes[:n-1]) + "…"
 }

@@ -2,11 +2,11 @@ package controller
 
 import (
 	"encoding/json"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -33,14 +33,6 @@ const (
 	maxStatusToolListBytes = 512 << 10
 )
 
-// clip cuts s to at most max bytes on a character boundary.
-func clip(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit-len("…")], "") + "…"
-}
-
 func remoteServerInfo(res *mcpclient.Result) *cantusv1alpha1.RemoteServerInfo {
 	caps := res.Capabilities
 	if len(caps) > maxRemoteCapabilities {
@@ -48,12 +40,12 @@ func remoteServerInfo(res *mcpclient.Result) *cantusv1alpha1.RemoteServerInfo {
 	}
 	clipped := make([]string, 0, len(caps))
 	for _, c := range caps {
-		clipped = append(clipped, clip(c, maxRemoteVersionBytes))
+		clipped = append(clipped, clip.Bytes(c, maxRemoteVersionBytes))
 	}
 	return &cantusv1alpha1.RemoteServerInfo{
-		Name:            clip(res.ServerName, maxRemoteNameBytes),
-		Version:         clip(res.ServerVersion, maxRemoteVersionBytes),
-		ProtocolVersion: clip(res.ProtocolVersion, maxRemoteVersionBytes),
+		Name:            clip.Bytes(res.ServerName, maxRemoteNameBytes),
+		Version:         clip.Bytes(res.ServerVersion, maxRemoteVersionBytes),
+		ProtocolVersion: clip.Bytes(res.ProtocolVersion, maxRemoteVersionBytes),
 		Capabilities:    clipped,
 	}
 }
@@ -94,8 +86,8 @@ var definitionMembers = map[string]bool{
 // definition in its field, clipped or left out past its limit.
 func discoveredTool(t mcpclient.Tool) cantusv1alpha1.DiscoveredTool {
 	d := cantusv1alpha1.DiscoveredTool{
-		Name:        clip(t.Name, maxRemoteNameBytes),
-		Description: clip(t.Description, maxRemoteDescriptionBytes),
+		Name:        clip.Bytes(t.Name, maxRemoteNameBytes),
+		Description: clip.Bytes(t.Description, maxRemoteDescriptionBytes),
 		InputSchema: &runtime.RawExtension{Raw: t.InputSchema},
 	}
 	if d.Description != t.Description {
@@ -107,7 +99,7 @@ func discoveredTool(t mcpclient.Tool) cantusv1alpha1.DiscoveredTool {
 	}
 	var title string
 	if json.Unmarshal(members["title"], &title) == nil && title != "" {
-		if d.Title = clip(title, maxRemoteTitleBytes); d.Title != title {
+		if d.Title = clip.Bytes(title, maxRemoteTitleBytes); d.Title != title {
 			d.Clipped = append(d.Clipped, "title")
 		}
 	}

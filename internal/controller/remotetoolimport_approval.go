@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -322,7 +323,7 @@ func definitionChanges(seen definitionsSeen, approved map[string]cantusv1alpha1.
 	for _, it := range seen.items {
 		key := itemKey(it.approved.Kind, it.approved.Name)
 		a, ok := approved[key]
-		change := cantusv1alpha1.DefinitionChange{Kind: it.approved.Kind, Name: clip(it.approved.Name, maxRemoteNameBytes)}
+		change := cantusv1alpha1.DefinitionChange{Kind: it.approved.Kind, Name: clip.Bytes(it.approved.Name, maxRemoteNameBytes)}
 		switch {
 		case !ok:
 			change.Change = cantusv1alpha1.DefinitionAdded
@@ -337,7 +338,7 @@ func definitionChanges(seen definitionsSeen, approved map[string]cantusv1alpha1.
 	for _, key := range slices.Sorted(maps.Keys(approved)) {
 		if _, ok := seen.byKey[key]; !ok {
 			a := approved[key]
-			out = append(out, cantusv1alpha1.DefinitionChange{Kind: a.Kind, Name: clip(a.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionRemoved})
+			out = append(out, cantusv1alpha1.DefinitionChange{Kind: a.Kind, Name: clip.Bytes(a.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionRemoved})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -363,7 +364,7 @@ func changedMembers(approved, now cantusv1alpha1.ApprovedItem, oldText, newText 
 		if approved.Members[m] == now.Members[m] {
 			continue
 		}
-		out = append(out, cantusv1alpha1.MemberChange{Member: m, Old: clip(oldText[m], maxChangeTextBytes), New: clip(newText[m], maxChangeTextBytes)})
+		out = append(out, cantusv1alpha1.MemberChange{Member: m, Old: clip.Bytes(oldText[m], maxChangeTextBytes), New: clip.Bytes(newText[m], maxChangeTextBytes)})
 	}
 	return out
 }
@@ -405,7 +406,7 @@ func setApprovalCondition(imp *cantusv1alpha1.RemoteToolImport, items int, chang
 func pendingMessage(imp *cantusv1alpha1.RemoteToolImport, changes []cantusv1alpha1.DefinitionChange) string {
 	var held []string
 	for _, c := range changes {
-		label := clip(c.Name, 64)
+		label := clip.Bytes(c.Name, 64)
 		if c.Kind != itemKindTool {
 			label = c.Kind + " " + label
 		}

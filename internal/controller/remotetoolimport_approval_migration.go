@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -191,7 +192,7 @@ func migrateApprovalDigests(prev *cantusv1alpha1.ApprovalStatus, before, now *ca
 			continue
 		}
 		if why := migrationBlocker(a, full[key], was[key], is[key]); why != "" {
-			m.held = append(m.held, fmt.Sprintf("%s %s (%s)", a.Kind, clip(a.Name, 64), why))
+			m.held = append(m.held, fmt.Sprintf("%s %s (%s)", a.Kind, clip.Bytes(a.Name, 64), why))
 			continue
 		}
 		migrated.Approved[i] = it.approved

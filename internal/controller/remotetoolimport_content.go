@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -120,7 +121,7 @@ func setContentCondition(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Re
 	if len(res.Content.Failed) > 0 {
 		var failures []string
 		for _, method := range sortedKeys(res.Content.Failed) {
-			failures = append(failures, method+": "+clip(res.Content.Failed[method], 300))
+			failures = append(failures, method+": "+clip.Bytes(res.Content.Failed[method], 300))
 		}
 		setCondition(imp, cantusv1alpha1.ConditionContentDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonContentListFailed,
 			importContentSummary(imp)+"; these listings failed and keep their earlier entries: "+strings.Join(failures, "; "))
@@ -240,9 +241,9 @@ func discoveredEntry(kind contentKind, raw json.RawMessage) contentEntry {
 	}
 	name := stringMember(described, "name")
 	description := stringMember(described, "description")
-	e := contentEntry{key: clip(key, maxRemoteURIBytes)}
-	e.content.Name = clip(name, maxRemoteNameBytes)
-	e.content.Description = clip(description, maxRemoteDescriptionBytes)
+	e := contentEntry{key: clip.Bytes(key, maxRemoteURIBytes)}
+	e.content.Name = clip.Bytes(name, maxRemoteNameBytes)
+	e.content.Description = clip.Bytes(description, maxRemoteDescriptionBytes)
 	e.content.Digest, _ = kind.item.Digest(raw) // the probe checked raw is an object
 	if kind.key == "name" {
 		e.key = e.content.Name

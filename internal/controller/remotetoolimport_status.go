@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
@@ -187,7 +188,7 @@ func describeToolChange(added, removed []string) string {
 func clippedNames(names []string) string {
 	clipped := make([]string, 0, len(names))
 	for _, n := range names {
-		clipped = append(clipped, clip(n, 64))
+		clipped = append(clipped, clip.Bytes(n, 64))
 	}
 	return listAtMost(clipped, 10, ", ")
 }
