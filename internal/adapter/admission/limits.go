@@ -22,12 +22,6 @@ import (
 
 // Limits that keep one client from taking a server from everyone else.
 const (
-	// maxConcurrentCalls bounds the tool calls that run at once; more wait.
-	maxConcurrentCalls = 64
-	// maxWaitingCalls bounds the calls that wait for a slot; more are refused at once.
-	maxWaitingCalls = 64
-	// maxCallWait is how long a call waits for a slot before it is refused.
-	maxCallWait = 10 * time.Second
 	// DefaultBodyReadTimeout bounds reading one POST body, so a client that sends it a
 	// byte at a time cannot hold a connection and its memory (headers have
 	// ReadHeaderTimeout).
@@ -43,8 +37,8 @@ const (
 )
 
 // CallLimiter admits at most a number of calls at once and lets a number more wait,
-// each for at most a while: by default maxConcurrentCalls, maxWaitingCalls and
-// maxCallWait, or the config's limits.
+// each for at most a while: by default adapterconfig.DefaultConcurrentCalls,
+// DefaultQueueLength and DefaultQueueWait, or the config's limits.
 type CallLimiter struct {
 	slots   chan struct{}
 	waiting atomic.Int32
@@ -62,7 +56,7 @@ func NewCallLimiter(concurrent, waiting int, wait time.Duration) *CallLimiter {
 // CallLimiterFor is the limiter of the config's limits, or of the defaults.
 func CallLimiterFor(limits *adapterconfig.Limits) *CallLimiter {
 	if limits == nil {
-		return NewCallLimiter(maxConcurrentCalls, maxWaitingCalls, maxCallWait)
+		return NewCallLimiter(adapterconfig.DefaultConcurrentCalls, adapterconfig.DefaultQueueLength, adapterconfig.DefaultQueueWait)
 	}
 	return NewCallLimiter(limits.ConcurrentCalls, limits.QueueLength, limits.QueueWait.Duration)
 }
@@ -196,12 +190,12 @@ func WithBodyDeadline(w http.ResponseWriter, timeout time.Duration, read func() 
 
 // MaxListenStreams bounds the subscriptions/listen streams one pod keeps open: each
 // holds a connection and a goroutine for as long as its client likes.
-const MaxListenStreams = 1024
+const MaxListenStreams = adapterconfig.MaxListenStreams
 
 // CallerShareOf is the part of each shared pool one caller may hold under limits.
 func CallerShareOf(limits *adapterconfig.Limits) float64 {
 	if limits == nil || limits.CallerShare <= 0 || limits.CallerShare > 1 {
-		return gateway.DefaultCallerShare
+		return adapterconfig.DefaultCallerShare
 	}
 	return limits.CallerShare
 }

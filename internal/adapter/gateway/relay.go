@@ -44,7 +44,7 @@ const MarkerInputExpired = "mcp_input_expired: "
 
 // maxWaitingCalls bounds the calls, over every remote of the adapter, that wait for
 // their caller to answer; beyond it a remote's request is refused.
-const maxWaitingCalls = 256
+const maxWaitingCalls = adapterconfig.MaxRelayWaitingCalls
 
 // relayedMethods maps the requests a remote may have relayed to the capability (and
 // RemoteBackend.Relay entry) they need.

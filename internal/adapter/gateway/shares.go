@@ -1,13 +1,17 @@
 package gateway
 
-import "context"
+import (
+	"context"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+)
 
 // One caller may hold at most a share of each pool a gateway keeps for all of them
 // (the calls waiting for their callers' answers, the subscriptions at the remotes), so
 // that one caller cannot fill a pool and starve the others.
 
 // DefaultCallerShare is the part of a pool one caller may hold unless configured.
-const DefaultCallerShare = 0.25
+const DefaultCallerShare = adapterconfig.DefaultCallerShare
 
 // ShareOf is how many of a pool of size one caller may hold at fraction (outside
 // (0, 1]: DefaultCallerShare); at least 1.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -45,7 +46,7 @@ import (
 const (
 	// MaxSubscriptions bounds the subscriptions a gateway holds at its remotes: one per
 	// (remote, URI) however many sessions share it.
-	MaxSubscriptions = 1024
+	MaxSubscriptions = adapterconfig.MaxRemoteSubscriptions
 	// MaxSessionSubscriptions bounds the URIs one client session, or one
 	// subscriptions/listen request, may be subscribed to.
 	MaxSessionSubscriptions = 100
