@@ -340,6 +340,28 @@ func TestCallerCredentials_PrivateKeyJWTWithAnotherKeyIsRefused(t *testing.T) {
 	}
 }
 
+func TestCallerCredentials_PrivateKeyJWTWithAKeyClient(t *testing.T) {
+	f := newFixture(t, tokenservice.Options{})
+	c, key := tokenservice.NewKeyClient(t, "keyed")
+	f.ts.SetClient(c)
+	f.cfg.ClientID, f.cfg.ClientSecretFile, f.cfg.Issuer = c.ID, "", f.ts.URL()
+	f.cfg.PrivateKeyFile = f.write(t, "key.pem", string(key))
+	alice := f.caller(t, "alice")
+	if got := f.claimsOf(t, token(t, f.exchanger(t, Options{}), alice)).Subject; got != alice.sub {
+		t.Fatalf("sub = %q", got)
+	}
+
+	// Without the issuer, the assertion's audience is the token endpoint, which
+	// zitadel refuses: the error says so precisely.
+	f.cfg.Issuer = ""
+	_, err := f.exchanger(t, Options{}).Token(context.Background(), alice.identity, alice.token)
+	var xe *ExchangeError
+	if !errors.As(err, &xe) || xe.Code == "" {
+		t.Fatalf("err = %v", err)
+	}
+	t.Log(err)
+}
+
 func TestCallerCredentials_ActorTokenGivesAct(t *testing.T) {
 	f := newFixture(t, tokenservice.Options{})
 	gatewaySA := f.cluster.ServiceAccountToken(t, "library", "gateway", "uid-gw", "tokens.example")

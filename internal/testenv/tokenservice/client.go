@@ -2,7 +2,13 @@ package tokenservice
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
+	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -81,4 +87,20 @@ func (o opClient) RestrictAdditionalIdTokenScopes() func([]string) []string { //
 
 func (o opClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
+}
+
+// NewKeyClient makes a private_key_jwt client with a fresh P-256 key: the Client to
+// register (Options.Clients or SetClient) and the private key as PEM (SEC 1), for the
+// exchanger's PrivateKeyFile.
+func NewKeyClient(t testing.TB, id string) (Client, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Client{ID: id, PublicKey: &key.PublicKey}, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
