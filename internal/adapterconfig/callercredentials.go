@@ -48,6 +48,11 @@ type TokenExchange struct {
 	// PrivateKeyFile holds a PEM key for private_key_jwt.
 	ClientSecretFile string `json:"clientSecretFile,omitempty"`
 	PrivateKeyFile   string `json:"privateKeyFile,omitempty"`
+	// Issuer is the authorization server's issuer identifier, the audience of a
+	// private_key_jwt assertion: servers differ (zitadel/oidc accepts only the issuer,
+	// as draft-ietf-oauth-rfc7523bis requires; others take the token endpoint URL,
+	// which is sent when Issuer is empty).
+	Issuer string `json:"issuer,omitempty"`
 	// ActorTokenFile, when set, holds the gateway's own token, sent as actor_token.
 	ActorTokenFile string `json:"actorTokenFile,omitempty"`
 

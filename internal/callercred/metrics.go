@@ -1,0 +1,104 @@
+package callercred
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics count token lookups and exchanges by remote (the exchanger's Options.Name:
+// an import or its URL), never by caller or token, so that callers cannot grow the
+// series and no credential reaches a label.
+type Metrics struct {
+	lookups   *prometheus.CounterVec
+	exchanges *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	cached    prometheus.Gauge
+	evictions prometheus.Counter
+}
+
+// NewMetrics returns the metrics, to be registered with Collectors.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_caller_token_lookups_total",
+			Help: "Exchanged caller tokens looked up in the cache, by remote and result (hit, miss).",
+		}, []string{"remote", "result"}),
+		exchanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_caller_token_exchanges_total",
+			Help: "RFC 8693 token exchanges made for callers, by remote and outcome (succeeded, failed).",
+		}, []string{"remote", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cantus_adapter_caller_token_exchange_duration_seconds",
+			Help:    "Time of a token exchange (a cache miss), by remote.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 10), // 1ms .. ~4s
+		}, []string{"remote"}),
+		cached: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cantus_adapter_caller_tokens_cached",
+			Help: "Exchanged caller tokens held in the cache.",
+		}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cantus_adapter_caller_token_evictions_total",
+			Help: "Exchanged caller tokens dropped from the full cache to make room for others.",
+		}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.lookups, m.exchanges, m.duration, m.cached, m.evictions}
+}
+
+// series are one remote's children, looked up once per exchanger rather than per call.
+type series struct {
+	hits, misses      prometheus.Counter
+	succeeded, failed prometheus.Counter
+	duration          prometheus.Observer
+}
+
+func (m *Metrics) series(remote string) *series {
+	if m == nil {
+		return nil
+	}
+	return &series{
+		hits:      m.lookups.WithLabelValues(remote, "hit"),
+		misses:    m.lookups.WithLabelValues(remote, "miss"),
+		succeeded: m.exchanges.WithLabelValues(remote, "succeeded"),
+		failed:    m.exchanges.WithLabelValues(remote, "failed"),
+		duration:  m.duration.WithLabelValues(remote),
+	}
+}
+
+func (m *Metrics) setCached(n int) {
+	if m != nil {
+		m.cached.Set(float64(n))
+	}
+}
+
+func (m *Metrics) evicted() {
+	if m != nil {
+		m.evictions.Inc()
+	}
+}
+
+func (s *series) hit() {
+	if s != nil {
+		s.hits.Inc()
+	}
+}
+
+func (s *series) miss() {
+	if s != nil {
+		s.misses.Inc()
+	}
+}
+
+func (s *series) exchanged(ok bool, seconds float64) {
+	if s == nil {
+		return
+	}
+	s.duration.Observe(seconds)
+	if ok {
+		s.succeeded.Inc()
+	} else {
+		s.failed.Inc()
+	}
+}

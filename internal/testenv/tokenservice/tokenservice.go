@@ -1,0 +1,349 @@
+// Package tokenservice runs, for tests, a real OAuth 2.0 authorization server that
+// exchanges tokens (RFC 8693) and issues client-credentials tokens. The protocol is
+// github.com/zitadel/oidc's op package (served through op.RegisterLegacyServer, which
+// authenticates clients with client_secret_basic and private_key_jwt); this package
+// only supplies its storage: which clients exist, which issuers' tokens may be
+// exchanged, and what an issued token says. It counts what it issued so that tests
+// can assert, for example, one exchange per caller per token lifetime.
+//
+// An issued access token is a JWT signed by the service's key: iss is URL(), sub the
+// subject token's sub, aud the requested audience (the op package does not turn
+// resource into aud; the resource received is recorded in LastRequest), exp the
+// configured lifetime, and act = {"sub": actor token's sub} when an actor token came.
+package tokenservice
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"encoding/pem"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// DefaultTokenLifetime is how long an issued token lives unless Options say otherwise.
+const DefaultTokenLifetime = 5 * time.Minute
+
+// Options configure a token service.
+type Options struct {
+	// Trusted are the issuers whose tokens may be exchanged (subject and actor tokens).
+	Trusted []*TrustedIssuer
+	// Clients are the registered clients.
+	Clients []Client
+	// TokenLifetime is the lifetime of issued tokens (DefaultTokenLifetime when 0).
+	// Short lifetimes (seconds) work: exp is not rounded up.
+	TokenLifetime time.Duration
+	// TLS serves HTTPS with a test certificate (see CAFile); otherwise plain HTTP on
+	// loopback, which the policy allows.
+	TLS bool
+	// RequireAudience refuses an exchange without an audience parameter.
+	RequireAudience bool
+}
+
+// Request is what the service saw in an issued token's request.
+type Request struct {
+	// GrantType is oidc.GrantTypeTokenExchange or oidc.GrantTypeClientCredentials.
+	GrantType oidc.GrantType
+	ClientID  string
+	// Subject is the issued token's sub: the subject token's sub (or the client, for
+	// client credentials).
+	Subject string
+	// Actor is the actor token's sub, "" without one.
+	Actor    string
+	Resource []string
+	Audience []string
+	Scopes   []string
+}
+
+// Server is a running token service.
+type Server struct {
+	srv             *httptest.Server
+	issuer          string
+	trusted         []*TrustedIssuer
+	requireAudience bool
+	store           *storage
+
+	mu           sync.Mutex
+	clients      map[string]Client
+	tokenTTL     time.Duration
+	bySubject    map[string]int
+	total        int
+	clientGrants map[string]int
+	last         Request
+	issued       []string
+	authFailures int
+	refused      int
+}
+
+// Start runs a token service until the test ends.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		trusted:         o.Trusted,
+		requireAudience: o.RequireAudience,
+		clients:         map[string]Client{},
+		tokenTTL:        o.TokenLifetime,
+		bySubject:       map[string]int{},
+		clientGrants:    map[string]int{},
+	}
+	if s.tokenTTL <= 0 {
+		s.tokenTTL = DefaultTokenLifetime
+	}
+	for _, c := range o.Clients {
+		s.clients[c.ID] = c
+	}
+	s.store = &storage{s: s, key: key, kid: "tokenservice-1"}
+
+	s.srv = httptest.NewUnstartedServer(nil)
+	scheme := "http"
+	if o.TLS {
+		scheme = "https"
+	}
+	// The issuer must be known before the provider is made, and the listener before
+	// the server starts: both come from the listener httptest already opened.
+	s.issuer = scheme + "://" + s.srv.Listener.Addr().String()
+	handler, err := s.handler(o.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv.Config.Handler = s.recordIssued(handler)
+	if o.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *Server) handler(tls bool) (http.Handler, error) {
+	config := &op.Config{AuthMethodPrivateKeyJWT: true}
+	if _, err := rand.Read(config.CryptoKey[:]); err != nil {
+		return nil, err
+	}
+	var opts []op.Option
+	if !tls {
+		opts = append(opts, op.WithAllowInsecure())
+	}
+	provider, err := op.NewProvider(config, s.store, op.StaticIssuer(s.issuer), opts...)
+	if err != nil {
+		return nil, err
+	}
+	endpoints := op.Endpoints{
+		Token:   op.NewEndpoint(tokenPath),
+		JwksURI: op.NewEndpoint(keysPath),
+	}
+	server := op.NewLegacyServer(provider, endpoints)
+	return op.RegisterLegacyServer(server, http.NotFound), nil
+}
+
+const (
+	tokenPath = "/oauth/token" //nolint:gosec // G101: a URL path, not a credential
+	keysPath  = "/keys"
+)
+
+// URL is the service's issuer URL (the "iss" of its tokens).
+func (s *Server) URL() string { return s.issuer }
+
+// TokenEndpoint is the URL of the token endpoint.
+func (s *Server) TokenEndpoint() string { return s.issuer + tokenPath }
+
+// JWKSURL is the URL of the service's public keys.
+func (s *Server) JWKSURL() string { return s.issuer + keysPath }
+
+// Keys are the public keys that verify the service's tokens.
+func (s *Server) Keys() jose.JSONWebKeySet {
+	return jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{
+		Key: &s.store.key.PublicKey, KeyID: s.store.kid, Algorithm: string(jose.RS256), Use: "sig",
+	}}}
+}
+
+// Addr is the host:port the service listens on (for pinned-address tests).
+func (s *Server) Addr() *net.TCPAddr {
+	addr, _ := s.srv.Listener.Addr().(*net.TCPAddr)
+	return addr
+}
+
+// HTTPClient is a client that trusts the service's certificate.
+func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
+
+// CAPEM is the service's TLS certificate as PEM (nil without TLS).
+func (s *Server) CAPEM() []byte {
+	cert := s.srv.Certificate()
+	if cert == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+}
+
+// CAFile writes CAPEM to a file in the test's temporary directory and returns its path.
+func (s *Server) CAFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokenservice-ca.pem")
+	if err := os.WriteFile(path, s.CAPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// SetClient registers or replaces a client: a new Secret takes effect for the next
+// request (secret rotation).
+func (s *Server) SetClient(c Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients[c.ID] = c
+}
+
+// SetTokenLifetime changes the lifetime of tokens issued from now on.
+func (s *Server) SetTokenLifetime(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenTTL = d
+}
+
+func (s *Server) lifetime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokenTTL
+}
+
+// Exchanges is the number of tokens issued by exchange for the subject (the subject
+// token's sub).
+func (s *Server) Exchanges(subject string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bySubject[subject]
+}
+
+// TotalExchanges is the number of tokens issued by exchange.
+func (s *Server) TotalExchanges() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// ClientCredentialsGrants is the number of tokens issued to the client by the client
+// credentials grant.
+func (s *Server) ClientCredentialsGrants(clientID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clientGrants[clientID]
+}
+
+// LastRequest is the request of the last issued token.
+func (s *Server) LastRequest() Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.last
+	r.Resource, r.Audience, r.Scopes = slices.Clone(r.Resource), slices.Clone(r.Audience), slices.Clone(r.Scopes)
+	return r
+}
+
+// IssuedTokens are the access tokens issued so far, in order: for tests that check
+// that no token shows in status, logs or metrics.
+func (s *Server) IssuedTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issued)
+}
+
+// ClientAuthFailures counts client authentications refused (wrong secret, unknown
+// client or key).
+func (s *Server) ClientAuthFailures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.authFailures
+}
+
+// RefusedTokens counts subject and actor tokens refused (untrusted issuer, bad
+// signature, expired, wrong audience).
+func (s *Server) RefusedTokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+func (s *Server) countAuthFailure() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.authFailures++
+}
+
+func (s *Server) countRefusedToken() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused++
+}
+
+// record counts a token about to be issued.
+func (s *Server) record(req op.TokenRequest) {
+	r := Request{Subject: req.GetSubject(), Audience: slices.Clone(req.GetAudience()), Scopes: slices.Clone(req.GetScopes())}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch req := req.(type) {
+	case op.TokenExchangeRequest:
+		r.GrantType, r.ClientID = oidc.GrantTypeTokenExchange, req.GetClientID()
+		r.Actor, r.Resource = req.GetExchangeActor(), slices.Clone(req.GetResourses())
+		s.bySubject[r.Subject]++
+		s.total++
+	case *clientCredentialsRequest:
+		r.GrantType, r.ClientID = oidc.GrantTypeClientCredentials, req.clientID
+		s.clientGrants[req.clientID]++
+	}
+	s.last = r
+}
+
+// recordIssued keeps the access tokens the token endpoint answers with.
+func (s *Server) recordIssued(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != tokenPath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &capture{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		if rec.status != http.StatusOK {
+			return
+		}
+		var answer struct {
+			AccessToken string `json:"access_token"`
+		}
+		if json.Unmarshal(rec.body.Bytes(), &answer) == nil && answer.AccessToken != "" {
+			s.mu.Lock()
+			s.issued = append(s.issued, answer.AccessToken)
+			s.mu.Unlock()
+		}
+	})
+}
+
+type capture struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) WriteHeader(status int) {
+	c.status = status
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.body.Write(p)
+	return c.ResponseWriter.Write(p)
+}
