@@ -15,6 +15,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/callercred"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -197,6 +198,9 @@ func (c *callerRemotes) close() {
 	c.mu.Unlock()
 	close(c.stop)
 	c.cache.Purge()
+	if closer, ok := c.source.(interface{ Close() }); ok {
+		closer.Close()
+	}
 	c.parent.metrics.callerSessions.WithLabelValues(c.parent.importRef).Set(0)
 }
 
@@ -281,11 +285,11 @@ func (r *remote) inUse(force bool) (*mcpclient.Client, map[string]string) {
 
 // withCallers makes r serve each caller on a remote of its own when its backend names
 // caller credentials.
-func (r *remote) withCallers(cfg *adapterconfig.CallerCredentials) error {
+func (r *remote) withCallers(cfg *adapterconfig.CallerCredentials, tokens *callercred.Cache) error {
 	if cfg == nil {
 		return nil
 	}
-	source, err := newCredentialSource(r.importRef, cfg)
+	source, err := newCredentialSource(r.importRef, cfg, tokens, r.metrics.tokens)
 	if err != nil {
 		return err
 	}

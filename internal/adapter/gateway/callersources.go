@@ -12,18 +12,19 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/callercred"
 )
 
 // maxCallerKeyBytes bounds a per-caller key file; the operator refuses larger values.
 const maxCallerKeyBytes = 16 << 10
 
 // newCredentialSource returns the source cfg names.
-func newCredentialSource(importRef string, cfg *adapterconfig.CallerCredentials) (CredentialSource, error) {
+func newCredentialSource(importRef string, cfg *adapterconfig.CallerCredentials, tokens *callercred.Cache, metrics *callercred.Metrics) (CredentialSource, error) {
 	switch {
 	case cfg.PerCallerSecret != nil:
 		return &callerKeyFiles{importRef: importRef, cfg: cfg.PerCallerSecret}, nil
 	case cfg.TokenExchange != nil:
-		return newExchangeSource(importRef, cfg.TokenExchange)
+		return newExchangeSource(importRef, cfg.TokenExchange, tokens, metrics)
 	default:
 		return nil, fmt.Errorf("import %s: callerCredentials names neither tokenExchange nor perCallerSecret", importRef)
 	}

@@ -54,7 +54,7 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 			r = p.remotes[key]
 		}
 		if r == nil {
-			if r, err = newRemote(key, it.Backend, p.log, p.metrics, p.relay); err != nil {
+			if r, err = newRemote(key, it.Backend, p); err != nil {
 				errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
 				continue
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/callercred"
 )
 
 // Tool is one re-exported tool: its served name, its backend and, once a Pool linked
@@ -40,6 +41,8 @@ type Metrics struct {
 	// caller.
 	callerSessions *prometheus.GaugeVec
 	callerFailures *prometheus.CounterVec
+	// tokens count the token exchanges for callers and their cache.
+	tokens *callercred.Metrics
 }
 
 // NewMetrics returns the gateway's metrics, to be registered with Collectors.
@@ -61,12 +64,13 @@ func NewMetrics() *Metrics {
 			Name: "cantus_adapter_caller_credential_failures_total",
 			Help: "Calls refused before reaching the remote because the caller's own credential could not be had, by import and code.",
 		}, []string{"import", "code"}),
+		tokens: callercred.NewMetrics(),
 	}
 }
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.connects, m.retries, m.callerSessions, m.callerFailures}
+	return append([]prometheus.Collector{m.connects, m.retries, m.callerSessions, m.callerFailures}, m.tokens.Collectors()...)
 }
 
 // track creates a remote's series, so a rate() over a quiet remote reads 0, not absent.

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/callercred"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -76,6 +77,9 @@ type Pool struct {
 	metrics *Metrics
 
 	relay *relaySettings
+	// tokens caches the tokens exchanged for callers, over every import, so that one
+	// bound (callercred.DefaultCacheSize) holds for the whole adapter.
+	tokens *callercred.Cache
 
 	mu      sync.Mutex
 	remotes map[remoteKey]*remote
@@ -85,7 +89,8 @@ type Pool struct {
 // says whether the server keeps sessions, on which a caller of protocol 2025-11-25 or
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful}}
+	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -109,7 +114,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		}
 		if r == nil {
 			var err error
-			if r, err = newRemote(key, t.Backend, p.log, p.metrics, p.relay); err != nil {
+			if r, err = newRemote(key, t.Backend, p); err != nil {
 				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
 				continue
 			}
@@ -201,8 +206,8 @@ func (e *connectError) Unwrap() error { return e.err }
 
 var errRemoteClosed = errors.New("the tool is no longer served (the adapter config was reloaded or the adapter is shutting down)")
 
-func newRemote(key remoteKey, backend *adapterconfig.RemoteBackend, log logr.Logger, metrics *Metrics, relay *relaySettings) (*remote, error) {
-	r := &remote{key: key, importRef: backend.Import, metrics: metrics, relay: relay}
+func newRemote(key remoteKey, backend *adapterconfig.RemoteBackend, p *Pool) (*remote, error) {
+	r := &remote{key: key, importRef: backend.Import, metrics: p.metrics, relay: p.relay}
 	headers, ca, stamps, err := r.load()
 	if err != nil {
 		return nil, err
@@ -213,9 +218,9 @@ func newRemote(key remoteKey, backend *adapterconfig.RemoteBackend, log logr.Log
 	}
 	r.client, r.headers, r.stamps, r.readAt, r.digest = client, headers, stamps, time.Now(), digestOf(headers, ca)
 	r.name = client.URL()
-	r.log = log.WithValues("remote", r.name)
-	metrics.track(r.name)
-	if err := r.withCallers(backend.CallerCredentials); err != nil {
+	r.log = p.log.WithValues("remote", r.name)
+	r.metrics.track(r.name)
+	if err := r.withCallers(backend.CallerCredentials, p.tokens); err != nil {
 		return nil, err
 	}
 	return r, nil
