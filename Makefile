@@ -116,10 +116,12 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test run
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
 .PHONY: bench
-bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (tools/call, also to a remote tool that takes 1 ms; resources/read of a 64 KiB resource and prompts/get) and beside a bare reverse proxy, and the memory tool's ops/s.
+bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (tools/call, also to a remote tool that takes 1 ms; resources/read of a 64 KiB resource and prompts/get) and beside a bare reverse proxy, the memory tool's ops/s, and what acting as each caller costs a gateway (cached token exchange against a static header, a cache miss, memory per caller at 10,000 callers).
 	go run ./hack/bench -hop
 	go run ./hack/bench -only gateway -remote-delay 1ms
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
+	go test -run '^$$' -bench CallerCredentialsGateway -benchtime 1x ./internal/adapter/ | grep -v -e '^{' -e 'registered route'
+	go test -run '^$$' -bench CallerCredentials -benchtime 2s ./internal/callercred/
 
 .PHONY: scale-bench
 scale-bench: build ## Print how the manager copes with 1,000 SkillServers and 1,000 imports on an embedded control plane: its write rate against the API server's, idle writes, RSS.
