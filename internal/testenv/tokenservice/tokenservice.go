@@ -94,9 +94,19 @@ type Server struct {
 // Start runs a token service until the test ends.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New runs a token service until Close (the demo runs one outside a test).
+func New(o Options) (*Server, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		trusted:         o.Trusted,
@@ -125,7 +135,7 @@ func Start(t testing.TB, o Options) *Server {
 	s.issuer = scheme + "://" + s.srv.Listener.Addr().String()
 	handler, err := s.handler(o.TLS)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.srv.Config.Handler = s.recordIssued(handler)
 	if o.TLS {
@@ -133,9 +143,11 @@ func Start(t testing.TB, o Options) *Server {
 	} else {
 		s.srv.Start()
 	}
-	t.Cleanup(s.srv.Close)
-	return s
+	return s, nil
 }
+
+// Close stops the service.
+func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) handler(tls bool) (http.Handler, error) {
 	config := &op.Config{AuthMethodPrivateKeyJWT: true}

@@ -85,8 +85,18 @@ type Server struct {
 // Start runs the remote until the test ends.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New runs the remote until Close (the demo runs one outside a test).
+func New(o Options) (*Server, error) {
 	if len(o.Keys.Keys) > 0 && o.Audience == "" {
-		t.Fatal("whoami: an Audience is required to accept tokens")
+		return nil, errors.New("whoami: an Audience is required to accept tokens")
 	}
 	if o.APIKeyHeader == "" {
 		o.APIKeyHeader = "Authorization"
@@ -118,9 +128,11 @@ func Start(t testing.TB, o Options) *Server {
 	} else {
 		s.srv.Start()
 	}
-	t.Cleanup(s.srv.Close)
-	return s
+	return s, nil
 }
+
+// Close stops the remote.
+func (s *Server) Close() { s.srv.Close() }
 
 // URL is the MCP endpoint.
 func (s *Server) URL() string { return s.srv.URL + "/mcp" }
