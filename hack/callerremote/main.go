@@ -19,8 +19,6 @@ import (
 	"strings"
 	"syscall"
 
-	jose "github.com/go-jose/go-jose/v4"
-
 	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
 )
@@ -71,7 +69,7 @@ func run() error {
 		return err
 	}
 	defer ts.Close()
-	remote, err := whoami.New(whoami.Options{Issuer: ts.URL(), Keys: jose.JSONWebKeySet(ts.Keys()), Audience: *audience, APIKeys: parseKeys(*apiKeys)})
+	remote, err := whoami.New(whoami.Options{Issuer: ts.URL(), Keys: ts.Keys(), Audience: *audience, APIKeys: parseKeys(*apiKeys)})
 	if err != nil {
 		return err
 	}
