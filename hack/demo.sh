@@ -25,6 +25,7 @@ stop_pid() {
 }
 
 down() {
+  stop_pid "${DEMO}/callerremote.pid"
   stop_pid "${DEMO}/manager.pid"
   stop_pid "${DEMO}/controlplane.pid"
   rm -f "${KUBECONFIG_PATH}"
@@ -45,6 +46,102 @@ wait_for_file() {
 inspector() {
   (cd "${PEERS}/node_modules/@modelcontextprotocol/inspector-cli/build" && node index.js "$1" --transport http "${@:2}")
   echo
+}
+
+# caller_credentials shows agents acting as their users at a remote: a gateway exchanges
+# each caller's service-account token at a token service (RFC 8693) for a token for the
+# remote, which answers with the subject it saw; a caller of an import that takes each
+# caller's own key is told which Secret to create, and once it exists its call goes
+# through. Each answer is a line of .demo/demo.log.
+caller_credentials() {
+  say "agents act as their users at a remote: each caller's token exchanged (RFC 8693), or its own key"
+  local jwks="${DEMO}/cluster-jwks.json" issuer
+  kubectl get --raw /openid/v1/jwks >"${jwks}"
+  issuer="$(kubectl get --raw /.well-known/openid-configuration | sed -n 's/.*"issuer":"\([^"]*\)".*/\1/p')"
+  ( umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${DEMO}/gateway-client-secret" )
+  rm -f "${DEMO}/callerremote.env"
+  go build -o "${ROOT}/bin/callerremote" "${ROOT}/hack/callerremote"
+  nohup "${ROOT}/bin/callerremote" -cluster-issuer "${issuer}" -cluster-jwks "${jwks}" \
+    -client-secret-file "${DEMO}/gateway-client-secret" -api-keys "probe-key-5c1f=cantus-probe,carol-key-77d2=carol" \
+    -out "${DEMO}/callerremote.env" >"${DEMO}/callerremote.log" 2>&1 &
+  echo $! >"${DEMO}/callerremote.pid"
+  wait_for_file "${DEMO}/callerremote.env" "${DEMO}/callerremote.log"
+  local TOKEN_ENDPOINT REMOTE TOKEN_ISSUER
+  # shellcheck disable=SC1091
+  source "${DEMO}/callerremote.env"
+  echo "token service ${TOKEN_ENDPOINT}, remote ${REMOTE}"
+  kubectl create secret generic whoami-client --from-file=secret="${DEMO}/gateway-client-secret" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create secret generic whoami-probe --from-literal=token=probe-key-5c1f --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f - <<YAML
+apiVersion: cantus.dev/v1alpha1
+kind: RemoteToolImport
+metadata: {name: whoami, namespace: default}
+spec:
+  url: ${REMOTE}
+  headers:                      # the operator's probe: a service identity of its own
+  - name: Authorization
+    valueFrom: {name: whoami-probe, key: token}
+  callerCredentials:            # calls: the caller's token, exchanged for the remote
+    tokenExchange:
+      tokenEndpoint: ${TOKEN_ENDPOINT}
+      audience: whoami-remote
+      clientID: cantus-gateway
+      clientSecret: {name: whoami-client, key: secret}
+---
+apiVersion: cantus.dev/v1alpha1
+kind: RemoteToolImport
+metadata: {name: whoami-keys, namespace: default}
+spec:
+  url: ${REMOTE}
+  headers:
+  - name: Authorization
+    valueFrom: {name: whoami-probe, key: token}
+  callerCredentials:            # calls: each caller's own key, from a Secret of its own
+    perCallerSecret: {}
+---
+apiVersion: cantus.dev/v1alpha1
+kind: SkillServer
+metadata: {name: agents, namespace: default}
+spec:
+  auth:
+    serviceAccountTokens: {}    # callers have an identity: their service account
+  imports:
+  - {name: whoami, prefix: ex_}
+  - {name: whoami-keys, prefix: key_}
+YAML
+  kubectl wait --for=condition=Ready remotetoolimport/whoami remotetoolimport/whoami-keys --timeout=60s
+  kubectl wait --for=condition=Ready skillserver/agents --timeout=60s
+  kubectl get remotetoolimports whoami whoami-keys -o wide
+  local agents audience
+  agents="$(kubectl get skillserver agents -o jsonpath='{.status.url}')"
+  audience="agents.default.skillserver.cantus.dev"
+  for who in alice bob carol; do
+    kubectl create serviceaccount "${who}" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  done
+  : >"${DEMO}/demo.log"
+  for who in alice bob; do
+    echo "-- ${who} calls ex_whoami"
+    inspector "${agents}" --method tools/call --tool-name ex_whoami \
+      --header "Authorization: Bearer $(kubectl create token "${who}" --audience "${audience}")" \
+      | grep -o 'remote saw subject=[^"]*' | tee -a "${DEMO}/demo.log"
+  done
+  echo "-- carol calls key_whoami, with no key of her own yet"
+  local told
+  told="$(inspector "${agents}" --method tools/call --tool-name key_whoami \
+    --header "Authorization: Bearer $(kubectl create token carol --audience "${audience}")" || true)"
+  echo "${told}" | grep -o 'caller_credentials_missing: [^"]*' | tee -a "${DEMO}/demo.log"
+  echo "-- carol's key goes in the Secret she was told to create"
+  kubectl create secret generic carol-whoami-key --from-literal=token=carol-key-77d2 --dry-run=client -o yaml \
+    | kubectl label --local -f - cantus.dev/caller-credentials-for=whoami-keys -o yaml \
+    | kubectl annotate --local -f - cantus.dev/caller=serviceaccount:default/carol -o yaml | kubectl apply -f -
+  local answer=""
+  for _ in $(seq 60); do
+    answer="$(inspector "${agents}" --method tools/call --tool-name key_whoami \
+      --header "Authorization: Bearer $(kubectl create token carol --audience "${audience}")" | grep -o 'remote saw subject=[^"]*' || true)"
+    [[ -n "${answer}" ]] && break
+    sleep 0.5
+  done
+  echo "${answer}" | tee -a "${DEMO}/demo.log"
 }
 
 up() {
@@ -206,6 +303,8 @@ YAML
     sleep 0.5
   done
   echo "   the visitor's token now: HTTP ${status}"
+
+  caller_credentials
 
   say "the demo keeps running"
   cat <<MSG

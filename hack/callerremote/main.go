@@ -4,7 +4,8 @@
 // tokens (RFC 8693) for tokens for the remote, and the remote (internal/testenv/whoami)
 // checks every token and answers its whoami tool with the subject (and actor) it saw.
 // It also takes static API keys, for the per-caller Secret import and the operator's
-// probe. It writes where it serves to -out as JSON and serves until it is stopped.
+// probe. It writes where it serves to -out as shell assignments (TOKEN_ENDPOINT=…,
+// REMOTE=…) and serves until it is stopped.
 //
 //	callerremote -cluster-issuer URL -cluster-jwks FILE -client-secret-file FILE \
 //	             -api-keys probe-key=cantus-probe,carol-key=carol -out FILE
@@ -23,15 +24,6 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
 )
 
-// served is what -out receives.
-type served struct {
-	TokenEndpoint string `json:"tokenEndpoint"`
-	Issuer        string `json:"issuer"`
-	Remote        string `json:"remote"`
-	Audience      string `json:"audience"`
-	ClientID      string `json:"clientID"`
-}
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "callerremote:", err)
@@ -46,7 +38,7 @@ func run() error {
 	clientID := flag.String("client-id", "cantus-gateway", "the gateway's client at the token service")
 	audience := flag.String("audience", "whoami-remote", "the remote's audience: tokens for it are accepted")
 	apiKeys := flag.String("api-keys", "", "static API keys the remote also accepts, key=subject,...")
-	out := flag.String("out", "", "file to write where it serves (JSON)")
+	out := flag.String("out", "", "file to write where it serves (shell assignments)")
 	flag.Parse()
 	if *issuer == "" || *jwksFile == "" || *secretFile == "" || *out == "" {
 		return fmt.Errorf("-cluster-issuer, -cluster-jwks, -client-secret-file and -out are required")
@@ -74,8 +66,8 @@ func run() error {
 		return err
 	}
 	defer remote.Close()
-	where, _ := json.Marshal(served{TokenEndpoint: ts.TokenEndpoint(), Issuer: ts.URL(), Remote: remote.URL(), Audience: *audience, ClientID: *clientID})
-	if err := os.WriteFile(*out, where, 0o600); err != nil {
+	where := fmt.Sprintf("TOKEN_ENDPOINT=%s\nTOKEN_ISSUER=%s\nREMOTE=%s\n", ts.TokenEndpoint(), ts.URL(), remote.URL())
+	if err := os.WriteFile(*out, []byte(where), 0o600); err != nil {
 		return err
 	}
 	stop := make(chan os.Signal, 1)
