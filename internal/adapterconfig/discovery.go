@@ -85,7 +85,7 @@ func checkMetaToolName(name string) error {
 		return fmt.Errorf("%q must be 1 to 128 characters", name)
 	}
 	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		if ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'; !ok {
 			return fmt.Errorf("%q may use only A-Z, a-z, 0-9, '_', '-' and '.' (MCP tool-name rules)", name)
 		}
 	}
