@@ -24,3 +24,20 @@ func setDiscovery(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) {
 	}
 	ss.Status.Discovery = st
 }
+
+// listedToolNames are the names the pods list to a caller that may call every tool:
+// every tool served, or in Search mode the pinned ones and the meta-tools. (The index
+// behind the find meta-tool is not checked here yet.)
+func listedToolNames(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config) []string {
+	names := toolNames(ss.Status.Tools)
+	if cfg == nil || !cfg.Searching() {
+		return names
+	}
+	listed := []string{cfg.Discovery.FindToolName, cfg.Discovery.CallToolName}
+	for _, name := range names {
+		if cfg.Discovery.Pins(name) {
+			listed = append(listed, name)
+		}
+	}
+	return listed
+}

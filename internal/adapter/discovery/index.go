@@ -24,9 +24,10 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 )
 
-// The fields a document is indexed by, and how much a match in each counts: a tool's
-// name and title say what it is more surely than its description, and a parameter or
-// an annotation only hints at it.
+// The fields of a document: each is kept (analyzed) to say why a search found it, and
+// all of them are indexed as one text, fieldAll, the name twice: a task's words
+// spread over a tool's name, description and parameters, and BM25 over the whole
+// definition ranked the benchmark's tasks better than per-field scores did.
 const (
 	fieldName        = "name"
 	fieldTitle       = "title"
@@ -34,19 +35,11 @@ const (
 	fieldParams      = "params"
 	fieldAnnotations = "annotations"
 	fieldBody        = "body"
+	fieldAll         = "all"
 )
 
-var fieldBoosts = []struct {
-	field string
-	boost float64
-}{
-	{fieldName, 3},
-	{fieldTitle, 2},
-	{fieldDescription, 1},
-	{fieldParams, 0.5},
-	{fieldAnnotations, 0.3},
-	{fieldBody, 0.5},
-}
+// reasonFields are the fields a reason names, in the order it names them.
+var reasonFields = []string{fieldName, fieldTitle, fieldDescription, fieldParams, fieldAnnotations, fieldBody}
 
 // Document id prefixes: tools and skills share the index.
 const (
@@ -120,7 +113,8 @@ func Build(tools map[string]json.RawMessage, skills []Skill) (*Index, error) {
 }
 
 func (x *Index) add(batch *bleve.Batch, id string, doc map[string]string) error {
-	if err := batch.Index(id, doc); err != nil {
+	all := strings.Join([]string{doc[fieldName], doc[fieldName], doc[fieldTitle], doc[fieldDescription], doc[fieldParams], doc[fieldAnnotations], doc[fieldBody]}, " ")
+	if err := batch.Index(id, map[string]string{fieldAll: all}); err != nil {
 		_ = x.idx.Close()
 		return fmt.Errorf("discovery index: document %q: %w", id, err)
 	}
@@ -155,12 +149,10 @@ func newMapping() *mapping.IndexMappingImpl {
 	m.DefaultAnalyzer = en.AnalyzerName
 	m.StoreDynamic, m.IndexDynamic, m.DocValuesDynamic = false, false, false
 	doc := bleve.NewDocumentStaticMapping()
-	for _, f := range fieldBoosts {
-		fm := bleve.NewTextFieldMapping()
-		fm.Analyzer = en.AnalyzerName
-		fm.Store, fm.IncludeTermVectors, fm.IncludeInAll, fm.DocValues = false, false, false, false
-		doc.AddFieldMappingsAt(f.field, fm)
-	}
+	fm := bleve.NewTextFieldMapping()
+	fm.Analyzer = en.AnalyzerName
+	fm.Store, fm.IncludeTermVectors, fm.IncludeInAll, fm.DocValues = false, false, false, false
+	doc.AddFieldMappingsAt(fieldAll, fm)
 	m.DefaultMapping = doc
 	return m
 }

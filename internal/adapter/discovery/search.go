@@ -85,17 +85,21 @@ func (x *Index) Search(q string, limit int, see Visibility) (Result, error) {
 	return s.out, nil
 }
 
-// query matches q's words in every field, each with its boost.
+// query matches q's words in the whole definition, and at a lower weight the words
+// tool descriptions use for what a task says in everyday words (expand).
 func (x *Index) query(q string) query.Query {
-	clauses := make([]query.Query, 0, len(fieldBoosts))
-	for _, f := range fieldBoosts {
-		mq := bleve.NewMatchQuery(q)
-		mq.SetField(f.field)
-		mq.Analyzer = en.AnalyzerName
-		mq.SetBoost(f.boost)
-		clauses = append(clauses, mq)
+	mq := bleve.NewMatchQuery(q)
+	mq.SetField(fieldAll)
+	mq.Analyzer = en.AnalyzerName
+	extra := expand(q)
+	if extra == "" {
+		return mq
 	}
-	return bleve.NewDisjunctionQuery(clauses...)
+	eq := bleve.NewMatchQuery(extra)
+	eq.SetField(fieldAll)
+	eq.Analyzer = en.AnalyzerName
+	eq.SetBoost(expansionBoost)
+	return bleve.NewDisjunctionQuery(mq, eq)
 }
 
 // searchState is one search's progress through the ranked candidates.
@@ -158,15 +162,15 @@ func (s *searchState) reason(id string) string {
 	byField := s.x.terms[id]
 	var where []string
 	matched := map[string]bool{}
-	for _, f := range fieldBoosts {
+	for _, field := range reasonFields {
 		hit := false
 		for t := range s.terms {
-			if byField[f.field][t] {
+			if byField[field][t] {
 				matched[t], hit = true, true
 			}
 		}
 		if hit {
-			where = append(where, f.field)
+			where = append(where, field)
 		}
 	}
 	if len(matched) == 0 {
