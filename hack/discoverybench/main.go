@@ -340,7 +340,9 @@ func withAdapter(cfg *adapterconfig.Config, fn func(context.Context, *client.Cli
 	go func() { served <- srv.Serve(ctx, ln) }()
 	defer func() {
 		cancel()
-		_ = <-served // the benchmark's answer is in; how Serve ended does not change it
+		if err := <-served; err != nil {
+			fmt.Fprintln(os.Stderr, "discoverybench: the adapter stopped:", err)
+		}
 	}()
 	tr, err := transport.NewStreamableHTTP("http://" + ln.Addr().String() + adapterconfig.PathMCP)
 	if err != nil {
