@@ -273,3 +273,31 @@ func TestDiscovery_ToolNamedLikeAMetaToolIsRefused(t *testing.T) {
 		t.Fatalf("NewServer: %v", err)
 	}
 }
+
+// An agent skill answers a task it describes with the tools it uses: those its
+// allowed-tools name and those its SKILL.md body names exactly.
+func TestDiscovery_SkillBringsTheToolsItUses(t *testing.T) {
+	dir := newContentDir(t)
+	cfg := searchMode(configWith(adapterconfig.TransportStreamableHTTP, true,
+		describedTool("fill_form", "Set the fields of a document.", objectSchema, "filled"),
+		describedTool("extract_text", "Return the text of a document.", objectSchema, "text"),
+		describedTool("list_branches", "List the library's branches.", objectSchema, "branches")))
+	cfg.ContentDir = dir.dir
+	body := "---\nname: pdf-forms\ndescription: Complete PDF forms for customers\nallowed-tools: fill_form\n---\n\nRead the form with extract_text first.\n"
+	cfg.AgentSkills = []adapterconfig.AgentSkill{{Path: "pdf-forms",
+		Frontmatter: json.RawMessage(`{"name":"pdf-forms","description":"Complete PDF forms for customers","allowed-tools":"fill_form"}`),
+		Files:       []adapterconfig.SkillFile{{Path: "SKILL.md", Digest: dir.store([]byte(body)), Size: int64(len(body))}}}}
+	srv := serve(t, cfg)
+	c := connect(t, srv.baseURL, "", nil)
+	got, answer := find(t, c, "complete a customer's PDF form", 5)
+	if len(answer.Skills) != 1 || answer.Skills[0].Name != "pdf-forms" || answer.Skills[0].URI != "skill://pdf-forms/SKILL.md" ||
+		!slices.Equal(answer.Skills[0].Tools, []string{"fill_form", "extract_text"}) {
+		t.Fatalf("skills found: %+v", answer.Skills)
+	}
+	if len(got) < 2 || !slices.Contains(got, "fill_form") || !slices.Contains(got, "extract_text") || slices.Contains(got, "list_branches") {
+		t.Fatalf("tools found: %v", got)
+	}
+	if i := slices.Index(got, "extract_text"); !strings.Contains(answer.Matches[i].Reason, `used by the skill "pdf-forms"`) {
+		t.Errorf("reason %q", answer.Matches[i].Reason)
+	}
+}

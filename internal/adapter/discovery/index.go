@@ -216,9 +216,15 @@ func paramsText(schema json.RawMessage, depth int) string {
 		var p struct {
 			Description string `json:"description"`
 			Title       string `json:"title"`
+			Enum        []any  `json:"enum"`
 		}
 		_ = json.Unmarshal(s.Properties[name], &p)
 		fmt.Fprintf(&b, "%s %s %s ", words(name), p.Title, p.Description)
+		for _, v := range p.Enum { // the values say what the tool can do: "closed", "drain"
+			if text, ok := v.(string); ok {
+				fmt.Fprintf(&b, "%s ", words(text))
+			}
+		}
 		b.WriteString(paramsText(s.Properties[name], depth-1))
 	}
 	if len(s.Items) > 0 {
