@@ -301,3 +301,43 @@ func TestDiscovery_SkillBringsTheToolsItUses(t *testing.T) {
 		t.Errorf("reason %q", answer.Matches[i].Reason)
 	}
 }
+
+// routeCall keeps everything of the request but the name and arguments: the id, the
+// _meta (progress token, trace context) and any other parameter (request state), so
+// that progress, cancellation and input-required answers belong to the real call.
+func TestDiscovery_RouteCallKeepsTheRequestButTheTool(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":"r-7","method":"tools/call","params":{"name":"call_tool","arguments":{"name":"search_book","arguments":{"title":"Dune","n":12345678901234567890}},` +
+		`"_meta":{"progressToken":9,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},"requestState":"opaque"}}`)
+	routed, ok := routeCall(body, "call_tool")
+	if !ok {
+		t.Fatal("not routed")
+	}
+	var got struct {
+		ID     string `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			Name         string          `json:"name"`
+			Arguments    json.RawMessage `json:"arguments"`
+			Meta         json.RawMessage `json:"_meta"`
+			RequestState string          `json:"requestState"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(routed.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "r-7" || got.Method != "tools/call" || got.Params.Name != "search_book" || routed.name != "search_book" ||
+		string(got.Params.Arguments) != `{"title":"Dune","n":12345678901234567890}` || got.Params.RequestState != "opaque" ||
+		!strings.Contains(string(got.Params.Meta), `"progressToken":9`) {
+		t.Fatalf("routed %s", routed.body)
+	}
+	for _, notRouted := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_book","arguments":{"name":"call_tool"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"x","arguments":[1]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"x","extra":1}}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"x"}}}]`,
+	} {
+		if _, ok := routeCall([]byte(notRouted), "call_tool"); ok {
+			t.Errorf("routed %s", notRouted)
+		}
+	}
+}
