@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -339,5 +340,22 @@ func TestDiscovery_RouteCallKeepsTheRequestButTheTool(t *testing.T) {
 		if _, ok := routeCall([]byte(notRouted), "call_tool"); ok {
 			t.Errorf("routed %s", notRouted)
 		}
+	}
+}
+
+// find_tools judges its candidates within the request's CEL budget, as tools/list
+// does: past it, the rest are not found (fail closed), however many were asked for.
+func TestDiscovery_FindSpendsTheRequestsCELBudget(t *testing.T) {
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key, adapterconfig.AuthorizationRule{Tools: []string{"*"}, When: costlyRule()})
+	cfg.Tools = nil
+	for i := range 40 {
+		cfg.Tools = append(cfg.Tools, describedTool(fmt.Sprintf("tool_%02d", i), "Look up a book in the catalogue.", objectSchema, "x"))
+	}
+	r := serve(t, searchMode(cfg))
+	c := connect(t, r.baseURL, protocol20251125, bearerHeader(key.token(t, "agents", "a", "room")))
+	found, _ := find(t, c, "look up a book", 20)
+	if got, want := len(found), admission.ListCELBudget/61711+1; got != want {
+		t.Errorf("find_tools found %d of 40 tools, want the %d the CEL budget of one request pays for", got, want)
 	}
 }
