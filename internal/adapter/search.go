@@ -107,10 +107,11 @@ func (s *Server) metaTools(search *searchSet) []server.ServerTool {
 	d := search.cfg
 	find := mcp.Tool{
 		Name: d.FindToolName,
-		Description: fmt.Sprintf("Find the tools for a task among the %d tools this server serves (only a few are listed). "+
+		// No count of the tools: it would tell a caller how many it may not see.
+		Description: fmt.Sprintf("Find the tools for a task among the tools this server serves (only a few are listed). "+
 			"Describe the task in a few words; the answer holds the matching tools' full definitions, best first, each with why it matched, "+
 			"and the agent skills that use them. Call a found tool with %s {\"name\": ..., \"arguments\": {...}}, or by its name.",
-			search.index.Tools(), d.CallToolName),
+			d.CallToolName),
 		RawInputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"The task, in words: what you need to do."},`+
 			`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools to answer at most (default %d)."}},`+
