@@ -359,3 +359,17 @@ func TestDiscovery_FindSpendsTheRequestsCELBudget(t *testing.T) {
 		t.Errorf("find_tools found %d of 40 tools, want the %d the CEL budget of one request pays for", got, want)
 	}
 }
+
+// The sse transport, whose answers travel on the event stream, discovers and calls too.
+func TestDiscovery_SSEClientDiscoversAndCalls(t *testing.T) {
+	srv := serve(t, searchMode(configWith(adapterconfig.TransportSSE, false, bookTools()...)))
+	c := connectSSE(t, srv.baseURL, protocol20251125)
+	if got := listNames(t, c); !slices.Equal(got, []string{"call_tool", "find_tools"}) {
+		t.Fatalf("lists %v", got)
+	}
+	got, _ := find(t, c, "borrow a book", 1)
+	if !slices.Equal(got, []string{"checkout_book"}) {
+		t.Fatalf("found %v", got)
+	}
+	wantSuccess(t, callTool(t, c, "call_tool", map[string]any{"name": "checkout_book"}), "checked out")
+}
