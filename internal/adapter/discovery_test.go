@@ -373,3 +373,25 @@ func TestDiscovery_SSEClientDiscoversAndCalls(t *testing.T) {
 	}
 	wantSuccess(t, callTool(t, c, "call_tool", map[string]any{"name": "checkout_book"}), "checked out")
 }
+
+// A gateway's imported tools are found and called through call_tool, for a 2025-11-25
+// client (whose stateless calls the gateway passes through to the remote) and a
+// 2026-07-28 one.
+func TestDiscovery_GatewayFindsAndCallsImportedTools(t *testing.T) {
+	counter, runs := countingBackend(t)
+	remote := startRemoteAdapter(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTools(t, counter)...), "")
+	gw := serve(t, searchMode(configWith(adapterconfig.TransportStreamableHTTP, true, gatewayTools(remote.endpoint(adapterconfig.TransportStreamableHTTP), adapterconfig.TransportStreamableHTTP)...)))
+	for _, protocol := range []string{protocol20251125, ""} {
+		c := connect(t, gw.baseURL, protocol, nil)
+		got, _ := find(t, c, "re-exported greet", 1)
+		if !slices.Equal(got, []string{"team.hello"}) {
+			t.Fatalf("found %v", got)
+		}
+		wantSuccess(t, callTool(t, c, "call_tool", map[string]any{"name": "team.hello", "arguments": map[string]any{"name": "Ada"}}), "Hello, Ada!")
+		wantToolError(t, callTool(t, c, "call_tool", map[string]any{"name": "team.hello", "arguments": map[string]any{"name": 7}}), markerInvalidArgs, "/name")
+		callTool(t, c, "call_tool", map[string]any{"name": "team.count"})
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("the remote ran team.count %d times, want 2", n)
+	}
+}
