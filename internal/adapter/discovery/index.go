@@ -20,6 +20,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	index "github.com/blevesearch/bleve_index_api"
 )
@@ -85,7 +86,10 @@ type indexedSkill struct {
 // would list them) and skills.
 func Build(tools map[string]json.RawMessage, skills []Skill) (*Index, error) {
 	m := newMapping()
-	idx, err := bleve.NewMemOnly(m)
+	// scorch with no path keeps its segments in memory. Not bleve.NewMemOnly: its
+	// upsidedown index cannot tell a field's length, and scores by TF-IDF whatever the
+	// mapping's scoring model says.
+	idx, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("discovery index: %w", err)
 	}

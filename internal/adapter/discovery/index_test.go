@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/blevesearch/bleve/v2"
 )
 
 func testTools() map[string]json.RawMessage {
@@ -50,5 +52,24 @@ func TestDiscoveryIndexRanksFiltersAndExpandsSkills(t *testing.T) {
 	}
 	if _, err := x.Search("the of", 5, Visibility{}); err == nil {
 		t.Error("a query of stop words was searched")
+	}
+}
+
+// The index scores by BM25, as its mapping asks: the explanation of a score names
+// BM25's saturation, which TF-IDF's has not.
+func TestDiscoveryIndexScoresByBM25(t *testing.T) {
+	x, err := Build(testTools(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	req := bleve.NewSearchRequest(x.query("read a file"))
+	req.Explain = true
+	res, err := x.idx.Search(req)
+	if err != nil || len(res.Hits) == 0 {
+		t.Fatalf("search: %v, %d hits", err, len(res.Hits))
+	}
+	if expl, _ := json.Marshal(res.Hits[0].Expl); !strings.Contains(string(expl), "saturation") {
+		t.Fatalf("not scored by BM25: %s", expl)
 	}
 }
