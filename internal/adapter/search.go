@@ -79,6 +79,13 @@ func (set *searchSet) retire() {
 	}
 }
 
+// close closes the index now.
+func (set *searchSet) close() {
+	if set != nil {
+		_ = set.index.Close() // an in-memory index: nothing to flush
+	}
+}
+
 // sameSearch says whether a reload leaves the meta-tools' entries as they were.
 func sameSearch(a, b *searchSet) bool {
 	if a == nil || b == nil {
