@@ -123,6 +123,13 @@ bench: build ## Print the adapter's throughput and latency beside a bare mcp-go 
 	go test -run '^$$' -bench CallerCredentialsGateway -benchtime 1x ./internal/adapter/ | grep -v -e '^{' -e 'registered route'
 	go test -run '^$$' -bench CallerCredentials -benchtime 2s ./internal/callercred/
 
+QUERIES ?= hack/discoverybench/queries.jsonl
+
+.PHONY: bench-discovery
+bench-discovery: ## Print Search mode's recall@5 over a corpus of real tool definitions (harvested now from the npm servers pinned in test/mcp-peers/corpus, never committed) for the tasks in QUERIES (default hack/discoverybench/queries.jsonl; hack/discoverybench/holdout.jsonl was written after tuning), the tools/list size against All mode, and find_tools' p50 at 1,000 tools.
+	hack/discovery-corpus.sh bin/discovery-corpus.json >/dev/null
+	go run ./hack/discoverybench -corpus bin/discovery-corpus.json -queries $(QUERIES)
+
 .PHONY: scale-bench
 scale-bench: build ## Print how the manager copes with 1,000 SkillServers and 1,000 imports on an embedded control plane: its write rate against the API server's, idle writes, RSS.
 	go run ./hack/scalebench -servers 1000 -imports 1000 -refresh 30s -idle 1m

@@ -166,6 +166,11 @@ type SkillServerSpec struct {
 	// and one caller may hold a quarter of each shared pool.
 	// +optional
 	Limits *CallLimits `json:"limits,omitempty"`
+
+	// Discovery makes the server list a few tools and find the rest on request
+	// (progressive discovery). Without it, every tool is listed.
+	// +optional
+	Discovery *DiscoverySpec `json:"discovery,omitempty"`
 }
 
 // CallLimits bound the tool calls of one adapter pod. A call past ConcurrentCalls waits
@@ -772,6 +777,10 @@ type SkillServerStatus struct {
 	// ConfigHash identifies the rendered adapter config the pods run.
 	// +optional
 	ConfigHash string `json:"configHash,omitempty"`
+
+	// Discovery says which discovery mode the server uses and what its index holds.
+	// +optional
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
 }
 
 // SkillServer serves a set of skills as an MCP server.
@@ -788,6 +797,8 @@ type SkillServerStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,description="ready adapter pods"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`,priority=1
+// +kubebuilder:printcolumn:name="Discovery",type=string,JSONPath=`.status.discovery.mode`,priority=1,description="All: every tool is listed; Search: pinned tools plus find and call meta-tools"
+// +kubebuilder:printcolumn:name="Indexed",type=integer,JSONPath=`.status.discovery.indexedTools`,priority=1,description="tools in the Search index"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SkillServer struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -44,35 +44,45 @@ func (s *Server) Reload(cfg *adapterconfig.Config) error {
 	if err != nil {
 		return fmt.Errorf("adapter config content: %w", err)
 	}
+	search, err := buildSearch(cfg, set)
+	if err != nil {
+		return fmt.Errorf("tool search: %w", err)
+	}
 	if fixed := s.fixedFieldsChanged(cfg); len(fixed) > 0 {
+		search.retire()
 		return fmt.Errorf("the new config changes %s, which a running adapter cannot change in place: restart the adapter to apply it",
 			strings.Join(fixed, ", "))
 	}
 	auth := authSettings(cfg, s.opts)
 	if err := s.auth.Check(auth); err != nil {
+		search.retire()
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
+		search.retire()
 		return fmt.Errorf("remote tools: %w", err)
 	}
 	if err := s.auth.Update(auth); err != nil {
+		search.retire()
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
 	}
 	s.cfg.BearerTokenFile, s.cfg.Auth = cfg.BearerTokenFile, cfg.Auth
 
 	old := s.state.Load()
 	next := newToolSet(tools, cfg.Withheld)
+	next.search = search
 	s.state.Store(next)
+	old.search.retire()
 	// Before the remotes no longer used close, so that no subscription is lost with them.
 	s.subscriptions.Retarget(set.SubscriptionTarget)
 	s.remotes.Commit(linked)
 	s.remotes.ForgetRevoked(revokedServiceAccounts(cfg.Auth))
-	s.cfg.Tools, s.cfg.Withheld = cfg.Tools, cfg.Withheld
+	s.cfg.Tools, s.cfg.Withheld, s.cfg.Discovery = cfg.Tools, cfg.Withheld, cfg.Discovery
 	d := diffToolSets(old, next)
-	s.metrics.trackTools(d.added)
+	s.metrics.trackTools(append(d.added, metaToolNames(cfg)...))
 	s.metrics.forgetTools(d.removed)
-	if d.listChanged() || !maps.Equal(old.withheld, next.withheld) {
+	if d.listChanged() || !maps.Equal(old.withheld, next.withheld) || !sameSearch(old.search, next.search) {
 		// One notifications/tools/list_changed to every session that listens.
 		s.mcp.SetTools(s.serverTools(next)...)
 	}

@@ -80,6 +80,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	s.backend.CloseIdleConnections()
 	s.subscriptions.Close()
 	s.remotes.CloseAll()
+	s.state.Load().search.close() // the calls are done: no search runs any more
 
 	if waitErr != nil {
 		return fmt.Errorf("shutdown grace %s expired with %d calls in flight: %w", s.opts.shutdownGrace, stranded, waitErr)

@@ -161,10 +161,15 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 
+	search, err := buildSearch(cfg, set)
+	if err != nil {
+		return nil, fmt.Errorf("tool search: %w", err)
+	}
 	names := toolNamesOf(tools)
 	if cfg.Memory != nil {
 		names = append(names, cfg.Memory.ToolName)
 	}
+	names = append(names, metaToolNames(cfg)...)
 	s := &Server{
 		cfg:      *cfg,
 		opts:     o,
@@ -195,7 +200,9 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		}
 	}
 	s.remotes.Commit(linked)
-	s.state.Store(newToolSet(tools, cfg.Withheld))
+	ts := newToolSet(tools, cfg.Withheld)
+	ts.search = search
+	s.state.Store(ts)
 	set.ReportLeftOut(s.log, s.metrics.imageSkillsLeftOut)
 	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.subscriptions = subscribe.NewRelay(&s.cfg, s.log, s.refusals, share,
@@ -220,6 +227,8 @@ type toolSet struct {
 	// withheld maps the tools withheld until their definitions are approved to the
 	// answer a call to one gets; they are never listed.
 	withheld map[string]string
+	// search is Search mode's index and meta-tools; nil when every tool is listed.
+	search *searchSet
 }
 
 func newToolSet(tools []*compiledTool, withheld []adapterconfig.WithheldTool) *toolSet {
@@ -303,6 +312,9 @@ func (s *Server) serverTools(set *toolSet) []server.ServerTool {
 	if s.memory != nil {
 		entries = append(entries, s.memoryTool())
 	}
+	if set.search != nil {
+		entries = append(entries, s.metaTools(set.search)...)
+	}
 	return entries
 }
 
@@ -365,7 +377,7 @@ func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRe
 func (s *Server) runCall(ctx context.Context, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	defer s.gate.Hold(ctx).Release()
 	caller, _ := access.CallerFrom(ctx)
-	if !s.auth.Allows(caller, name) {
+	if !s.isMetaTool(name) && !s.auth.Allows(caller, name) {
 		s.metrics.observeRefusal(name)
 		s.filter.LogCall(caller, name, jsonrpc.OutcomeRefused, nil, 0)
 		refused := notAllowed(name)
@@ -399,7 +411,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.filter.VisibleTools(ctx, s.listedTools(result.Tools))
+		result.Tools = s.listedInMode(ctx, s.listedTools(result.Tools))
 	})
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
@@ -411,7 +423,7 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.filter.RequireCaller(s.traceMCP(s.bindSessions(s.gateMCP(h))))
+		return s.filter.RequireCaller(s.routeMetaCalls(s.traceMCP(s.bindSessions(s.gateMCP(h)))))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {

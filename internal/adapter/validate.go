@@ -26,6 +26,9 @@ type compiledTool struct {
 // compileConfig validates cfg and returns its tools ready to serve.
 func compileConfig(cfg *adapterconfig.Config) ([]*compiledTool, error) {
 	checked, err := adapterconfig.Compile(cfg)
+	if err == nil {
+		err = adapterconfig.ValidateDiscovery(cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,9 @@ type Config struct {
 	// Limits, when set, replace the adapter's default call limits (64 running, 64
 	// waiting up to 10s, no per-caller rate). They apply to this process (one pod).
 	Limits *Limits `json:"limits,omitempty"`
+
+	// Discovery, when set, serves in Search mode (progressive discovery).
+	Discovery *Discovery `json:"discovery,omitempty"`
 }
 
 // WithheldTool is a tool a gateway knows of but does not serve until its definition is

@@ -27,6 +27,9 @@ type Server struct {
 	URL       string `json:"url"`
 	Transport string `json:"transport"`
 	Ready     bool   `json:"ready"`
+	// Discovery is how the server lists its tools: All, or Search (the pinned tools and
+	// the find and call meta-tools). Tools lists every tool the caller may call either way.
+	Discovery string `json:"discovery"`
 	Tools     []Tool `json:"tools"`
 	// AgentSkills, Prompts, Resources and ResourceTemplates are what the server serves
 	// besides tools, filtered by its rules as tools are.
@@ -180,6 +183,7 @@ func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, impo
 		URL:       ss.Status.URL,
 		Transport: transport,
 		Ready:     apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionReady),
+		Discovery: string(ss.Spec.Discovery.ModeOrDefault()),
 	}
 	skills := map[string]*cantusv1alpha1.Skill{}
 	for i := range ss.Spec.Skills {

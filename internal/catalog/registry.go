@@ -113,6 +113,8 @@ type SkillServerMeta struct {
 	// Tools counts the tools the caller may call.
 	Tools int  `json:"tools"`
 	Ready bool `json:"ready"`
+	// Discovery is how the server lists its tools: All or Search.
+	Discovery string `json:"discovery"`
 	// VerifiedConfigHash is the rendered config the operator listed the tools of through
 	// the Service (Verified=True); empty when not verified.
 	VerifiedConfigHash string `json:"verifiedConfigHash,omitempty"`
@@ -317,6 +319,7 @@ func clusterMeta(ss *cantusv1alpha1.SkillServer, digests map[string]string, who 
 		Namespace: ss.Namespace,
 		Name:      ss.Name,
 		Ready:     apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionReady),
+		Discovery: string(ss.Spec.Discovery.ModeOrDefault()),
 	}
 	for _, t := range ss.Status.Tools {
 		if who.MayCall(ss, t.Name) {

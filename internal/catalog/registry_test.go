@@ -232,7 +232,7 @@ func TestRegistryAPIAnswersServerJSONForWhatTheCallerMaySee(t *testing.T) {
 	g.Expect(books.Server.Name).To(Equal("org.example." + teamA + "/books"))
 	g.Expect(books.Server.Version).To(Equal("0.0.0+gen.1"), "not rendered yet: the generation")
 	g.Expect(books.Server.Remotes).To(Equal([]RegistryRemote{{Type: "streamable-http", URL: "http://books." + teamA + ".svc.cluster.local:8765/mcp"}}))
-	g.Expect(books.Meta.Cluster).To(Equal(SkillServerMeta{Namespace: teamA, Name: "books", Tools: 1, Ready: true}))
+	g.Expect(books.Meta.Cluster).To(Equal(SkillServerMeta{Namespace: teamA, Name: "books", Tools: 1, Ready: true, Discovery: "All"}))
 
 	g.Expect(room.Server.Version).To(Equal("1.2.0+cfg.0123456789abcdef"))
 	g.Expect(utf8.RuneCountInString(room.Server.Description)).To(Equal(100), "the first line of the instructions, clipped")

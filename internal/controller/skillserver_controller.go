@@ -169,6 +169,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	_, requested := ss.Status.ReconcileRequested(ss.Annotations)
 	verified := alreadyVerified(ss, rendered.Hash, obs.URL) && !requested
 	setObserved(ss, obs, rendered.Hash, rendered.Report.Imports.Served)
+	setDiscovery(ss, rendered.Config)
 	retry := r.verifyIfNeeded(ctx, ss, obs, rendered.Config, verified)
 	return ctrl.Result{RequeueAfter: retry}, nil
 }

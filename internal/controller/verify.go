@@ -140,7 +140,7 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if err != nil {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the adapter at %s: %v", obs.ProbeURL, err))
 	}
-	want, got := sets.New(toolNames(ss.Status.Tools)...), sets.New(servedNames(served)...)
+	want, got := sets.New(listedToolNames(ss, cfg)...), sets.New(servedNames(served)...)
 	if !want.Equal(got) {
 		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))

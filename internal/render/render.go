@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -132,5 +133,21 @@ func annotations(in *cantusv1alpha1.ToolAnnotations) *adapterconfig.ToolAnnotati
 		DestructiveHint: in.DestructiveHint,
 		IdempotentHint:  in.IdempotentHint,
 		OpenWorldHint:   in.OpenWorldHint,
+	}
+}
+
+// discoveryConfig is spec.discovery as the adapter reads it; nil in All mode, so that
+// a server listing every tool renders the config it rendered before discovery existed.
+func discoveryConfig(d *cantusv1alpha1.DiscoverySpec) *adapterconfig.Discovery {
+	if d.ModeOrDefault() != cantusv1alpha1.DiscoverySearch {
+		return nil
+	}
+	return &adapterconfig.Discovery{
+		Mode:         adapterconfig.DiscoverySearch,
+		Pinned:       slices.Clone(d.Pinned),
+		FindToolName: d.FindToolNameOrDefault(),
+		CallToolName: d.CallToolNameOrDefault(),
+		DefaultLimit: int(d.LimitOrDefault()),
+		MaxLimit:     int(d.MaxLimitOrDefault()),
 	}
 }

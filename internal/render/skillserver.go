@@ -119,12 +119,13 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	cfg.BearerTokenFile, cfg.Auth = auth.BearerTokenFile, auth.Config
 	limits, limitsErr := renderLimits(ss.Spec.Limits)
 	cfg.Limits = limits
+	cfg.Discovery = discoveryConfig(ss.Spec.Discovery)
 	in.Content.Apply(&cfg, ContentMountPath)
 	importedContent := reexportContent(ss, in.Imports, &cfg)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{
-		Invalid:         errors.Join(own.invalid, own.authorization.err, clusterIssuerAsOIDC(ss, in.Cluster, in.ReservedAudiences), validIssuers(auth.Config), validContent(&cfg), limitsErr),
+		Invalid:         errors.Join(own.invalid, own.authorization.err, clusterIssuerAsOIDC(ss, in.Cluster, in.ReservedAudiences), validIssuers(auth.Config), validContent(&cfg), limitsErr, adapterconfig.ValidateDiscovery(&cfg)),
 		NonPortableKeys: own.nonPortable,
 		Imports:         imported.report,
 		ImportedContent: importedContent,
