@@ -148,6 +148,9 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		if why != "" {
 			continue
 		}
+		if reason, _ := refuseCallerCredentials(ss, imp); reason != "" {
+			continue // reported by reexport with its tools
+		}
 		backend, _ := remoteBackend(imp)
 		from := "import " + spec.Name
 		readable := backend // resources and templates: subscriptions are relayed when the remote offers them
