@@ -14,7 +14,7 @@ const (
 const (
 	// LabelCallerCredentialsFor, on a Secret in the import's namespace, names the
 	// RemoteToolImport whose per-caller credential the Secret holds.
-	LabelCallerCredentialsFor = "cantus.dev/caller-credentials-for"
+	LabelCallerCredentialsFor = "cantus.dev/caller-credentials-for" //nolint:gosec // G101: a label name, not a credential
 	// AnnotationCaller names the caller the Secret's credential belongs to:
 	// "serviceaccount:<namespace>/<name>" or "oidc:<issuer>#<subject>".
 	AnnotationCaller = "cantus.dev/caller"
@@ -189,8 +189,8 @@ const (
 	// ConditionCallerCredentialsReady (gateway SkillServers that re-export an import with
 	// spec.callerCredentials) is False when the gateway cannot act for its callers at such
 	// an import: those imports are then not served.
-	ConditionCallerCredentialsReady = "CallerCredentialsReady"
-	ReasonCallerCredentialsReady    = "CallerCredentialsReady"
+	ConditionCallerCredentialsReady = "CallerCredentialsReady" //nolint:gosec // G101: a condition type, not a credential
+	ReasonCallerCredentialsReady    = "CallerCredentialsReady" //nolint:gosec // G101: a reason, not a credential
 	// ReasonCallerIdentityRequired: the gateway accepts no caller with an identity (no
 	// spec.auth.serviceAccountTokens nor spec.auth.oidc).
 	ReasonCallerIdentityRequired = "CallerIdentityRequired"

@@ -44,7 +44,11 @@ func (r *RemoteToolImportReconciler) recordCallerCredentials(ctx context.Context
 	if cc.PerCallerSecret != nil {
 		secrets := &metav1.PartialObjectMetadataList{}
 		secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-		if err := r.MetadataReader.List(ctx, secrets, client.InNamespace(imp.Namespace),
+		reader := r.MetadataReader
+		if reader == nil {
+			reader = r.Client
+		}
+		if err := reader.List(ctx, secrets, client.InNamespace(imp.Namespace),
 			client.MatchingLabels{cantusv1alpha1.LabelCallerCredentialsFor: imp.Name}); err != nil {
 			return fmt.Errorf("count the per-caller Secrets: %w", err)
 		}
