@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -368,4 +369,58 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 		err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep)
 		return &dep.Spec.Template, err
 	}, 2*time.Second).Should(Equal(template))
+}
+
+// A per-caller key larger than 16 KiB is left out with an event naming its Secret (not
+// its caller); keys that together would not fit in one Secret are not written, and the
+// gateway says why.
+func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startCallerCredentialsManager(t)
+	remote := remoteLibrary(t)
+
+	big := strings.Repeat("k", maxCallerKeyBytes+1)
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "huge", "notes", "oidc:https://login.example.com#huge", big))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "small", "notes", "oidc:https://login.example.com#small", "small-value-3d9f"))).To(Succeed())
+	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+
+	small := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.OIDCCaller("https://login.example.com", "small"))
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{small: "small-value-3d9f"}))
+	g.Eventually(func() ([]string, error) {
+		var events eventsv1.EventList
+		err := k8sClient.List(ctx, &events, crclient.InNamespace(ns))
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason == "CallerSecretsSkipped" {
+				notes = append(notes, e.Note)
+			}
+		}
+		return notes, err
+	}, 30*time.Second).Should(ContainElement(And(ContainSubstring("Secret huge"), ContainSubstring("more than the 16384"), Not(ContainSubstring("#huge")))))
+
+	// Sixty keys of 16 KiB are more than one Secret holds.
+	full := strings.Repeat("f", maxCallerKeyBytes)
+	for i := range 60 {
+		name := "full-" + strconv.Itoa(i)
+		g.Expect(k8sClient.Create(ctx, callerSecret(ns, name, "notes", "oidc:https://login.example.com#"+name, full))).To(Succeed())
+	}
+	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerKeysTooLarge))
+	ss, err := getSkillServer(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionCallerCredentialsReady)).To(ContainSubstring("1 MiB"))
+	keys, err := callerKeysOf(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	// It keeps what it last held, which fitted (reconciles may have seen some of the sixty).
+	total := 0
+	for k, v := range keys {
+		total += len(k) + len(v)
+	}
+	g.Expect(total).To(BeNumerically("<=", maxCallerKeysBytes))
+	g.Expect(keys).To(HaveKeyWithValue(small, "small-value-3d9f"))
 }
