@@ -227,6 +227,18 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
 
 	expectNoValueInStatusOrEvents(t, ns, saValue, oidcValue, newValue)
+
+	// A gateway that no longer serves the import keeps no caller's key.
+	gw, err = getSkillServer(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	gw.Spec.Imports = nil
+	gw.Spec.Skills = []cantusv1alpha1.Skill{templateSkill("hello", "hello {{ .title }}")}
+	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(BeEmpty())
+	g.Eventually(func() ([]metav1.Condition, error) {
+		gw, err := getSkillServer(ctx, ns, "gw")()
+		return gw.Status.Conditions, err
+	}, 30*time.Second).ShouldNot(ContainElement(HaveField("Type", cantusv1alpha1.ConditionCallerCredentialsReady)))
 }
 
 // expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,

@@ -138,7 +138,7 @@ func (r *SkillServerReconciler) metadataReader() client.Reader {
 func (r *SkillServerReconciler) applyCallerKeys(ctx context.Context, ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, report render.Imports) error {
 	if len(report.PerCallerSecret) == 0 {
 		setCallerCredentialsReady(ss, report, callerKeys{})
-		return nil
+		return r.clearCallerKeys(ctx, ss)
 	}
 	keys, err := r.gatherCallerKeys(ctx, ss, imports, report.PerCallerSecret)
 	if err != nil {
@@ -155,6 +155,26 @@ func (r *SkillServerReconciler) applyCallerKeys(ctx context.Context, ss *cantusv
 	}
 	setCallerCredentialsReady(ss, report, keys)
 	return nil
+}
+
+// clearCallerKeys empties the caller-keys Secret of a server that no longer serves an
+// import with per-caller Secrets, so that it holds no caller's key for nothing. It looks
+// in the cache's metadata first: most servers never had one, and cost no API call.
+func (r *SkillServerReconciler) clearCallerKeys(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := r.metadataReader().Get(ctx, types.NamespacedName{Namespace: ss.Namespace, Name: render.CallerKeysSecretName(ss.Name)}, meta)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up the caller-keys Secret: %w", err)
+	}
+	owner := metav1.GetControllerOfNoCopy(meta)
+	if owner == nil || owner.UID != ss.UID || meta.Annotations[workload.AnnotationCallerKeys] == "0" {
+		return nil
+	}
+	return workload.EnsureCallerKeys(ctx, r.Client, ss, nil)
 }
 
 func (r *SkillServerReconciler) ensureCallerKeysExist(ctx context.Context, ss *cantusv1alpha1.SkillServer) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,11 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
+
+// AnnotationCallerKeys counts the keys of a caller-keys Secret: the manager's cache
+// holds Secrets by metadata only, and this tells it, without reading the values, that a
+// Secret no longer needed still holds keys to clear.
+const AnnotationCallerKeys = "cantus.dev/caller-keys"
 
 // EnsureCallerKeys makes the gateway's caller-keys Secret (render.CallerKeysSecretName),
 // controlled by the SkillServer, hold exactly data. The pods mount it whole, so the
@@ -30,6 +36,7 @@ func EnsureCallerKeys(ctx context.Context, c client.Client, ss *cantusv1alpha1.S
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: key.Namespace, Name: key.Name, Labels: Labels(ss),
+				Annotations:     map[string]string{AnnotationCallerKeys: strconv.Itoa(len(data))},
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ss, cantusv1alpha1.GroupVersion.WithKind("SkillServer"))},
 			},
 			Type: corev1.SecretTypeOpaque,
@@ -45,10 +52,15 @@ func EnsureCallerKeys(ctx context.Context, c client.Client, ss *cantusv1alpha1.S
 	if err := refuseForeign("Secret", live, ss.UID); err != nil {
 		return err
 	}
-	if maps.EqualFunc(live.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+	count := strconv.Itoa(len(data))
+	if maps.EqualFunc(live.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) && live.Annotations[AnnotationCallerKeys] == count {
 		return nil
 	}
 	live.Data = data
+	if live.Annotations == nil {
+		live.Annotations = map[string]string{}
+	}
+	live.Annotations[AnnotationCallerKeys] = count
 	if err := c.Update(ctx, live); err != nil {
 		return fmt.Errorf("update the caller-keys Secret %s: %w", key.Name, err)
 	}
