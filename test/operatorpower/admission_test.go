@@ -663,3 +663,31 @@ func TestOperatorReadsItsParametersAndKeepsItsStateOnItsNamespacesRole(t *testin
 		t.Error("the operator created another ConfigMap in its namespace; only its state is its own there")
 	}
 }
+
+// The operator writes a gateway's caller-keys Secret, <server>-caller-keys controlled
+// by that SkillServer, and under that name no other Secret: RBAC lets it write
+// Secrets, so the policy is what keeps per-caller credentials it gathers from landing
+// in anyone else's.
+func TestCallerCredentials_OperatorWritesOnlyCallerKeysSecretsOfItsServers(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "tenant-keys")
+	waitForPolicy(t, "tenant-keys")
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
+	secret := func(name, owner string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-keys", Name: name, Labels: own,
+			OwnerReferences: controlledBy("SkillServer", owner)}}
+	}
+	if err := operator.Create(ctx, secret("gw-caller-keys", "gw"), client.DryRunAll); err != nil {
+		t.Errorf("the caller-keys Secret of SkillServer gw is refused: %v", err)
+	}
+	for what, s := range map[string]*corev1.Secret{
+		"another server's name": secret("other-caller-keys", "gw"),
+		"a name of its own":     secret("gw-tokens", "gw"),
+	} {
+		err := operator.Create(ctx, s, client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
+			t.Errorf("%s: %v, want refused by cantus-operator-own-objects", what, err)
+		}
+	}
+}
