@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -435,4 +436,41 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	}
 	g.Expect(total).To(BeNumerically("<=", maxCallerKeysBytes))
 	g.Expect(keys).To(HaveKeyWithValue(small, "small-value-3d9f"))
+}
+
+// status.callerCredentials is written when a probe finds it changed, and probes that
+// find nothing changed write nothing, for either mode.
+func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	clock := time.Now()
+	r := importReconciler()
+	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
+
+	keys := newImport(ns, "keys", srv.URL+"/mcp")
+	keys.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	exchange := newImport(ns, "exchange", srv.URL+"/mcp")
+	exchange.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
+	for _, imp := range []*cantusv1alpha1.RemoteToolImport{keys, exchange} {
+		got := reconcileImport(t, r, imp)
+		g.Expect(got.Status.CallerCredentials).NotTo(BeNil())
+		version := got.ResourceVersion
+		for range 3 {
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(got)})
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		again := &cantusv1alpha1.RemoteToolImport{}
+		g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(got), again)).To(Succeed())
+		g.Expect(again.ResourceVersion).To(Equal(version), "%s: three unchanged probes wrote the status", imp.Name)
+	}
+	got := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(keys), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials.CallerSecrets).To(Equal(int32(1)))
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(exchange), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
+		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"127.0.0.1"}}))
 }
