@@ -197,6 +197,9 @@ const (
 	// ReasonPassThroughAudience: a token exchange would ask for one of the gateway's own
 	// inbound audiences, so that the remote could use the token at the gateway.
 	ReasonPassThroughAudience = "PassThroughAudience"
+	// ReasonForbiddenActorAudience: the actor token would be issued for an audience that
+	// works elsewhere (the API server's, this or another SkillServer's).
+	ReasonForbiddenActorAudience = "ForbiddenActorAudience"
 	// ReasonCallerKeysTooLarge: the per-caller keys do not fit in one Secret.
 	ReasonCallerKeysTooLarge = "CallerKeysTooLarge"
 	// ReasonTokenEndpointNotAllowed (RemoteToolImport SourceAllowed): the token endpoint is

@@ -362,13 +362,14 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 			return nil, err
 		}
 		for i, v := range dep.Spec.Template.Spec.Volumes {
-			if v.Secret != nil && v.Secret.SecretName == render.CallerKeysSecretName("gw") {
+			if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].Secret != nil &&
+				v.Projected.Sources[0].Secret.Name == render.CallerKeysSecretName("gw") {
 				volume = &dep.Spec.Template.Spec.Volumes[i]
 			}
 		}
 		return volume, nil
 	}, 30*time.Second).ShouldNot(BeNil())
-	g.Expect(volume.Secret.Items).To(BeEmpty(), "the whole Secret, so that new keys come without a new template")
+	g.Expect(volume.Projected.Sources[0].Secret.Items).To(BeEmpty(), "the whole Secret, so that new keys come without a new template")
 	g.Expect(dep.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(And(
 		HaveField("Name", volume.Name), HaveField("MountPath", render.CallerKeysDir), HaveField("SubPath", "")))) // a subPath is never updated
 	template := dep.Spec.Template.DeepCopy()

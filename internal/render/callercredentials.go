@@ -88,7 +88,7 @@ func callerCredentials(imp *cantusv1alpha1.RemoteToolImport, dir string) (*adapt
 // spec.callerCredentials: its callers have no identity to act as, or the exchange would
 // ask for a token the gateway itself accepts (the remote could replay it here: the
 // caller's token passed through in all but name). "" when it can, or the import has none.
-func refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1.RemoteToolImport) (reason, message string) {
+func refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1.RemoteToolImport, reserved []string) (reason, message string) {
 	spec := imp.Spec.CallerCredentials
 	if spec == nil {
 		return "", ""
@@ -107,11 +107,37 @@ func refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1
 				imp.Name, te.Audience)
 		}
 	}
+	if te := spec.TokenExchange; te != nil && te.ActorTokenAudience != "" {
+		if reason, message := refuseActorAudience(ss, imp.Name, te.ActorTokenAudience, reserved); reason != "" {
+			return reason, message
+		}
+	}
 	if spec.TokenExchange != nil && (imp.Status.CallerCredentials == nil || !imp.Status.CallerCredentials.TokenEndpointChecked) {
 		return cantusv1alpha1.ReasonImportsNotReady, fmt.Sprintf("import %s: its token endpoint has not been checked against the ToolSourcePolicies yet", imp.Name)
 	}
 	return "", ""
 }
+
+// refuseActorAudience refuses an actor token the gateway's pods would get for an
+// audience that works elsewhere: the API server's, this gateway's own, or another
+// server's. The token goes to the token endpoint, which must not be able to replay it
+// there.
+func refuseActorAudience(ss *cantusv1alpha1.SkillServer, importName, audience string, reserved []string) (reason, message string) {
+	norm := normalAudience(audience)
+	own := norm == normalAudience(DefaultServiceAccountAudience(ss)) ||
+		slices.ContainsFunc(inboundAudiences(ss), func(a string) bool { return normalAudience(a) == norm })
+	elsewhere := forbiddenAudiences(ss, []string{audience}, slices.Concat(reserved, apiServerAudiences))
+	if !own && len(elsewhere) == 0 {
+		return "", ""
+	}
+	return cantusv1alpha1.ReasonForbiddenActorAudience, fmt.Sprintf(
+		"import %s asks for the gateway's own service-account token for audience %q as the actor token: a token for that audience works at the API server or at a SkillServer, and the token endpoint could replay it there; set spec.callerCredentials.tokenExchange.actorTokenAudience to the token endpoint's own audience",
+		importName, audience)
+}
+
+// apiServerAudiences are the audiences API servers accept by default, refused for an
+// actor token even when the operator was told of none.
+var apiServerAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local", "kubernetes", "api"}
 
 // inboundAudiences are the audiences the gateway accepts callers' tokens for.
 func inboundAudiences(ss *cantusv1alpha1.SkillServer) []string {

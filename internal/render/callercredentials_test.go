@@ -108,3 +108,16 @@ func TestCallerCredentials_RenderRefusesWhatCannotActForCallers(t *testing.T) {
 		}
 	}
 }
+
+// An actor token is never asked for an audience that works elsewhere: the API
+// server's, the gateway's own, or another server's.
+func TestCallerCredentials_RenderRefusesActorTokensForAudiencesThatWorkElsewhere(t *testing.T) {
+	for _, audience := range []string{"https://kubernetes.default.svc", "https://api.cluster.example", "gw.books.skillserver.cantus.dev", "other.books.skillserver.cantus.dev"} {
+		imp := exchangeImport()
+		imp.Spec.CallerCredentials.TokenExchange.ActorTokenAudience = audience
+		out := reexport(gatewayWithServiceAccounts("tickets"), map[string]*cantusv1alpha1.RemoteToolImport{"tickets": imp}, nil, "https://api.cluster.example")
+		if len(out.tools) != 0 || len(out.report.CallerCredentialsRefused) != 1 || out.report.CallerCredentialsRefused[0].Reason != cantusv1alpha1.ReasonForbiddenActorAudience {
+			t.Errorf("%s: served %d tools, refused %+v", audience, len(out.tools), out.report.CallerCredentialsRefused)
+		}
+	}
+}

@@ -81,8 +81,9 @@ type Imports struct {
 // reexport re-exports the tools of the imports in spec.imports. imports holds the
 // RemoteToolImports of the namespace by name (absent ones are reported). taken are the
 // names already served (skills, memory): an imported tool never shadows one of them, and
-// two imported tools never shadow each other; both are reported instead.
-func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string) reexported {
+// two imported tools never shadow each other; both are reported instead. reserved are
+// the API server's audiences, which no actor token may be issued for.
+func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string, reserved ...string) reexported {
 	var out reexported
 	owner := map[string]string{}
 	for _, name := range taken {
@@ -97,7 +98,7 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 			out.report.CallerCredentials = true
 		}
 		if why == "" {
-			why = out.refuseCallerCredentials(ss, imp)
+			why = out.refuseCallerCredentials(ss, imp, reserved)
 		}
 		if why != "" {
 			out.report.Unresolved = append(out.report.Unresolved, fmt.Sprintf("%s (%s)", spec.Name, why))
@@ -156,8 +157,8 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 
 // refuseCallerCredentials records why the server cannot serve imp for its callers, if
 // it cannot, and returns it for the unresolved import's note.
-func (out *reexported) refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1.RemoteToolImport) string {
-	reason, message := refuseCallerCredentials(ss, imp)
+func (out *reexported) refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1.RemoteToolImport, reserved []string) string {
+	reason, message := refuseCallerCredentials(ss, imp, reserved)
 	if reason == "" {
 		return ""
 	}

@@ -377,10 +377,12 @@ func volumesFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac
 		volumes = append(volumes, corev1ac.Volume().WithName("imports").WithProjected(importFiles(projected)))
 	}
 	if callerKeys != nil {
-		// A Secret volume of its own, every key: the kubelet brings keys added and removed
-		// later without a change of the pod template (a projection names its keys).
-		volumes = append(volumes, corev1ac.Volume().WithName(callerKeysVolume).WithSecret(
-			corev1ac.SecretVolumeSource().WithSecretName(callerKeys.Secret).WithDefaultMode(0o440)))
+		// A volume of its own projecting every key of the Secret (no items): the kubelet
+		// brings keys added and removed later without a change of the pod template.
+		// Projected, as the admission policy admits for the operator's pods.
+		volumes = append(volumes, corev1ac.Volume().WithName(callerKeysVolume).WithProjected(
+			corev1ac.ProjectedVolumeSource().WithDefaultMode(0o440).WithSources(
+				corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName(callerKeys.Secret)))))
 	}
 	if ss.Spec.Memory != nil {
 		volumes = append(volumes, corev1ac.Volume().WithName("memory").WithPersistentVolumeClaim(
