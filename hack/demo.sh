@@ -144,6 +144,52 @@ YAML
   echo "${answer}" | tee -a "${DEMO}/demo.log"
 }
 
+# discovery_search shows a gateway that lists a few tools and finds the rest: in Search
+# mode tools/list holds the pinned tools and find_tools/call_tool; find_tools ranks the
+# tools by a task description (BM25 over names, descriptions and parameters), and
+# call_tool calls what was found through the same path as a direct call.
+discovery_search() {
+  say "progressive discovery: a server in Search mode finds a tool by a task description"
+  kubectl apply -f - <<'YAML'
+apiVersion: cantus.dev/v1alpha1
+kind: SkillServer
+metadata: {name: help-desk, namespace: default}
+spec:
+  discovery: {mode: Search, pinned: ["open_ticket"]}
+  skills:
+  - name: open_ticket
+    description: Open a support ticket for a customer problem.
+    template: {text: "ticket opened: {{ .summary }}"}
+    inputSchema: {type: object, properties: {summary: {type: string}}, required: [summary]}
+  - name: refund_order
+    description: Refund a customer's order, fully or in part, to the original payment method.
+    template: {text: "refunded order {{ .order }}"}
+    inputSchema: {type: object, properties: {order: {type: string, description: Order number}}, required: [order]}
+  - name: reset_password
+    description: Send a password reset link to a user's email address.
+    template: {text: "reset link sent to {{ .email }}"}
+    inputSchema: {type: object, properties: {email: {type: string}}, required: [email]}
+  - name: track_shipment
+    description: Look up where a parcel is and when it will be delivered.
+    template: {text: "parcel {{ .tracking }} arrives tomorrow"}
+    inputSchema: {type: object, properties: {tracking: {type: string, description: Carrier tracking number}}, required: [tracking]}
+  - name: weather_forecast
+    description: Forecast the weather for a city for the next days.
+    template: {text: "sunny in {{ .city }}"}
+    inputSchema: {type: object, properties: {city: {type: string}}, required: [city]}
+YAML
+  kubectl wait --for=condition=Ready skillserver/help-desk --timeout=60s
+  kubectl get skillserver help-desk -o wide
+  local desk; desk="$(kubectl get skillserver help-desk -o jsonpath='{.status.url}')"
+  echo "-- tools/list: the pinned tool and the two meta-tools"
+  inspector "${desk}" --method tools/list | grep '"name"'
+  echo "-- find_tools: \"a customer wants their money back for order 1042\""
+  inspector "${desk}" --method tools/call --tool-name find_tools \
+    --tool-arg 'query="a customer wants their money back for order 1042"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | head -n 2
+  echo "-- call_tool refund_order"
+  inspector "${desk}" --method tools/call --tool-name call_tool --tool-arg 'name="refund_order"' --tool-arg 'arguments={"order":"1042"}'
+}
+
 up() {
   down
   # Each demo starts from empty memory files, so that it runs the same every time.
@@ -304,6 +350,7 @@ YAML
   done
   echo "   the visitor's token now: HTTP ${status}"
 
+  discovery_search
   caller_credentials
 
   say "the demo keeps running"

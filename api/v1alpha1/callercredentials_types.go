@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // The defaults of spec.callerCredentials, one constant each, as its markers say.
 const (
 	DefaultCallerCredentialHeader      = "Authorization"
@@ -12,7 +14,7 @@ const (
 const (
 	// LabelCallerCredentialsFor, on a Secret in the import's namespace, names the
 	// RemoteToolImport whose per-caller credential the Secret holds.
-	LabelCallerCredentialsFor = "cantus.dev/caller-credentials-for"
+	LabelCallerCredentialsFor = "cantus.dev/caller-credentials-for" //nolint:gosec // G101: a label name, not a credential
 	// AnnotationCaller names the caller the Secret's credential belongs to:
 	// "serviceaccount:<namespace>/<name>" or "oidc:<issuer>#<subject>".
 	AnnotationCaller = "cantus.dev/caller"
@@ -125,7 +127,85 @@ type CallerCredentialsStatus struct {
 	// CallerSecrets counts the per-caller Secrets found for the import at the last probe.
 	// +optional
 	CallerSecrets int32 `json:"callerSecrets,omitempty"`
+	// TokenEndpointAddresses are the IP addresses the ToolSourcePolicy check resolved the
+	// token endpoint's host to and accepted at the last probe. Gateways dial only these,
+	// as they do the remote's status.addresses.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	TokenEndpointAddresses []string `json:"tokenEndpointAddresses,omitempty"`
 }
+
+// Bounds of spec.callerCredentials.tokenExchange.maxCacheTTL, as its CEL rule says.
+const (
+	MinExchangeMaxCacheTTL = 10 * time.Second
+	MaxExchangeMaxCacheTTL = 24 * time.Hour
+)
+
+// MaxCacheTTLOrDefault is how long an exchanged token may be reused at most.
+func (t *TokenExchange) MaxCacheTTLOrDefault() time.Duration {
+	if t.MaxCacheTTL != nil {
+		if d, err := t.MaxCacheTTL.Bounded(MinExchangeMaxCacheTTL, MaxExchangeMaxCacheTTL); err == nil {
+			return d
+		}
+	}
+	return 15 * time.Minute
+}
+
+// HeaderOrDefault is the header that carries the caller's credential.
+func (c *CallerCredentials) HeaderOrDefault() string {
+	if c.Header == "" {
+		return DefaultCallerCredentialHeader
+	}
+	return c.Header
+}
+
+// KeyOrDefault is the key of a per-caller Secret that holds the credential.
+func (p *PerCallerSecret) KeyOrDefault() string {
+	if p.Key == "" {
+		return DefaultCallerSecretKey
+	}
+	return p.Key
+}
+
+// ValuePrefixOrDefault goes before the credential in the header.
+func (p *PerCallerSecret) ValuePrefixOrDefault() string {
+	if p.ValuePrefix == nil {
+		return DefaultCallerCredentialValuePrefix
+	}
+	return *p.ValuePrefix
+}
+
+// Mode is CallerCredentialsModeTokenExchange or CallerCredentialsModePerCallerSecret.
+func (c *CallerCredentials) Mode() string {
+	if c.TokenExchange != nil {
+		return CallerCredentialsModeTokenExchange
+	}
+	return CallerCredentialsModePerCallerSecret
+}
+
+// Conditions and reasons of caller credentials.
+const (
+	// ConditionCallerCredentialsReady (gateway SkillServers that re-export an import with
+	// spec.callerCredentials) is False when the gateway cannot act for its callers at such
+	// an import: those imports are then not served.
+	ConditionCallerCredentialsReady = "CallerCredentialsReady" //nolint:gosec // G101: a condition type, not a credential
+	ReasonCallerCredentialsReady    = "CallerCredentialsReady" //nolint:gosec // G101: a reason, not a credential
+	// ReasonCallerIdentityRequired: the gateway accepts no caller with an identity (no
+	// spec.auth.serviceAccountTokens nor spec.auth.oidc).
+	ReasonCallerIdentityRequired = "CallerIdentityRequired"
+	// ReasonPassThroughAudience: a token exchange would ask for one of the gateway's own
+	// inbound audiences, so that the remote could use the token at the gateway.
+	ReasonPassThroughAudience = "PassThroughAudience"
+	// ReasonForbiddenActorAudience: the actor token would be issued for an audience that
+	// works elsewhere (the API server's, this or another SkillServer's).
+	ReasonForbiddenActorAudience = "ForbiddenActorAudience"
+	// ReasonCallerKeysTooLarge: the per-caller keys do not fit in one Secret.
+	ReasonCallerKeysTooLarge = "CallerKeysTooLarge"
+	// ReasonTokenEndpointNotAllowed (RemoteToolImport SourceAllowed): the token endpoint is
+	// refused by the ToolSourcePolicies or is not https (loopback excepted).
+	ReasonTokenEndpointNotAllowed = "TokenEndpointNotAllowed"
+)
 
 // The modes of CallerCredentialsStatus.
 const (

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,27 @@ func (s *RemoteToolImportSpec) Problems() []string {
 	var out []string
 	out = appendBounded(out, "spec.refreshInterval", s.RefreshInterval, MinRefreshInterval, MaxRefreshInterval)
 	out = appendBounded(out, "spec.timeout", s.Timeout, MinImportTimeout, MaxImportTimeout)
+	return append(out, s.callerCredentialsProblems()...)
+}
+
+// callerCredentialsProblems: the caller's credential header must not be one of
+// spec.headers, which carry the service identity (one of the two would be lost), and
+// the cache bound must be a duration in range.
+func (s *RemoteToolImportSpec) callerCredentialsProblems() []string {
+	cc := s.CallerCredentials
+	if cc == nil {
+		return nil
+	}
+	var out []string
+	header := cc.HeaderOrDefault()
+	for _, h := range s.Headers {
+		if strings.EqualFold(h.Name, header) {
+			out = append(out, fmt.Sprintf("spec.callerCredentials.header %q is also in spec.headers: the caller's credential and the service identity cannot share one header; set spec.callerCredentials.header to another header or remove %q from spec.headers", header, h.Name))
+		}
+	}
+	if te := cc.TokenExchange; te != nil {
+		out = appendBounded(out, "spec.callerCredentials.tokenExchange.maxCacheTTL", te.MaxCacheTTL, MinExchangeMaxCacheTTL, MaxExchangeMaxCacheTTL)
+	}
 	return out
 }
 

@@ -310,6 +310,7 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="DefinitionsApproved")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
+// +kubebuilder:printcolumn:name="Callers",type=string,JSONPath=`.status.callerCredentials.mode`,priority=1
 // +kubebuilder:printcolumn:name="Prompts",type=integer,JSONPath=`.status.promptCount`,priority=1
 // +kubebuilder:printcolumn:name="Resources",type=integer,JSONPath=`.status.resourceCount`,priority=1
 // +kubebuilder:printcolumn:name="Templates",type=integer,JSONPath=`.status.resourceTemplateCount`,priority=1

@@ -94,6 +94,10 @@ type Tool struct {
 	// an agent or a human can check against what was vetted.
 	Digest   string `json:"digest,omitempty"`
 	Approval string `json:"approval,omitempty"`
+	// CallerCredentials, for an imported tool whose import has spec.callerCredentials,
+	// says how the gateway gets each caller's own credential for the remote
+	// (TokenExchange or PerCallerSecret): calls reach the remote as the caller.
+	CallerCredentials string `json:"callerCredentials,omitempty"`
 }
 
 // Ref names a server as namespace/name.
@@ -160,22 +164,32 @@ func (c *Catalog) Namespaces(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// importSchemas maps "namespace/import/tool" to the tool as the import discovered it.
-func (c *Catalog) importSchemas(ctx context.Context) (map[string]cantusv1alpha1.DiscoveredTool, error) {
+// importedTools are what the catalog tells of imported tools from their imports.
+type importedTools struct {
+	// tools maps "namespace/import/tool" to the tool as the import discovered it.
+	tools map[string]cantusv1alpha1.DiscoveredTool
+	// callerCredentials maps "namespace/import" to the mode of its callerCredentials.
+	callerCredentials map[string]string
+}
+
+func (c *Catalog) importSchemas(ctx context.Context) (importedTools, error) {
 	list := &cantusv1alpha1.RemoteToolImportList{}
 	if err := c.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("list RemoteToolImports: %w", err)
+		return importedTools{}, fmt.Errorf("list RemoteToolImports: %w", err)
 	}
-	out := map[string]cantusv1alpha1.DiscoveredTool{}
+	out := importedTools{tools: map[string]cantusv1alpha1.DiscoveredTool{}, callerCredentials: map[string]string{}}
 	for _, imp := range list.Items {
 		for _, t := range imp.Status.Tools {
-			out[imp.Namespace+"/"+imp.Name+"/"+t.Name] = t
+			out.tools[imp.Namespace+"/"+imp.Name+"/"+t.Name] = t
+		}
+		if cc := imp.Spec.CallerCredentials; cc != nil {
+			out.callerCredentials[imp.Namespace+"/"+imp.Name] = cc.Mode()
 		}
 	}
 	return out, nil
 }
 
-func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, imports map[string]cantusv1alpha1.DiscoveredTool, who Viewer) Server {
+func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, imports importedTools, who Viewer) Server {
 	transport := string(ss.Spec.TransportOrDefault())
 	entry := Server{
 		Namespace: ss.Namespace,
@@ -246,7 +260,7 @@ func skillPath(uri string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(uri, adapterconfig.SkillURIScheme), "/"+adapterconfig.SkillManifestFile)
 }
 
-func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports map[string]cantusv1alpha1.DiscoveredTool) Tool {
+func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served cantusv1alpha1.ServedTool, skills map[string]*cantusv1alpha1.Skill, imports importedTools) Tool {
 	t := Tool{Name: served.Name, Source: served.Source}
 	switch {
 	case served.Source == "skill" && skills[served.Name] != nil:
@@ -267,7 +281,9 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served
 		if remote == "" {
 			remote = served.Name
 		}
-		if d, ok := imports[ss.Namespace+"/"+strings.TrimPrefix(served.Source, "import:")+"/"+remote]; ok {
+		importRef := ss.Namespace + "/" + strings.TrimPrefix(served.Source, "import:")
+		t.CallerCredentials = imports.callerCredentials[importRef]
+		if d, ok := imports.tools[importRef+"/"+remote]; ok {
 			t.Title, t.Description, t.Clipped = d.Title, d.Description, d.Clipped
 			t.Digest, t.Approval = d.Digest, string(d.Approval)
 			if d.InputSchema != nil {

@@ -48,3 +48,36 @@ func TestCatalogShowsImportedToolsTitleAnnotationsAndOutputSchema(t *testing.T) 
 	g.Expect(tool.Annotations).To(MatchJSON(`{"readOnlyHint":true}`))
 	g.Expect(tool.Clipped).To(Equal([]string{"otherFields"}))
 }
+
+// An imported tool whose import sends each caller's own credential says so, and how.
+func TestCallerCredentials_CatalogSaysWhichImportedToolsActAsTheCaller(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, "callers")
+	for name, cc := range map[string]*cantusv1alpha1.CallerCredentials{
+		"notes": {PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}},
+		"plain": nil,
+	} {
+		imp := &cantusv1alpha1.RemoteToolImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       cantusv1alpha1.RemoteToolImportSpec{URL: "https://" + name + ".example.com/mcp", CallerCredentials: cc},
+		}
+		g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	}
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gateway"},
+		Spec:       cantusv1alpha1.SkillServerSpec{Imports: []cantusv1alpha1.SkillImport{{Name: "notes"}, {Name: "plain"}}},
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	ss.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "write", Source: "import:notes"}, {Name: "read", Source: "import:plain"}}
+	g.Expect(k8sClient.Status().Update(ctx, ss)).To(Succeed())
+
+	servers, err := (&Catalog{Reader: k8sClient}).Servers(ctx, &viewer{namespaces: map[string]bool{ns: true}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(servers).To(HaveLen(1))
+	modes := map[string]string{}
+	for _, tool := range servers[0].Tools {
+		modes[tool.Name] = tool.CallerCredentials
+	}
+	g.Expect(modes).To(Equal(map[string]string{"write": cantusv1alpha1.CallerCredentialsModePerCallerSecret, "read": ""}))
+}

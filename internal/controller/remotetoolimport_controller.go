@@ -73,6 +73,9 @@ type RemoteToolImportReconciler struct {
 	// the operator: a stdio import whose bridge it would refuse is refused before the
 	// bridge is applied. Nil: no policy is known, and none is checked.
 	AdmissionParams *AdmissionParams
+	// MetadataReader reads Secrets by metadata from the manager's cache, to count an
+	// import's per-caller Secrets (SetupWithManager sets it to that cache when nil).
+	MetadataReader client.Reader
 
 	statuses writtenStatuses
 }
@@ -122,8 +125,12 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 			return ctrl.Result{}, err
 		}
 	}
+	if decision.Allowed {
+		decision = checkTokenEndpoint(ctx, checker, imp, decision)
+	}
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
+		setCallerCredentialsStatus(imp, nil, 0)
 		setNotAllowed(imp, decision)
 		clearContent(imp)
 		r.stopWatching(client.ObjectKeyFromObject(imp))
@@ -148,6 +155,9 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	res, err := r.Prober(probeCtx, opts)
 	probedAt := r.now()
 	recordProbe(imp, probeOutcome(err), probedAt)
+	if err := r.recordCallerCredentials(ctx, imp, decision); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err != nil {
 		setHandshakeFailed(imp, err, probedAt)
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
@@ -321,6 +331,9 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 		return opts, cantusv1alpha1.ReasonSecretNotFound, err
 	}
 	opts.CABundle = ca
+	if err := r.checkClientCredential(ctx, imp); err != nil {
+		return opts, cantusv1alpha1.ReasonSecretNotFound, err
+	}
 	return opts, "", nil
 }
 
@@ -511,6 +524,9 @@ func (r *RemoteToolImportReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(r.ListChanges); err != nil {
 		return fmt.Errorf("add the list-change watcher: %w", err)
 	}
+	if r.MetadataReader == nil {
+		r.MetadataReader = mgr.GetCache()
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cantusv1alpha1.RemoteToolImport{}, secretRefIndex, secretRefs); err != nil {
 		return fmt.Errorf("index RemoteToolImports by Secret: %w", err)
 	}
@@ -551,6 +567,7 @@ func secretRefs(obj client.Object) []string {
 	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil && imp.Spec.TLS.CABundle.SecretRef != nil {
 		names = append(names, imp.Spec.TLS.CABundle.SecretRef.Name)
 	}
+	names = append(names, clientCredentialRefs(imp)...)
 	return append(names, bridgeSecretRef(imp)...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,9 +67,15 @@ type SkillServerReconciler struct {
 	// the operator: a server whose pods it would refuse is refused before anything is
 	// applied. Nil: no policy is known, and none is checked.
 	AdmissionParams *AdmissionParams
+	// MetadataReader reads ServiceAccounts and Secrets by metadata from the manager's
+	// cache (SetupWithManager sets it to that cache when nil).
+	MetadataReader client.Reader
 
 	statuses       writtenStatuses
 	contentRenders contentRenders
+	// skippedCallerKeys holds, per server, a digest of the per-caller Secrets last
+	// announced as not used, so that the event is sent once per change.
+	skippedCallerKeys sync.Map
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -103,6 +110,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if apierrors.IsNotFound(err) {
 			r.statuses.forget(req.NamespacedName)
 			r.contentRenders.forget(req.NamespacedName)
+			r.skippedCallerKeys.Delete(req.NamespacedName)
 			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)
@@ -151,10 +159,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		// keeps running the last good config, so nothing is lost.
 		return ctrl.Result{}, nil
 	}
-	obs, err := r.applyWorkload(ctx, workload.Desired{
-		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
-		ImageSkills: content.content.ImageSkills,
-	}, content)
+	observed, err := r.apply(ctx, ss, inputs, rendered, content)
 	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
 		// Someone else's object is not watched: look again now and then, without the
 		// error backoff's churn.
@@ -167,11 +172,22 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	}
 	// A cantus.dev/requestedAt request not handled yet verifies the pods again.
 	_, requested := ss.Status.ReconcileRequested(ss.Annotations)
-	verified := alreadyVerified(ss, rendered.Hash, obs.URL) && !requested
-	setObserved(ss, obs, rendered.Hash, rendered.Report.Imports.Served)
+	verified := alreadyVerified(ss, rendered.Hash, observed.URL) && !requested
+	setObserved(ss, observed, rendered.Hash, rendered.Report.Imports.Served)
 	setDiscovery(ss, rendered.Config)
-	retry := r.verifyIfNeeded(ctx, ss, obs, rendered.Config, verified)
+	retry := r.verifyIfNeeded(ctx, ss, observed, rendered.Config, verified)
 	return ctrl.Result{RequeueAfter: retry}, nil
+}
+
+// apply writes the caller-keys Secret, which the pods mount, and then the workload.
+func (r *SkillServerReconciler) apply(ctx context.Context, ss *cantusv1alpha1.SkillServer, inputs render.Inputs, rendered render.Result, content contentRender) (workload.Observation, error) {
+	if err := r.applyCallerKeys(ctx, ss, inputs.Imports, rendered.Report.Imports); err != nil {
+		return workload.Observation{}, err
+	}
+	return r.applyWorkload(ctx, workload.Desired{
+		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
+		ImageSkills: content.content.ImageSkills,
+	}, content)
 }
 
 // inputsOf gathers what rendering reads from the cluster: the imports the server
@@ -290,6 +306,12 @@ func (r *SkillServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A rotated token Secret is rewritten for the local runtime's adapters (pods get it
 	// from the kubelet); by metadata only, so that the cache holds no Secret values.
 	b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.serversReadingSecret))
+	// A per-caller Secret, or the service account it names (whose UID keys it), changed:
+	// the caller-keys Secret is gathered again. By metadata only, like the Secrets above.
+	if r.MetadataReader == nil {
+		r.MetadataReader = mgr.GetCache()
+	}
+	b = b.WatchesMetadata(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.serversOfCaller))
 	if r.IssuerChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.IssuerChanged, handler.EnqueueRequestsFromMapFunc(r.serversTrustingServiceAccounts)))
 	}
@@ -311,7 +333,7 @@ func (r *SkillServerReconciler) serversReadingSecret(ctx context.Context, secret
 		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a Secret")
 		return nil
 	}
-	return requestsFor(list.Items)
+	return append(requestsFor(list.Items), r.serversUsingCallerSecret(ctx, secret)...)
 }
 
 // serversTrustingServiceAccounts are every server that accepts service-account tokens,

@@ -149,6 +149,9 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 var skillServerReadyPrerequisites = []readyPrerequisite{
 	{condType: cantusv1alpha1.ConditionPodAllowed},
 	{condType: conditionContentValid},
+	// Before Available and ImportsResolved: a gateway that cannot act for its callers
+	// says so, not that an import is unresolved.
+	{condType: cantusv1alpha1.ConditionCallerCredentialsReady},
 	{condType: cantusv1alpha1.ConditionAvailable, unsetMessage: "waiting for the workload"},
 	{condType: cantusv1alpha1.ConditionImportsResolved},
 	{condType: cantusv1alpha1.ConditionToolNamesUnique},

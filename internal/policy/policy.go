@@ -43,6 +43,9 @@ type Decision struct {
 	Policy string
 	// Addresses are the checked addresses of an allowed URL's host.
 	Addresses []netip.Addr
+	// TokenEndpointAddresses are the checked addresses of the host of an import's token
+	// endpoint, when it has one (CheckTokenEndpoint).
+	TokenEndpointAddresses []netip.Addr
 }
 
 // Checker evaluates sources against the policies that cover one namespace.

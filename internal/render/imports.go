@@ -33,6 +33,13 @@ type File struct {
 	Secret    string
 	ConfigMap string
 	Key       string
+	// AllKeys makes Path a directory holding every key of Secret, one file each, kept
+	// up to date as keys come and go (Key is unused).
+	AllKeys bool
+	// ServiceAccountTokenAudience, when set, makes Path hold a token of the pod's own
+	// service account issued for this audience, renewed before it expires (Secret,
+	// ConfigMap and Key are unused).
+	ServiceAccountTokenAudience string
 }
 
 // reexported is what re-exporting the imports adds to a SkillServer's config.
@@ -61,13 +68,22 @@ type Imports struct {
 	// Withheld names the imported tools not served because their new or changed
 	// definitions wait for approval at their import (spec.approval.mode Manual).
 	Withheld []string
+	// CallerCredentials is true when an import the server names has
+	// spec.callerCredentials; CallerCredentialsRefused names those not served because
+	// the server cannot act for its callers there.
+	CallerCredentials        bool
+	CallerCredentialsRefused []CallerCredentialsRefusal
+	// PerCallerSecret names the served imports whose callers' keys come from per-caller
+	// Secrets: the operator gathers them into CallerKeysSecretName.
+	PerCallerSecret []string
 }
 
 // reexport re-exports the tools of the imports in spec.imports. imports holds the
 // RemoteToolImports of the namespace by name (absent ones are reported). taken are the
 // names already served (skills, memory): an imported tool never shadows one of them, and
-// two imported tools never shadow each other; both are reported instead.
-func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string) reexported {
+// two imported tools never shadow each other; both are reported instead. reserved are
+// the API server's audiences, which no actor token may be issued for.
+func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, taken []string, reserved ...string) reexported {
 	var out reexported
 	owner := map[string]string{}
 	for _, name := range taken {
@@ -78,6 +94,12 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 	var pending []adapterconfig.WithheldTool
 	for _, spec := range ss.Spec.Imports {
 		imp, why := readyImport(imports, spec.Name)
+		if imp, ok := imports[spec.Name]; ok && imp.Spec.CallerCredentials != nil {
+			out.report.CallerCredentials = true
+		}
+		if why == "" {
+			why = out.refuseCallerCredentials(ss, imp, reserved)
+		}
 		if why != "" {
 			out.report.Unresolved = append(out.report.Unresolved, fmt.Sprintf("%s (%s)", spec.Name, why))
 			continue
@@ -85,6 +107,9 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 		backend, files := remoteBackend(imp)
 		backend.Relay = relayed(spec, imp)
 		out.files = append(out.files, files...)
+		if cc := imp.Spec.CallerCredentials; cc != nil && cc.PerCallerSecret != nil {
+			out.perCallerSecret(ss, spec.Name)
+		}
 		for _, t := range imp.Status.Tools {
 			if !selected(spec, t.Name) {
 				continue
@@ -128,6 +153,29 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 	}
 	out.withhold(pending, owner, candidates)
 	return out
+}
+
+// refuseCallerCredentials records why the server cannot serve imp for its callers, if
+// it cannot, and returns it for the unresolved import's note.
+func (out *reexported) refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1.RemoteToolImport, reserved []string) string {
+	reason, message := refuseCallerCredentials(ss, imp, reserved)
+	if reason == "" {
+		return ""
+	}
+	out.report.CallerCredentialsRefused = append(out.report.CallerCredentialsRefused,
+		CallerCredentialsRefusal{Import: imp.Name, Reason: reason, Message: message})
+	return "its callerCredentials cannot be used by this server: " + reason
+}
+
+// perCallerSecret mounts the server's caller-keys Secret, once, for the imports whose
+// callers' keys it gathers.
+func (out *reexported) perCallerSecret(ss *cantusv1alpha1.SkillServer, importName string) {
+	if len(out.report.PerCallerSecret) == 0 {
+		out.files = append(out.files, File{Path: CallerKeysDir, Secret: CallerKeysSecretName(ss.Name), AllKeys: true})
+	}
+	if !slices.Contains(out.report.PerCallerSecret, importName) {
+		out.report.PerCallerSecret = append(out.report.PerCallerSecret, importName)
+	}
 }
 
 // withhold adds the pending tools whose served name nothing else uses: a call to one
@@ -335,6 +383,9 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		b.HeaderFiles[bridgeAuthorizationHeader] = f.Path
 		files = append(files, f)
 	}
+	cc, ccFiles := callerCredentials(imp, dir)
+	b.CallerCredentials = cc
+	files = append(files, ccFiles...)
 	if imp.Spec.TLS != nil && imp.Spec.TLS.CABundle != nil {
 		f := File{Path: path.Join(dir, "ca.crt")}
 		if ref := imp.Spec.TLS.CABundle.SecretRef; ref != nil {

@@ -136,7 +136,7 @@ func folderPrefixes(path string) func(yield func(string) bool) {
 // reexportContent puts the content of the imports in spec.imports into cfg.Imported
 // (nil when there is none) and reports it. Imports that are not ready are reported by
 // reexport with their tools.
-func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, cfg *adapterconfig.Config) ContentReport {
+func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, cfg *adapterconfig.Config, reserved ...string) ContentReport {
 	var report ContentReport
 	own := ownContentOf(cfg)
 	kinds := map[string]*contentKindCandidates{}
@@ -147,6 +147,9 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		imp, why := readyImport(imports, spec.Name)
 		if why != "" {
 			continue
+		}
+		if reason, _ := refuseCallerCredentials(ss, imp, reserved); reason != "" {
+			continue // reported by reexport with its tools
 		}
 		backend, _ := remoteBackend(imp)
 		from := "import " + spec.Name

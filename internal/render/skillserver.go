@@ -108,7 +108,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 		out.Report.Invalid = own.problems
 		return out, nil
 	}
-	imported := reexport(ss, in.Imports, servedNames(own.config))
+	imported := reexport(ss, in.Imports, servedNames(own.config), in.ReservedAudiences...)
 	auth := renderAuth(ss, in.Cluster, in.AuditPolicy, in.ReservedAudiences...)
 	cfg := *own.config
 	// Never nil: a config without tools says "tools": [], as it always did, so that its
@@ -121,7 +121,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	cfg.Limits = limits
 	cfg.Discovery = discoveryConfig(ss.Spec.Discovery)
 	in.Content.Apply(&cfg, ContentMountPath)
-	importedContent := reexportContent(ss, in.Imports, &cfg)
+	importedContent := reexportContent(ss, in.Imports, &cfg, in.ReservedAudiences...)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{

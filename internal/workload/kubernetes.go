@@ -372,8 +372,17 @@ func volumesFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*corev1ac
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(ss))),
 	}
-	if len(files) > 0 {
-		volumes = append(volumes, corev1ac.Volume().WithName("imports").WithProjected(importFiles(files)))
+	projected, callerKeys := splitCallerKeys(files)
+	if len(projected) > 0 {
+		volumes = append(volumes, corev1ac.Volume().WithName("imports").WithProjected(importFiles(projected)))
+	}
+	if callerKeys != nil {
+		// A volume of its own projecting every key of the Secret (no items): the kubelet
+		// brings keys added and removed later without a change of the pod template.
+		// Projected, as the admission policy admits for the operator's pods.
+		volumes = append(volumes, corev1ac.Volume().WithName(callerKeysVolume).WithProjected(
+			corev1ac.ProjectedVolumeSource().WithDefaultMode(0o440).WithSources(
+				corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName(callerKeys.Secret)))))
 	}
 	if ss.Spec.Memory != nil {
 		volumes = append(volumes, corev1ac.Volume().WithName("memory").WithPersistentVolumeClaim(
@@ -386,8 +395,12 @@ func volumeMountsFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*cor
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName("config").WithMountPath(configMountDir).WithReadOnly(true),
 	}
-	if len(files) > 0 {
+	projected, callerKeys := splitCallerKeys(files)
+	if len(projected) > 0 {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("imports").WithMountPath(render.ImportFilesDir).WithReadOnly(true))
+	}
+	if callerKeys != nil {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(callerKeysVolume).WithMountPath(callerKeys.Path).WithReadOnly(true))
 	}
 	if ss.Spec.Memory != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("memory").WithMountPath(render.MemoryMountPath))
@@ -395,12 +408,39 @@ func volumeMountsFor(ss *cantusv1alpha1.SkillServer, files []render.File) []*cor
 	return mounts
 }
 
+// callerKeysVolume mounts a gateway's caller-keys Secret (render.CallerKeysDir).
+const callerKeysVolume = "caller-keys"
+
+// actorTokenSeconds is the lifetime asked for a gateway's actor token: the kubelet
+// renews it at 80% of that.
+const actorTokenSeconds = 3600
+
+// splitCallerKeys separates the caller-keys directory (a File with AllKeys) from the
+// files projected one key each.
+func splitCallerKeys(files []render.File) (projected []render.File, callerKeys *render.File) {
+	for i := range files {
+		if files[i].AllKeys {
+			callerKeys = &files[i]
+			continue
+		}
+		projected = append(projected, files[i])
+	}
+	return projected, callerKeys
+}
+
 // importFiles projects the header values and CA bundles of re-exported imports, each key
 // at the path the rendered config names.
 func importFiles(files []render.File) *corev1ac.ProjectedVolumeSourceApplyConfiguration {
 	projected := corev1ac.ProjectedVolumeSource().WithDefaultMode(0o440)
 	for _, f := range files {
-		item := corev1ac.KeyToPath().WithKey(f.Key).WithPath(strings.TrimPrefix(f.Path, render.ImportFilesDir+"/"))
+		rel := strings.TrimPrefix(f.Path, render.ImportFilesDir+"/")
+		if f.ServiceAccountTokenAudience != "" {
+			// The kubelet renews it before it expires; the adapter re-reads the file.
+			projected.WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+				WithAudience(f.ServiceAccountTokenAudience).WithExpirationSeconds(actorTokenSeconds).WithPath(rel)))
+			continue
+		}
+		item := corev1ac.KeyToPath().WithKey(f.Key).WithPath(rel)
 		if f.Secret != "" {
 			projected.WithSources(corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName(f.Secret).WithItems(item)))
 		} else {

@@ -33,6 +33,14 @@ func grantClusterRole(t *testing.T) {
 }
 
 // controlledBy is a controller reference to a cantus.dev object of kind and name.
+// actorTokenVolume projects the pod's service-account token for audience, as a
+// gateway's actor token (render's File.ServiceAccountTokenAudience).
+func actorTokenVolume(audience string, seconds int64) corev1.Volume {
+	return corev1.Volume{Name: "actor", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+		ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: audience, ExpirationSeconds: ptr.To(seconds), Path: "tickets/actor-token"},
+	}}}}}
+}
+
 func controlledBy(kind, name string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "cantus.dev/v1alpha1", Kind: kind, Name: name,
 		UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true)}}
@@ -141,6 +149,14 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 		t.Fatalf("the operator's own shape of stdio bridge Deployment is refused: %v", err)
 	}
 
+	// A gateway's actor token for a token endpoint's own audience is the one token its
+	// pods may have.
+	withActor := restrictedDeployment("tenant-vap", "gw")
+	withActor.Spec.Template.Spec.Volumes = append(withActor.Spec.Template.Spec.Volumes, actorTokenVolume("sts.example", 3600))
+	if err := operator.Create(ctx, withActor, client.DryRunAll); err != nil {
+		t.Errorf("a gateway with an actor token for sts.example is refused: %v", err)
+	}
+
 	container := func(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[0] }
 	cases := []struct {
 		name   string
@@ -181,6 +197,18 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 					ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"},
 				}}}}})
 		}, want: "Secrets): token"},
+		{name: "projected token for the API server", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, actorTokenVolume("https://kubernetes.default.svc", 3600))
+		}, want: "Secrets): actor"},
+		{name: "projected token for a SkillServer", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, actorTokenVolume("gw.team.skillserver.cantus.dev", 3600))
+		}, want: "Secrets): actor"},
+		{name: "projected token living long", mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, actorTokenVolume("sts.example", 86400))
+		}, want: "Secrets): actor"},
+		{name: "bridge with an actor token", bridge: true, mutate: func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, actorTokenVolume("sts.example", 3600))
+		}, want: "Secrets): actor"},
 		{name: "token mounted", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.AutomountServiceAccountToken = ptr.To(true) }, want: "service account token"},
 		{name: "token mounted by default", mutate: func(d *appsv1.Deployment) { d.Spec.Template.Spec.AutomountServiceAccountToken = nil }, want: "service account token"},
 		{name: "another image", mutate: func(d *appsv1.Deployment) { container(d).Image = "example.test/miner:latest" }, want: "adapter (example.test/miner:latest)"},
@@ -661,5 +689,33 @@ func TestOperatorReadsItsParametersAndKeepsItsStateOnItsNamespacesRole(t *testin
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}}}
 	if err := operator.Create(ctx, other, client.DryRunAll); err == nil {
 		t.Error("the operator created another ConfigMap in its namespace; only its state is its own there")
+	}
+}
+
+// The operator writes a gateway's caller-keys Secret, <server>-caller-keys controlled
+// by that SkillServer, and under that name no other Secret: RBAC lets it write
+// Secrets, so the policy is what keeps per-caller credentials it gathers from landing
+// in anyone else's.
+func TestCallerCredentials_OperatorWritesOnlyCallerKeysSecretsOfItsServers(t *testing.T) {
+	ctx := context.Background()
+	grantClusterRole(t)
+	createNamespace(t, "tenant-keys")
+	waitForPolicy(t, "tenant-keys")
+	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
+	secret := func(name, owner string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-keys", Name: name, Labels: own,
+			OwnerReferences: controlledBy("SkillServer", owner)}}
+	}
+	if err := operator.Create(ctx, secret("gw-caller-keys", "gw"), client.DryRunAll); err != nil {
+		t.Errorf("the caller-keys Secret of SkillServer gw is refused: %v", err)
+	}
+	for what, s := range map[string]*corev1.Secret{
+		"another server's name": secret("other-caller-keys", "gw"),
+		"a name of its own":     secret("gw-tokens", "gw"),
+	} {
+		err := operator.Create(ctx, s, client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
+			t.Errorf("%s: %v, want refused by cantus-operator-own-objects", what, err)
+		}
 	}
 }

@@ -19,7 +19,7 @@ func TestLocalImportedContentReadsItsHeaderFilesOnThisHost(t *testing.T) {
 		Tools:    []adapterconfig.Tool{{Name: "echo", Remote: &remote}},
 		Imported: &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{{Key: "demo://a", Remote: remote}}},
 	}
-	got, err := l.localConfig(types.NamespacedName{Namespace: "ns", Name: "gw"}, cfg, map[string][]byte{podPath: []byte("Bearer t")})
+	got, err := l.localConfig(types.NamespacedName{Namespace: "ns", Name: "gw"}, cfg, map[string][]byte{podPath: []byte("Bearer t")}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

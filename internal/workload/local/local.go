@@ -83,6 +83,7 @@ func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Obser
 	if err != nil {
 		return workload.Observation{}, err
 	}
+	callerKeys := slices.ContainsFunc(d.Files, func(f render.File) bool { return f.AllKeys })
 	hash := d.ConfigHash + "/" + digest(fmt.Sprint(files))
 
 	l.mu.Lock()
@@ -94,7 +95,7 @@ func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Obser
 	if len(d.ImageSkills) > 0 {
 		return workload.Observation{}, fmt.Errorf("agent skills from images need the kubernetes runtime")
 	}
-	cfg, err := l.localConfig(key, d.Config, files)
+	cfg, err := l.localConfig(key, d.Config, files, callerKeys)
 	if err != nil {
 		return workload.Observation{}, err
 	}
@@ -135,14 +136,14 @@ func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Obser
 
 // localConfig points the memory tool at a folder of this host instead of the claim, and
 // the re-exported imports and auth at files of this host instead of projected volumes.
-func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte) (*adapterconfig.Config, error) {
+func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Config, files map[string][]byte, callerKeys bool) (*adapterconfig.Config, error) {
 	local := *cfg
 	if cfg.Memory != nil {
 		memory := *cfg.Memory
 		memory.Root = filepath.Join(l.MemoryDir, key.Namespace, key.Name)
 		local.Memory = &memory
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && !callerKeys {
 		return &local, nil
 	}
 	dir := filepath.Join(l.MemoryDir, ".imports", key.Namespace, key.Name)
@@ -150,7 +151,17 @@ func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Confi
 		return nil, fmt.Errorf("create folder for import files: %w", err)
 	}
 	moved := map[string]string{}
+	if callerKeys {
+		onHost, err := writeCallerKeys(filepath.Join(dir, "_caller-keys"), files)
+		if err != nil {
+			return nil, err
+		}
+		moved[render.CallerKeysDir] = onHost
+	}
 	for path, data := range files {
+		if strings.HasPrefix(path, render.CallerKeysDir+"/") {
+			continue // written by writeCallerKeys
+		}
 		onHost := filepath.Join(dir, strings.TrimPrefix(path, render.ImportFilesDir+"/"))
 		if err := os.MkdirAll(filepath.Dir(onHost), 0o700); err != nil {
 			return nil, fmt.Errorf("create folder for import files: %w", err)
@@ -190,7 +201,62 @@ func remoteOnHost(r adapterconfig.RemoteBackend, moved map[string]string) adapte
 	if r.CAFile != "" {
 		r.CAFile = moved[r.CAFile]
 	}
+	r.CallerCredentials = callerCredentialsOnHost(r.CallerCredentials, moved)
 	return r
+}
+
+// callerCredentialsOnHost points the caller-keys folder and the client credential's
+// files at those written on this host; the rendered config is shared, so it is copied.
+func callerCredentialsOnHost(in *adapterconfig.CallerCredentials, moved map[string]string) *adapterconfig.CallerCredentials {
+	if in == nil {
+		return nil
+	}
+	out := *in
+	if p := in.PerCallerSecret; p != nil {
+		onHost := *p
+		onHost.Dir = moved[p.Dir]
+		out.PerCallerSecret = &onHost
+	}
+	if x := in.TokenExchange; x != nil {
+		onHost := *x
+		onHost.ClientSecretFile = moved[x.ClientSecretFile]
+		onHost.PrivateKeyFile = moved[x.PrivateKeyFile]
+		onHost.ActorTokenFile = moved[x.ActorTokenFile]
+		out.TokenExchange = &onHost
+	}
+	return &out
+}
+
+// writeCallerKeys makes dir hold exactly the caller keys among files (those under
+// render.CallerKeysDir), as the kubelet keeps a Secret volume: new and changed keys
+// written atomically, removed ones deleted.
+func writeCallerKeys(dir string, files map[string][]byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create folder for caller keys: %w", err)
+	}
+	keep := map[string]bool{}
+	for path, data := range files {
+		name, ok := strings.CutPrefix(path, render.CallerKeysDir+"/")
+		if !ok {
+			continue
+		}
+		keep[name] = true
+		if err := writeFileAtomically(filepath.Join(dir, name), data); err != nil {
+			return "", err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("read folder of caller keys: %w", err)
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return "", fmt.Errorf("remove a caller key: %w", err)
+			}
+		}
+	}
+	return dir, nil
 }
 
 // importedOnHost is the imported prompts, resources, templates and skills with their
@@ -254,6 +320,15 @@ func authOnHost(auth *adapterconfig.AuthConfig, moved map[string]string) *adapte
 func (l *Runtime) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, f := range files {
+		if f.ServiceAccountTokenAudience != "" {
+			return nil, errors.New("an actor token (spec.callerCredentials.tokenExchange.actorTokenAudience of a re-exported import) needs the kubernetes runtime, which projects the pod's service-account token")
+		}
+		if f.AllKeys {
+			if err := l.readAllKeys(ctx, namespace, f, out); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		var data map[string][]byte
 		if f.Secret != "" {
 			s := &corev1.Secret{}
@@ -278,6 +353,18 @@ func (l *Runtime) readFiles(ctx context.Context, namespace string, files []rende
 		out[f.Path] = value
 	}
 	return out, nil
+}
+
+// readAllKeys adds every key of the Secret of f, as files in the folder f.Path.
+func (l *Runtime) readAllKeys(ctx context.Context, namespace string, f render.File, out map[string][]byte) error {
+	s := &corev1.Secret{}
+	if err := l.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.Secret}, s); err != nil {
+		return fmt.Errorf("read Secret %s: %w", f.Secret, err)
+	}
+	for k, v := range s.Data {
+		out[f.Path+"/"+k] = v
+	}
+	return nil
 }
 
 func (l *Runtime) start(ctx context.Context, key types.NamespacedName, handler http.Handler, endpoint string) (*localServer, error) {

@@ -1,0 +1,477 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/policy"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+)
+
+// The API server refuses callerCredentials on a stdio import, and a spec with both
+// modes or neither.
+func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	exchange := &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://sts.example/token", ClientID: "gw"}
+	cases := map[string]struct {
+		mutate func(*cantusv1alpha1.RemoteToolImport)
+		want   string
+	}{
+		"stdio": {func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.URL = ""
+			imp.Spec.Transport = cantusv1alpha1.ImportTransportStdio
+			imp.Spec.Stdio = &cantusv1alpha1.StdioSource{Image: "img", Command: []string{"serve"}}
+			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: exchange}
+		}, "callerCredentials is refused for stdio imports"},
+		"both": {func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: exchange, PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+		}, "exactly one of tokenExchange or perCallerSecret"},
+		"neither": {func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Header: "X-Api-Key"}
+		}, "exactly one of tokenExchange or perCallerSecret"},
+	}
+	for name, c := range cases {
+		imp := newImport(ns, name, "https://remote.example/mcp")
+		c.mutate(imp)
+		err := k8sClient.Create(ctx, imp)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: create gave %v, want a refusal saying %q", name, err, c.want)
+		}
+	}
+	ok := newImport(ns, "fine", "https://remote.example/mcp")
+	ok.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	if err := k8sClient.Create(ctx, ok); err != nil {
+		t.Fatalf("a valid perCallerSecret import was refused: %v", err)
+	}
+	if ok.Spec.CallerCredentials.Header != "Authorization" || ok.Spec.CallerCredentials.PerCallerSecret.Key != "token" {
+		t.Errorf("defaults not applied: %+v %+v", ok.Spec.CallerCredentials, ok.Spec.CallerCredentials.PerCallerSecret)
+	}
+}
+
+// A token endpoint is held to the ToolSourcePolicy like the remote, and to https away
+// from loopback: a plain-http one elsewhere refuses the import, naming it; an https one
+// the policy allows is recorded with its checked addresses.
+func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := allowLoopback(t, ns)
+	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
+	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
+	srv := newCountingServer(t, adapterHandler(t, "", "create"))
+	r := importReconciler()
+	r.Resolver = staticResolver{"sts.example": netip.MustParseAddr("192.0.2.10")}
+
+	plain := newImport(ns, "plain", srv.URL+"/mcp")
+	plain.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://sts.example/token", ClientID: "gw"}}
+	got := reconcileImport(t, r, plain)
+	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+	g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
+	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(policy.ReasonInsecureTokenEndpoint)))
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(srv.requests.Load()).To(BeZero(), "a refused import is not probed")
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange}))
+
+	unlisted := newImport(ns, "unlisted", srv.URL+"/mcp")
+	unlisted.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://other.example/token", ClientID: "gw"}}
+	got = reconcileImport(t, r, unlisted)
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("other.example"))
+
+	secure := newImport(ns, "secure", srv.URL+"/mcp")
+	secure.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://sts.example/token", ClientID: "gw"}}
+	got = reconcileImport(t, r, secure)
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "%+v", got.Status.Conditions)
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
+		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"192.0.2.10"}}))
+
+	loopback := newImport(ns, "loopback", srv.URL+"/mcp")
+	loopback.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
+	got = reconcileImport(t, r, loopback)
+	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "plain http on loopback is allowed: %+v", got.Status.Conditions)
+}
+
+// startCallerCredentialsManager runs both controllers, SkillServers on the local
+// runtime, and returns the folder the local adapters' files go under.
+func startCallerCredentialsManager(t *testing.T) string {
+	t.Helper()
+	mgr := newTestManager(t)
+	adapters := local.New(mgr.GetAPIReader())
+	adapters.MemoryDir = t.TempDir()
+	if err := mgr.Add(adapters); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, mgr)
+	return adapters.MemoryDir
+}
+
+func callerSecret(ns, name, importName, caller, value string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels:      map[string]string{cantusv1alpha1.LabelCallerCredentialsFor: importName},
+			Annotations: map[string]string{cantusv1alpha1.AnnotationCaller: caller}},
+		Data: map[string][]byte{"token": []byte(value)},
+	}
+}
+
+func oidcGateway(ns, name string, imports ...string) *cantusv1alpha1.SkillServer {
+	gw := newSkillServer(ns, name)
+	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"gateway"}}}
+	for _, i := range imports {
+		gw.Spec.Imports = append(gw.Spec.Imports, cantusv1alpha1.SkillImport{Name: i})
+	}
+	return gw
+}
+
+func callerKeysOf(ctx context.Context, ns, gateway string) func() (map[string]string, error) {
+	return func() (map[string]string, error) {
+		s := &corev1.Secret{}
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: render.CallerKeysSecretName(gateway)}, s); err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for k, v := range s.Data {
+			out[k] = string(v)
+		}
+		return out, nil
+	}
+}
+
+// A gateway gathers its import's per-caller Secrets into its caller-keys Secret, keyed
+// by caller identity: a service account's with its UID (recreated, it is a new caller
+// with a new key name) and an OIDC issuer and subject. A changed per-caller Secret
+// changes the keys, on the local runtime's files too, without a new config hash; and no
+// value shows in any status or event.
+func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	filesDir := startCallerCredentialsManager(t)
+	remote := remoteLibrary(t)
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
+	g.Expect(k8sClient.Create(ctx, sa)).To(Succeed())
+	const saValue, oidcValue, newValue = "sa-secret-value-1f3a", "oidc-secret-value-9c2e", "sa-secret-value-rotated-77d1"
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", saValue))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice-notes", "notes", "oidc:https://login.example.com#alice", oidcValue))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "ghost-notes", "notes", "serviceaccount:"+ns+"/ghost", "never-used"))).To(Succeed())
+
+	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+
+	importRef := ns + "/notes"
+	saKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
+	oidcKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.OIDCCaller("https://login.example.com", "alice"))
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{saKey: saValue, oidcKey: oidcValue}))
+	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	gw, err := getSkillServer(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(gw).To(haveCondition(cantusv1alpha1.ConditionCallerCredentialsReady, metav1.ConditionTrue, cantusv1alpha1.ReasonCallerCredentialsReady))
+	hash := gw.Status.ConfigHash
+	onHost := filepath.Join(filesDir, ".imports", ns, "gw", "_caller-keys")
+	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(saValue))
+
+	got := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModePerCallerSecret, CallerSecrets: 3}))
+
+	// A rotated key: the Secret and the local file follow, the config does not change.
+	s := &corev1.Secret{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "agent-notes"}, s)).To(Succeed())
+	s.Data["token"] = []byte(newValue)
+	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(HaveKeyWithValue(saKey, newValue))
+	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(newValue))
+	g.Consistently(func() (string, error) {
+		gw, err := getSkillServer(ctx, ns, "gw")()
+		return gw.Status.ConfigHash, err
+	}, 2*time.Second).Should(Equal(hash), "a changed per-caller key rolls nothing")
+
+	// A recreated service account is a new caller: the old key goes, a new one comes.
+	g.Expect(k8sClient.Delete(ctx, sa)).To(Succeed())
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{oidcKey: oidcValue}))
+	g.Eventually(func() error { _, err := os.Stat(filepath.Join(onHost, saKey)); return err }).Should(MatchError(os.ErrNotExist))
+	again := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
+	g.Expect(k8sClient.Create(ctx, again)).To(Succeed())
+	newKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(again.UID)))
+	g.Expect(newKey).NotTo(Equal(saKey))
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
+
+	expectNoValueInStatusOrEvents(t, ns, saValue, oidcValue, newValue)
+
+	// A gateway that no longer serves the import keeps no caller's key.
+	gw, err = getSkillServer(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	gw.Spec.Imports = nil
+	gw.Spec.Skills = []cantusv1alpha1.Skill{templateSkill("hello", "hello {{ .title }}")}
+	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(BeEmpty())
+	g.Eventually(func() ([]metav1.Condition, error) {
+		gw, err := getSkillServer(ctx, ns, "gw")()
+		return gw.Status.Conditions, err
+	}, 30*time.Second).ShouldNot(ContainElement(HaveField("Type", cantusv1alpha1.ConditionCallerCredentialsReady)))
+}
+
+// expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,
+// and every event, of the namespace for the exact values.
+func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var servers cantusv1alpha1.SkillServerList
+	var imports cantusv1alpha1.RemoteToolImportList
+	var events eventsv1.EventList
+	var legacy corev1.EventList
+	for _, list := range []crclient.ObjectList{&servers, &imports, &events, &legacy} {
+		if err := k8sClient.List(ctx, list, crclient.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var statuses []any
+	for _, s := range servers.Items {
+		statuses = append(statuses, s.Status)
+	}
+	for _, i := range imports.Items {
+		statuses = append(statuses, i.Status)
+	}
+	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if strings.Contains(string(data), v) {
+			t.Errorf("the value %q shows in a status or an event", v)
+		}
+	}
+}
+
+// A gateway whose callers have no identity cannot act for them at an import with
+// callerCredentials: not Ready, CallerIdentityRequired, saying what to set. One whose
+// exchange would ask for an audience it accepts itself is refused too.
+func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startCallerCredentialsManager(t)
+	remote := remoteLibrary(t)
+
+	imp := newImport(ns, "tickets", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{
+		TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw", Audience: "gateway"}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+
+	anonymous := newSkillServer(ns, "anonymous")
+	anonymous.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "tickets"}}
+	g.Expect(k8sClient.Create(ctx, anonymous)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "anonymous"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerIdentityRequired))
+	ss, err := getSkillServer(ctx, ns, "anonymous")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionReady)).To(And(ContainSubstring("spec.auth.serviceAccountTokens"), ContainSubstring("spec.auth.oidc")))
+
+	// The exchange asks for "gateway", the audience this one accepts.
+	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "passthrough", "tickets"))).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "passthrough"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPassThroughAudience))
+}
+
+func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
+	for _, c := range ss.Status.Conditions {
+		if c.Type == condType {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// A callerCredentials header that is also in spec.headers is refused: the caller's
+// credential and the service identity cannot share it.
+func TestCallerCredentials_HeaderSharedWithHeadersIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "create"))
+	imp := newImport(ns, "shared", srv.URL+"/mcp")
+	imp.Spec.Headers = []cantusv1alpha1.HeaderFromSecret{{Name: "authorization", ValueFrom: cantusv1alpha1.SecretKeyRef{Name: "svc", Key: "token"}}}
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	got := reconcileImport(t, importReconciler(), imp)
+	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Message).To(ContainSubstring("spec.callerCredentials.header"))
+	g.Expect(srv.requests.Load()).To(BeZero())
+}
+
+// On the kubernetes runtime the pods mount the caller-keys Secret whole, as a Secret
+// volume the kubelet keeps up to date: a changed per-caller key changes the Secret and
+// leaves the Deployment's pod template (and so the pods) as it was.
+func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	mgr := newTestManager(t)
+	kube := workload.NewKubernetes(nil, "img", "cluster.local")
+	kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
+	g.Expect((&SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
+	g.Expect((&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
+	runManager(t, mgr)
+	remote := remoteLibrary(t)
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
+	g.Expect(k8sClient.Create(ctx, sa)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", "first-value-5e1b"))).To(Succeed())
+	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+
+	key := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{key: "first-value-5e1b"}))
+	dep := &appsv1.Deployment{}
+	var volume *corev1.Volume
+	g.Eventually(func() (*corev1.Volume, error) {
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep); err != nil {
+			return nil, err
+		}
+		for i, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].Secret != nil &&
+				v.Projected.Sources[0].Secret.Name == render.CallerKeysSecretName("gw") {
+				volume = &dep.Spec.Template.Spec.Volumes[i]
+			}
+		}
+		return volume, nil
+	}, 30*time.Second).ShouldNot(BeNil())
+	g.Expect(volume.Projected.Sources[0].Secret.Items).To(BeEmpty(), "the whole Secret, so that new keys come without a new template")
+	g.Expect(dep.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(And(
+		HaveField("Name", volume.Name), HaveField("MountPath", render.CallerKeysDir), HaveField("SubPath", "")))) // a subPath is never updated
+	template := dep.Spec.Template.DeepCopy()
+
+	s := &corev1.Secret{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "agent-notes"}, s)).To(Succeed())
+	s.Data["token"] = []byte("second-value-8a0c")
+	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{key: "second-value-8a0c"}))
+	g.Consistently(func() (*corev1.PodTemplateSpec, error) {
+		err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep)
+		return &dep.Spec.Template, err
+	}, 2*time.Second).Should(Equal(template))
+}
+
+// A per-caller key larger than 16 KiB is left out with an event naming its Secret (not
+// its caller); keys that together would not fit in one Secret are not written, and the
+// gateway says why.
+func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	startCallerCredentialsManager(t)
+	remote := remoteLibrary(t)
+
+	big := strings.Repeat("k", maxCallerKeyBytes+1)
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "huge", "notes", "oidc:https://login.example.com#huge", big))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "small", "notes", "oidc:https://login.example.com#small", "small-value-3d9f"))).To(Succeed())
+	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+
+	small := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.OIDCCaller("https://login.example.com", "small"))
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{small: "small-value-3d9f"}))
+	g.Eventually(func() ([]string, error) {
+		var events eventsv1.EventList
+		err := k8sClient.List(ctx, &events, crclient.InNamespace(ns))
+		var notes []string
+		for _, e := range events.Items {
+			if e.Reason == "CallerSecretsSkipped" {
+				notes = append(notes, e.Note)
+			}
+		}
+		return notes, err
+	}, 30*time.Second).Should(ContainElement(And(ContainSubstring("Secret huge"), ContainSubstring("more than the 16384"), Not(ContainSubstring("#huge")))))
+
+	// Sixty keys of 16 KiB are more than one Secret holds.
+	full := strings.Repeat("f", maxCallerKeyBytes)
+	for i := range 60 {
+		name := "full-" + strconv.Itoa(i)
+		g.Expect(k8sClient.Create(ctx, callerSecret(ns, name, "notes", "oidc:https://login.example.com#"+name, full))).To(Succeed())
+	}
+	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerKeysTooLarge))
+	ss, err := getSkillServer(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionCallerCredentialsReady)).To(ContainSubstring("1 MiB"))
+	keys, err := callerKeysOf(ctx, ns, "gw")()
+	g.Expect(err).NotTo(HaveOccurred())
+	// It keeps what it last held, which fitted (reconciles may have seen some of the sixty).
+	total := 0
+	for k, v := range keys {
+		total += len(k) + len(v)
+	}
+	g.Expect(total).To(BeNumerically("<=", maxCallerKeysBytes))
+	g.Expect(keys).To(HaveKeyWithValue(small, "small-value-3d9f"))
+}
+
+// status.callerCredentials is written when a probe finds it changed, and probes that
+// find nothing changed write nothing, for either mode.
+func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	clock := time.Now()
+	r := importReconciler()
+	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
+
+	keys := newImport(ns, "keys", srv.URL+"/mcp")
+	keys.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	exchange := newImport(ns, "exchange", srv.URL+"/mcp")
+	exchange.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
+	for _, imp := range []*cantusv1alpha1.RemoteToolImport{keys, exchange} {
+		got := reconcileImport(t, r, imp)
+		g.Expect(got.Status.CallerCredentials).NotTo(BeNil())
+		version := got.ResourceVersion
+		for range 3 {
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(got)})
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		again := &cantusv1alpha1.RemoteToolImport{}
+		g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(got), again)).To(Succeed())
+		g.Expect(again.ResourceVersion).To(Equal(version), "%s: three unchanged probes wrote the status", imp.Name)
+	}
+	got := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(keys), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials.CallerSecrets).To(Equal(int32(1)))
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(exchange), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
+		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"127.0.0.1"}}))
+}
