@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -29,21 +28,15 @@ func (s *RemoteToolImportSpec) Problems() []string {
 	return append(out, s.callerCredentialsProblems()...)
 }
 
-// callerCredentialsProblems: the caller's credential header must not be one of
-// spec.headers, which carry the service identity (one of the two would be lost), and
-// the cache bound must be a duration in range.
+// callerCredentialsProblems: the cache bound must be a duration in range. (The caller's
+// header may be one of spec.headers: the probe sends the service identity in it, and a
+// gateway's calls the caller's credential instead.)
 func (s *RemoteToolImportSpec) callerCredentialsProblems() []string {
 	cc := s.CallerCredentials
 	if cc == nil {
 		return nil
 	}
 	var out []string
-	header := cc.HeaderOrDefault()
-	for _, h := range s.Headers {
-		if strings.EqualFold(h.Name, header) {
-			out = append(out, fmt.Sprintf("spec.callerCredentials.header %q is also in spec.headers: the caller's credential and the service identity cannot share one header; set spec.callerCredentials.header to another header or remove %q from spec.headers", header, h.Name))
-		}
-	}
 	if te := cc.TokenExchange; te != nil {
 		out = appendBounded(out, "spec.callerCredentials.tokenExchange.maxCacheTTL", te.MaxCacheTTL, MinExchangeMaxCacheTTL, MaxExchangeMaxCacheTTL)
 	}

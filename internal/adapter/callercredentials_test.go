@@ -124,10 +124,16 @@ func writeCallerKey(t *testing.T, dir, caller, value string) {
 // on a session of its own; a caller with no key gets the Secret to create and nothing
 // reaches the remote.
 func TestCallerCredentials_PerCallerSecretsReachTheRemoteAsTwoUsers(t *testing.T) {
-	remote := startKeyRemote(t, map[string]string{"Bearer key-of-ada-0001": "ada", "Bearer key-of-bo-0002": "bo"})
+	remote := startKeyRemote(t, map[string]string{"Bearer key-of-ada-0001": "ada", "Bearer key-of-bo-0002": "bo", "Bearer service-key": "service"})
 	key := newClusterKey(t, "k1")
 	logs := &logBuffer{}
-	gw, dir := perCallerGateway(t, key, remote.url, WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 9})))
+	cfg, dir := perCallerConfig(t, key, remote.url)
+	// The import's service identity is in the same header: calls send the caller's key
+	// in its place.
+	serviceHeader := filepath.Join(t.TempDir(), "authorization")
+	writeFileAtomically(t, serviceHeader, "Bearer service-key")
+	cfg.Tools[0].Remote.HeaderFiles = map[string]string{"Authorization": serviceHeader}
+	gw := serve(t, cfg, WithLogger(funcr.New(logs.add, funcr.Options{Verbosity: 9})))
 	writeCallerKey(t, dir, adapterconfig.ServiceAccountCaller("team/ada", "uid-ada"), "key-of-ada-0001\n")
 	writeCallerKey(t, dir, adapterconfig.ServiceAccountCaller("team/bo", "uid-bo"), "key-of-bo-0002")
 
