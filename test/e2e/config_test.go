@@ -180,6 +180,13 @@ func writeConfig(t *testing.T, o configOptions) string {
 	if o.content {
 		addContentFixture(t, cfg)
 	}
+	return writeCheckedConfig(t, cfg)
+}
+
+// writeCheckedConfig writes cfg as the adapter's config file once it decodes into
+// adapterconfig.Config with no unknown key and validates.
+func writeCheckedConfig(t *testing.T, cfg map[string]any) string {
+	t.Helper()
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		t.Fatal(err)
