@@ -71,7 +71,7 @@ caller_credentials() {
   source "${DEMO}/callerremote.env"
   echo "token service ${TOKEN_ENDPOINT}, remote ${REMOTE}"
   kubectl create secret generic whoami-client --from-file=secret="${DEMO}/gateway-client-secret" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  kubectl create secret generic whoami-probe --from-literal=token=probe-key-5c1f --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create secret generic whoami-probe --from-literal=token="Bearer probe-key-5c1f" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -f - <<YAML
 apiVersion: cantus.dev/v1alpha1
 kind: RemoteToolImport
@@ -129,7 +129,8 @@ YAML
   local told
   told="$(inspector "${agents}" --method tools/call --tool-name key_whoami \
     --header "Authorization: Bearer $(kubectl create token carol --audience "${audience}")" || true)"
-  echo "${told}" | grep -o 'caller_credentials_missing: [^"]*' | tee -a "${DEMO}/demo.log"
+  # The answer is JSON: its escaped quotes become single quotes before the message is cut out.
+  echo "${told}" | sed "s/\\\\\"/'/g" | grep -o 'caller_credentials_missing: [^"]*' | tee -a "${DEMO}/demo.log"
   echo "-- carol's key goes in the Secret she was told to create"
   kubectl create secret generic carol-whoami-key --from-literal=token=carol-key-77d2 --dry-run=client -o yaml \
     | kubectl label --local -f - cantus.dev/caller-credentials-for=whoami-keys -o yaml \
