@@ -11,8 +11,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // httpClient is the client the exchanger speaks to the token endpoint with: dialled
@@ -55,40 +56,18 @@ func httpClient(addresses []string, caFile string, timeout time.Duration) (*http
 	}, nil
 }
 
-// pinnedDialer connects only to the listed addresses, at the port asked for (the
-// gateway dials remotes the same way); the default dialer when none are listed.
+// pinnedDialer connects only to the checked addresses (mcpclient.PinnedDialer, as the
+// gateway dials remotes); the default dialer when none are listed.
 func pinnedDialer(addresses []string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
-	var d net.Dialer
-	if len(addresses) == 0 {
+	dial, err := mcpclient.PinnedDialer(addresses)
+	if err != nil {
+		return nil, fmt.Errorf("token endpoint: %w", err)
+	}
+	if dial == nil {
+		var d net.Dialer
 		return d.DialContext, nil
 	}
-	pinned := make([]netip.Addr, 0, len(addresses))
-	for _, a := range addresses {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			return nil, fmt.Errorf("token endpoint address %q: %w", a, err)
-		}
-		pinned = append(pinned, ip)
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		_, portText, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, fmt.Errorf("split %q: %w", addr, err)
-		}
-		port, err := strconv.ParseUint(portText, 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("port of %q: %w", addr, err)
-		}
-		var errs []error
-		for _, ip := range pinned {
-			conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip, uint16(port)).String())
-			if err == nil {
-				return conn, nil
-			}
-			errs = append(errs, err)
-		}
-		return nil, fmt.Errorf("no checked address of %s answered: %w", addr, errors.Join(errs...))
-	}, nil
+	return dial, nil
 }
 
 // checkEndpoint refuses a token endpoint the caller's token must not be sent to: not

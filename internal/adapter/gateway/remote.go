@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -227,13 +224,21 @@ func newRemote(key remoteKey, backend *adapterconfig.RemoteBackend, p *Pool) (*r
 }
 
 func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpclient.Client, error) {
+	var addresses []string
+	if r.key.addresses != "" {
+		addresses = strings.Split(r.key.addresses, ",")
+	}
+	dial, err := mcpclient.PinnedDialer(addresses)
+	if err != nil {
+		return nil, fmt.Errorf("remote client: %w", err)
+	}
 	client, err := mcpclient.New(mcpclient.ClientOptions{
 		URL:            r.key.url,
 		Transport:      r.key.transport,
 		Headers:        headers,
 		CABundle:       ca,
 		ConnectTimeout: remoteConnectTimeout,
-		Dial:           pinnedDialer(r.key.addresses),
+		Dial:           dial,
 		// Every relayable capability, relayed or not: a remote may register tools only
 		// for clients that declare them (server-everything does), and the operator's
 		// probe declares them all, so a gateway that declared fewer would list tools
@@ -245,40 +250,6 @@ func (r *remote) newClient(headers map[string]string, ca []byte) (*mcpclient.Cli
 		return nil, fmt.Errorf("remote client: %w", err)
 	}
 	return client, nil
-}
-
-// pinnedDialer connects only to the listed addresses (comma-separated), at the port
-// asked for; nil (the default dialer) when none are listed.
-func pinnedDialer(addresses string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if addresses == "" {
-		return nil
-	}
-	var pinned []netip.Addr
-	for _, a := range strings.Split(addresses, ",") {
-		if ip, err := netip.ParseAddr(a); err == nil {
-			pinned = append(pinned, ip)
-		}
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		_, portText, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, fmt.Errorf("split %q: %w", addr, err)
-		}
-		port, err := strconv.ParseUint(portText, 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("port of %q: %w", addr, err)
-		}
-		var d net.Dialer
-		var errs []error
-		for _, ip := range pinned {
-			conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip, uint16(port)).String())
-			if err == nil {
-				return conn, nil
-			}
-			errs = append(errs, err)
-		}
-		return nil, fmt.Errorf("no checked address of %s answered: %w", addr, errors.Join(errs...))
-	}
 }
 
 // ---- header and CA files ----
