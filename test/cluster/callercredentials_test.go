@@ -123,11 +123,14 @@ func TestCallerCredentials_PerCallerKeysOnTheNode(t *testing.T) {
 	}
 
 	before := gatewayRollout(t, ctx, ns, gw.Name)
+	readyFor := gatewayPodReadyFor(t, ctx, ns, gw.Name)
 	created := time.Now()
 	createSecret(t, ctx, callerSecret(ns, "carol", tokens["carol's key"]))
 	written, served := waitCarolServed(t, ctx, ns, gw.Name, callers["carol"])
-	t.Logf("carol's new Secret reached the gateway pod in %s (the manager wrote %s after %s; the kubelet's Secret volume sync took the rest)",
-		served.Sub(created).Round(time.Second), render.CallerKeysSecretName(gw.Name), written.Sub(created).Round(time.Second))
+	// The kubelet updates a Secret volume when it next syncs the pod, about once a
+	// minute; three runs here measured 60 s, 1 s and 71 s, the pod Ready for ~2 s each time.
+	t.Logf("carol's new Secret reached the gateway pod in %s (the manager wrote %s after %s; the kubelet's Secret volume sync took the rest; the pod had been Ready for %s)",
+		served.Sub(created).Round(time.Second), render.CallerKeysSecretName(gw.Name), written.Sub(created).Round(time.Second), readyFor.Round(time.Second))
 	if after := gatewayRollout(t, ctx, ns, gw.Name); after != before {
 		t.Errorf("the gateway rolled for carol's Secret: before %+v, after %+v; a key must reach the running pods", before, after)
 	}
@@ -282,6 +285,23 @@ func gatewayRollout(t *testing.T, ctx context.Context, ns, name string) rollout 
 		ids = append(ids, fmt.Sprintf("%s(restarts %d)", p.Name, restarts))
 	}
 	return rollout{Generation: dep.Generation, Template: hex.EncodeToString(sum[:8]), Pods: strings.Join(ids, ",")}
+}
+
+// gatewayPodReadyFor is how long the gateway's (one) pod has been Ready.
+func gatewayPodReadyFor(t *testing.T, ctx context.Context, ns, name string) time.Duration {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{workload.LabelInstance: name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				return time.Since(c.LastTransitionTime.Time)
+			}
+		}
+	}
+	return 0
 }
 
 // requireNoTokenShown checks that no token of the test appears in the import's or the
