@@ -105,7 +105,6 @@ func (c *callerRemotes) remoteFor(ctx context.Context) (*remote, error) {
 		return nil, err
 	}
 	r.lastCaller.Store(caller)
-	r.lastUsed.Store(time.Now().UnixNano())
 	if err := r.useCredential(c.cfg.ValuePrefix + value); err != nil {
 		return nil, err
 	}
@@ -118,13 +117,17 @@ func (c *callerRemotes) remoteOf(identity string) (*remote, error) {
 	if c.closed {
 		return nil, errRemoteClosed
 	}
+	// Marked used under c.mu, so that closeIdle never closes a remote a call just took.
+	now := time.Now().UnixNano()
 	if r, ok := c.cache.Get(identity); ok {
+		r.lastUsed.Store(now)
 		return r, nil
 	}
 	c.sweeping.Do(func() { go c.closeIdle() })
 	p := c.parent
 	r := &remote{key: p.key, name: p.name, importRef: p.importRef, log: p.log, metrics: p.metrics, relay: p.relay,
 		callerState: callerState{parent: p, identity: identity, credHeader: c.cfg.Header}}
+	r.lastUsed.Store(now)
 	c.cache.Add(identity, r)
 	p.metrics.callerSessions.WithLabelValues(p.importRef).Set(float64(c.cache.Len()))
 	return r, nil
@@ -182,11 +185,13 @@ func (c *callerRemotes) closeIdle() {
 		case <-c.stop:
 			return
 		case now := <-tick.C:
+			c.mu.Lock()
 			for _, identity := range c.cache.Keys() {
 				if r, ok := c.cache.Peek(identity); ok && now.Sub(time.Unix(0, r.lastUsed.Load())) > c.idle {
 					c.cache.Remove(identity)
 				}
 			}
+			c.mu.Unlock()
 			c.parent.metrics.callerSessions.WithLabelValues(c.parent.importRef).Set(float64(c.cache.Len()))
 		}
 	}
