@@ -8,7 +8,7 @@ import (
 
 // CallerCredentials is how a gateway obtains, for each caller, the caller's own
 // credential for a remote (RemoteToolImport spec.callerCredentials). Exactly one of
-// TokenExchange and PerCallerSecret is set.
+// TokenExchange, PerCallerSecret and Connect is set.
 type CallerCredentials struct {
 	// Header carries the credential, as ValuePrefix followed by the credential.
 	Header      string `json:"header"`
@@ -16,6 +16,7 @@ type CallerCredentials struct {
 
 	TokenExchange   *TokenExchange   `json:"tokenExchange,omitempty"`
 	PerCallerSecret *PerCallerSecret `json:"perCallerSecret,omitempty"`
+	Connect         *Connect         `json:"connect,omitempty"`
 
 	// MaxCallers bounds the callers whose session (and credential) a gateway keeps for
 	// the remote at once, the least recently used going first; IdleTimeout closes a
@@ -71,6 +72,60 @@ type PerCallerSecret struct {
 	Namespace string `json:"namespace"`
 	Label     string `json:"label"`
 	Key       string `json:"key"`
+}
+
+// Connect: each caller connects their own account at the remote's authorization server
+// (OAuth 2.1 authorization code + PKCE, done by the operator, which alone holds and
+// refreshes the tokens); a gateway fetches a caller's short-lived access token from the
+// operator's ConnectTokenPath over HTTPS, presenting its own token, and is told where
+// the caller connects when the caller has not.
+type Connect struct {
+	// Endpoint is the operator's token endpoint for gateways (its ConnectTokenPath).
+	Endpoint string `json:"endpoint"`
+	// CAFile, when set, is the only CA bundle TLS to Endpoint trusts.
+	CAFile string `json:"caFile,omitempty"`
+	// TokenFile holds the gateway's own token (a projected service-account token issued
+	// for ConnectAudience), sent as a bearer token to Endpoint; it is read at every fetch,
+	// since it is rotated.
+	TokenFile string `json:"tokenFile"`
+	// AuthorizationServer is where callers connect, shown in the errors callers get.
+	AuthorizationServer string `json:"authorizationServer,omitempty"`
+}
+
+// The operator's connect endpoints (on the catalog's HTTPS listener) and the audience
+// of the token a gateway presents to ConnectTokenPath.
+const (
+	ConnectAudience    = "cantus.dev/connect"
+	ConnectTokenPath   = "/connect/v1/token" //nolint:gosec // G101: a path, not a credential
+	ConnectStartPath   = "/connect/v1/start"
+	ConnectCallback    = "/connect/v1/callback"
+	ConnectClientPath  = "/connect/v1/client.json"
+	ConnectDisconnect  = "/connect/v1/disconnect"
+	ConnectRequiredErr = "connect_required"
+)
+
+// ConnectTokenRequest is what a gateway asks ConnectTokenPath: the access token of
+// Caller (an identity as ServiceAccountCaller or OIDCCaller make) for Import
+// ("namespace/name"). Refused marks that the remote refused the last token given, so the
+// operator refreshes it rather than hand it out again.
+type ConnectTokenRequest struct {
+	Import  string `json:"import"`
+	Caller  string `json:"caller"`
+	Refused bool   `json:"refused,omitempty"`
+}
+
+// ConnectTokenResponse is ConnectTokenPath's answer. 200: AccessToken, valid for
+// ExpiresIn seconds. 409 (Error ConnectRequiredErr): the caller has not connected, or
+// must reconnect; ConnectURL, valid ExpiresIn seconds and usable once, is where the
+// caller's user connects, and Message says so for people. Other statuses: Error and
+// Message say what failed (401 the gateway's token, 403 an import the gateway does not
+// serve).
+type ConnectTokenResponse struct {
+	AccessToken string `json:"accessToken,omitempty"`
+	ExpiresIn   int64  `json:"expiresIn,omitempty"`
+	Error       string `json:"error,omitempty"`
+	ConnectURL  string `json:"connectURL,omitempty"`
+	Message     string `json:"message,omitempty"`
 }
 
 // ServiceAccountCaller is the identity of a service-account caller: a recreated account
