@@ -1,0 +1,87 @@
+package v1alpha1
+
+// Connect lets each caller's user connect their own account at the remote's OAuth
+// authorization server. The operator is the OAuth client: it serves the authorization
+// callback, keeps each caller's tokens encrypted in its own namespace and refreshes
+// them; gateways fetch short-lived access tokens from it.
+type Connect struct {
+	// AuthorizationServer is the issuer identifier of the remote's authorization server
+	// (its metadata is read from /.well-known/oauth-authorization-server, or
+	// /.well-known/openid-configuration). Empty: the first authorization server the
+	// remote names in its protected-resource metadata (RFC 9728,
+	// /.well-known/oauth-protected-resource). Its endpoints are checked against the
+	// ToolSourcePolicy like the remote: https, or http on loopback only.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="authorizationServer must be an absolute http:// or https:// URL with a host"
+	// +optional
+	AuthorizationServer string `json:"authorizationServer,omitempty"`
+
+	// Scopes asks for these scopes.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[!#-\[\]-~]+$`
+	// +listType=set
+	// +optional
+	Scopes []string `json:"scopes,omitempty"`
+
+	// Client is a client registered beforehand at the authorization server. Empty: the
+	// operator's Client ID Metadata Document (its client ID is the document's https URL),
+	// which needs the operator's public base URL (--connect-base-url).
+	// +optional
+	Client *ConnectClient `json:"client,omitempty"`
+}
+
+// ConnectClient is an OAuth client registered at the authorization server, with the
+// operator's callback (<connect base URL>/connect/v1/callback) as its redirect URI.
+type ConnectClient struct {
+	// ClientID of the registered client.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	ClientID string `json:"clientID"`
+
+	// ClientSecret, in the import's namespace, authenticates a confidential client
+	// (client_secret_basic); absent for a public client.
+	// +optional
+	ClientSecret *SecretKeyRef `json:"clientSecret,omitempty"`
+}
+
+// AuthorizationServerEndpoints are an authorization server's endpoints, as its metadata
+// gave them and the ToolSourcePolicy check accepted them.
+type AuthorizationServerEndpoints struct {
+	// +kubebuilder:validation:MaxLength=2048
+	Authorization string `json:"authorization"`
+	// +kubebuilder:validation:MaxLength=2048
+	Token string `json:"token"`
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Revocation string `json:"revocation,omitempty"`
+}
+
+// The clients of CallerCredentialsStatus.Client.
+const (
+	ConnectClientPreRegistered    = "PreRegistered"
+	ConnectClientMetadataDocument = "ClientIDMetadataDocument"
+)
+
+// Reasons of connect mode (RemoteToolImport SourceAllowed).
+const (
+	// ReasonAuthorizationServerNotAllowed: an endpoint of the authorization server is
+	// refused by the ToolSourcePolicies or is not https (loopback excepted).
+	ReasonAuthorizationServerNotAllowed = "AuthorizationServerNotAllowed"
+	// ReasonAuthorizationServerUnknown: no authorization server is configured and the
+	// remote's protected-resource metadata names none, or its metadata cannot be read.
+	ReasonAuthorizationServerUnknown = "AuthorizationServerUnknown"
+	// ReasonConnectUnavailable: the operator serves no connect endpoints (its catalog
+	// listener is off).
+	ReasonConnectUnavailable = "ConnectUnavailable"
+	// ReasonConnectClientRequired: connect mode needs a client, and there is neither a
+	// pre-registered one (spec.callerCredentials.connect.client) nor the operator's
+	// Client ID Metadata Document (no --connect-base-url).
+	ReasonConnectClientRequired = "ConnectClientRequired"
+)
+
+// ReasonGatewayServiceAccountRequired (SkillServer CallerCredentialsReady): a gateway
+// that re-exports an import in connect mode runs as the namespace's default service
+// account, which other pods share.
+const ReasonGatewayServiceAccountRequired = "GatewayServiceAccountRequired"

@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"time"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/connect"
+	"github.com/cantus-dev/cantus-operator/internal/policy"
+)
+
+// ConnectSettings are the operator's connect endpoints, for imports in connect mode
+// (spec.callerCredentials.connect).
+type ConnectSettings struct {
+	// BaseURL is the operator's public HTTPS base URL (--connect-base-url); without it,
+	// only pre-registered clients can be used.
+	BaseURL string
+	// Counter counts imports' connected accounts for their status and metrics.
+	Counter *connect.Counter
+	// RootCAs, when set, are the CAs TLS to authorization servers trusts (tests); nil:
+	// the system's.
+	RootCAs *x509.CertPool
+}
+
+// connectCheck is what a probe found of an import's authorization server.
+type connectCheck struct {
+	metadata connect.ServerMetadata
+	client   string
+}
+
+// checkConnect reads the authorization server's metadata of an import in connect mode
+// (configured, or discovered from the remote's protected-resource metadata) through
+// the policy's dialer, and holds each of its endpoints to the policy and to https away
+// from loopback: users' browsers and the operator send codes and tokens there.
+func (r *RemoteToolImportReconciler) checkConnect(ctx context.Context, checker *policy.Checker, imp *cantusv1alpha1.RemoteToolImport, allowed policy.Decision) (policy.Decision, *connectCheck) {
+	cc := imp.Spec.CallerCredentials
+	if cc == nil || cc.Connect == nil {
+		return allowed, nil
+	}
+	if r.Connect == nil {
+		return policy.Decision{Reason: cantusv1alpha1.ReasonConnectUnavailable, Message: "spec.callerCredentials.connect needs the operator's connect endpoints, which are served on its catalog listener, and the catalog is off (--catalog-bind-address=0)"}, nil
+	}
+	check := &connectCheck{client: cantusv1alpha1.ConnectClientPreRegistered}
+	if cc.Connect.Client == nil {
+		if r.Connect.BaseURL == "" {
+			return policy.Decision{Reason: cantusv1alpha1.ReasonConnectClientRequired, Message: "spec.callerCredentials.connect has no client, and the operator has no public base URL (--connect-base-url, chart value connect.baseURL) to serve its Client ID Metadata Document at: register a client at the authorization server and set spec.callerCredentials.connect.client"}, nil
+		}
+		check.client = cantusv1alpha1.ConnectClientMetadataDocument
+	}
+	if issuer := cc.Connect.AuthorizationServer; issuer != "" {
+		if d := checker.CheckTokenEndpoint(ctx, issuer); !d.Allowed {
+			return refuseAuthorizationServer("spec.callerCredentials.connect.authorizationServer", d), nil
+		}
+	}
+	discoverCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	md, err := connect.Discover(discoverCtx, r.connectHTTPClient(checker), imp.Spec.URL, cc.Connect.AuthorizationServer)
+	if err != nil {
+		return policy.Decision{Reason: cantusv1alpha1.ReasonAuthorizationServerUnknown, Message: err.Error()}, nil
+	}
+	endpoints := map[string]string{"issuer": md.Issuer, "authorization_endpoint": md.AuthorizationEndpoint, "token_endpoint": md.TokenEndpoint, "revocation_endpoint": md.RevocationEndpoint}
+	for _, field := range []string{"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint"} {
+		if endpoints[field] == "" {
+			continue
+		}
+		if d := checker.CheckTokenEndpoint(ctx, endpoints[field]); !d.Allowed {
+			return refuseAuthorizationServer("the authorization server's "+field, d), nil
+		}
+	}
+	check.metadata = md
+	return allowed, check
+}
+
+func refuseAuthorizationServer(what string, d policy.Decision) policy.Decision {
+	return policy.Decision{Reason: cantusv1alpha1.ReasonAuthorizationServerNotAllowed, Message: fmt.Sprintf("%s is not allowed (%s): %s", what, d.Reason, d.Message)}
+}
+
+// connectHTTPClient reads metadata only from addresses the policy allows.
+func (r *RemoteToolImportReconciler) connectHTTPClient(checker *policy.Checker) *http.Client {
+	transport := &http.Transport{
+		DialContext:         checker.DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: r.Connect.RootCAs},
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	return &http.Client{Transport: transport, Timeout: 15 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		return checker.CheckRedirect(req.URL)
+	}}
+}
+
+// setConnectStatus records what the probe found of the authorization server and the
+// counts of connected accounts.
+func (r *RemoteToolImportReconciler) setConnectStatus(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, check *connectCheck) error {
+	status := imp.Status.CallerCredentials
+	if status == nil || check == nil {
+		return nil
+	}
+	md := check.metadata
+	status.AuthorizationServer = md.Issuer
+	status.AuthorizationServerChecked = true
+	status.AuthorizationServerDiscovered = md.Discovered
+	status.Endpoints = &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: md.AuthorizationEndpoint, Token: md.TokenEndpoint, Revocation: md.RevocationEndpoint}
+	status.Client = check.client
+	if r.Connect.Counter == nil {
+		return nil
+	}
+	counts, err := r.Connect.Counter.Count(ctx, imp)
+	if err != nil {
+		return err
+	}
+	status.Connected, status.ReconnectNeeded, status.FailedRefreshes = counts.Connected, counts.ReconnectNeeded, counts.FailedRefreshes
+	return nil
+}
