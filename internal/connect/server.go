@@ -276,9 +276,13 @@ func (h *Handler) refreshOnce(ctx context.Context, imp *cantusv1alpha1.RemoteToo
 			if !apierrors.IsConflict(err) {
 				return nil, fmt.Errorf("claim the refresh of an account: %w", err)
 			}
-			_, fresh, err := h.Store.load(ctx, req.Import, req.Caller)
+			// Another writer changed the account first: its refresh may be done.
+			acct, fresh, err := h.Store.load(ctx, req.Import, req.Caller)
 			if err != nil {
 				return nil, err
+			}
+			if fresh.Annotations[annotationRefreshing] == "" && !h.expiring(acct) {
+				return acct, nil
 			}
 			secret = fresh
 			continue
