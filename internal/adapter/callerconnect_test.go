@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/mark3labs/mcp-go/client"
@@ -21,6 +22,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
 const gatewayConnectToken = "gateway-connect-sa-token-7731"
@@ -168,7 +170,10 @@ func callWhoami(t *testing.T, c *client.Client) (*mcp.CallToolResult, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "team.whoami"
 	req.Params.Arguments = map[string]any{}
-	return c.CallTool(testContext(t), req)
+	// Not testContext: the test kit replaces it.
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	return c.CallTool(ctx, req)
 }
 
 // elicitations is an elicitation handler that records what it is asked and answers
@@ -326,5 +331,30 @@ func TestCallerCredentials_ConnectRefusedTokenIsRefreshedOnce(t *testing.T) {
 	}
 	if got := w.logs.matching("bo-revoked-token"); len(got) > 0 {
 		t.Errorf("the logs show the refused token: %q", got)
+	}
+}
+
+// The official TypeScript SDK (protocol 2025-11-25) declaring URL-mode elicitation
+// surfaces the gateway's URLElicitationRequiredError (-32042) with the operator's URL.
+func TestCallerCredentials_ConnectTypeScriptClientGetsURLElicitationRequired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the TypeScript SDK")
+	}
+	w := startConnectWorld(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := peers.TSClient(t, ctx, peers.TSClientOptions{
+		URL: w.gateway.baseURL + adapterconfig.PathMCP, Headers: bearerHeader(w.key.saToken(t, "team", "ada", "uid-ada", "room")),
+		Call: "team.whoami", Declare: []string{"elicitation-url"}, CallErrorOK: true,
+	})
+	if out.CallError == nil || out.CallError.Code != mcp.URL_ELICITATION_REQUIRED {
+		t.Fatalf("the TypeScript client got %+v (result %+v), want -32042", out.CallError, out.Result)
+	}
+	var data struct {
+		Elicitations []mcp.ElicitationParams `json:"elicitations"`
+	}
+	if err := json.Unmarshal(out.CallError.Data, &data); err != nil || len(data.Elicitations) != 1 ||
+		data.Elicitations[0].Mode != mcp.ElicitationModeURL || !strings.HasPrefix(data.Elicitations[0].URL, w.op.srv.URL+adapterconfig.ConnectStartPath) {
+		t.Errorf("the error's data is %s, want one url-mode elicitation with the operator's URL", out.CallError.Data)
 	}
 }
