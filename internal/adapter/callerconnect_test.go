@@ -136,6 +136,11 @@ func startConnectWorld(t *testing.T, stateless bool) *connectWorld {
 	cfg := identityConfig(t, w.key)
 	cfg.Stateless = stateless
 	cfg.Tools = []adapterconfig.Tool{tool}
+	guide := importedItem("docs://guide", `{"uri":"docs://guide","name":"guide"}`, w.remote.URL(), "")
+	guide.Remote.CallerCredentials = tool.Remote.CallerCredentials
+	brief := importedItem("up.brief", `{"name":"brief"}`, w.remote.URL(), "brief")
+	brief.Remote.CallerCredentials = tool.Remote.CallerCredentials
+	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{guide}, Prompts: []adapterconfig.ImportedItem{brief}}
 	w.gateway = serve(t, cfg, WithLogger(funcr.New(w.logs.add, funcr.Options{Verbosity: 9})))
 	return w
 }
@@ -226,7 +231,7 @@ func TestCallerCredentials_ConnectAsksOlderCallersByWhatTheyDeclared(t *testing.
 		!strings.Contains(text, "team/upstream") || !strings.Contains(text, "service account") {
 		t.Errorf("a caller without url elicitation got %q (isError %v), want connect_required: naming the import, with the URL", text, res.IsError)
 	}
-	if n := w.remote.Requests(""); n != 0 {
+	if n := len(w.remote.Credentials()); n != 0 {
 		t.Errorf("the remote was reached %d times by callers who had not connected", n)
 	}
 
@@ -329,6 +334,9 @@ func TestCallerCredentials_ConnectRefusedTokenIsRefreshedOnce(t *testing.T) {
 	if len(requests) != 2 || requests[0].Refused || !requests[1].Refused {
 		t.Errorf("the operator was asked %+v, want a fetch and a refused refetch", requests)
 	}
+	if n := w.remote.Rejected(); n != 1 {
+		t.Errorf("the remote refused %d requests, want 1 (the revoked token's)", n)
+	}
 	if got := w.logs.matching("bo-revoked-token"); len(got) > 0 {
 		t.Errorf("the logs show the refused token: %q", got)
 	}
@@ -356,5 +364,47 @@ func TestCallerCredentials_ConnectTypeScriptClientGetsURLElicitationRequired(t *
 	if err := json.Unmarshal(out.CallError.Data, &data); err != nil || len(data.Elicitations) != 1 ||
 		data.Elicitations[0].Mode != mcp.ElicitationModeURL || !strings.HasPrefix(data.Elicitations[0].URL, w.op.srv.URL+adapterconfig.ConnectStartPath) {
 		t.Errorf("the error's data is %s, want one url-mode elicitation with the operator's URL", out.CallError.Data)
+	}
+}
+
+// A read or a prompt get of a connect-mode import by a caller who has not connected is
+// answered URLElicitationRequiredError (-32042) carrying the URL, and nothing reaches
+// the remote.
+func TestCallerCredentials_ConnectReadsAndPromptsAnswerURLElicitationRequired(t *testing.T) {
+	w := startConnectWorld(t, false)
+	ada := w.client(t, "ada", protocol20251125, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = "docs://guide"
+	_, readErr := ada.ReadResource(ctx, read)
+	get := mcp.GetPromptRequest{}
+	get.Params.Name = "up.brief"
+	_, getErr := ada.GetPrompt(ctx, get)
+	for what, err := range map[string]error{"resources/read": readErr, "prompts/get": getErr} {
+		var required mcp.URLElicitationRequiredError
+		if !errors.As(err, &required) || len(required.Elicitations) != 1 || required.Elicitations[0].Mode != mcp.ElicitationModeURL ||
+			!strings.HasPrefix(required.Elicitations[0].URL, w.op.srv.URL+adapterconfig.ConnectStartPath) {
+			t.Errorf("%s: got %v, want URLElicitationRequiredError with the operator's URL", what, err)
+		}
+	}
+	if n := len(w.remote.Credentials()); n != 0 {
+		t.Errorf("the remote was reached %d times", n)
+	}
+}
+
+// A refused token the operator cannot refresh (the account must be connected again)
+// makes the call a connect prompt, not upstream_unauthorized.
+func TestCallerCredentials_ConnectRefusedTokenWithoutRefreshAsksToReconnect(t *testing.T) {
+	w := startConnectWorld(t, false)
+	w.op.set(adapterconfig.ServiceAccountCaller("team/bo", "uid-bo"), "bo-revoked-token", "")
+	bo := w.client(t, "bo", protocol20251125, nil)
+	res, err := callWhoami(t, bo)
+	if err != nil || !res.IsError || !strings.HasPrefix(textOf(res), gateway.CodeConnectRequired+": ") ||
+		!strings.Contains(textOf(res), w.op.srv.URL+adapterconfig.ConnectStartPath) {
+		t.Errorf("got %v %q, want connect_required with the URL", err, textOf(res))
+	}
+	if n := w.remote.Rejected(); n != 1 {
+		t.Errorf("the remote refused %d requests, want 1", n)
 	}
 }
