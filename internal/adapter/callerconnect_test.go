@@ -40,6 +40,7 @@ type connectOperator struct {
 	urls      map[string]string // connect URL given → caller identity
 	requests  []adapterconfig.ConnectTokenRequest
 	bearers   []string
+	forbid    bool // answer 403, as for an import the gateway does not serve
 }
 
 func startConnectOperator(t *testing.T) *connectOperator {
@@ -62,6 +63,13 @@ func (op *connectOperator) serve(w http.ResponseWriter, r *http.Request) {
 	if fresh, ok := op.refreshed[req.Caller]; ok && req.Refused {
 		op.tokens[req.Caller] = fresh
 		delete(op.refreshed, req.Caller)
+	}
+	if op.forbid {
+		op.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(adapterconfig.ConnectTokenResponse{Error: "import_not_served", Message: "this gateway does not serve the import"})
+		return
 	}
 	token := op.tokens[req.Caller]
 	url := ""
@@ -406,5 +414,32 @@ func TestCallerCredentials_ConnectRefusedTokenWithoutRefreshAsksToReconnect(t *t
 	}
 	if n := w.remote.Rejected(); n != 1 {
 		t.Errorf("the remote refused %d requests, want 1", n)
+	}
+}
+
+// An operator that refuses the gateway makes the call connect_unavailable:, quoting
+// its status and error and naming the import; it is counted, and nothing reaches the
+// remote.
+func TestCallerCredentials_ConnectUnavailableOperatorIsAPreciseError(t *testing.T) {
+	w := startConnectWorld(t, false)
+	w.op.mu.Lock()
+	w.op.forbid = true
+	w.op.mu.Unlock()
+	res, err := callWhoami(t, w.client(t, "ada", protocol20251125, nil))
+	text := textOf(res)
+	if err != nil || !res.IsError || !strings.HasPrefix(text, gateway.CodeConnectUnavailable+": ") || !strings.Contains(text, "team/upstream") ||
+		!strings.Contains(text, "HTTP 403") || !strings.Contains(text, "import_not_served") {
+		t.Errorf("got %v %q, want connect_unavailable: naming the import, the status and the operator's error", err, text)
+	}
+	if strings.Contains(text, gatewayConnectToken) {
+		t.Errorf("the answer shows the gateway's token")
+	}
+	metrics := metricsText(t, w.gateway.Server)
+	if !strings.Contains(metrics, `cantus_adapter_caller_credential_failures_total{code="connect_unavailable",import="team/upstream"} 1`) ||
+		!strings.Contains(metrics, `cantus_adapter_caller_connect_fetches_total{outcome="failed",remote="team/upstream"} 1`) {
+		t.Errorf("the metrics do not count the failure:\n%s", grepLines(metrics, "connect"))
+	}
+	if n := len(w.remote.Credentials()); n != 0 {
+		t.Errorf("the remote was reached %d times", n)
 	}
 }
