@@ -33,8 +33,10 @@ import (
 type ConnectPrompt struct {
 	URL     string
 	Expires time.Time
-	// Message is the operator's explanation for people.
+	// Message is the operator's explanation for people (it quotes the URL); Ask is the
+	// gateway's, without the URL, for an elicitation's message.
 	Message string
+	Ask     string
 	// ServiceAccount is true when the caller is a service account: then the URL is a
 	// capability (whoever opens it links their account to the caller), and says so.
 	ServiceAccount bool
@@ -56,26 +58,20 @@ func (p *ConnectPrompt) instructions() string {
 	if p.ServiceAccount {
 		b.WriteString(" Whoever opens it links their account to this service account: give it only to its owner.")
 	}
-	if p.Message != "" {
-		b.WriteString(" The operator says: " + p.Message)
-	}
 	b.WriteString("\n" + p.URL)
 	return b.String()
 }
 
-// elicitation is the URL-mode elicitation asking the user to connect.
-func (p *ConnectPrompt) elicitation(id, why string) mcp.ElicitationParams {
-	message := why
-	if p.Message != "" {
-		message = p.Message
-	}
-	return mcp.ElicitationParams{Mode: mcp.ElicitationModeURL, Message: message, URL: p.URL, ElicitationID: id}
+// elicitation is the URL-mode elicitation asking the user to connect: the client
+// shows the URL apart from the message.
+func (p *ConnectPrompt) elicitation(id string) mcp.ElicitationParams {
+	return mcp.ElicitationParams{Mode: mcp.ElicitationModeURL, Message: p.Ask, URL: p.URL, ElicitationID: id}
 }
 
 // urlElicitationRequired is the error a handler returns for mcp-go to answer -32042
 // with (older protocols). Its text holds no URL: mcp-go's error hooks may record it.
 func urlElicitationRequired(ce *CallerCredentialError) error {
-	required := mcp.URLElicitationRequiredError{Elicitations: []mcp.ElicitationParams{ce.Connect.elicitation(newElicitationID(), ce.Message)}}
+	required := mcp.URLElicitationRequiredError{Elicitations: []mcp.ElicitationParams{ce.Connect.elicitation(newElicitationID())}}
 	return fmt.Errorf("%s: %s: %w", ce.Code, ce.Message, required)
 }
 
@@ -122,7 +118,7 @@ func (t *Tool) connectRequired(ctx context.Context, ce *CallerCredentialError) *
 		return &mcp.CallToolResult{
 			Result: mcp.Result{ResultType: mcp.ResultTypeInputRequired},
 			MultiRoundTripResult: mcp.MultiRoundTripResult{
-				InputRequests: mcp.InputRequests{connectElicitationKey: mcp.NewElicitationInputRequest(ce.Connect.elicitation(id, ce.Message))},
+				InputRequests: mcp.InputRequests{connectElicitationKey: mcp.NewElicitationInputRequest(ce.Connect.elicitation(id))},
 				RequestState:  connectState(callerOf(ctx), t.Name, id),
 			},
 		}

@@ -43,7 +43,8 @@ func (s *connectSource) Credential(ctx context.Context, caller *access.Caller) (
 		return "", &CallerCredentialError{Code: CodeConnectRequired, Message: fmt.Sprintf(
 			"import %s acts at its remote as each caller's own account, and this caller has not connected one%s (or must connect it again); nothing was sent to the remote",
 			s.importRef, at),
-			Connect: &ConnectPrompt{URL: required.URL, Expires: required.Expires, Message: required.Message, ServiceAccount: caller.ServiceAccount != ""}}
+			Connect: &ConnectPrompt{URL: required.URL, Expires: required.Expires, Message: required.Message, ServiceAccount: caller.ServiceAccount != "",
+				Ask: fmt.Sprintf("Connect your account%s, so that calls through import %s act as you at its remote; then continue.", at, s.importRef)}}
 	}
 	return "", &CallerCredentialError{Code: CodeConnectUnavailable, Message: fmt.Sprintf(
 		"import %s acts at its remote as each caller's connected account, and the gateway could not get this caller's token from the operator: %s; nothing was sent to the remote (if this lasts, the operator's connect endpoint is down or refuses this gateway)",

@@ -314,7 +314,7 @@ func (r *remote) requestFailed(ctx context.Context, it *Item, err error) *Forwar
 		var ce *CallerCredentialError
 		if errors.As(err, &ce) && ce.Connect != nil {
 			return &ForwardError{Message: text, Connect: &mcp.URLElicitationRequiredError{
-				Elicitations: []mcp.ElicitationParams{ce.Connect.elicitation(newElicitationID(), ce.Message)}}}
+				Elicitations: []mcp.ElicitationParams{ce.Connect.elicitation(newElicitationID())}}}
 		}
 		return &ForwardError{Message: text}
 	}
