@@ -53,18 +53,35 @@ type Options struct {
 	// KeepNoTokens does not keep the issued tokens (IssuedTokens is empty), so that a
 	// memory benchmark in the same process measures its subject alone.
 	KeepNoTokens bool
+
+	// Users are the users the login page accepts: name → password. A user's name is
+	// the sub of the tokens issued for them.
+	Users map[string]string
+	// RefreshTokenLifetime bounds a refresh token family from its last rotation (0:
+	// refresh tokens do not expire).
+	RefreshTokenLifetime time.Duration
+	// RevokeOnRefreshReuse revokes a refresh token family when one of its spent refresh
+	// tokens is presented again (OAuth 2.1 reuse detection); by default the spent token
+	// alone is refused.
+	RevokeOnRefreshReuse bool
+	// HTTPClient fetches Client ID Metadata Documents: give it the roots that trust the
+	// documents' server (a client with a 10 s timeout and the system roots when nil).
+	HTTPClient *http.Client
 }
 
 // Request is what the service saw in an issued token's request.
 type Request struct {
-	// GrantType is oidc.GrantTypeTokenExchange or oidc.GrantTypeClientCredentials.
+	// GrantType is oidc.GrantTypeTokenExchange, oidc.GrantTypeClientCredentials,
+	// oidc.GrantTypeCode or oidc.GrantTypeRefreshToken.
 	GrantType oidc.GrantType
 	ClientID  string
-	// Subject is the issued token's sub: the subject token's sub (or the client, for
-	// client credentials).
+	// Subject is the issued token's sub: the subject token's sub, the client (client
+	// credentials), or the user who signed in (code and refresh).
 	Subject string
 	// Actor is the actor token's sub, "" without one.
-	Actor    string
+	Actor string
+	// Resource are the RFC 8707 resource indicators (of the exchange, or of the
+	// authorization request for code and refresh).
 	Resource []string
 	Audience []string
 	Scopes   []string
@@ -89,6 +106,32 @@ type Server struct {
 	issued       []string
 	authFailures int
 	refused      int
+
+	users          map[string]string
+	refreshTTL     time.Duration
+	revokeOnReuse  bool
+	httpClient     *http.Client
+	authRequests   map[string]*authRequest
+	codes          map[string]string // code → auth request id
+	spentCodes     map[string]string // code → grant id
+	grants         map[string]*grant
+	refreshTokens  map[string]string // current refresh token → grant id
+	spentRefresh   map[string]string // rotated refresh token → grant id
+	accessTokens   map[string]accessToken
+	revokedAccess  map[string]bool
+	issuedRefresh  []string
+	grantCounts    map[oidc.GrantType]int
+	codesIssued    int
+	codeReuses     int
+	pkceFailures   int
+	loginFailures  int
+	refreshRefused int
+	refreshReuses  int
+	revocations    int
+	registrations  int
+
+	documentFetches  map[string]int
+	documentsRefused int
 }
 
 // Start runs a token service until the test ends.
@@ -116,6 +159,23 @@ func New(o Options) (*Server, error) {
 		tokenTTL:        o.TokenLifetime,
 		bySubject:       map[string]int{},
 		clientGrants:    map[string]int{},
+		users:           map[string]string{},
+		refreshTTL:      o.RefreshTokenLifetime,
+		revokeOnReuse:   o.RevokeOnRefreshReuse,
+		httpClient:      o.HTTPClient,
+		authRequests:    map[string]*authRequest{},
+		codes:           map[string]string{},
+		spentCodes:      map[string]string{},
+		grants:          map[string]*grant{},
+		refreshTokens:   map[string]string{},
+		spentRefresh:    map[string]string{},
+		accessTokens:    map[string]accessToken{},
+		revokedAccess:   map[string]bool{},
+		grantCounts:     map[oidc.GrantType]int{},
+		documentFetches: map[string]int{},
+	}
+	for name, password := range o.Users {
+		s.users[name] = password
 	}
 	if s.tokenTTL <= 0 {
 		s.tokenTTL = DefaultTokenLifetime
@@ -150,7 +210,7 @@ func New(o Options) (*Server, error) {
 func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) handler(tls bool) (http.Handler, error) {
-	config := &op.Config{AuthMethodPrivateKeyJWT: true}
+	config := &op.Config{AuthMethodPrivateKeyJWT: true, CodeMethodS256: true, GrantTypeRefreshToken: true}
 	if _, err := rand.Read(config.CryptoKey[:]); err != nil {
 		return nil, err
 	}
@@ -163,11 +223,45 @@ func (s *Server) handler(tls bool) (http.Handler, error) {
 		return nil, err
 	}
 	endpoints := op.Endpoints{
-		Token:   op.NewEndpoint(tokenPath),
-		JwksURI: op.NewEndpoint(keysPath),
+		Authorization: op.NewEndpoint(authorizePath),
+		Token:         op.NewEndpoint(tokenPath),
+		Revocation:    op.NewEndpoint(revocationPath),
+		JwksURI:       op.NewEndpoint(keysPath),
 	}
-	server := op.NewLegacyServer(provider, endpoints)
-	return op.RegisterLegacyServer(server, http.NotFound), nil
+	server := &opServer{LegacyServer: op.NewLegacyServer(provider, endpoints), s: s}
+	protocol := op.RegisterLegacyServer(server, op.AuthorizeCallbackHandler(provider))
+	mux := http.NewServeMux()
+	mux.HandleFunc(loginPath, s.login)
+	mux.HandleFunc(registerPath, s.register)
+	mux.Handle("/", defaultScope(rfc8414Path(protocol)))
+	return mux, nil
+}
+
+// rfc8414Path serves the metadata at RFC 8414's well-known path too, where OAuth
+// clients (MCP's among them) look first; the op package serves OpenID's.
+func rfc8414Path(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == oidc.AuthorizationServerMetadataEndpoint {
+			r = r.Clone(r.Context())
+			r.URL.Path = oidc.DiscoveryEndpoint
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// defaultScope gives an authorization request without a scope the default scope
+// offline_access (RFC 6749 section 3.3 lets the server choose one): the op package
+// refuses a request without a scope, and MCP clients often send none.
+func defaultScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == authorizePath && r.Method == http.MethodGet && r.URL.Query().Get("scope") == "" {
+			r = r.Clone(r.Context())
+			q := r.URL.Query()
+			q.Set("scope", oidc.ScopeOfflineAccess)
+			r.URL.RawQuery = q.Encode()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 const (
@@ -232,12 +326,6 @@ func (s *Server) SetTokenLifetime(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokenTTL = d
-}
-
-func (s *Server) lifetime() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tokenTTL
 }
 
 // Exchanges is the number of tokens issued by exchange for the subject (the subject
@@ -308,11 +396,9 @@ func (s *Server) countRefusedToken() {
 	s.refused++
 }
 
-// record counts a token about to be issued.
-func (s *Server) record(req op.TokenRequest) {
+// recordLocked counts a token about to be issued.
+func (s *Server) recordLocked(req op.TokenRequest) {
 	r := Request{Subject: req.GetSubject(), Audience: slices.Clone(req.GetAudience()), Scopes: slices.Clone(req.GetScopes())}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch req := req.(type) {
 	case op.TokenExchangeRequest:
 		r.GrantType, r.ClientID = oidc.GrantTypeTokenExchange, req.GetClientID()
@@ -322,7 +408,12 @@ func (s *Server) record(req op.TokenRequest) {
 	case *clientCredentialsRequest:
 		r.GrantType, r.ClientID = oidc.GrantTypeClientCredentials, req.clientID
 		s.clientGrants[req.clientID]++
+	case *authRequest:
+		r.GrantType, r.ClientID, r.Resource = oidc.GrantTypeCode, req.clientID, slices.Clone(req.resources)
+	case *refreshRequest:
+		r.GrantType, r.ClientID, r.Resource = oidc.GrantTypeRefreshToken, req.clientID, slices.Clone(req.resources)
 	}
+	s.grantCounts[r.GrantType]++
 	s.last = r
 }
 
@@ -339,11 +430,15 @@ func (s *Server) recordIssued(next http.Handler) http.Handler {
 			return
 		}
 		var answer struct {
-			AccessToken string `json:"access_token"`
+			AccessToken  string `json:"access_token"`
+			RefreshToken string `json:"refresh_token"`
 		}
 		if !s.keepNoTokens && json.Unmarshal(rec.body.Bytes(), &answer) == nil && answer.AccessToken != "" {
 			s.mu.Lock()
 			s.issued = append(s.issued, answer.AccessToken)
+			if answer.RefreshToken != "" {
+				s.issuedRefresh = append(s.issuedRefresh, answer.RefreshToken)
+			}
 			s.mu.Unlock()
 		}
 	})
