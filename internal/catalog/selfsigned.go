@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // SelfSignedSecret is where the catalog keeps its self-signed certificate (tls.crt,
@@ -80,7 +82,8 @@ func (r *Runnable) selfSignedCertificate(ctx context.Context) (tls.Certificate, 
 			return tls.Certificate{}, fmt.Errorf("catalog: encode key: %w", err)
 		}
 		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+			// The operator's admission policy lets it write only objects it labels its own.
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: map[string]string{workload.LabelManagedBy: workload.FieldOwner}},
 			Type:       corev1.SecretTypeTLS,
 			Data: map[string][]byte{
 				corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),

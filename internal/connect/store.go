@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // Labels and annotations of the Secrets that hold connected accounts and pending
@@ -166,7 +168,9 @@ func (s *Store) seal(ctx context.Context, name string, v any) (keyID string, box
 // labelsFor are the labels of an (import, caller) slot's Secrets.
 func labelsFor(kind, importRef, caller, keyID string) map[string]string {
 	ns, name, _ := strings.Cut(importRef, "/")
-	labels := map[string]string{LabelAccount: kind, LabelImportNamespace: ns, LabelImport: name, LabelKey: keyID}
+	labels := map[string]string{LabelAccount: kind, LabelImportNamespace: ns, LabelImport: name, LabelKey: keyID,
+		// The operator's admission policy lets it write only objects it labels its own.
+		workload.LabelManagedBy: workload.FieldOwner}
 	if ns, uid := serviceAccountOf(caller); uid != "" {
 		labels[LabelCallerUID], labels[LabelCallerNamespace] = uid, ns
 	}
