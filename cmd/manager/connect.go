@@ -44,7 +44,7 @@ func bindConnectFlags(o *connectOptions) {
 
 // setUpConnect serves the connect endpoints beside the catalog's, and tells the
 // controllers where gateways reach them and which CA they trust there.
-func setUpConnect(mgr ctrl.Manager, opts options, direct client.Client, catalogHandler http.Handler, listener *catalog.Runnable,
+func setUpConnect(mgr ctrl.Manager, opts options, direct client.Client, cat *catalog.Catalog, catalogHandler http.Handler, listener *catalog.Runnable,
 	servers *controller.SkillServerReconciler, imports *controller.RemoteToolImportReconciler, callers connect.Authenticator) (http.Handler, error) {
 	o := opts.connect
 	keyNS, keyName, ok := strings.Cut(o.keySecret, "/")
@@ -69,6 +69,7 @@ func setUpConnect(mgr ctrl.Manager, opts options, direct client.Client, catalogH
 	imports.Connect = &controller.ConnectSettings{BaseURL: o.baseURL, Counter: &connect.Counter{Reader: direct, Namespace: o.namespace, Keys: keys}}
 	servers.ConnectEndpoint = connectEndpoint(opts)
 	servers.ConnectCA = listener.CA
+	cat.Accounts = connect.States{Store: store}
 	mux := http.NewServeMux()
 	handler.Routes(mux)
 	mux.Handle("/", catalogHandler)

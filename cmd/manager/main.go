@@ -314,7 +314,8 @@ func run(opts options) error {
 			return fmt.Errorf("catalog review client: %w", err)
 		}
 		callers := &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud, Issuer: issuer}
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}, callers, ctrl.Log.WithName("catalog"))
+		cat := &catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}
+		handler := catalog.NewHandler(cat, callers, ctrl.Log.WithName("catalog"))
 		listener := &catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Log: ctrl.Log.WithName("catalog"), Hosts: catalogHosts(opts)}
 		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 			// Every replica serves the same self-signed certificate, which gateways trust.
@@ -323,7 +324,7 @@ func run(opts options) error {
 		if err := listener.Prepare(context.Background()); err != nil {
 			return err
 		}
-		if listener.Handler, err = setUpConnect(mgr, opts, reviewClient, handler, listener, servers, imports, callers); err != nil {
+		if listener.Handler, err = setUpConnect(mgr, opts, reviewClient, cat, handler, listener, servers, imports, callers); err != nil {
 			return err
 		}
 		if err := mgr.Add(listener); err != nil {

@@ -271,6 +271,13 @@ func TestCallerCredentials_ConnectFlowGivesTheCallersOwnToken(t *testing.T) {
 	if err != nil || counts.Connected != 1 || counts.ReconnectNeeded != 0 {
 		t.Fatalf("counts: %+v %v", counts, err)
 	}
+	states := connect.States{Store: f.store}
+	if state, err := states.State(context.Background(), f.ns+"/whoami", f.caller()); err != nil || state != catalog.ConnectStateConnected {
+		t.Fatalf("the catalog's state of the caller: %q %v", state, err)
+	}
+	if state, _ := states.State(context.Background(), f.ns+"/whoami", f.caller()+"x"); state != catalog.ConnectStateNotConnected {
+		t.Fatalf("the catalog's state of another caller: %q", state)
+	}
 }
 
 func TestCallerCredentials_ConnectLinkWorksOnceAndOnlyForItsCaller(t *testing.T) {
@@ -447,6 +454,9 @@ func TestCallerCredentials_ConnectKeyMissingMeansReconnect(t *testing.T) {
 	counts, err := f.counter.Count(context.Background(), f.imp)
 	if err != nil || counts.ReconnectNeeded != 1 || counts.Connected != 0 {
 		t.Fatalf("counts without the key Secret: %+v %v", counts, err)
+	}
+	if state, _ := (connect.States{Store: f.store}).State(context.Background(), f.ns+"/whoami", f.caller()); state != catalog.ConnectStateReconnectNeeded {
+		t.Fatalf("the catalog's state without the key Secret: %q", state)
 	}
 	if status, resp := f.fetch(f.gwToken, f.request()); status != http.StatusServiceUnavailable || resp.Error != "connect_unavailable" {
 		t.Fatalf("want 503 connect_unavailable, got %d %+v", status, resp)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,4 +61,31 @@ func (c *Counter) Count(ctx context.Context, imp *cantusv1alpha1.RemoteToolImpor
 func (c *Counter) Forget(namespace, name string) {
 	accountsGauge.DeleteLabelValues(namespace, name, "connected")
 	accountsGauge.DeleteLabelValues(namespace, name, "reconnect_needed")
+}
+
+// States says whether callers have a usable account, for the catalog.
+type States struct {
+	Store *Store
+}
+
+// State is catalog.ConnectStateConnected, ...NotConnected or ...ReconnectNeeded for
+// caller's account for the import, read from its Secret's labels and the key ring.
+func (s States) State(ctx context.Context, importRef, caller string) (string, error) {
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := s.Store.Client.Get(ctx, client.ObjectKey{Namespace: s.Store.Namespace, Name: AccountName(importRef, caller)}, secret)
+	if apierrors.IsNotFound(err) {
+		return "NotConnected", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read a connected account: %w", err)
+	}
+	ring, err := s.Store.Keys.Ring(ctx)
+	if err != nil && !errors.Is(err, ErrNoKeys) {
+		return "", err
+	}
+	if secret.Labels[LabelState] != StateConnected || ring == nil || !ring.Has(secret.Labels[LabelKey]) {
+		return "ReconnectNeeded", nil
+	}
+	return "Connected", nil
 }
