@@ -29,6 +29,30 @@ type Connect struct {
 	// which needs the operator's public base URL (--connect-base-url).
 	// +optional
 	Client *ConnectClient `json:"client,omitempty"`
+
+	// ProbeIdentity is who the operator's probes (tools, content, approval digests) act
+	// as, for a remote that needs a user even for tools/list: its credential is sent in
+	// spec.callerCredentials.header instead of spec.headers' value there. Without it,
+	// probes use spec.headers, and a remote that refuses them makes the import not
+	// Ready with reason ProbeIdentityRequired.
+	// +optional
+	ProbeIdentity *ProbeIdentity `json:"probeIdentity,omitempty"`
+}
+
+// ProbeIdentity is a user for the operator's probes: a token from a Secret, or the
+// account a service account of the import's namespace connected for this import.
+// +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef) != has(self.serviceAccount)",message="probeIdentity takes exactly one of tokenSecretRef or serviceAccount"
+type ProbeIdentity struct {
+	// TokenSecretRef holds a token for the remote, sent as "Bearer <token>".
+	// +optional
+	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+
+	// ServiceAccount names a service account of the import's namespace whose connected
+	// account (for this import) the probes use; it connects like any caller.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 }
 
 // ConnectClient is an OAuth client registered at the authorization server, with the
@@ -79,6 +103,13 @@ const (
 	// pre-registered one (spec.callerCredentials.connect.client) nor the operator's
 	// Client ID Metadata Document (no --connect-base-url).
 	ReasonConnectClientRequired = "ConnectClientRequired"
+	// ReasonProbeIdentityRequired (HandshakeSucceeded): the remote refused the probe's
+	// credentials (spec.headers); it needs a user even for tools/list, so the import
+	// needs spec.callerCredentials.connect.probeIdentity.
+	ReasonProbeIdentityRequired = "ProbeIdentityRequired"
+	// ReasonProbeIdentityNotConnected: the probe identity's service account has not
+	// connected an account for the import (or must connect it again).
+	ReasonProbeIdentityNotConnected = "ProbeIdentityNotConnected"
 )
 
 // ReasonGatewayServiceAccountRequired (SkillServer CallerCredentialsReady): a gateway

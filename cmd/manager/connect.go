@@ -66,7 +66,7 @@ func setUpConnect(mgr ctrl.Manager, opts options, direct client.Client, cat *cat
 	if err := mgr.Add(&connect.Sweeper{Store: store, Reader: mgr.GetClient(), Log: ctrl.Log.WithName("connect")}); err != nil {
 		return nil, fmt.Errorf("add the connect sweeper: %w", err)
 	}
-	imports.Connect = &controller.ConnectSettings{BaseURL: o.baseURL, Counter: &connect.Counter{Reader: direct, Namespace: o.namespace, Keys: keys}}
+	imports.Connect = &controller.ConnectSettings{BaseURL: o.baseURL, Counter: &connect.Counter{Reader: direct, Namespace: o.namespace, Keys: keys}, ProbeTokens: handler}
 	servers.ConnectEndpoint = connectEndpoint(opts)
 	servers.ConnectCA = listener.CA
 	cat.Accounts = connect.States{Store: store}

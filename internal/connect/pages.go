@@ -240,3 +240,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// link is LinkPath: POST ?import=<namespace>/<name>, authenticated like the catalog (the
+// caller's own token for its audience), answers a ConnectTokenResponse with the
+// caller's connect link, for a service account of the import's namespace.
+func (h *Handler) link(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	user, err := h.Callers.Authenticate(ctx, bearerToken(r))
+	if err != nil {
+		refuse(w, http.StatusUnauthorized, "unauthorized", "a Kubernetes bearer token for the catalog's audience is required")
+		return
+	}
+	namespace, name, ok := splitServiceAccountUser(user.Username)
+	importRef := r.URL.Query().Get("import")
+	importNS, _, _ := strings.Cut(importRef, "/")
+	if !ok || user.UID == "" || importNS != namespace {
+		refuse(w, http.StatusForbidden, "forbidden", "a service account gets a link only for an import of its own namespace")
+		return
+	}
+	imp, err := h.importOf(r, importRef)
+	if err != nil {
+		refuse(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	h.connectRequired(w, r, imp, adapterconfig.ConnectTokenRequest{Import: importRef, Caller: adapterconfig.ServiceAccountCaller(namespace+"/"+name, user.UID)}, false)
+}

@@ -69,7 +69,14 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+adapterconfig.ConnectCallback, h.callback)
 	mux.HandleFunc("GET "+adapterconfig.ConnectClientPath, h.clientMetadata)
 	mux.HandleFunc("POST "+adapterconfig.ConnectDisconnect, h.disconnect)
+	mux.HandleFunc("POST "+LinkPath, h.link)
 }
+
+// LinkPath gives a service account of an import's namespace its own connect link for
+// the import, without a call through a gateway: for the account a probe identity
+// (spec.callerCredentials.connect.probeIdentity.serviceAccount) names, whose import
+// serves no tool before it has connected.
+const LinkPath = "/connect/v1/link"
 
 func (h *Handler) now() time.Time {
 	if h.Now != nil {
@@ -112,10 +119,7 @@ func (h *Handler) token(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "caller_refused", why)
 		return
 	}
-	acct, secret, err := h.Store.load(ctx, req.Import, req.Caller)
-	if err == nil && (req.Refused || h.expiring(acct)) {
-		acct, err = h.refreshOnce(ctx, imp, req, secret)
-	}
+	acct, err := h.account(ctx, imp, req)
 	switch {
 	case err == nil:
 		answer(w, http.StatusOK, adapterconfig.ConnectTokenResponse{AccessToken: acct.AccessToken, ExpiresIn: h.expiresIn(acct)})
@@ -128,6 +132,32 @@ func (h *Handler) token(w http.ResponseWriter, r *http.Request) {
 		h.Log.Error(err, "fetch a caller's access token", "import", req.Import)
 		refuse(w, http.StatusBadGateway, "temporarily_unavailable", "the operator could not get the caller's access token from the authorization server; try again")
 	}
+}
+
+// account is the caller's account with an access token fit to hand out: refreshed
+// when it expires soon or was refused.
+func (h *Handler) account(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, req adapterconfig.ConnectTokenRequest) (*Account, error) {
+	acct, secret, err := h.Store.load(ctx, req.Import, req.Caller)
+	if err == nil && (req.Refused || h.expiring(acct)) {
+		acct, err = h.refreshOnce(ctx, imp, req, secret)
+	}
+	return acct, err
+}
+
+// ErrNotConnected says the caller has no usable account for the import.
+var ErrNotConnected = errors.New("no connected account: the caller must connect (again)")
+
+// AccessToken is the access token of caller's account for imp, refreshed if needed, for
+// the operator's own probes (spec.callerCredentials.connect.probeIdentity).
+func (h *Handler) AccessToken(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, caller string) (string, error) {
+	acct, err := h.account(ctx, imp, adapterconfig.ConnectTokenRequest{Import: imp.Namespace + "/" + imp.Name, Caller: caller})
+	if errors.Is(err, errNoAccount) || errors.Is(err, errReconnect) {
+		return "", ErrNotConnected
+	}
+	if err != nil {
+		return "", err
+	}
+	return acct.AccessToken, nil
 }
 
 func (h *Handler) expiring(acct *Account) bool {

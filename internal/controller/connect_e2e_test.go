@@ -85,7 +85,7 @@ func startConnectWorld(t *testing.T) *connectWorld {
 			ServiceAccounts:   []string{"gateway"},
 		},
 	})).To(Succeed())
-	for _, name := range []string{"gateway", "agent"} {
+	for _, name := range []string{"gateway", "agent", "prober"} {
 		g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}})).To(Succeed())
 	}
 	key := make([]byte, 32)
@@ -94,6 +94,7 @@ func startConnectWorld(t *testing.T) *connectWorld {
 
 	w.ts = tokenservice.Start(t, tokenservice.Options{TLS: true})
 	w.ts.AddUser("alice", "wonderland")
+	w.ts.AddUser("carol", "probe-pass")
 	w.remote = whoami.Start(t, whoami.Options{TLS: true, Issuer: w.ts.URL(), Keys: w.ts.Keys(), AuthorizationServers: []string{w.ts.URL()},
 		APIKeys: map[string]string{"probe-key": "operator-probe"}, Revoked: w.ts.AccessTokenRevoked})
 	roots := x509.NewCertPool()
@@ -138,7 +139,7 @@ func startConnectWorld(t *testing.T) *connectWorld {
 		ConnectEndpoint: w.listener.URL + adapterconfig.ConnectTokenPath, ConnectCA: func() []byte { return w.listenerCA }}
 	g.Expect(servers.SetupWithManager(mgr)).To(Succeed())
 	imports := &RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"),
-		Connect: &ConnectSettings{Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots}}
+		Connect: &ConnectSettings{Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
 	g.Expect(imports.SetupWithManager(mgr)).To(Succeed())
 	runManager(t, mgr)
 
@@ -300,15 +301,54 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		}, 30*time.Second, 500*time.Millisecond).Should(ContainSubstring(adapterconfig.ConnectStartPath))
 	})
 
+	t.Run("a remote that needs a user to list its tools is probed as the probe identity", func(t *testing.T) {
+		g := NewWithT(t)
+		newConnectImport := func(name string, id *cantusv1alpha1.ProbeIdentity) {
+			imp := newImport(w.ns, name, w.remote.URL())
+			imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
+			imp.Spec.TLS = &cantusv1alpha1.ImportTLS{CABundle: &cantusv1alpha1.CABundleRef{SecretRef: &cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "ca.crt"}}}
+			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{ProbeIdentity: id,
+				Client: &cantusv1alpha1.ConnectClient{ClientID: "cantus-connect", ClientSecret: &cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "client-secret"}}}}
+			g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+		}
+		handshake := func(name string) func() string {
+			return func() string {
+				imp, err := getImport(ctx, w.ns, name)()
+				if err != nil {
+					return err.Error()
+				}
+				return importCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded).Reason
+			}
+		}
+		newConnectImport("anonymous", nil)
+		g.Eventually(handshake("anonymous"), 30*time.Second, 200*time.Millisecond).Should(Equal(cantusv1alpha1.ReasonProbeIdentityRequired))
+
+		newConnectImport("as-prober", &cantusv1alpha1.ProbeIdentity{ServiceAccount: "prober"})
+		g.Eventually(handshake("as-prober"), 30*time.Second, 200*time.Millisecond).Should(Equal(cantusv1alpha1.ReasonProbeIdentityNotConnected))
+		req, _ := http.NewRequest(http.MethodPost, w.listener.URL+connect.LinkPath+"?import="+w.ns+"/as-prober", nil)
+		req.Header.Set("Authorization", "Bearer "+serviceAccountToken(t, w.ns, "prober", catalog.DefaultAudience))
+		resp, err := w.listener.Client().Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		var link adapterconfig.ConnectTokenResponse
+		g.Expect(json.NewDecoder(resp.Body).Decode(&link)).To(Succeed())
+		_ = resp.Body.Close()
+		w.connectAs(ctx, t, link.ConnectURL, "carol", "probe-pass")
+		g.Eventually(func() []cantusv1alpha1.DiscoveredTool {
+			imp, _ := getImport(ctx, w.ns, "as-prober")()
+			return imp.Status.Tools
+		}, 60*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
+		g.Expect(w.remote.Requests("carol")).To(BeNumerically(">", 0), "the probe reached the remote as the probe identity's user")
+	})
+
 	t.Run("a deleted service account's account is forgotten", func(t *testing.T) {
 		g := NewWithT(t)
 		told, err := w.call(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		w.connectAs(ctx, t, told, "alice", "wonderland")
-		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(HaveLen(1))
+		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(HaveLen(2), "the agent's and the prober's")
 		g.Expect(k8sClient.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "agent"}})).To(Succeed())
 		g.Expect(w.sweeper.Sweep(ctx)).To(Succeed())
-		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(BeEmpty())
+		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(HaveLen(1), "only the prober's is left")
 	})
 }
 

@@ -4,12 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/connect"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
 
@@ -24,6 +32,8 @@ type ConnectSettings struct {
 	// RootCAs, when set, are the CAs TLS to authorization servers trusts (tests); nil:
 	// the system's.
 	RootCAs *x509.CertPool
+	// ProbeTokens gives a probe identity's access token.
+	ProbeTokens ProbeTokens
 }
 
 // connectCheck is what a probe found of an import's authorization server.
@@ -113,4 +123,82 @@ func (r *RemoteToolImportReconciler) setConnectStatus(ctx context.Context, imp *
 	}
 	status.Connected, status.ReconnectNeeded, status.FailedRefreshes = counts.Connected, counts.ReconnectNeeded, counts.FailedRefreshes
 	return nil
+}
+
+// ProbeTokens gives the access token of a caller's connected account, refreshed if
+// needed (connect.Handler).
+type ProbeTokens interface {
+	AccessToken(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, caller string) (string, error)
+}
+
+// withProbeIdentity makes the probe act as spec.callerCredentials.connect.probeIdentity:
+// its credential goes in the caller-credential header. The reason and error say why it
+// cannot, for the HandshakeSucceeded condition.
+func (r *RemoteToolImportReconciler) withProbeIdentity(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, check *connectCheck, opts *mcpclient.Options) (string, error) {
+	cc := imp.Spec.CallerCredentials
+	if cc == nil || cc.Connect == nil || cc.Connect.ProbeIdentity == nil || check == nil {
+		return "", nil
+	}
+	id := cc.Connect.ProbeIdentity
+	var token string
+	if ref := id.TokenSecretRef; ref != nil {
+		value, err := secretValue(ctx, r.Client, imp.Namespace, *ref)
+		if err != nil {
+			return cantusv1alpha1.ReasonSecretNotFound, fmt.Errorf("spec.callerCredentials.connect.probeIdentity.tokenSecretRef: %w", err)
+		}
+		token = value
+	} else {
+		caller, err := r.serviceAccountCaller(ctx, imp.Namespace, id.ServiceAccount)
+		if err != nil {
+			return cantusv1alpha1.ReasonProbeIdentityNotConnected, err
+		}
+		if r.Connect.ProbeTokens == nil {
+			return cantusv1alpha1.ReasonProbeIdentityNotConnected, errors.New("this operator cannot read connected accounts")
+		}
+		// The endpoints just checked, which the status gets after the probe.
+		checked := imp.DeepCopy()
+		checked.Status.CallerCredentials = &cantusv1alpha1.CallerCredentialsStatus{AuthorizationServer: check.metadata.Issuer, AuthorizationServerChecked: true,
+			Endpoints: &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: check.metadata.AuthorizationEndpoint, Token: check.metadata.TokenEndpoint, Revocation: check.metadata.RevocationEndpoint}}
+		if token, err = r.Connect.ProbeTokens.AccessToken(ctx, checked, caller); err != nil {
+			return cantusv1alpha1.ReasonProbeIdentityNotConnected, fmt.Errorf(
+				"spec.callerCredentials.connect.probeIdentity.serviceAccount %s has no usable connected account for this import (%w): let it call a tool of the import through a gateway and connect through the link it gets",
+				id.ServiceAccount, err)
+		}
+	}
+	headers := make(map[string]string, len(opts.Headers)+1)
+	for k, v := range opts.Headers {
+		if !strings.EqualFold(k, cc.HeaderOrDefault()) {
+			headers[k] = v
+		}
+	}
+	headers[cc.HeaderOrDefault()] = cantusv1alpha1.DefaultCallerCredentialValuePrefix + token
+	opts.Headers = headers
+	return "", nil
+}
+
+// serviceAccountCaller is the caller identity of a service account, with its UID.
+func (r *RemoteToolImportReconciler) serviceAccountCaller(ctx context.Context, namespace, name string) (string, error) {
+	sa := &metav1.PartialObjectMetadata{}
+	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
+	reader := r.MetadataReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sa); err != nil {
+		return "", fmt.Errorf("spec.callerCredentials.connect.probeIdentity.serviceAccount %s: %w", name, err)
+	}
+	return adapterconfig.ServiceAccountCaller(namespace+"/"+name, string(sa.UID)), nil
+}
+
+// explainRefusedProbe turns a remote's refusal of the probe's credentials, for an import
+// in connect mode without a probe identity, into ProbeIdentityRequired: such a remote
+// needs a user even for tools/list.
+func explainRefusedProbe(imp *cantusv1alpha1.RemoteToolImport, err error) error {
+	cc := imp.Spec.CallerCredentials
+	var herr *mcpclient.Error
+	if cc == nil || cc.Connect == nil || cc.Connect.ProbeIdentity != nil || !errors.As(err, &herr) || herr.Reason != mcpclient.ReasonUnauthorized {
+		return err
+	}
+	return &mcpclient.Error{Reason: cantusv1alpha1.ReasonProbeIdentityRequired, Err: err, Detail: herr.Error() +
+		"; the remote refuses the probe's credentials (spec.headers): if it needs a user even to list its tools, set spec.callerCredentials.connect.probeIdentity (a token Secret, or a service account that connected its account)"}
 }

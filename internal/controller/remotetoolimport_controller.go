@@ -152,8 +152,21 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 
 	opts, reason, err := r.probeOptions(ctx, imp, checker)
+	if err == nil {
+		reason, err = r.withProbeIdentity(ctx, imp, connectChecked, &opts)
+	}
 	if err != nil {
 		setPrerequisiteMissing(imp, reason, err.Error())
+		if reason == cantusv1alpha1.ReasonProbeIdentityNotConnected {
+			// Its service account connects through the endpoints checked now, which the
+			// connect pages read from the status.
+			if err := r.recordCallerCredentials(ctx, imp, decision); err != nil {
+				return ctrl.Result{}, err
+			}
+			if err := r.setConnectStatus(ctx, imp, connectChecked); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
 	if opts.URL == "" { // a stdio bridge still starting
@@ -163,6 +176,9 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	probeCtx, cancel := context.WithTimeout(ctx, opts.Timeout+time.Second)
 	defer cancel()
 	res, err := r.Prober(probeCtx, opts)
+	if err != nil {
+		err = explainRefusedProbe(imp, err)
+	}
 	probedAt := r.now()
 	recordProbe(imp, probeOutcome(err), probedAt)
 	if err := r.recordCallerCredentials(ctx, imp, decision); err != nil {
