@@ -8,11 +8,19 @@ import (
 	"net/netip"
 	"testing"
 
+	"time"
+
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
+	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // metadataServer serves an authorization server's RFC 8414 metadata, naming token as its
@@ -79,4 +87,56 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 		Endpoints: &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: loopback.URL + "/authorize", Token: loopback.URL + "/token", Revocation: loopback.URL + "/revoke"},
 		Client:    cantusv1alpha1.ConnectClientPreRegistered,
 	}))
+}
+
+// On the kubernetes runtime a gateway that re-exports an import in connect mode gets
+// the operator's CA in its caller-keys Secret, mounted whole, and its own token for
+// cantus.dev/connect projected by the kubelet, which renews it.
+func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := allowLoopback(t, ns)
+	p.Spec.ServiceAccounts = []string{"gateway"}
+	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
+	mgr := newTestManager(t)
+	kube := workload.NewKubernetes(nil, "img", "cluster.local")
+	kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
+	g.Expect((&SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator"),
+		ConnectEndpoint: "https://cantus-catalog.cantus-system.svc/connect/v1/token", ConnectCA: func() []byte { return []byte("the operator's CA") }}).SetupWithManager(mgr)).To(Succeed())
+	g.Expect((&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"), Connect: &ConnectSettings{}}).SetupWithManager(mgr)).To(Succeed())
+	runManager(t, mgr)
+	remote := remoteLibrary(t)
+	server := metadataServer(t, func(issuer string) string { return issuer + "/token" })
+
+	imp := newImport(ns, "tracker", remote.URL+"/mcp")
+	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{AuthorizationServer: server.URL, Client: &cantusv1alpha1.ConnectClient{ClientID: "cantus"}}}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	gw := oidcGateway(ns, "gw", "tracker")
+	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+
+	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(HaveKeyWithValue(render.ConnectCAKey, "the operator's CA"))
+	dep := &appsv1.Deployment{}
+	g.Eventually(func() []string {
+		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep); err != nil {
+			return nil
+		}
+		var audiences []string
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.ServiceAccountToken != nil {
+					audiences = append(audiences, src.ServiceAccountToken.Audience)
+				}
+			}
+		}
+		return audiences
+	}, 30*time.Second).Should(ContainElement(adapterconfig.ConnectAudience))
+	g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("gateway"))
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw-adapter"}, cm)).To(Succeed())
+	g.Expect(cm.Data[adapterconfig.ConfigFileName]).To(And(ContainSubstring("https://cantus-catalog.cantus-system.svc/connect/v1/token"), ContainSubstring(render.ConnectCAKey)))
 }
