@@ -238,6 +238,25 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(answer).To(HavePrefix("remote saw subject=alice"), "after connecting, the remote sees the user")
 
+	t.Run("the import's status counts the connected account at its next probe", func(t *testing.T) {
+		g := NewWithT(t)
+		imp, err := getImport(ctx, w.ns, "whoami")()
+		g.Expect(err).NotTo(HaveOccurred())
+		before := imp.DeepCopy()
+		if imp.Annotations == nil {
+			imp.Annotations = map[string]string{}
+		}
+		imp.Annotations[cantusv1alpha1.ReconcileRequestAnnotation] = "count-1"
+		g.Expect(k8sClient.Patch(ctx, imp, client.MergeFrom(before))).To(Succeed())
+		g.Eventually(func() int32 {
+			imp, _ := getImport(ctx, w.ns, "whoami")()
+			if imp.Status.CallerCredentials == nil {
+				return -1
+			}
+			return imp.Status.CallerCredentials.Connected
+		}, 30*time.Second, 200*time.Millisecond).Should(Equal(int32(1)))
+	})
+
 	t.Run("an expired access token is refreshed with the refresh token", func(t *testing.T) {
 		g := NewWithT(t)
 		before := w.ts.Grants(oidc.GrantTypeRefreshToken)
