@@ -62,6 +62,8 @@ func setUpConnect(mgr ctrl.Manager, opts options, direct client.Client, cat *cat
 		Client: mgr.GetClient(), Store: store, BaseURL: o.baseURL, Callers: callers,
 		Gateways: &catalog.Authorizer{Client: direct, Audience: adapterconfig.ConnectAudience},
 		Log:      ctrl.Log.WithName("connect"),
+		// Held to the import's namespace's ToolSourcePolicies when dialling.
+		DialFor: controller.PolicyDialer(mgr.GetClient(), nil),
 	}
 	if err := mgr.Add(&connect.Sweeper{Store: store, Reader: mgr.GetClient(), Log: ctrl.Log.WithName("connect")}); err != nil {
 		return nil, fmt.Errorf("add the connect sweeper: %w", err)

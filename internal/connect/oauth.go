@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -27,6 +28,8 @@ type oauthClient struct {
 	issuer    string
 	revokeURL string
 	resource  string
+	// http dials only what the import's namespace's ToolSourcePolicy allows.
+	http *http.Client
 }
 
 // clientFor is the OAuth client of the import: its pre-registered client, or the
@@ -38,8 +41,12 @@ func (h *Handler) clientFor(ctx context.Context, imp *cantusv1alpha1.RemoteToolI
 	if status == nil || !status.AuthorizationServerChecked || status.Endpoints == nil {
 		return nil, errNotReady
 	}
+	hc, err := h.httpClientFor(ctx, imp.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	out := &oauthClient{
-		issuer: status.AuthorizationServer, revokeURL: status.Endpoints.Revocation, resource: imp.Spec.URL,
+		issuer: status.AuthorizationServer, revokeURL: status.Endpoints.Revocation, resource: imp.Spec.URL, http: hc,
 		config: oauth2.Config{
 			Endpoint:    oauth2.Endpoint{AuthURL: status.Endpoints.Authorization, TokenURL: status.Endpoints.Token, AuthStyle: oauth2.AuthStyleInParams},
 			RedirectURL: redirectURI,
@@ -81,16 +88,34 @@ func (h *Handler) secretValue(ctx context.Context, namespace string, ref *cantus
 	return string(v), nil
 }
 
-// withHTTPClient makes oauth2 use the handler's HTTP client.
-func (h *Handler) withHTTPClient(ctx context.Context) context.Context {
-	return context.WithValue(ctx, oauth2.HTTPClient, h.httpClient())
+// withHTTPClient makes oauth2 use the client's HTTP client.
+func (c *oauthClient) withHTTPClient(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oauth2.HTTPClient, c.http)
 }
 
-func (h *Handler) httpClient() *http.Client {
-	if h.HTTPClient != nil {
-		return h.HTTPClient
+// httpClientFor speaks to the authorization servers of imports in namespace: it dials
+// only addresses the namespace's ToolSourcePolicy allows, checked at the moment of
+// connecting (DialFor), uses no proxy and follows no redirect. HTTPClient, when set
+// without DialFor, is used as it is (tests).
+func (h *Handler) httpClientFor(ctx context.Context, namespace string) (*http.Client, error) {
+	if h.DialFor == nil {
+		if h.HTTPClient != nil {
+			return h.HTTPClient, nil
+		}
+		return nil, errors.New("the operator has no policy-checked dialer for authorization servers")
 	}
-	return &http.Client{Timeout: 30 * time.Second}
+	dial, err := h.DialFor(ctx, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("the ToolSourcePolicies of namespace %s: %w", namespace, err)
+	}
+	transport := &http.Transport{
+		DialContext:         dial,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: h.RootCAs},
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}, nil
 }
 
 // authCodeURL is where the user is sent to authorize: code flow with S256 PKCE, the
@@ -131,7 +156,7 @@ func refusedGrant(err error) bool {
 }
 
 // revoke revokes a token at the authorization server's RFC 7009 endpoint.
-func (h *Handler) revoke(ctx context.Context, c *oauthClient, acct *Account) error {
+func (c *oauthClient) revoke(ctx context.Context, acct *Account) error {
 	if acct.RevokeURL == "" {
 		return nil
 	}
@@ -151,7 +176,7 @@ func (h *Handler) revoke(ctx context.Context, c *oauthClient, acct *Account) err
 	if c.config.ClientSecret != "" {
 		req.SetBasicAuth(url.QueryEscape(c.config.ClientID), url.QueryEscape(c.config.ClientSecret))
 	}
-	resp, err := h.httpClient().Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("revoke at the authorization server: %w", err)
 	}

@@ -92,7 +92,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		page(w, http.StatusServiceUnavailable, "Not connected", "The import cannot be connected now: "+err.Error())
 		return
 	}
-	tok, err := oc.exchange(h.withHTTPClient(ctx), q.Get("code"), p.Verifier)
+	tok, err := oc.exchange(oc.withHTTPClient(ctx), q.Get("code"), p.Verifier)
 	if err != nil {
 		h.Log.Info("an authorization code exchange failed", "import", p.Import, "error", redactedError(err))
 		page(w, http.StatusBadGateway, "Not connected", "The authorization server did not give the tokens. Ask your agent to try again to get a new link.")
@@ -228,7 +228,7 @@ func (h *Handler) revokeAccount(r *http.Request, importRef string, secret *corev
 		return false
 	}
 	oc.config.ClientID = acct.ClientID
-	if err := h.revoke(r.Context(), oc, &acct); err != nil {
+	if err := oc.revoke(r.Context(), &acct); err != nil {
 		h.Log.Info("revoking a disconnected account's token failed", "import", importRef, "error", err.Error())
 		return false
 	}

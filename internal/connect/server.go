@@ -9,10 +9,12 @@ package connect
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -49,7 +51,12 @@ type Handler struct {
 	// the Client ID Metadata Document live under it. Empty: links use the host the
 	// gateway reached the operator at, and only pre-registered clients work.
 	BaseURL string
-	// HTTPClient speaks to authorization servers.
+	// DialFor gives the dialer of an import's namespace: it connects only to addresses
+	// its ToolSourcePolicies allow, checked when connecting. RootCAs are the CAs TLS to
+	// authorization servers trusts (nil: the system's). HTTPClient replaces both, for
+	// tests.
+	DialFor    func(ctx context.Context, namespace string) (func(ctx context.Context, network, addr string) (net.Conn, error), error)
+	RootCAs    *x509.CertPool
 	HTTPClient *http.Client
 	Log        logr.Logger
 	Now        func() time.Time
@@ -337,7 +344,7 @@ func (h *Handler) refresh(ctx context.Context, imp *cantusv1alpha1.RemoteToolImp
 	if err != nil {
 		return nil, err
 	}
-	tok, err := oc.refresh(h.withHTTPClient(ctx), &acct)
+	tok, err := oc.refresh(oc.withHTTPClient(ctx), &acct)
 	if err != nil {
 		countFailedRefresh(imp)
 		if refusedGrant(err) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -100,7 +99,6 @@ func startConnectWorld(t *testing.T) *connectWorld {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(w.ts.CAPEM())
 	roots.AppendCertsFromPEM(w.remote.CAPEM())
-	asClient := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsTrusting(roots)}, Timeout: 15 * time.Second}
 
 	log := funcr.New(func(prefix, args string) {
 		w.logs.mu.Lock()
@@ -113,7 +111,7 @@ func startConnectWorld(t *testing.T) *connectWorld {
 
 	mgr := newTestManager(t)
 	handler := &connect.Handler{
-		Client: mgr.GetClient(), Store: store, Log: log, HTTPClient: asClient,
+		Client: mgr.GetClient(), Store: store, Log: log, DialFor: PolicyDialer(mgr.GetClient(), nil), RootCAs: roots,
 		Gateways: &catalog.Authorizer{Client: k8sClient, Audience: adapterconfig.ConnectAudience},
 		Callers:  &catalog.Authorizer{Client: k8sClient, Audience: catalog.DefaultAudience},
 	}
@@ -369,8 +367,4 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		g.Expect(w.sweeper.Sweep(ctx)).To(Succeed())
 		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(HaveLen(1), "only the prober's is left")
 	})
-}
-
-func tlsTrusting(roots *x509.CertPool) *tls.Config {
-	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 }

@@ -140,3 +140,26 @@ func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testi
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw-adapter"}, cm)).To(Succeed())
 	g.Expect(cm.Data[adapterconfig.ConfigFileName]).To(And(ContainSubstring("https://cantus-catalog.cantus-system.svc/connect/v1/token"), ContainSubstring(render.ConnectCAKey)))
 }
+
+// The operator's own requests to authorization servers dial only what the import's
+// namespace's ToolSourcePolicies allow, checked when connecting.
+func TestCallerCredentials_ConnectRequestsAreHeldToThePolicyWhenDialling(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	allowedNS, otherNS := newNamespace(t), newNamespace(t)
+	allowLoopback(t, allowedNS)
+	server := metadataServer(t, func(issuer string) string { return issuer + "/token" })
+	dialFor := PolicyDialer(k8sClient, nil)
+	addr := server.Listener.Addr().String()
+
+	dial, err := dialFor(ctx, allowedNS)
+	g.Expect(err).NotTo(HaveOccurred())
+	conn, err := dial(ctx, "tcp", addr)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = conn.Close()
+
+	dial, err = dialFor(ctx, otherNS)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = dial(ctx, "tcp", addr)
+	g.Expect(err).To(MatchError(policy.ErrRefused))
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -201,4 +203,18 @@ func explainRefusedProbe(imp *cantusv1alpha1.RemoteToolImport, err error) error 
 	}
 	return &mcpclient.Error{Reason: cantusv1alpha1.ReasonProbeIdentityRequired, Err: err, Detail: herr.Error() +
 		"; the remote refuses the probe's credentials (spec.headers): if it needs a user even to list its tools, set spec.callerCredentials.connect.probeIdentity (a token Secret, or a service account that connected its account)"}
+}
+
+// PolicyDialer gives, for a namespace, a dialer that connects only to the addresses its
+// ToolSourcePolicies allow, checked at the moment of connecting: the operator's own
+// requests to authorization servers (code exchange, refresh, revocation) are held to
+// the policy the import's remote is, at call time.
+func PolicyDialer(reader client.Reader, resolver policy.Resolver) func(ctx context.Context, namespace string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	return func(ctx context.Context, namespace string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+		checker, err := policyCheckerFor(ctx, reader, namespace, resolver)
+		if err != nil {
+			return nil, err
+		}
+		return checker.DialContext, nil
+	}
 }
