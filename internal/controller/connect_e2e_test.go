@@ -71,8 +71,18 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func startConnectWorld(t *testing.T) *connectWorld {
+// connectWorldOptions vary the world: metadataDocument makes the operator the client by
+// its Client ID Metadata Document (a public base URL, no pre-registered client).
+type connectWorldOptions struct {
+	metadataDocument bool
+}
+
+func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	t.Helper()
+	var opts connectWorldOptions
+	if len(o) > 0 {
+		opts = o[0]
+	}
 	g := NewWithT(t)
 	ctx := context.Background()
 	w := &connectWorld{ns: newNamespace(t), opsNS: newNamespace(t), logs: &lockedBuffer{}}
@@ -120,6 +130,13 @@ func startConnectWorld(t *testing.T) *connectWorld {
 	w.listener = httptest.NewTLSServer(mux)
 	t.Cleanup(w.listener.Close)
 	w.listenerCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.listener.Certificate().Raw})
+	baseURL := ""
+	if opts.metadataDocument {
+		baseURL = w.listener.URL
+		handler.BaseURL = baseURL
+		// The authorization server fetches the operator's document over HTTPS.
+		w.ts.SetHTTPClient(w.ts.BrowserClient(w.listenerCA))
+	}
 	w.clientSecret = "client-secret-" + strings.ToLower(rand.Text())
 	w.ts.SetClient(tokenservice.Client{ID: "cantus-connect", Secret: w.clientSecret, RedirectURIs: []string{w.listener.URL + adapterconfig.ConnectCallback}})
 
@@ -137,7 +154,7 @@ func startConnectWorld(t *testing.T) *connectWorld {
 		ConnectEndpoint: w.listener.URL + adapterconfig.ConnectTokenPath, ConnectCA: func() []byte { return w.listenerCA }}
 	g.Expect(servers.SetupWithManager(mgr)).To(Succeed())
 	imports := &RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"),
-		Connect: &ConnectSettings{Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
+		Connect: &ConnectSettings{BaseURL: baseURL, Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
 	g.Expect(imports.SetupWithManager(mgr)).To(Succeed())
 	runManager(t, mgr)
 
@@ -151,6 +168,9 @@ func startConnectWorld(t *testing.T) *connectWorld {
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{
 		Client: &cantusv1alpha1.ConnectClient{ClientID: "cantus-connect", ClientSecret: &cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "client-secret"}},
 	}}
+	if opts.metadataDocument {
+		imp.Spec.CallerCredentials.Connect.Client = nil
+	}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	gw := newSkillServer(w.ns, "gw")
 	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{}}
@@ -367,4 +387,24 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		g.Expect(w.sweeper.Sweep(ctx)).To(Succeed())
 		g.Expect(tokenAccountSecrets(t, w.opsNS)).To(HaveLen(1), "only the prober's is left")
 	})
+}
+
+// Without a pre-registered client, the operator is the client its Client ID Metadata
+// Document describes: the authorization server fetches it from the operator's public
+// base URL, and a user connects as with a registered client.
+func TestCallerCredentials_ConnectWithTheOperatorsClientIDMetadataDocument(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	w := startConnectWorld(t, connectWorldOptions{metadataDocument: true})
+	imp, err := getImport(ctx, w.ns, "whoami")()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(imp.Status.CallerCredentials.Client).To(Equal(cantusv1alpha1.ConnectClientMetadataDocument))
+
+	told, err := w.call(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	w.connectAs(ctx, t, told, "alice", "wonderland")
+	answer, err := w.call(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(answer).To(HavePrefix("remote saw subject=alice"))
+	g.Expect(w.ts.MetadataDocumentFetches(w.listener.URL+adapterconfig.ConnectClientPath)).To(BeNumerically(">", 0), "the authorization server read the operator's document")
 }
