@@ -103,6 +103,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		summarizeImportReady(imp)
 		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
 		result, retErr = requeueIfStale(ctx, result, retErr)
+		retErr = stalledAsTerminal(before, imp, result, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }
