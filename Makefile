@@ -111,6 +111,10 @@ test: verify vet build npm-peers ## Run every test: unit, envtest integration, r
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
 
+.PHONY: doc-commands
+doc-commands: ## Run the sh blocks of README.md, ARCHITECTURE.md, CONTRIBUTING.md and docs/*.md against make demo; blocks marked <!-- not run: reason --> are listed, not run.
+	@hack/doc-commands.sh
+
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test runs their seeds.
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
