@@ -111,10 +111,6 @@ test: verify vet build npm-peers ## Run every test: unit, envtest integration, r
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
 
-.PHONY: doc-commands
-doc-commands: ## Run the sh blocks of README.md, ARCHITECTURE.md, CONTRIBUTING.md and docs/*.md against make demo; blocks marked <!-- not run: reason --> are listed, not run.
-	@hack/doc-commands.sh
-
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test runs their seeds.
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
@@ -148,6 +144,10 @@ demo: build npm-peers ## Embedded control plane + operator (local runtime) + sam
 demo-down: ## Stop what `make demo` or `make demo-cluster` started; the cluster's node leaves nothing behind.
 	@hack/demo.sh down
 	@hack/cluster.sh down
+
+.PHONY: doc-commands
+doc-commands: ## Run the sh blocks of README.md, ARCHITECTURE.md, CONTRIBUTING.md and docs/*.md against make demo; blocks marked <!-- not run: reason --> are listed, not run.
+	@hack/doc-commands.sh
 
 .PHONY: demo-cluster
 demo-cluster: npm-peers ## A real one-node cluster (root): the operator as a pod, the samples, MCP calls through Services.
