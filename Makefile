@@ -145,6 +145,10 @@ demo-down: ## Stop what `make demo` or `make demo-cluster` started; the cluster'
 	@hack/demo.sh down
 	@hack/cluster.sh down
 
+.PHONY: doc-commands
+doc-commands: ## Run the sh blocks of README.md, ARCHITECTURE.md, CONTRIBUTING.md and docs/*.md against make demo; blocks marked <!-- not run: reason --> are listed, not run.
+	@hack/doc-commands.sh
+
 .PHONY: demo-cluster
 demo-cluster: npm-peers ## A real one-node cluster (root): the operator as a pod, the samples, MCP calls through Services.
 	@hack/cluster.sh demo
