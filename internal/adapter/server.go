@@ -369,7 +369,17 @@ func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 // call runs), the call limit, metrics and the audit line.
 func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRequest) *mcp.CallToolResult) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) }), nil
+		if !s.state.Load().remote {
+			return s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) }), nil
+		}
+		// A forwarded call may have to be answered with a JSON-RPC error (a caller who
+		// must connect an account: gateway.CallFailure).
+		ctx, failure := gateway.WithCallFailure(ctx)
+		result := s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) })
+		if err := failure.Err(); err != nil {
+			return nil, err
+		}
+		return result, nil
 	}
 }
 
