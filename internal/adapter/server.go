@@ -22,6 +22,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/eventstore"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/subscribe"
@@ -461,6 +462,10 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Session ids name their owner (sessions.go); applied after
 			// WithStateLess, which would otherwise replace it.
 			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{terminated: newTerminatedSessions()}))
+			// Resumable streams: a client whose connection broke resumes with
+			// Last-Event-ID; the store is bounded, since a session a client abandons
+			// without DELETE keeps recording.
+			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
