@@ -17,7 +17,9 @@
 //     LastRequest), and act = {"sub": actor token's sub} when an actor token came;
 //   - for the code flow and its refreshes: sub the user's name, aud the RFC 8707
 //     resource parameters of the authorization request (else the client's Audience,
-//     else the client_id), and scope the granted scopes, space-delimited.
+//     else the client_id; plus the client_id when "openid" was asked for, since the op
+//     package gives the ID token the same aud), and scope the granted scopes,
+//     space-delimited.
 //
 // # The authorization code flow
 //
@@ -94,16 +96,18 @@ type Options struct {
 	Trusted []*TrustedIssuer
 	// Clients are the registered clients.
 	Clients []Client
-	// TokenLifetime is the lifetime of issued tokens (DefaultTokenLifetime when 0).
-	// Short lifetimes (seconds) work: exp is not rounded up.
+	// TokenLifetime is the lifetime of issued access tokens, of every grant
+	// (DefaultTokenLifetime when 0). Short lifetimes (seconds) work: exp is not
+	// rounded up (expires_in is rounded down).
 	TokenLifetime time.Duration
 	// TLS serves HTTPS with a test certificate (see CAFile); otherwise plain HTTP on
 	// loopback, which the policy allows.
 	TLS bool
 	// RequireAudience refuses an exchange without an audience parameter.
 	RequireAudience bool
-	// KeepNoTokens does not keep the issued tokens (IssuedTokens is empty), so that a
-	// memory benchmark in the same process measures its subject alone.
+	// KeepNoTokens does not keep the issued tokens and codes (IssuedTokens,
+	// IssuedRefreshTokens and IssuedCodes are empty), so that a memory benchmark in the
+	// same process measures its subject alone.
 	KeepNoTokens bool
 
 	// Users are the users the login page accepts: name → password. A user's name is
@@ -172,6 +176,7 @@ type Server struct {
 	accessTokens   map[string]accessToken
 	revokedAccess  map[string]bool
 	issuedRefresh  []string
+	issuedCodes    []string
 	grantCounts    map[oidc.GrantType]int
 	codesIssued    int
 	codeReuses     int
