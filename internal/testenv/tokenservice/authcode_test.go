@@ -335,3 +335,15 @@ func TestMetadataAdvertisesTheCodeFlow(t *testing.T) {
 		}
 	}
 }
+
+func TestExpiredRefreshTokenIsRefused(t *testing.T) {
+	ts := startAS(t, tokenservice.Options{RefreshTokenLifetime: time.Second})
+	tok := connect(t, ts, appConfig(ts))
+	time.Sleep(1100 * time.Millisecond)
+	if status, body := refresh(t, ts, tok.RefreshToken); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("an expired refresh token: %d %v", status, body)
+	}
+	if ts.RefreshRefused() != 1 || ts.Grants("refresh_token") != 0 {
+		t.Fatalf("%d refused, %d refreshes", ts.RefreshRefused(), ts.Grants("refresh_token"))
+	}
+}
