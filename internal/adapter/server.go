@@ -123,8 +123,8 @@ type Server struct {
 	sse        *server.SSEServer
 	streamable *server.StreamableHTTPServer
 
-	shuttingDown atomic.Bool
-	serving      atomic.Bool
+	drain   drain
+	serving atomic.Bool
 
 	// streamsCtx is the parent of every long-lived stream (GET /mcp, GET /sse,
 	// subscriptions/listen); cancelling it ends them so http.Server.Shutdown can finish.
@@ -434,7 +434,11 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.filter.RequireCaller(s.routeMetaCalls(s.traceMCP(s.bindSessions(s.gateMCP(h)))))
+		gated := s.gateMCP(h)
+		if sessionsBound(&s.cfg) {
+			gated = bindSessions(gated, s.log)
+		}
+		return s.filter.RequireCaller(s.routeMetaCalls(s.traceMCP(gated)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -471,25 +475,13 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.filter.ServeProtectedResource)
-	mux.HandleFunc(adapterconfig.PathHealthz, s.serveHealthz)
-	mux.HandleFunc(adapterconfig.PathReadyz, s.serveReadyz)
+	mux.HandleFunc(adapterconfig.PathHealthz, serveHealthz)
+	mux.HandleFunc(adapterconfig.PathReadyz, s.drain.serveReadyz)
 	return mux
 }
 
-func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
-}
-
-// serveReadyz fails as soon as shutdown begins, so endpoints stop routing here while
-// in-flight calls finish.
-func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.shuttingDown.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("shutting down"))
-		return
-	}
 	_, _ = w.Write([]byte("ok"))
 }
 
