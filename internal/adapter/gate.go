@@ -139,6 +139,9 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBo
 func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Context {
 	if s.state.Load().remote {
 		ctx = gateway.WithCallerKey(ctx, admission.CallerKey(r))
+		if s.declared != nil {
+			ctx = gateway.WithDeclared(ctx, s.declared)
+		}
 	}
 	return callContext(ctx, r)
 }

@@ -93,6 +93,9 @@ type Server struct {
 	// Reload swaps its set.
 	content *content.Part
 	remotes *gateway.Pool
+	// declared remembers, on a stateless server, what callers declared at initialize
+	// (gateway.Declared); nil on a stateful one, whose sessions hold it.
+	declared *gateway.Declared
 	// subscriptions relays resource subscriptions to the remotes.
 	subscriptions *subscribe.Relay
 	mcp           *server.MCPServer
@@ -190,6 +193,9 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	share := admission.CallerShareOf(cfg.Limits)
 	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
+	if cfg.Stateless && cfg.Transport != adapterconfig.TransportSSE {
+		s.declared = gateway.NewDeclared()
+	}
 	s.remotes.LimitCallerShare(share)
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
@@ -424,6 +430,12 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		result.Tools = s.listedInMode(ctx, s.listedTools(result.Tools))
 	})
+	if s.declared != nil {
+		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+			caller, _ := access.CallerFrom(ctx)
+			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
+		})
+	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
