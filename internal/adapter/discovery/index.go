@@ -25,10 +25,11 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 )
 
-// The fields of a document: each is kept (analyzed) to say why a search found it, and
-// all of them are indexed as one text, fieldAll, the name twice: a task's words
-// spread over a tool's name, description and parameters, and BM25 over the whole
-// definition ranked the benchmark's tasks better than per-field scores did.
+// The fields of a document: each is kept (analyzed) to say why a search found it.
+// All of them are indexed as one text, fieldAll, the name twice: a task's words spread
+// over a tool's name, description and parameters. Beside it are indexed the name's
+// words and the description's first sentence (fieldSummary), scored with it
+// (query.go).
 const (
 	fieldName        = "name"
 	fieldTitle       = "title"
@@ -125,6 +126,7 @@ func (x *Index) add(batch *bleve.Batch, id string, doc map[string]string) error 
 	indexed := map[string]string{
 		fieldAll:     strings.Join([]string{doc[fieldName], doc[fieldName], doc[fieldTitle], doc[fieldDescription], doc[fieldParams], doc[fieldAnnotations], doc[fieldBody]}, " "),
 		fieldSummary: firstSentence(doc[fieldDescription]),
+		fieldName:    doc[fieldName],
 	}
 	if err := batch.Index(id, indexed); err != nil {
 		_ = x.idx.Close()
@@ -181,6 +183,7 @@ func newMapping() *mapping.IndexMappingImpl {
 	fm.Store, fm.IncludeTermVectors, fm.IncludeInAll, fm.DocValues = false, false, false, false
 	doc.AddFieldMappingsAt(fieldAll, fm)
 	doc.AddFieldMappingsAt(fieldSummary, fm)
+	doc.AddFieldMappingsAt(fieldName, fm)
 	m.DefaultMapping = doc
 	return m
 }

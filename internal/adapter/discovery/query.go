@@ -11,17 +11,22 @@ import (
 )
 
 // How a query is scored. A task's words are looked up, as terms of the English
-// analyzer (stemmed, without stop words), in two fields: the whole definition
-// (fieldAll) and the description's first sentence (fieldSummary), which says what the
-// tool does before the advice on when to use it names other things. Each field scores
-// by BM25 the query's terms, at a lower weight the synonyms of its words, and, for a
-// word no definition uses, the indexed words one or two edits away (a typo). Tuned on
-// hack/discoverybench's queries.jsonl and holdout.jsonl (docs/benchmarks.md).
+// analyzer (stemmed, without stop words), in three fields: the whole definition
+// (fieldAll), the description's first sentence (fieldSummary), which says what the
+// tool does before the advice on when to use it names other things, and the name's
+// words (fieldName). Each field scores by BM25 the query's terms, at a lower weight
+// the synonyms of its words, and, for a word no definition uses, the indexed words one
+// or two edits away (a typo); a tool's score is the sum. Weights are set per term:
+// bleve ignores a disjunction's boost. Tuned on hack/discoverybench's queries.jsonl,
+// holdout.jsonl and holdout2.jsonl (docs/benchmarks.md tells in what order).
 const (
 	// synonymWeight weighs a synonym against the word the task used.
 	synonymWeight = 0.3
 	// fuzzyWeight weighs a word one or two edits away from an unknown word.
 	fuzzyWeight = 0.5
+	// nameBoost weighs the name's words, a short field: what a tool is called
+	// says what it does, however long its parameters' text.
+	nameBoost = 0.7
 	// fuzzyMinLength: shorter unknown words are names, numbers or noise more often
 	// than typos, and one edit turns them into too many words.
 	fuzzyMinLength = 5
@@ -31,25 +36,48 @@ const (
 var queriedFields = []struct {
 	name  string
 	boost float64
-}{{fieldAll, 1}, {fieldSummary, 1}}
+}{{fieldAll, 1}, {fieldSummary, 1}, {fieldName, nameBoost}}
 
 var (
 	// framing are the words that frame a task rather than say it ("the user wants
 	// to", "find out whether"): their words ("user", "find") name what tools do.
-	framing = regexp.MustCompile(`(?i)\b(?:(?:the )?user (?:wants|needs|would like|is asking|asks|asked)(?: me)?(?: to)?|(?:i|we) (?:want|need|would like)(?: to)?|find out (?:whether|if)|(?:can|could) you|help me|please)\b`)
+	// And "tool": every document is one.
+	framing = regexp.MustCompile(`(?i)\b(?:(?:the )?user (?:wants|needs|would like|is asking|asks|asked|is|has)(?: me)?(?: to)?|(?:i|we) (?:want|need|would like)(?: to)?|find out(?: whether| if)?|(?:can|could) you|help me|please|(?:with |using |use )?(?:a |the |an )?tools?)\b`)
 	// urlToken and fileToken are tokens that name a URL or a file, words tool
 	// definitions use where a task gives the thing itself.
 	urlToken  = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://`)
 	fileToken = regexp.MustCompile(`^[\w./-]*\w\.(?:txt|md|json|ya?ml|toml|ini|cfg|conf|csv|tsv|log|go|py|js|ts|java|rb|rs|c|h|cpp|sh|html|css|xml|pdf|png|jpe?g|gif|svg|zip|tar|gz)$`)
 )
 
-// prepare is q as the index reads it: without the words that frame the task, with
-// each identifier's words as well ("feature/login", "console.log"), as names are
-// indexed, and with what a token is when it is a URL or a file name.
+// phrasalPattern finds a phrasal verb in a task: the verb in any form, then the
+// particle, maybe after one word ("set it up").
+type phrasalPattern struct {
+	re    *regexp.Regexp
+	means string
+}
+
+var phrasalPatterns = func() []phrasalPattern {
+	out := make([]phrasalPattern, len(phrasalVerbs))
+	for i, p := range phrasalVerbs {
+		particle := strings.ReplaceAll(regexp.QuoteMeta(p.particle), " ", `\s+`)
+		out[i] = phrasalPattern{regexp.MustCompile(`(?i)\b` + regexp.QuoteMeta(p.verb) + `\w*\s+(?:\w+\s+)?` + particle + `\b`), p.means}
+	}
+	return out
+}()
+
+// prepare is q as the index reads it: without the words that frame the task; with
+// the single verbs its phrasal verbs mean, each identifier's words ("feature/login",
+// "console.log") as names are indexed, the long form of each abbreviation, and what a
+// token is when it is a URL or a file name.
 func prepare(q string) string {
 	q = framing.ReplaceAllString(q, " ")
 	var b strings.Builder
 	b.WriteString(q)
+	for _, p := range phrasalPatterns {
+		if p.re.MatchString(q) {
+			b.WriteString(" " + p.means)
+		}
+	}
 	for _, tok := range strings.Fields(q) {
 		tok = strings.Trim(strings.ToLower(tok), "\"'`()[]{}<>,;!?")
 		switch {
@@ -60,6 +88,9 @@ func prepare(q string) string {
 		}
 		if w := words(tok); w != tok {
 			b.WriteString(" " + w)
+		}
+		if long, ok := abbreviations[tok]; ok {
+			b.WriteString(" " + long)
 		}
 	}
 	return b.String()
@@ -99,11 +130,14 @@ func (x *Index) query(q string) (query.Query, map[string]bool) {
 	var clauses []query.Query
 	for _, f := range queriedFields {
 		var alts []query.Query
+		if f.boost == 0 {
+			continue
+		}
 		for _, t := range slices.Sorted(maps.Keys(terms)) {
-			alts = append(alts, termQuery(t, f.name, 1))
+			alts = append(alts, termQuery(t, f.name, f.boost))
 		}
 		for _, s := range synonyms {
-			alts = append(alts, termQuery(s, f.name, synonymWeight))
+			alts = append(alts, termQuery(s, f.name, f.boost*synonymWeight))
 		}
 		for _, t := range unknown {
 			fq := bleve.NewFuzzyQuery(t)
@@ -112,11 +146,10 @@ func (x *Index) query(q string) (query.Query, map[string]bool) {
 			if len(t) >= 8 {
 				fq.Fuzziness = 2
 			}
-			fq.SetBoost(fuzzyWeight)
+			fq.SetBoost(f.boost * fuzzyWeight)
 			alts = append(alts, fq)
 		}
 		d := bleve.NewDisjunctionQuery(alts...)
-		d.SetBoost(f.boost)
 		clauses = append(clauses, uncoordinated(d))
 	}
 	return bleve.NewDisjunctionQuery(clauses...), named

@@ -96,8 +96,9 @@ func TestDiscoveryIgnoresTaskFraming(t *testing.T) {
 	tools := map[string]json.RawMessage{
 		"get_users":  tool("get_users", "Lists the users of the workspace."),
 		"send_email": tool("send_email", "Sends an email."),
+		"list_tools": tool("list_tools", "Lists the tools a server has."),
 	}
-	for _, q := range []string{"the user wants to send an email to Bob", "find out whether I can send an email"} {
+	for _, q := range []string{"the user wants to send an email to Bob", "find out whether I can send an email", "send an email with a tool"} {
 		if got := found(t, tools, q); strings.Join(got, ",") != "send_email" {
 			t.Errorf("%q found %v, want only send_email", q, got)
 		}
@@ -109,9 +110,10 @@ func TestDiscoveryReadsFileNamesAndURLs(t *testing.T) {
 	tools := map[string]json.RawMessage{
 		"read_file": tool("read_file", "Reads a file."),
 		"open_page": tool("open_page", "Opens a web page.", "url"),
+		"list_tabs": tool("list_tabs", "Lists the tabs."),
 	}
 	wantFirst(t, tools, "what is in notes.txt", "read_file")
-	wantFirst(t, tools, "go to https://example.com", "open_page")
+	wantFirst(t, tools, "what is at https://example.com", "open_page")
 }
 
 // An identifier in a task is searched for by its words too, as names are indexed.
@@ -127,10 +129,10 @@ func TestDiscoverySplitsIdentifiersInTheQuery(t *testing.T) {
 // which names other things.
 func TestDiscoveryWeighsTheFirstSentence(t *testing.T) {
 	tools := map[string]json.RawMessage{
-		"draw_map": tool("draw_map", "Draws a map of a place. Geocode each address first: geocode every address you have, then pass their coordinates."),
-		"geocoder": tool("geocoder", "Geocodes an address into coordinates, with what the provider knows of the place: its region, country, postal code, time zone, population, elevation and neighbourhoods."),
+		"draw_map":     tool("draw_map", "Draws a map of a place. Geocode each address first: geocode every address you have, then pass their coordinates."),
+		"lookup_place": tool("lookup_place", "Geocodes an address into coordinates, with what the provider knows of the place: its region, country, postal code, time zone, population, elevation and neighbourhoods."),
 	}
-	wantFirst(t, tools, "geocode an address", "geocoder")
+	wantFirst(t, tools, "geocode an address", "lookup_place")
 }
 
 // A tool's score is the sum of its fields' scores: a tool whose first sentence does not
@@ -163,4 +165,41 @@ func TestDiscoverySumsTheFieldsScores(t *testing.T) {
 		"forward a port"); strings.Join(got, ",") != "forward_port" {
 		t.Errorf("found %v: a document that matches nothing was found", got)
 	}
+}
+
+// A tool whose name says the task is found first, however long the text of its
+// parameters, which dilutes its name in the whole definition.
+func TestDiscoveryWeighsTheName(t *testing.T) {
+	long := make([]string, 0, 40)
+	for i := range 40 {
+		long = append(long, fmt.Sprintf("option%d", i))
+	}
+	tools := map[string]json.RawMessage{
+		"git_log":        tool("git_log", "View commit history, filtered by author, date range, path or message, page by page.", long...),
+		"toggle_logging": tool("toggle_logging", "Toggles logging on or off."),
+	}
+	for i := range 20 { // other servers' tools
+		name := fmt.Sprintf("tool%d", i)
+		tools[name] = tool(name, fmt.Sprintf("Does thing %d.", i))
+	}
+	wantFirst(t, tools, "git log, last 10", "git_log")
+}
+
+// An abbreviation is read as its long form, at full weight.
+func TestDiscoveryExpandsAbbreviations(t *testing.T) {
+	tools := map[string]json.RawMessage{
+		"create_pull_request": tool("create_pull_request", "Creates a pull request."),
+		"open_page":           tool("open_page", "Opens a page in a new tab: open anything you want opened."),
+	}
+	wantFirst(t, tools, "open a PR", "create_pull_request")
+}
+
+// A phrasal verb is read as the single verbs definitions use for it.
+func TestDiscoveryReadsPhrasalVerbs(t *testing.T) {
+	tools := map[string]json.RawMessage{
+		"delete_branch": tool("delete_branch", "Deletes or removes a branch."),
+		"get_branch":    tool("get_branch", "Gets a branch's details."),
+	}
+	wantFirst(t, tools, "get rid of the old branch", "delete_branch")
+	wantFirst(t, tools, "tear down the old branch", "delete_branch")
 }

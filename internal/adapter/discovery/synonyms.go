@@ -29,18 +29,71 @@ var synonymGroups = [][]string{
 	{"compare", "diff"},
 	{"undo", "revert", "rollback"},
 	{"folder", "directory"},
-	{"repo", "repository"},
 	{"bug", "issue", "ticket", "problem"},
-	{"pr", "pull request"},
-	{"mr", "merge request"},
-	{"picture", "image", "photo"},
+	{"picture", "image", "photo", "png", "jpg", "jpeg", "gif", "svg"},
 	{"error", "failure", "exception", "crash"},
 	{"user", "member", "person", "people", "account"},
 	{"website", "site", "web page"},
 	{"remember", "recall", "memory", "memorize"},
 	{"altitude", "elevation", "height"},
-	{"watch", "monitor", "track"},
+	{"watch", "watcher", "monitor", "track"},
+	{"size", "large", "big", "bigger", "small", "smaller"},
+	{"internet", "web", "online"},
+	{"fake", "simulated", "mock", "dummy"},
+	{"allowed", "permitted", "permission", "authorized"},
 	{"coordinates", "latitude", "longitude", "lat", "lng", "geocode"},
+}
+
+// abbreviations are the short forms tasks use for what definitions spell out, each
+// read as its long form too, at full weight: the same thing, not a neighbour.
+var abbreviations = map[string]string{
+	"pr": "pull request", "prs": "pull requests", "mr": "merge request", "mrs": "merge requests",
+	"repo": "repository", "repos": "repositories", "dir": "directory", "dirs": "directories",
+	"mkdir": "make directory", "rm": "remove", "cd": "change directory", "ls": "list",
+	"db": "database", "env": "environment", "info": "information",
+	"docs": "documentation", "auth": "authentication", "msg": "message", "img": "image",
+	"k8s": "kubernetes", "ci": "continuous integration",
+}
+
+// phrasalVerbs are the verbs of everyday task language that take a particle ("get
+// rid of", "set up"), each with the single verbs definitions use for it. A verb is
+// matched in any of its forms ("setting up").
+var phrasalVerbs = []struct{ verb, particle, means string }{
+	{"get", "rid of", "delete remove"},
+	{"set", "up", "create configure"},
+	{"turn", "on", "enable start toggle"},
+	{"turn", "off", "disable stop toggle"},
+	{"switch", "on", "enable start toggle"},
+	{"switch", "off", "disable stop toggle"},
+	{"look", "up", "search find"},
+	{"look", "at", "view inspect"},
+	{"look", "for", "search find"},
+	{"look", "into", "investigate inspect"},
+	{"put", "into", "move insert"},
+	{"take", "out", "remove extract"},
+	{"pull", "out", "extract"},
+	{"tear", "down", "delete remove destroy"},
+	{"clean", "up", "cleanup remove delete"},
+	{"kick", "off", "start trigger run"},
+	{"fire", "off", "start trigger run"},
+	{"spin", "up", "start create"},
+	{"shut", "down", "stop close"},
+	{"log", "in", "login authenticate"},
+	{"sign", "in", "login authenticate"},
+	{"log", "out", "logout"},
+	{"sign", "off", "approve"},
+	{"back", "up", "backup copy"},
+	{"roll", "back", "rollback revert undo"},
+	{"fill", "in", "fill enter"},
+	{"fill", "out", "fill enter"},
+	{"go", "to", "navigate open"},
+	{"go", "back", "back previous"},
+	{"keep", "track of", "track monitor"},
+	{"keep", "in mind", "remember"},
+	{"write", "down", "write save record"},
+	{"set", "aside", "save store keep"},
+	{"bring", "up to date", "update sync"},
+	{"close", "by", "near nearby"},
 }
 
 // synonyms maps an analyzed term to the analyzed terms of its groups' other words.
