@@ -21,12 +21,12 @@ import (
 // holdout.jsonl and holdout2.jsonl (docs/benchmarks.md tells in what order).
 const (
 	// synonymWeight weighs a synonym against the word the task used.
-	synonymWeight = 0.3
+	synonymWeight = 0.4
 	// fuzzyWeight weighs a word one or two edits away from an unknown word.
 	fuzzyWeight = 0.5
 	// nameBoost weighs the name's words, a short field: what a tool is called
 	// says what it does, however long its parameters' text.
-	nameBoost = 0.7
+	nameBoost = 0.3
 	// fuzzyMinLength: shorter unknown words are names, numbers or noise more often
 	// than typos, and one edit turns them into too many words.
 	fuzzyMinLength = 5

@@ -180,7 +180,7 @@ func TestDiscoveryWeighsTheName(t *testing.T) {
 	}
 	for i := range 20 { // other servers' tools
 		name := fmt.Sprintf("tool%d", i)
-		tools[name] = tool(name, fmt.Sprintf("Does thing %d.", i))
+		tools[name] = tool(name, "Does "+strings.Repeat("another ", i)+"thing.")
 	}
 	wantFirst(t, tools, "git log, last 10", "git_log")
 }
