@@ -103,10 +103,6 @@ const (
 	// pre-registered one (spec.callerCredentials.connect.client) nor the operator's
 	// Client ID Metadata Document (no --connect-base-url).
 	ReasonConnectClientRequired = "ConnectClientRequired"
-	// ReasonProbeIdentityRequired (HandshakeSucceeded): the remote refused the probe's
-	// credentials (spec.headers); it needs a user even for tools/list, so the import
-	// needs spec.callerCredentials.connect.probeIdentity.
-	ReasonProbeIdentityRequired = "ProbeIdentityRequired"
 	// ReasonProbeIdentityNotConnected: the probe identity's service account has not
 	// connected an account for the import (or must connect it again).
 	ReasonProbeIdentityNotConnected = "ProbeIdentityNotConnected"

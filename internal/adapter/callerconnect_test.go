@@ -314,17 +314,32 @@ func TestCallerCredentials_ConnectInputRequiredForModernCallers(t *testing.T) {
 	}
 }
 
-// A stateless gateway keeps no session, so it cannot know that an older caller
-// declared URL-mode elicitation at initialize: that caller gets the failed result
-// carrying the URL.
-func TestCallerCredentials_ConnectStatelessOlderCallerGetsTheToolError(t *testing.T) {
+// A stateless gateway keeps no session: it asks an older caller by what that caller
+// declared at its last initialize on this replica. One that declared URL-mode
+// elicitation gets URLElicitationRequiredError (-32042), one that did not gets the failed
+// result carrying the URL, and the same caller identity initializing again without it
+// is then asked by the tool error.
+func TestCallerCredentials_ConnectStatelessOlderCallerAskedByItsInitialize(t *testing.T) {
 	w := startConnectWorld(t, true)
-	ada := w.client(t, "ada", protocol20251125, &elicitations{act: func(mcp.ElicitationParams) mcp.ElicitationResponseAction { return mcp.ElicitationResponseActionAccept }})
-	res, err := callWhoami(t, ada)
-	if err != nil || !res.IsError || !strings.HasPrefix(textOf(res), gateway.CodeConnectRequired+": ") ||
-		!strings.Contains(textOf(res), w.op.srv.URL+adapterconfig.ConnectStartPath) {
-		t.Errorf("got %v %q, want connect_required with the URL", err, textOf(res))
+	accept := &elicitations{act: func(mcp.ElicitationParams) mcp.ElicitationResponseAction { return mcp.ElicitationResponseActionAccept }}
+	ada := w.client(t, "ada", protocol20251125, accept)
+	_, err := callWhoami(t, ada)
+	var required mcp.URLElicitationRequiredError
+	if !errors.As(err, &required) || len(required.Elicitations) != 1 ||
+		!strings.HasPrefix(required.Elicitations[0].URL, w.op.srv.URL+adapterconfig.ConnectStartPath) {
+		t.Fatalf("a stateless caller that declared url elicitation got %v, want URLElicitationRequiredError with the URL", err)
 	}
+
+	wantToolError := func(c *client.Client, who string) {
+		t.Helper()
+		res, err := callWhoami(t, c)
+		if err != nil || !res.IsError || !strings.HasPrefix(textOf(res), gateway.CodeConnectRequired+": ") ||
+			!strings.Contains(textOf(res), w.op.srv.URL+adapterconfig.ConnectStartPath) {
+			t.Errorf("%s got %v %q, want connect_required with the URL", who, err, textOf(res))
+		}
+	}
+	wantToolError(w.client(t, "bo", protocol20251125, nil), "a stateless caller that declared nothing")
+	wantToolError(w.client(t, "ada", protocol20251125, nil), "ada, initialized again without url elicitation")
 }
 
 // A remote that refuses a connected account's token gets it renewed: the gateway asks

@@ -21,7 +21,6 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
@@ -88,7 +87,7 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
-	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(policy.ReasonInsecureTokenEndpoint)))
+	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(srv.requests.Load()).To(BeZero(), "a refused import is not probed")
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange}))

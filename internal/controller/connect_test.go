@@ -74,7 +74,7 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 	got := reconcileImport(t, r, insecure)
 	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonAuthorizationServerNotAllowed))
-	g.Expect(allowed.Message).To(And(ContainSubstring("token_endpoint"), ContainSubstring(policy.ReasonInsecureTokenEndpoint)))
+	g.Expect(allowed.Message).To(And(ContainSubstring("token_endpoint"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
 	g.Expect(remote.requests.Load()).To(BeZero(), "a refused import is not probed")
 
 	loopback := metadataServer(t, func(issuer string) string { return issuer + "/token" })

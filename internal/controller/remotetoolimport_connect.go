@@ -192,19 +192,6 @@ func (r *RemoteToolImportReconciler) serviceAccountCaller(ctx context.Context, n
 	return adapterconfig.ServiceAccountCaller(namespace+"/"+name, string(sa.UID)), nil
 }
 
-// explainRefusedProbe turns a remote's refusal of the probe's credentials, for an import
-// in connect mode without a probe identity, into ProbeIdentityRequired: such a remote
-// needs a user even for tools/list.
-func explainRefusedProbe(imp *cantusv1alpha1.RemoteToolImport, err error) error {
-	cc := imp.Spec.CallerCredentials
-	var herr *mcpclient.Error
-	if cc == nil || cc.Connect == nil || cc.Connect.ProbeIdentity != nil || !errors.As(err, &herr) || herr.Reason != mcpclient.ReasonUnauthorized {
-		return err
-	}
-	return &mcpclient.Error{Reason: cantusv1alpha1.ReasonProbeIdentityRequired, Err: err, Detail: herr.Error() +
-		"; the remote refuses the probe's credentials (spec.headers): if it needs a user even to list its tools, set spec.callerCredentials.connect.probeIdentity (a token Secret, or a service account that connected its account)"}
-}
-
 // PolicyDialer gives, for a namespace, a dialer that connects only to the addresses its
 // ToolSourcePolicies allow, checked at the moment of connecting: the operator's own
 // requests to authorization servers (code exchange, refresh, revocation) are held to

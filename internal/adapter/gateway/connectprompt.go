@@ -13,6 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/access"
 )
 
 // A caller who must connect an account (connect mode) is asked to, in the way its
@@ -20,12 +22,12 @@ import (
 //   - a caller of protocol 2026-07-28 that declared URL-mode elicitation gets an
 //     input-required result holding one URL-mode elicitation; when it calls again
 //     (after the user connected), the call goes through;
-//   - an older caller whose session declared URL-mode elicitation gets the JSON-RPC
-//     error URLElicitationRequiredError (-32042) carrying the URL;
+//   - an older caller that declared URL-mode elicitation gets the JSON-RPC error
+//     URLElicitationRequiredError (-32042) carrying the URL: a stateful gateway reads
+//     the declaration from the caller's session, a stateless one from what the caller
+//     declared at its last initialize on this replica (Declared);
 //   - any other caller gets a failed tool result beginning connect_required: that
-//     carries the URL and says what to do. A stateless gateway keeps no session, so it
-//     cannot know what an older caller declared at initialize: its older callers get
-//     this result.
+//     carries the URL and says what to do.
 // Reads and prompt gets of a connect-mode import answer a JSON-RPC error instead:
 // -32042 with the URL (ForwardError.Unwrap, jsonrpc.ForwardFailure).
 
@@ -94,12 +96,15 @@ func connectAskOf(ctx context.Context) connectAsk {
 		}
 		return askByToolError
 	}
-	session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
-	if !ok {
-		return askByToolError
+	declared := false
+	if memory := declaredFrom(ctx); memory != nil { // stateless: its request sessions hold nothing
+		caller, _ := access.CallerFrom(ctx)
+		declared = memory.declaredURLElicitation(caller.Identity())
+	} else if session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		caps := session.GetClientCapabilities()
+		declared = declaresURLElicitation(&caps)
 	}
-	caps := session.GetClientCapabilities()
-	if declaresURLElicitation(&caps) && failCall(ctx, nil) {
+	if declared && failCall(ctx, nil) {
 		return askByRPCError
 	}
 	return askByToolError

@@ -144,6 +144,11 @@ func (st *storage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest,
 	if !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
 		scopes = append(scopes, oidc.ScopeOfflineAccess)
 	}
+	// The op package gives the ID token the access token's audience; an ID token's
+	// must hold the client.
+	if slices.Contains(scopes, oidc.ScopeOpenID) && len(audience) > 0 && !slices.Contains(audience, req.ClientID) {
+		audience = append(audience, req.ClientID)
+	}
 	a := &authRequest{
 		id:           randomID(),
 		clientID:     req.ClientID,
@@ -201,6 +206,9 @@ func (st *storage) SaveAuthCode(_ context.Context, id, code string) error {
 	a.code = code
 	st.s.codes[code] = id
 	st.s.codesIssued++
+	if !st.s.keepNoTokens {
+		st.s.issuedCodes = append(st.s.issuedCodes, code)
+	}
 	return nil
 }
 
@@ -366,4 +374,11 @@ func (st *storage) GetPrivateClaimsFromRequest(_ context.Context, req op.TokenRe
 		return nil, nil
 	}
 	return map[string]any{"scope": strings.Join(req.GetScopes(), " ")}, nil
+}
+
+// SetUserinfoFromRequest names the user in the ID token: the op package takes its sub
+// from the userinfo, which is otherwise empty.
+func (st *storage) SetUserinfoFromRequest(_ context.Context, info *oidc.UserInfo, req op.IDTokenRequest, _ []string) error {
+	info.Subject = req.GetSubject()
+	return nil
 }

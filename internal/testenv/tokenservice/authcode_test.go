@@ -101,8 +101,24 @@ func TestAuthorizationCodeFlowWithPKCEIssuesAJWTForTheResource(t *testing.T) {
 	if ts.CodesIssued() != 1 || ts.Grants("authorization_code") != 1 || last.Subject != "alice" || !slices.Equal(last.Resource, []string{resource}) {
 		t.Fatalf("codes %d, code grants %d, last %+v", ts.CodesIssued(), ts.Grants("authorization_code"), last)
 	}
-	if !slices.Equal(ts.IssuedTokens(), []string{tok.AccessToken}) || !slices.Equal(ts.IssuedRefreshTokens(), []string{tok.RefreshToken}) {
+	if !slices.Equal(ts.IssuedTokens(), []string{tok.AccessToken}) || !slices.Equal(ts.IssuedRefreshTokens(), []string{tok.RefreshToken}) || len(ts.IssuedCodes()) != 1 {
 		t.Fatal("the issued tokens were not recorded")
+	}
+}
+
+func TestAuthorizationCodeFlowWithOpenIDAddsAnIDToken(t *testing.T) {
+	ts := startAS(t, tokenservice.Options{})
+	cfg := appConfig(ts)
+	cfg.Scopes = []string{"openid", "files:read"}
+	tok := connect(t, ts, cfg)
+	idToken, _ := tok.Extra("id_token").(string)
+	if idToken == "" {
+		t.Fatal("no ID token for the openid scope")
+	}
+	id := parse(t, ts, idToken)
+	access := parse(t, ts, tok.AccessToken)
+	if id.Subject != "alice" || !id.Audience.Contains("app") || !access.Audience.Contains(resource) || access.Scope != "openid files:read offline_access" {
+		t.Fatalf("ID token %+v, access token %+v", id, access)
 	}
 }
 
@@ -317,5 +333,17 @@ func TestMetadataAdvertisesTheCodeFlow(t *testing.T) {
 			!slices.Contains(m.AuthMethods, "none") || !slices.Contains(m.AuthMethods, "client_secret_basic") {
 			t.Fatalf("%s: %+v", path, m)
 		}
+	}
+}
+
+func TestExpiredRefreshTokenIsRefused(t *testing.T) {
+	ts := startAS(t, tokenservice.Options{RefreshTokenLifetime: time.Second})
+	tok := connect(t, ts, appConfig(ts))
+	time.Sleep(1100 * time.Millisecond)
+	if status, body := refresh(t, ts, tok.RefreshToken); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("an expired refresh token: %d %v", status, body)
+	}
+	if ts.RefreshRefused() != 1 || ts.Grants("refresh_token") != 0 {
+		t.Fatalf("%d refused, %d refreshes", ts.RefreshRefused(), ts.Grants("refresh_token"))
 	}
 }

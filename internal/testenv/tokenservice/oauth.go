@@ -148,3 +148,11 @@ func (s *Server) countLoginFailure() {
 	defer s.mu.Unlock()
 	s.loginFailures++
 }
+
+// IssuedCodes are the authorization codes issued so far, in order: a code is a
+// credential until it is exchanged, and shows in callback URLs.
+func (s *Server) IssuedCodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issuedCodes)
+}

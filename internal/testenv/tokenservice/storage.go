@@ -33,6 +33,7 @@ var (
 	_ op.TokenExchangeStorage               = (*storage)(nil)
 	_ op.TokenExchangeTokensVerifierStorage = (*storage)(nil)
 	_ op.CanGetPrivateClaimsFromRequest     = (*storage)(nil)
+	_ op.CanSetUserinfoFromRequest          = (*storage)(nil)
 )
 
 var errNotServed = errors.New("the test token service serves no userinfo, introspection or logout")

@@ -1,15 +1,69 @@
-// Package tokenservice runs, for tests, a real OAuth 2.0 authorization server that
-// exchanges tokens (RFC 8693) and issues client-credentials tokens. The protocol is
-// github.com/zitadel/oidc's op package (served through op.RegisterLegacyServer, which
-// authenticates clients with client_secret_basic and private_key_jwt); this package
-// only supplies its storage: which clients exist, which issuers' tokens may be
-// exchanged, and what an issued token says. It counts what it issued so that tests
-// can assert, for example, one exchange per caller per token lifetime.
+// Package tokenservice runs, for tests, a real OAuth 2.0 authorization server: it
+// exchanges tokens (RFC 8693), issues client-credentials tokens, and serves the
+// authorization code flow with PKCE to users who sign in at its login page, with
+// rotating refresh tokens and revocation. The protocol is github.com/zitadel/oidc's op
+// package (served through op.RegisterLegacyServer, which authenticates clients with
+// client_secret_basic and private_key_jwt, and with "none" for public clients); this
+// package supplies its storage (which clients and users exist, which issuers' tokens
+// may be exchanged, what an issued token says), a login page, Client ID Metadata
+// Document resolution and dynamic client registration. It counts what it issued so
+// that tests can assert, for example, one exchange per caller per token lifetime.
 //
-// An issued access token is a JWT signed by the service's key: iss is URL(), sub the
-// subject token's sub, aud the requested audience (the op package does not turn
-// resource into aud; the resource received is recorded in LastRequest), exp the
-// configured lifetime, and act = {"sub": actor token's sub} when an actor token came.
+// An issued access token is a JWT signed by the service's key (Keys, JWKSURL): iss is
+// URL(), exp the configured TokenLifetime (expires_in is rounded down to the second),
+// jti its id, client_id the client, and:
+//   - for an exchange: sub the subject token's sub, aud the requested audience (the op
+//     package does not turn resource into aud; the resource received is recorded in
+//     LastRequest), and act = {"sub": actor token's sub} when an actor token came;
+//   - for the code flow and its refreshes: sub the user's name, aud the RFC 8707
+//     resource parameters of the authorization request (else the client's Audience,
+//     else the client_id; plus the client_id when "openid" was asked for, since the op
+//     package gives the ID token the same aud), and scope the granted scopes,
+//     space-delimited.
+//
+// # The authorization code flow
+//
+// Endpoints: AuthorizationEndpoint (/authorize), TokenEndpoint (/oauth/token),
+// RevocationEndpoint (/oauth/revoke, RFC 7009), RegistrationEndpoint (/register, RFC
+// 7591), JWKSURL (/keys), and the metadata at MetadataURL
+// (/.well-known/oauth-authorization-server, RFC 8414; the same document at
+// /.well-known/openid-configuration), which also says
+// "client_id_metadata_document_supported": true.
+//
+// The rules: every authorization request carries a PKCE code_challenge with method
+// S256 (otherwise the browser is redirected back with error=invalid_request), and
+// every code exchange its code_verifier, confidential clients included; a refused
+// verifier spends the code; a code used twice revokes what it issued. A request without
+// a scope gets "offline_access", and every login gets a refresh token. An ID token is
+// returned only when "openid" was asked for. Each refresh rotates the refresh token: a
+// spent one is refused (RefreshRefused, RefreshReuses), and with
+// Options.RevokeOnRefreshReuse revokes the whole family. Revoking a refresh token
+// revokes its family and the access tokens issued from it; revoking an access token
+// marks its jti (AccessTokenRevoked, which whoami.Options.Revoked takes, since a JWT is
+// otherwise checked offline until exp). A token of another client is not revoked;
+// an unknown one is answered 200.
+//
+// The clients that may log users in:
+//   - registered ones with Client.RedirectURIs: confidential (Client.Secret, basic
+//     auth) or public (Client.Public: client_id and PKCE alone);
+//   - Client ID Metadata Document clients: a client_id that is an https URL (or http on
+//     loopback) is fetched at each lookup with Options.HTTPClient (SetHTTPClient),
+//     must be JSON whose client_id equals the URL, list redirect_uris, and ask for
+//     token_endpoint_auth_method "none" (or none at all); such a client is public;
+//   - clients registered at the registration endpoint (JSON with redirect_uris and
+//     token_endpoint_auth_method "none" or "client_secret_basic", which gets a
+//     client_secret); the answer is 201 with client_id (and client_secret).
+//
+// The redirect_uri of a request must be one of the client's exactly (http allowed, for
+// tests); an unknown client or redirect_uri gets an error page, never a redirect.
+//
+// The login page (/login) is an HTML form (fields id, username, password, POST) that
+// signs in Options.Users (AddUser); a user's name is the sub of their tokens. A wrong
+// password shows the page again with 401 (LoginFailures). Tests drive it as a browser
+// would with Authorize (stops at the redirect to the client's redirect_uri and returns
+// that URL, with code and state) or Login (opens that redirect_uri too and returns its
+// response); BrowserClient makes a client that keeps cookies and trusts the service's
+// and other test CAs' certificates.
 package tokenservice
 
 import (
@@ -42,16 +96,18 @@ type Options struct {
 	Trusted []*TrustedIssuer
 	// Clients are the registered clients.
 	Clients []Client
-	// TokenLifetime is the lifetime of issued tokens (DefaultTokenLifetime when 0).
-	// Short lifetimes (seconds) work: exp is not rounded up.
+	// TokenLifetime is the lifetime of issued access tokens, of every grant
+	// (DefaultTokenLifetime when 0). Short lifetimes (seconds) work: exp is not
+	// rounded up (expires_in is rounded down).
 	TokenLifetime time.Duration
 	// TLS serves HTTPS with a test certificate (see CAFile); otherwise plain HTTP on
 	// loopback, which the policy allows.
 	TLS bool
 	// RequireAudience refuses an exchange without an audience parameter.
 	RequireAudience bool
-	// KeepNoTokens does not keep the issued tokens (IssuedTokens is empty), so that a
-	// memory benchmark in the same process measures its subject alone.
+	// KeepNoTokens does not keep the issued tokens and codes (IssuedTokens,
+	// IssuedRefreshTokens and IssuedCodes are empty), so that a memory benchmark in the
+	// same process measures its subject alone.
 	KeepNoTokens bool
 
 	// Users are the users the login page accepts: name → password. A user's name is
@@ -120,6 +176,7 @@ type Server struct {
 	accessTokens   map[string]accessToken
 	revokedAccess  map[string]bool
 	issuedRefresh  []string
+	issuedCodes    []string
 	grantCounts    map[oidc.GrantType]int
 	codesIssued    int
 	codeReuses     int
