@@ -26,7 +26,9 @@ type Connect struct {
 
 	// Client is a client registered beforehand at the authorization server. Empty: the
 	// operator's Client ID Metadata Document (its client ID is the document's https URL),
-	// which needs the operator's public base URL (--connect-base-url).
+	// which needs the operator's public base URL (--connect-base-url); or, when the
+	// authorization server does not say it supports such documents but offers dynamic
+	// client registration (RFC 7591), a client the operator registers there.
 	// +optional
 	Client *ConnectClient `json:"client,omitempty"`
 
@@ -80,12 +82,18 @@ type AuthorizationServerEndpoints struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	Revocation string `json:"revocation,omitempty"`
+	// Registration is the dynamic client registration endpoint (RFC 7591), set when the
+	// operator registers its client there.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Registration string `json:"registration,omitempty"`
 }
 
 // The clients of CallerCredentialsStatus.Client.
 const (
-	ConnectClientPreRegistered    = "PreRegistered"
-	ConnectClientMetadataDocument = "ClientIDMetadataDocument"
+	ConnectClientPreRegistered       = "PreRegistered"
+	ConnectClientMetadataDocument    = "ClientIDMetadataDocument"
+	ConnectClientDynamicRegistration = "DynamicRegistration"
 )
 
 // Reasons of connect mode (RemoteToolImport SourceAllowed).

@@ -156,8 +156,8 @@ type CallerCredentialsStatus struct {
 	// Endpoints are the authorization server's endpoints the operator uses, as checked.
 	// +optional
 	Endpoints *AuthorizationServerEndpoints `json:"endpoints,omitempty"`
-	// Client says which OAuth client the operator connects callers as: PreRegistered or
-	// ClientIDMetadataDocument.
+	// Client says which OAuth client the operator connects callers as: PreRegistered,
+	// ClientIDMetadataDocument or DynamicRegistration.
 	// +optional
 	Client string `json:"client,omitempty"`
 	// Connected counts the callers with a connected account at the last probe.

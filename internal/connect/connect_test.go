@@ -532,3 +532,41 @@ func TestCallerCredentials_ConnectKeepsNoTokenInLogsMetricsOrLabels(t *testing.T
 		t.Fatal("the metrics were not gathered")
 	}
 }
+
+// Without a pre-registered client, at an authorization server that offers dynamic
+// client registration and does not take Client ID Metadata Documents, the operator
+// registers its client once, keeps it encrypted, and every caller connects with it.
+func TestCallerCredentials_ConnectRegistersItsClientOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.handler.BaseURL = f.srv.URL
+	f.imp.Spec.CallerCredentials.Connect.Client = nil
+	if err := k8s.Update(ctx, f.imp); err != nil {
+		t.Fatal(err)
+	}
+	f.imp.Status.CallerCredentials.Client = cantusv1alpha1.ConnectClientDynamicRegistration
+	f.imp.Status.CallerCredentials.Endpoints.Registration = f.as.srv.URL + "/register"
+	if err := k8s.Status().Update(ctx, f.imp); err != nil {
+		t.Fatal(err)
+	}
+	f.connect()
+	if status, _ := f.fetch(f.gwToken, f.request()); status != http.StatusOK {
+		t.Fatalf("after connecting with the registered client: %d", status)
+	}
+	var sa corev1.ServiceAccount
+	_ = k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "other"}, &sa)
+	other := f.request()
+	other.Caller = adapterconfig.ServiceAccountCaller(f.ns+"/other", string(sa.UID))
+	_, resp := f.fetch(f.gwToken, other)
+	if code, _ := f.open(resp.ConnectURL); code != http.StatusOK {
+		t.Fatalf("the second caller's connect: %d", code)
+	}
+	if n := f.as.registrations(f.srv.URL + adapterconfig.ConnectCallback); n != 1 {
+		t.Fatalf("want one registration for the operator's callback, got %d", n)
+	}
+	list := &corev1.SecretList{}
+	_ = k8s.List(ctx, list, client.InNamespace(f.ns), client.MatchingLabels{connect.LabelAccount: "client"})
+	if len(list.Items) != 1 {
+		t.Fatalf("want the registered client kept in one Secret, got %d", len(list.Items))
+	}
+}

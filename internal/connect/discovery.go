@@ -18,6 +18,9 @@ type ServerMetadata struct {
 	AuthorizationEndpoint string `json:"authorization_endpoint"`
 	TokenEndpoint         string `json:"token_endpoint"`
 	RevocationEndpoint    string `json:"revocation_endpoint,omitempty"`
+	RegistrationEndpoint  string `json:"registration_endpoint,omitempty"`
+	// MetadataDocuments: the server says it takes Client ID Metadata Documents.
+	MetadataDocuments bool `json:"client_id_metadata_document_supported,omitempty"`
 	// Discovered: the issuer came from the remote's protected-resource metadata.
 	Discovered bool `json:"-"`
 }

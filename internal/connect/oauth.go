@@ -64,6 +64,15 @@ func (h *Handler) clientFor(ctx context.Context, imp *cantusv1alpha1.RemoteToolI
 			out.config.ClientSecret = secret
 			out.config.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
 		}
+	case h.BaseURL != "" && status.Client == cantusv1alpha1.ConnectClientDynamicRegistration && status.Endpoints.Registration != "":
+		rc, err := h.registered(ctx, hc, status.AuthorizationServer, status.Endpoints.Registration, h.callbackURL())
+		if err != nil {
+			return nil, err
+		}
+		out.config.ClientID, out.config.ClientSecret = rc.ClientID, rc.ClientSecret
+		if rc.ClientSecret != "" {
+			out.config.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
+		}
 	case h.BaseURL != "":
 		out.config.ClientID = h.clientMetadataURL()
 	default:

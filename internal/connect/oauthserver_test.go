@@ -27,6 +27,8 @@ type authServer struct {
 	refreshes int
 	revoked   []string
 	lifetime  time.Duration
+	// registered counts dynamic registrations, by redirect URI.
+	registered map[string]int
 }
 
 type codeGrant struct {
@@ -35,11 +37,12 @@ type codeGrant struct {
 
 func startAuthServer(t *testing.T) *authServer {
 	t.Helper()
-	a := &authServer{codes: map[string]codeGrant{}, refresh: map[string]bool{}, lifetime: time.Hour}
+	a := &authServer{codes: map[string]codeGrant{}, refresh: map[string]bool{}, lifetime: time.Hour, registered: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
 	mux.HandleFunc("POST /revoke", a.revoke)
+	mux.HandleFunc("POST /register", a.register)
 	a.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
@@ -137,4 +140,29 @@ func oauthError(w http.ResponseWriter, code string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
+}
+
+// register is RFC 7591 for public clients: any redirect URI, a new client_id each time.
+func (a *authServer) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RedirectURIs []string `json:"redirect_uris"`
+		AuthMethod   string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.RedirectURIs) != 1 || req.AuthMethod != "none" {
+		oauthError(w, "invalid_client_metadata")
+		return
+	}
+	a.mu.Lock()
+	a.registered[req.RedirectURIs[0]]++
+	id := a.next("client")
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"client_id": id, "redirect_uris": req.RedirectURIs})
+}
+
+func (a *authServer) registrations(redirectURI string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.registered[redirectURI]
 }

@@ -208,10 +208,12 @@ func (h *Handler) connectRequired(w http.ResponseWriter, r *http.Request, imp *c
 // base is the public base URL of the connect pages.
 func (h *Handler) base(r *http.Request) string {
 	if h.BaseURL != "" {
-		return strings.TrimSuffix(h.BaseURL, "/")
+		return h.baseURL()
 	}
 	return "https://" + r.Host
 }
+
+func (h *Handler) baseURL() string { return strings.TrimSuffix(h.BaseURL, "/") }
 
 // importServedBy finds the import a gateway asks for, and checks that the gateway's
 // service account is that of a SkillServer in the import's namespace which re-exports

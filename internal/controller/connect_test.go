@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/connect"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -162,4 +163,22 @@ func TestCallerCredentials_ConnectRequestsAreHeldToThePolicyWhenDialling(t *test
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = dial(ctx, "tcp", addr)
 	g.Expect(err).To(MatchError(policy.ErrRefused))
+}
+
+// Without a pre-registered client the operator is the client of its Client ID Metadata
+// Document, unless the authorization server does not say it takes them and offers
+// dynamic registration, whose endpoint is then held to the policy too.
+func TestCallerCredentials_ConnectChoosesItsClient(t *testing.T) {
+	for name, c := range map[string]struct {
+		md   connect.ServerMetadata
+		want string
+	}{
+		"documents supported":        {connect.ServerMetadata{MetadataDocuments: true, RegistrationEndpoint: "https://as/register"}, cantusv1alpha1.ConnectClientMetadataDocument},
+		"registration only":          {connect.ServerMetadata{RegistrationEndpoint: "https://as/register"}, cantusv1alpha1.ConnectClientDynamicRegistration},
+		"neither said: the document": {connect.ServerMetadata{}, cantusv1alpha1.ConnectClientMetadataDocument},
+	} {
+		if got := chooseClient(c.md); got != c.want {
+			t.Errorf("%s: %s, want %s", name, got, c.want)
+		}
+	}
 }

@@ -57,11 +57,8 @@ func (r *RemoteToolImportReconciler) checkConnect(ctx context.Context, checker *
 		return policy.Decision{Reason: cantusv1alpha1.ReasonConnectUnavailable, Message: "spec.callerCredentials.connect needs the operator's connect endpoints, which are served on its catalog listener, and the catalog is off (--catalog-bind-address=0)"}, nil
 	}
 	check := &connectCheck{client: cantusv1alpha1.ConnectClientPreRegistered}
-	if cc.Connect.Client == nil {
-		if r.Connect.BaseURL == "" {
-			return policy.Decision{Reason: cantusv1alpha1.ReasonConnectClientRequired, Message: "spec.callerCredentials.connect has no client, and the operator has no public base URL (--connect-base-url, chart value connect.baseURL) to serve its Client ID Metadata Document at: register a client at the authorization server and set spec.callerCredentials.connect.client"}, nil
-		}
-		check.client = cantusv1alpha1.ConnectClientMetadataDocument
+	if cc.Connect.Client == nil && r.Connect.BaseURL == "" {
+		return policy.Decision{Reason: cantusv1alpha1.ReasonConnectClientRequired, Message: "spec.callerCredentials.connect has no client, and the operator has no public base URL (--connect-base-url, chart value connect.baseURL) to serve its Client ID Metadata Document at, or to register a client with: register a client at the authorization server and set spec.callerCredentials.connect.client"}, nil
 	}
 	if issuer := cc.Connect.AuthorizationServer; issuer != "" {
 		if d := checker.CheckTokenEndpoint(ctx, issuer); !d.Allowed {
@@ -74,8 +71,15 @@ func (r *RemoteToolImportReconciler) checkConnect(ctx context.Context, checker *
 	if err != nil {
 		return policy.Decision{Reason: cantusv1alpha1.ReasonAuthorizationServerUnknown, Message: err.Error()}, nil
 	}
-	endpoints := map[string]string{"issuer": md.Issuer, "authorization_endpoint": md.AuthorizationEndpoint, "token_endpoint": md.TokenEndpoint, "revocation_endpoint": md.RevocationEndpoint}
-	for _, field := range []string{"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint"} {
+	if cc.Connect.Client == nil {
+		check.client = chooseClient(md)
+	}
+	if check.client != cantusv1alpha1.ConnectClientDynamicRegistration {
+		md.RegistrationEndpoint = ""
+	}
+	endpoints := map[string]string{"issuer": md.Issuer, "authorization_endpoint": md.AuthorizationEndpoint, "token_endpoint": md.TokenEndpoint,
+		"revocation_endpoint": md.RevocationEndpoint, "registration_endpoint": md.RegistrationEndpoint}
+	for _, field := range []string{"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "registration_endpoint"} {
 		if endpoints[field] == "" {
 			continue
 		}
@@ -85,6 +89,16 @@ func (r *RemoteToolImportReconciler) checkConnect(ctx context.Context, checker *
 	}
 	check.metadata = md
 	return allowed, check
+}
+
+// chooseClient is the client of an import without a pre-registered one: the operator's
+// Client ID Metadata Document, unless the server does not say it takes such documents
+// and offers dynamic client registration (RFC 7591).
+func chooseClient(md connect.ServerMetadata) string {
+	if !md.MetadataDocuments && md.RegistrationEndpoint != "" {
+		return cantusv1alpha1.ConnectClientDynamicRegistration
+	}
+	return cantusv1alpha1.ConnectClientMetadataDocument
 }
 
 func refuseAuthorizationServer(what string, d policy.Decision) policy.Decision {
@@ -114,7 +128,8 @@ func (r *RemoteToolImportReconciler) setConnectStatus(ctx context.Context, imp *
 	status.AuthorizationServer = md.Issuer
 	status.AuthorizationServerChecked = true
 	status.AuthorizationServerDiscovered = md.Discovered
-	status.Endpoints = &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: md.AuthorizationEndpoint, Token: md.TokenEndpoint, Revocation: md.RevocationEndpoint}
+	status.Endpoints = &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: md.AuthorizationEndpoint, Token: md.TokenEndpoint,
+		Revocation: md.RevocationEndpoint, Registration: md.RegistrationEndpoint}
 	status.Client = check.client
 	if r.Connect.Counter == nil {
 		return nil
@@ -160,7 +175,8 @@ func (r *RemoteToolImportReconciler) withProbeIdentity(ctx context.Context, imp 
 		// The endpoints just checked, which the status gets after the probe.
 		checked := imp.DeepCopy()
 		checked.Status.CallerCredentials = &cantusv1alpha1.CallerCredentialsStatus{AuthorizationServer: check.metadata.Issuer, AuthorizationServerChecked: true,
-			Endpoints: &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: check.metadata.AuthorizationEndpoint, Token: check.metadata.TokenEndpoint, Revocation: check.metadata.RevocationEndpoint}}
+			Client: check.client, Endpoints: &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: check.metadata.AuthorizationEndpoint,
+				Token: check.metadata.TokenEndpoint, Revocation: check.metadata.RevocationEndpoint, Registration: check.metadata.RegistrationEndpoint}}
 		if token, err = r.Connect.ProbeTokens.AccessToken(ctx, checked, caller); err != nil {
 			return cantusv1alpha1.ReasonProbeIdentityNotConnected, fmt.Errorf(
 				"spec.callerCredentials.connect.probeIdentity.serviceAccount %s has no usable connected account for this import (%w): let it call a tool of the import through a gateway and connect through the link it gets",

@@ -23,7 +23,7 @@ func TestCallerCredentials_OperatorKeepsConnectedAccountsOnlyInItsNamespace(t *t
 	secret := func(ns, name string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: own}, Data: map[string][]byte{"sealed": []byte("x")}}
 	}
-	for _, name := range []string{"cantus-connect-a-0123456789abcdef0123456789abcdef", "cantus-connect-p-0123456789abcdef0123456789abcdef", "cantus-catalog-self-signed"} {
+	for _, name := range []string{"cantus-connect-a-0123456789abcdef0123456789abcdef", "cantus-connect-p-0123456789abcdef0123456789abcdef", "cantus-connect-c-0123456789abcdef0123456789abcdef", "cantus-catalog-self-signed"} {
 		s := secret(operatorNamespace, name)
 		if err := operator.Create(ctx, s); err != nil {
 			t.Fatalf("the operator cannot keep Secret %s in its namespace: %v", name, err)
