@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,9 +27,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -36,6 +42,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/connect"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
@@ -58,6 +65,7 @@ type connectWorld struct {
 	callerToken  string
 	logs         *lockedBuffer
 	clientSecret string
+	memoryDir    string
 }
 
 type lockedBuffer struct {
@@ -119,7 +127,12 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	store := &connect.Store{Client: k8sClient, Namespace: w.opsNS, Keys: keys}
 	w.sweeper = &connect.Sweeper{Store: store, Reader: k8sClient, Log: log}
 
-	mgr := newTestManager(t)
+	// The manager's own logs (the reconcilers') go where the test greps for tokens.
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: CacheOptions(), Client: ClientOptions(), Logger: log,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
 	handler := &connect.Handler{
 		Client: mgr.GetClient(), Store: store, Log: log, DialFor: PolicyDialer(mgr.GetClient(), nil), RootCAs: roots,
 		Gateways: &catalog.Authorizer{Client: k8sClient, Audience: adapterconfig.ConnectAudience},
@@ -142,6 +155,7 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 
 	adapters := local.New(mgr.GetAPIReader())
 	adapters.MemoryDir = t.TempDir()
+	w.memoryDir = adapters.MemoryDir
 	adapters.MintToken = local.MintToken(mgr.GetClient())
 	g.Expect(mgr.Add(adapters)).To(Succeed())
 	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
@@ -289,6 +303,10 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 	t.Run("no token shows in statuses, events, logs or metrics", func(t *testing.T) {
 		secrets := append(w.ts.IssuedTokens(), w.ts.IssuedRefreshTokens()...)
 		secrets = append(secrets, w.callerToken, w.clientSecret)
+		// The gateway's own token for the operator, as the local runtime minted it.
+		gatewayToken, err := os.ReadFile(filepath.Join(w.memoryDir, ".imports", w.ns, "gw", "whoami", "connect-token"))
+		g.Expect(err).NotTo(HaveOccurred())
+		secrets = append(secrets, string(gatewayToken))
 		var hay strings.Builder
 		for _, obj := range []client.Object{&cantusv1alpha1.RemoteToolImport{}, &cantusv1alpha1.SkillServer{}} {
 			name := "whoami"
@@ -304,6 +322,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		for _, e := range events.Items {
 			hay.WriteString(e.Message)
 		}
+		g.Expect(w.logs.String()).To(ContainSubstring("remotetoolimport"), "the manager's own logs are among those searched")
 		hay.WriteString(w.logs.String())
 		families, err := ctrlmetrics.Registry.Gather()
 		g.Expect(err).NotTo(HaveOccurred())
