@@ -570,3 +570,22 @@ func TestCallerCredentials_ConnectRegistersItsClientOnce(t *testing.T) {
 		t.Fatalf("want the registered client kept in one Secret, got %d", len(list.Items))
 	}
 }
+
+// An import deleted, or no longer in connect mode, leaves no account behind.
+func TestCallerCredentials_ConnectForgetsAccountsOfImportsGone(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.connect()
+	if err := f.sweeper.Sweep(ctx); err != nil || len(f.accountSecrets()) != 1 {
+		t.Fatalf("a sweep keeps the account of an import in connect mode: %v", err)
+	}
+	if err := k8s.Delete(ctx, f.imp); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.accountSecrets()); n != 0 {
+		t.Fatalf("want the deleted import's account forgotten, %d left", n)
+	}
+}

@@ -7,14 +7,18 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
 // Sweeper keeps the store tidy, on the leader, every Every: it forgets the accounts of
-// service accounts that no longer exist (or were recreated: a new UID is a new caller),
-// deletes expired connect links, and re-encrypts accounts with the newest key after a
-// rotation.
+// service accounts that no longer exist (or were recreated: a new UID is a new caller)
+// and of imports that no longer exist or left connect mode, deletes expired connect
+// links, and re-encrypts accounts with the newest key after a rotation.
 type Sweeper struct {
 	Store *Store
 	// Reader reads service accounts' metadata.
@@ -57,12 +61,13 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 		return ringErr
 	}
 	existing := map[string]map[string]bool{} // namespace -> service-account UIDs
+	imports := map[string]bool{}             // "namespace/name" -> in connect mode
 	var errs []error
 	forgotten, rotated := 0, 0
 	for i := range list.Items {
 		secret := &list.Items[i]
 		switch {
-		case s.callerGone(ctx, secret, existing):
+		case s.callerGone(ctx, secret, existing), s.importGone(ctx, secret, imports):
 			errs = append(errs, s.Store.forget(ctx, secret))
 			forgotten++
 		case secret.Labels[LabelAccount] == kindPending && expired(secret):
@@ -104,6 +109,32 @@ func (s *Sweeper) callerGone(ctx context.Context, secret *corev1.Secret, existin
 		existing[namespace] = uids
 	}
 	return !uids[uid]
+}
+
+// importGone says whether the account or pending connect belongs to an import that no
+// longer exists or no longer uses connect mode: nothing can use it any more.
+func (s *Sweeper) importGone(ctx context.Context, secret *corev1.Secret, imports map[string]bool) bool {
+	namespace, name := secret.Labels[LabelImportNamespace], secret.Labels[LabelImport]
+	if namespace == "" || name == "" {
+		return false
+	}
+	ref := namespace + "/" + name
+	connectMode, seen := imports[ref]
+	if !seen {
+		imp := &cantusv1alpha1.RemoteToolImport{}
+		err := s.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, imp)
+		switch {
+		case apierrors.IsNotFound(err):
+			connectMode = false
+		case err != nil:
+			s.Log.Error(err, "read an import of connected accounts")
+			return false
+		default:
+			connectMode = imp.Spec.CallerCredentials != nil && imp.Spec.CallerCredentials.Connect != nil
+		}
+		imports[ref] = connectMode
+	}
+	return !connectMode
 }
 
 func expired(secret *corev1.Secret) bool {
