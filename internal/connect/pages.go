@@ -99,7 +99,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acct := &Account{
-		Import: p.Import, Caller: p.Caller, AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry,
+		Import: p.Import, Caller: p.Caller, AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Issued: h.now(),
 		Issuer: oc.issuer, TokenURL: oc.config.Endpoint.TokenURL, RevokeURL: oc.revokeURL, ClientID: oc.config.ClientID,
 		Scopes: oc.config.Scopes, Resource: oc.resource,
 	}

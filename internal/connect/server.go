@@ -168,7 +168,14 @@ func (h *Handler) AccessToken(ctx context.Context, imp *cantusv1alpha1.RemoteToo
 }
 
 func (h *Handler) expiring(acct *Account) bool {
-	return !acct.Expiry.IsZero() && acct.Expiry.Sub(h.now()) < accessTokenMargin
+	if acct.Expiry.IsZero() {
+		return false
+	}
+	margin := accessTokenMargin
+	if !acct.Issued.IsZero() {
+		margin = min(margin, acct.Expiry.Sub(acct.Issued)/2)
+	}
+	return acct.Expiry.Sub(h.now()) < margin
 }
 
 func (h *Handler) expiresIn(acct *Account) int64 {
@@ -358,7 +365,7 @@ func (h *Handler) refresh(ctx context.Context, imp *cantusv1alpha1.RemoteToolImp
 		_ = h.Store.Client.Update(ctx, released)
 		return nil, err
 	}
-	acct.AccessToken, acct.Expiry = tok.AccessToken, tok.Expiry
+	acct.AccessToken, acct.Expiry, acct.Issued = tok.AccessToken, tok.Expiry, h.now()
 	if tok.RefreshToken != "" {
 		acct.RefreshToken = tok.RefreshToken
 	}

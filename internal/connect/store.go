@@ -60,6 +60,9 @@ type Account struct {
 	AccessToken  string    `json:"access"`
 	RefreshToken string    `json:"refresh,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	// Issued is when the access token was obtained: a short-lived token is refreshed
+	// at half its life rather than a minute before it ends.
+	Issued time.Time `json:"issued,omitzero"`
 	Issuer       string    `json:"issuer"`
 	TokenURL     string    `json:"tokenURL"`
 	RevokeURL    string    `json:"revokeURL,omitempty"`
