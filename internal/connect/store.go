@@ -62,13 +62,13 @@ type Account struct {
 	Expiry       time.Time `json:"expiry,omitzero"`
 	// Issued is when the access token was obtained: a short-lived token is refreshed
 	// at half its life rather than a minute before it ends.
-	Issued time.Time `json:"issued,omitzero"`
-	Issuer       string    `json:"issuer"`
-	TokenURL     string    `json:"tokenURL"`
-	RevokeURL    string    `json:"revokeURL,omitempty"`
-	ClientID     string    `json:"clientID"`
-	Scopes       []string  `json:"scopes,omitempty"`
-	Resource     string    `json:"resource"`
+	Issued    time.Time `json:"issued,omitzero"`
+	Issuer    string    `json:"issuer"`
+	TokenURL  string    `json:"tokenURL"`
+	RevokeURL string    `json:"revokeURL,omitempty"`
+	ClientID  string    `json:"clientID"`
+	Scopes    []string  `json:"scopes,omitempty"`
+	Resource  string    `json:"resource"`
 }
 
 // pending is a connect URL handed out and not used yet.
