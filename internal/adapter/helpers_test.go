@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Protocol versions the tests pin; mcp-go's client unpinned would probe with
@@ -31,13 +31,6 @@ const (
 
 // testTimeout bounds every network step of a test.
 const testTimeout = 10 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // running is a Server serving on a real loopback listener.
 type running struct {
@@ -124,7 +117,7 @@ func connectSSE(t *testing.T, baseURL, protocol string) *client.Client {
 
 func startClient(t *testing.T, c *client.Client, protocol string) (*client.Client, error) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -143,7 +136,7 @@ func callTool(t *testing.T, c *client.Client, name string, args any) *mcp.CallTo
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	res, err := c.CallTool(testContext(t), req)
+	res, err := c.CallTool(testkit.Context(t, testTimeout), req)
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
@@ -199,7 +192,7 @@ type rpcReply struct {
 
 func postRPC(t *testing.T, url string, headers map[string]string, message string) rpcReply {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, url, strings.NewReader(message))
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, url, strings.NewReader(message))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +220,7 @@ func initializeMessage(protocol string) string {
 
 func getStatus(t *testing.T, url string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,21 +231,6 @@ func getStatus(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
-}
-
-// jsonEqual compares two JSON texts as values, ignoring formatting and key order.
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		t.Fatalf("unmarshal %s: %v", a, err)
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		t.Fatalf("unmarshal %s: %v", b, err)
-	}
-	ca, _ := json.Marshal(va)
-	cb, _ := json.Marshal(vb)
-	return bytes.Equal(ca, cb)
 }
 
 // templateTool is a tool rendering text over arguments matching schema.

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // servedWithStreams serves srv behind a handler that reports, on streams, each GET
@@ -79,7 +80,7 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 	})
 	receive(t, streams, "the client's stream to open")
 	// A round trip: the server has handled notifications/initialized by its answer.
-	if _, err := c.ListTools(testContext(t), mcp.ListToolsRequest{}); err != nil {
+	if _, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{}); err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
 	return c, changed
@@ -87,7 +88,7 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 
 func listedNames(t *testing.T, c *client.Client) []string {
 	t.Helper()
-	list, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+	list, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // heldBackend answers "done" after holding each request for hold, and reports each
@@ -51,18 +52,6 @@ func (b *heldBackend) waitArrivals(t *testing.T, n int) {
 		case <-deadline:
 			t.Fatalf("only %d of %d calls reached the backend", i, n)
 		}
-	}
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -118,7 +107,7 @@ func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
 	if transportName == adapterconfig.TransportSSE {
 		url = baseURL + adapterconfig.PathSSE
 	}
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +148,7 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 			stopped := make(chan error, 1)
 			go func() { stopped <- srv.stop() }()
 
-			eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+			testkit.EventuallyTrue(t, 2*time.Second, "/readyz to fail", func() bool {
 				status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 				return status == http.StatusServiceUnavailable
 			})
@@ -197,13 +186,13 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
-	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+	testkit.EventuallyTrue(t, 2*time.Second, "/readyz to fail", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
 	wantSuccess(t, callTool(t, c, "quick", map[string]any{}), "quick")
 
-	eventually(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
+	testkit.EventuallyTrue(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
 		status, _ := newCallStatus(t, srv.baseURL, adapterconfig.TransportStreamableHTTP, "quick")
 		return status == http.StatusServiceUnavailable
 	})
@@ -252,7 +241,7 @@ func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
-	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+	testkit.EventuallyTrue(t, 2*time.Second, "/readyz to fail", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
@@ -289,7 +278,7 @@ func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
 
 func TestServe_RefusesToServeTwice(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	eventually(t, 2*time.Second, "the first Serve to answer", func() bool {
+	testkit.EventuallyTrue(t, 2*time.Second, "the first Serve to answer", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathHealthz)
 		return status == http.StatusOK
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -137,7 +138,7 @@ func TestTracing_OneTraceFromTheClientThroughAGatewayToAnHTTPBackend(t *testing.
 			if tc.inMeta {
 				req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"traceparent": traceparent}}
 			}
-			res, err := c.CallTool(testContext(t), req)
+			res, err := c.CallTool(testkit.Context(t, testTimeout), req)
 			if err != nil {
 				t.Fatal(err)
 			}
