@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/definition"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // startSubscribable serves, with mcp-go, a stateful server that declares
@@ -42,7 +43,7 @@ func startSubscribable(t *testing.T) string {
 }
 
 func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testBudget)
 	c, err := New(ClientOptions{URL: startSubscribable(t), ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
 }
 
 func TestPing_AForgottenSessionIsLost(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testBudget)
 	url := startSubscribable(t)
 	c, err := New(ClientOptions{URL: url, ConnectTimeout: 5 * time.Second})
 	if err != nil {
