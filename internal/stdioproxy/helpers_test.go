@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy/proxytest"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -99,21 +100,9 @@ func startBridge(t *testing.T, argv []string, opts Options, before ...func(*Brid
 	return &testBridge{Bridge: b, url: srv.URL + PathMCP, base: srv.URL, logs: logs, stop: stop}
 }
 
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (tb *testBridge) waitRunning(t *testing.T) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the stdio server to run", func() bool { ok, _ := tb.Ready(); return ok })
+	testkit.EventuallyTrue(t, 10*time.Second, "the stdio server to run", func() bool { ok, _ := tb.Ready(); return ok })
 }
 
 // The client side of the tests, shared with the runtimes' tests.

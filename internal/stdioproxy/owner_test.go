@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // initializeSession sends initialize as a client would and returns the session id the
@@ -51,7 +53,7 @@ func TestAClientCannotCancelAnotherClientsRequest(t *testing.T) {
 	go func() {
 		slow <- post(t, tb.url, request("slow-1", "slow", map[string]any{"ms": 20000}), HeaderSessionID, sessionA)
 	}()
-	waitFor(t, 5*time.Second, "A's request to be pending", func() bool { return tb.Stats().Pending == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "A's request to be pending", func() bool { return tb.Stats().Pending == 1 })
 
 	cancel := notification("notifications/cancelled", map[string]any{"requestId": "slow-1", "reason": "not yours"})
 	for _, headers := range [][]string{
@@ -90,7 +92,7 @@ func TestAClientThatLeavesCancelsItsOwnRequest(t *testing.T) {
 	tb.waitRunning(t)
 	other := make(chan rpcAnswer, 1)
 	go func() { other <- post(t, tb.url, request("x", "slow", map[string]any{"ms": 3000})) }()
-	waitFor(t, 5*time.Second, "the other request to be pending", func() bool { return tb.Stats().Pending == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the other request to be pending", func() bool { return tb.Stats().Pending == 1 })
 
 	leaving := &http.Client{Timeout: 300 * time.Millisecond}
 	body := request("x", "slow", map[string]any{"ms": 20000})
@@ -99,7 +101,7 @@ func TestAClientThatLeavesCancelsItsOwnRequest(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the slow request was answered: HTTP %d", resp.StatusCode)
 	}
-	waitFor(t, 5*time.Second, "the left request to be cancelled in the child", func() bool { return cancelsSeen(t, tb) == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the left request to be cancelled in the child", func() bool { return cancelsSeen(t, tb) == 1 })
 	select {
 	case a := <-other:
 		t.Fatalf("the other client's request was cancelled with it: %s", a.Raw)

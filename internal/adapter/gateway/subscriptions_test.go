@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // subscribableRemote is a real mcp-go server that offers resource subscriptions,
@@ -149,17 +150,6 @@ func newTestSubscriptions(t *testing.T, d *deliveries) (*Subscriptions, *Pool) {
 	return subs, pool
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Sessions subscribed to one URI share one subscription at the remote; an update
 // reaches them and no other session; the last one to leave ends it at the remote.
 func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
@@ -198,7 +188,7 @@ func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
 	}
 
 	subs.SessionEnded("b")
-	waitUntil(t, "the remote is unsubscribed", func() bool { _, n := remote.counts(uri); return n == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the remote is unsubscribed", func() bool { _, n := remote.counts(uri); return n == 1 })
 	remote.update(uri)
 	d.expect(t)
 	if up, clients := subs.Count(); up != 0 || clients != 0 {
@@ -209,7 +199,7 @@ func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
 	if err := subs.Subscribe(ctx, "c", it, uri); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the second subscribe", func() bool { n, _ := remote.counts(uri); return n == 2 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the second subscribe", func() bool { n, _ := remote.counts(uri); return n == 2 })
 	remote.update(uri)
 	d.expect(t, "c "+uri)
 }
@@ -339,7 +329,7 @@ func TestSubscriptions_ListenStreams(t *testing.T) {
 	d.expect(t) // no session subscribed to test://2
 
 	subs.CloseStream(key)
-	waitUntil(t, "the remote is unsubscribed from test://2", func() bool { _, n := remote.counts("test://2"); return n == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the remote is unsubscribed from test://2", func() bool { _, n := remote.counts("test://2"); return n == 1 })
 	if _, n := remote.counts("test://1"); n != 0 {
 		t.Errorf("closing the stream ended test://1 at the remote while session a still holds it")
 	}
