@@ -22,6 +22,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // remoteTool is one tool of a test remote: its description and input schema.
@@ -71,7 +72,7 @@ const renewSchemaV2 = `{"type":"object","properties":{"title":{"type":"string"},
 func TestManualApprovalHoldsChangedDefinitionsUntilApproved(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := &swappableHandler{}
@@ -189,7 +190,7 @@ func eventNotes(ctx context.Context, ns, reason string) []string {
 func TestApprovalThroughTheSpecAndAutomaticMode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, remoteWithTools(t, map[string]remoteTool{"search_book": {description: "Search by title."}}))
 	r := importReconciler()
@@ -236,7 +237,7 @@ func TestApprovalThroughTheSpecAndAutomaticMode(t *testing.T) {
 // A remote with a thousand tools that all change: the diff in status stays bounded.
 func TestApprovalDiffOfAThousandChangedToolsStaysBounded(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	tools := func(description string) map[string]remoteTool {
 		out := map[string]remoteTool{}
@@ -280,7 +281,7 @@ func TestApprovalDiffOfAThousandChangedToolsStaysBounded(t *testing.T) {
 func TestListChangedHoldsAChangeWithoutWaitingForTheRefresh(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	remote := server.NewMCPServer("stateful-remote", "1.0.0", server.WithToolCapabilities(true))
@@ -315,7 +316,7 @@ func TestListChangedHoldsAChangeWithoutWaitingForTheRefresh(t *testing.T) {
 func TestManualApprovalHoldsAChangedPrompt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	remote := server.NewMCPServer("prompt-remote", "1.0.0", server.WithToolCapabilities(true), server.WithPromptCapabilities(true))
 	remote.AddTool(mcp.NewTool("ping", mcp.WithDescription("Answers pong.")),

@@ -23,6 +23,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
@@ -31,7 +32,7 @@ import (
 // modes or neither.
 func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	exchange := &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://sts.example/token", ClientID: "gw"}
 	cases := map[string]struct {
 		mutate func(*cantusv1alpha1.RemoteToolImport)
@@ -74,7 +75,7 @@ func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	p := allowLoopback(t, ns)
 	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -172,7 +173,7 @@ func callerKeysOf(ctx context.Context, ns, gateway string) func() (map[string]st
 func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	filesDir := startCallerCredentialsManager(t)
 	remote := remoteLibrary(t)
@@ -280,7 +281,7 @@ func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
 func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startCallerCredentialsManager(t)
 	remote := remoteLibrary(t)
@@ -317,7 +318,7 @@ func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
 // identity, and gateways send the caller's credential in its place.
 func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "create"))
 	g.Expect(k8sClient.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"},
@@ -337,7 +338,7 @@ func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	mgr := newTestManager(t)
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
@@ -393,7 +394,7 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startCallerCredentialsManager(t)
 	remote := remoteLibrary(t)
@@ -446,7 +447,7 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
 	clock := time.Now()

@@ -23,6 +23,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -82,7 +83,7 @@ func servedDigest(ss *cantusv1alpha1.SkillServer) string {
 func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
 	var reconciler *SkillServerReconciler
 	startManagerVerifying(t, kube, nil, func(r *SkillServerReconciler) { reconciler = r })
@@ -126,7 +127,7 @@ func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
 func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -156,7 +157,7 @@ func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
@@ -254,7 +255,7 @@ func startContentManager(t *testing.T, log *requestLog) (stop func()) {
 func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	first := &requestLog{}
 	stop := startContentManager(t, first)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
@@ -314,7 +315,7 @@ func TestContentReadsAreBoundedAcrossServers(t *testing.T) {
 func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
 	ss := newSkillServer(ns, "hoard")
 	const configMaps = 70

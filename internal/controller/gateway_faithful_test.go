@@ -16,6 +16,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -32,7 +33,7 @@ func everythingGateway(t *testing.T, ctx context.Context, transport cantusv1alph
 func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1alpha1.ImportTransport, transport cantusv1alpha1.Transport) (direct, gateway string) {
 	t.Helper()
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
@@ -97,7 +98,7 @@ func TestGatewayServesImportedDefinitionsAsTheRemoteDefinedThem(t *testing.T) {
 func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
@@ -226,7 +227,7 @@ func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
 func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)

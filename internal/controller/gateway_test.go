@@ -20,6 +20,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -66,7 +67,7 @@ func remoteLibrary(t *testing.T) *httptest.Server {
 func TestGatewayReexportsImportedTools(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
@@ -119,7 +120,7 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 func TestGatewayReportsNameCollisions(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
@@ -172,7 +173,7 @@ func hostileRemote(t *testing.T) *httptest.Server {
 func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := hostileRemote(t)

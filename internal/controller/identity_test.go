@@ -21,6 +21,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -30,7 +31,7 @@ import (
 func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, otherNS := newNamespace(t), newNamespace(t)
+	ns, otherNS := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
 	for _, sa := range []struct{ ns, name string }{{ns, "visitor"}, {ns, "librarian"}, {otherNS, "auditor"}} {
 		g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.ns, Name: sa.name}})).To(Succeed())
 	}

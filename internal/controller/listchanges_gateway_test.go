@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // A remote re-exported by a gateway that adds a tool says so with list_changed: the
@@ -19,7 +20,7 @@ import (
 func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	remote := server.NewMCPServer("growing-remote", "1.0.0", server.WithToolCapabilities(true))

@@ -16,6 +16,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
@@ -23,7 +24,7 @@ import (
 func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	size := cantusv1alpha1.Quantity("2Gi")
 	ss := newSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{Size: &size, StorageClassName: ptr.To("fast")}
@@ -55,7 +56,7 @@ func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 }
 
 func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	cases := []struct {
 		name, spec, want string
 	}{
@@ -94,7 +95,7 @@ func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
 func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	adapters := local.New(nil)
 	adapters.MemoryDir = t.TempDir()
 	startManager(t, adapters)

@@ -26,6 +26,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":{"type":"string","examples":["Dune"]}},"required":["title"]}`
@@ -145,7 +146,7 @@ func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) meta
 
 func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
 
@@ -172,7 +173,7 @@ func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 }
 
 func TestImportHandshakeFaults(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	closedPort := func() string {
@@ -265,7 +266,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	s := httptest.NewTLSServer(adapterHandler(t, "", "search_book"))
 	t.Cleanup(s.Close)
@@ -282,7 +283,7 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 
 func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	// 127.0.0.2 is loopback too, but the policy names only 127.0.0.1.
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
@@ -309,7 +310,7 @@ func TestImportAllowlist(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no policy: no connection attempted", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		srv := newCountingServer(t, adapterHandler(t, "", "x"))
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
@@ -322,7 +323,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("host not listed names the rule that would allow it", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"mcp.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -335,7 +336,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("cloud metadata IP", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"*.example.com", "metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -345,7 +346,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("a name that resolves to a denied address", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -369,7 +370,7 @@ func (s staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 
 func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
 	r := importReconciler()
@@ -391,7 +392,7 @@ func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startImportManager(t, 0)
 	srv := newCountingServer(t, adapterHandler(t, "right-token", "search_book"))
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-auth"},
@@ -442,7 +443,7 @@ func startImportManager(t *testing.T, maxConcurrent int) {
 func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	healthy := newCountingServer(t, adapterHandler(t, "", "search_book"))
@@ -508,7 +509,7 @@ func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	remote := &swappableHandler{}

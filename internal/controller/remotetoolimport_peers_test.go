@@ -16,6 +16,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 	"github.com/cantus-dev/cantus-operator/test/peers"
@@ -25,7 +26,7 @@ import (
 // tools land in status with the schemas the official TypeScript SDK client lists.
 func TestImportOfServerEverything(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	for _, tc := range []struct {
 		transport cantusv1alpha1.ImportTransport
@@ -65,7 +66,7 @@ func TestImportOfServerEverything(t *testing.T) {
 func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
 	bridges := workload.NewLocalBridges(peers.AdapterBinary(t), logr.Discard())
@@ -101,7 +102,7 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
 	mgr := newTestManager(t)

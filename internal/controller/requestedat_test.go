@@ -12,6 +12,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -43,7 +44,7 @@ func requestReconcile(g Gomega, ctx context.Context, obj crclient.Object, value 
 func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	verifier := &countingLister{ToolLister: &MCPVerifier{}}
 	startManagerVerifying(t, local.New(nil), verifier)
 	ss := newSkillServer(ns, "asked", templateSkill("search_book", "found: {{ .title }}"))
@@ -70,7 +71,7 @@ func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
 func TestRequestedAtProbesAnImportAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	remote := newCountingServer(t, adapterHandler(t, "", "search_book"))

@@ -22,6 +22,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
@@ -76,7 +77,7 @@ func expectedManifestDigest(files map[string][]byte) string {
 func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	forms := "# Forms\nfield: value\n"
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -140,7 +141,7 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := contentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	r := kubernetesReconciler()
@@ -191,7 +192,7 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 func TestImageSkills(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "imaged")
 	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: "registry.example.com/skills/" + ns + ":1", PullPolicy: corev1.PullIfNotPresent}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -239,7 +240,7 @@ func stalledMessage(ss *cantusv1alpha1.SkillServer) string {
 func TestContentConfigMapEditReconciles(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -263,7 +264,7 @@ func TestContentConfigMapEditReconciles(t *testing.T) {
 func TestPrinterColumns(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
 	ss := contentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -325,7 +326,7 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 func TestAgentSkillsSample(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "cantus_v1alpha1_skillserver_agentskills.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var ss *cantusv1alpha1.SkillServer
@@ -353,7 +354,7 @@ func TestAgentSkillsSample(t *testing.T) {
 func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	adapters := local.New(nil)
 	adapters.MemoryDir = t.TempDir()
 	startManagerVerifying(t, adapters, nil)
@@ -382,7 +383,7 @@ func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	image := "registry.example.com/released/" + ns
 	ss := newSkillServer(ns, "imaged")
@@ -405,7 +406,7 @@ func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 func TestRealAdapterServesVerifiedContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	adapters := local.New(nil)
 	adapters.MemoryDir = t.TempDir()
 	startManager(t, adapters)
