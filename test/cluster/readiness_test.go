@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // impostorImage passes the adapter's probes and answers MCP with a tool nobody asked for
@@ -30,7 +31,7 @@ const impostorImage = "cantus.local/impostor:1"
 // operator itself checks through the Service. Running, probe-passing pods that serve
 // other tools are not Ready, and the condition says what they serve.
 func TestReadyOnlyWhenThePodsServeTheTools(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	// A pod image needs the policy (issue 23, finding 3).
 	policy := &cantusv1alpha1.ToolSourcePolicy{
@@ -86,7 +87,7 @@ func TestReadyOnlyWhenThePodsServeTheTools(t *testing.T) {
 // along (the new pods become ready first; the old ones drain, then exit), and the served
 // tools change.
 func TestRolloutLosesNoCall(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	echo := templateSkill("echo", "v1 {{ .text }}")
 	echo.InputSchema = &cantusv1alpha1.ToolInputSchema{Type: "object",

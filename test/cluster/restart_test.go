@@ -31,6 +31,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Issue 26 item 3: the operator runs two replicas with leader election. The leader's
@@ -40,7 +41,7 @@ import (
 // fails, the catalog keeps answering, and no settled object is rewritten (the audit log
 // counts the operator's writes).
 func TestLeaderFailoverRewritesNothingAndDropsNoCall(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	steady := newFailoverServer(t, ctx, ns, "steady")
 	changed := newFailoverServer(t, ctx, ns, "changed")

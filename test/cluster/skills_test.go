@@ -24,6 +24,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // skillReaderScript loads the server's Agent Skills as an agent would with the
@@ -74,7 +75,7 @@ process.exit(0);
 // skill is listed at its path, and every file read has the bytes the ConfigMap holds and
 // the digest the listing gives.
 func TestAgentPodLoadsAnAgentSkillThroughTheService(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	files := map[string]string{
 		"SKILL.md": "---\nname: shelving\ndescription: Shelve returned books in call-number order.\n---\nRead references/ORDER.md first.\n",
@@ -134,7 +135,7 @@ const skillImage = "cantus.local/skill-cataloguing:1"
 // breaks a rule (its frontmatter name is not its directory's) is left out by the adapter,
 // and the operator says so: Verified=False, ImageSkillsLeftOut.
 func TestAgentPodLoadsAnAgentSkillFromAnImageVolume(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	allowImageIn(t, ctx, ns, "cantus.local/skill-cataloguing")
 	imageSkill := func(name, folder string) cantusv1alpha1.AgentSkill {

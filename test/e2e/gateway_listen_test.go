@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // modernListen is an open subscriptions/listen request of protocol 2026-07-28 (there
@@ -135,7 +137,7 @@ func TestGatewayRelaysListenSubscriptions(t *testing.T) {
 }
 
 func testListenSubscriptions(t *testing.T, stateless bool) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	gw, url := startGatewayOf(t, ctx, remote, stateless)
 	const unserved = "test://nobody/serves/this"
@@ -181,7 +183,7 @@ func testListenSubscriptions(t *testing.T, stateless bool) {
 	}
 
 	second.close()
-	waitFor(t, ctx, "the remote to be unsubscribed after the last listen stream closed", func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "the remote to be unsubscribed after the last listen stream closed", func() bool {
 		_, n := remote.counts(subscribedDoc)
 		return n == 1
 	})

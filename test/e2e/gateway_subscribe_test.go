@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -212,7 +213,7 @@ func (c *updatesClient) next(d time.Duration) (updateSeen, bool) {
 // followed by a new subscription there, and updates resume. A URI no import serves is
 // refused with an error naming it.
 func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	gw, url := startGatewayOf(t, ctx, remote, false)
 
@@ -281,7 +282,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 		before, _ := remote.counts(subscribedDoc)
 		restarted := time.Now()
 		remote.restart()
-		waitFor(t, ctx, "the gateway to subscribe again on the restarted remote", func() bool {
+		testkit.EventuallyTrue(t, gatewayTimeout, "the gateway to subscribe again on the restarted remote", func() bool {
 			n, _ := remote.counts(subscribedDoc)
 			return n > before
 		})
@@ -297,7 +298,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 
 	t.Run("the last subscriber leaving ends the subscription at the remote", func(t *testing.T) {
 		b.unsubscribe(t, ctx, subscribedDoc)
-		waitFor(t, ctx, "the remote to be unsubscribed", func() bool {
+		testkit.EventuallyTrue(t, gatewayTimeout, "the remote to be unsubscribed", func() bool {
 			_, n := remote.counts(subscribedDoc)
 			return n == 1
 		})
@@ -310,7 +311,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 // A stateless gateway cannot tie an update to its subscriber's session on another
 // replica: it answers resources/subscribe with an error saying so.
 func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	_, url := startGatewayOf(t, ctx, remote, true)
 	c := &updatesClient{Client: mcpGoClient(t, ctx, url)}
@@ -332,7 +333,7 @@ func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
 // updates to the session the tool was called on, which is the gateway's pooled session
 // holding the subscription, and the client receives them.
 func TestGatewaySubscriptionServerEverything(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	everything := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	remote := remoteSpec{Import: "e2e/everything", URL: everything, Transport: peers.TransportStreamableHTTP, Timeout: "10s", Subscribe: true}
 	const template = "demo://resource/dynamic/text/{resourceId}"
