@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	// Reconciles take longer than gomega's default second on a busy 2-core machine;
 	// a test that waits on the API server waits long enough not to flake.
 	SetDefaultEventuallyTimeout(15 * time.Second)
+	testenv.ExitUnderShort()
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

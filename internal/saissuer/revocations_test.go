@@ -21,11 +21,7 @@ import (
 // Deleting a service account and a pod on a real API server puts their UIDs among the
 // revocations, and OnChange says so; a living one stays out.
 func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -278,11 +274,7 @@ func TestChurnInOneNamespaceRefusesNoOtherNamespacesTokens(t *testing.T) {
 // is never reused): an edited ConfigMap planted it, and once the watches have listed the
 // cluster it is dropped, while a recalled deletion stays.
 func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -19,11 +19,7 @@ import (
 // The keys come from a real API server: envtest's kube-apiserver signs service-account
 // tokens and serves its discovery document and key set.
 func TestFetchReadsTheAPIServersIssuerAndKeys(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	client := discovery.NewDiscoveryClientForConfigOrDie(cfg).RESTClient()
 
 	keys, err := Fetch(context.Background(), client)
