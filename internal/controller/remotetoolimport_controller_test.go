@@ -9,7 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,16 +26,17 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
 const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":{"type":"string","examples":["Dune"]}},"required":["title"]}`
 
-// adapterHandler serves a real cantus adapter with the given tools.
+// adapterHandler serves a real cantus adapter with the given tools; token, when set, is
+// the bearer token it requires.
 func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handler {
 	t.Helper()
 	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true}
@@ -39,15 +44,29 @@ func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handle
 		cfg.Tools = append(cfg.Tools, adapterconfig.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
 			Template: &adapterconfig.TemplateBackend{Text: "ok {{ .title }}"}})
 	}
-	var opts []adapter.Option
 	if token != "" {
-		opts = append(opts, adapter.WithBearerToken(token))
+		cfg.BearerTokenFile = filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(cfg.BearerTokenFile, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	srv, err := adapter.NewServer(cfg, opts...)
+	return runAdapter(t, cfg)
+}
+
+// runAdapter runs the adapter binary (peers.AdapterBinary) with cfg until the test ends
+// and returns a handler that forwards to it. A process, not adapter.NewServer in this
+// one: the controller's tests link nothing of the data plane, as the controller does
+// not; test/integration runs adapters in process.
+func runAdapter(t *testing.T, cfg *adapterconfig.Config) http.Handler {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base := peers.StartAdapter(t, ctx, peers.WriteJSON(t, "adapter.json", cfg))
+	target, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("adapter: %v", err)
+		t.Fatalf("adapter URL %q: %v", base, err)
 	}
-	return srv.Handler()
+	return httputil.NewSingleHostReverseProxy(target)
 }
 
 // countingServer counts every request it receives.

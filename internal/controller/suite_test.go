@@ -23,7 +23,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 var (
@@ -99,12 +98,6 @@ func startManager(t *testing.T, rt workload.Runtime) {
 func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister, configure ...func(*SkillServerReconciler)) {
 	t.Helper()
 	mgr := newTestManager(t)
-	if adapters, ok := rt.(*local.Runtime); ok {
-		adapters.Reader = mgr.GetAPIReader()
-		if err := mgr.Add(adapters); err != nil {
-			t.Fatalf("add local runtime: %v", err)
-		}
-	}
 	if kube, ok := rt.(*workload.Kubernetes); ok {
 		kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
 	}
@@ -156,12 +149,6 @@ func haveCondition(condType string, status metav1.ConditionStatus, reason string
 		}
 		return "absent"
 	}, Equal(fmt.Sprintf("%s/%s", status, reason)))
-}
-
-// callTool calls one tool with mcp-go's client, pinned to a protocol version that
-// initializes the classic way (the unpinned client probes server/discover first).
-func callTool(ctx context.Context, url, transportName, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	return callToolWithHeaders(ctx, url, transportName, tool, args, nil)
 }
 
 func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {

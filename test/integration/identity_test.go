@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/controller"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -47,7 +49,7 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	t.Cleanup(stopWatching)
 	go func() { _ = revocations.Start(watchCtx) }()
-	startManagerVerifying(t, local.New(nil), &MCPVerifier{}, func(r *SkillServerReconciler) {
+	startManagerVerifying(t, local.New(nil), &controller.MCPVerifier{}, func(r *controller.SkillServerReconciler) {
 		r.Issuer, r.Revocations, r.IssuerChanged = issuer, revocations, changed
 	})
 
