@@ -41,6 +41,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 	}
 }
 
+// Receive waits for a value on ch (or for ch to close) and returns it; it fails t when
+// timeout passes first (or t's own deadline is near), naming what it waited for. It
+// returns the moment the value arrives: the timeout is a bound, not a guess.
+func Receive[T any](t testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(time.Until(deadlineWithin(t, timeout)))
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		var zero T
+		return zero
+	}
+}
+
 // EventuallyTrue is Eventually for a condition with no state worth reporting.
 func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

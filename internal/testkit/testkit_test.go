@@ -69,6 +69,19 @@ func TestEventuallyFailsWithTheLastObservedState(t *testing.T) {
 	}
 }
 
+func TestReceiveReturnsTheValueOrFailsAtTheTimeout(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(t, 5*time.Second, "the value", ch); got != 7 {
+		t.Fatalf("received %d, want 7", got)
+	}
+	never := make(chan struct{})
+	f := runFake(func(f *fakeT) { Receive(f, 20*time.Millisecond, "a close that never comes", never) })
+	if !f.failed || !strings.Contains(f.message, "a close that never comes") {
+		t.Fatalf("failed %v with %q, want a failure naming what it waited for", f.failed, f.message)
+	}
+}
+
 func TestContextEndsByItsTimeoutAndWithTheTest(t *testing.T) {
 	var ctx context.Context
 	t.Run("inner", func(t *testing.T) {
