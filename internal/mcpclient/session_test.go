@@ -209,13 +209,8 @@ func TestCallTool_Answers(t *testing.T) {
 			t.Fatalf("%s answer: %s, %v; want %s", m, raw, err, textResult)
 		}
 	}
-	select {
-	case body := <-pingAnswered:
-		if !strings.Contains(body, `"result":{}`) {
-			t.Errorf("ping answer %s has no empty result", body)
-		}
-	case <-time.After(5 * time.Second):
-		t.Error("the server's ping was not answered")
+	if body := testkit.Receive(t, testBudget, "the client's answer to the server's ping", pingAnswered); !strings.Contains(body, `"result":{}`) {
+		t.Errorf("ping answer %s has no empty result", body)
 	}
 	mode.Store("rpc-error")
 	_, err := s.CallTool(testkit.Context(t, testBudget), "tool", nil)
