@@ -337,6 +337,8 @@ func TestStaticTokensRotateWithOverlap(t *testing.T) {
 	write("new-token\n")
 	testkit.EventuallyTrue(t, 5*time.Second, "the removed token to be refused", func() bool { return !accepted("old-token") })
 	write("")
+	// Waits out rereadEvery, which the authenticator measures by the clock, so that
+	// the next check reads the emptied file.
 	time.Sleep(1100 * time.Millisecond)
 	if !accepted("new-token") {
 		t.Error("an emptied file locked out the last token; it should keep the last tokens")
