@@ -446,7 +446,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	got := []string{receive(t, changed, "a list_changed"), receive(t, changed, "another list_changed")}
+	got := []string{testkit.Receive(t, testTimeout, "a list_changed", changed), testkit.Receive(t, testTimeout, "another list_changed", changed)}
 	slices.Sort(got)
 	if want := []string{"notifications/prompts/list_changed", "notifications/resources/list_changed"}; !slices.Equal(got, want) {
 		t.Errorf("notifications %v, want %v", got, want)

@@ -57,15 +57,10 @@ func startRemoteAdapter(t *testing.T, cfg *adapterconfig.Config, addr string, op
 	}
 	var ln net.Listener
 	// A port just released may take a moment to be free again.
-	for start := time.Now(); ; {
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Since(start) > 3*time.Second {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
+	testkit.Eventually(t, testTimeout, "a listener on "+addr, func() error {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
 	r := &remoteAdapter{srv: srv, addr: ln.Addr().String(), closeStreams: srv.endStreams}
 	r.lastAuth.Store("")
 	h := srv.Handler()

@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -56,12 +55,7 @@ func serve(t *testing.T, cfg *adapterconfig.Config, opts ...Option) *running {
 	go func() { done <- srv.Serve(ctx, ln) }()
 	stop := sync.OnceValue(func() error {
 		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("Serve did not return within 30s of cancellation")
-		}
+		return testkit.Receive(t, 30*time.Second, "Serve to return after cancellation", done)
 	})
 	r := &running{Server: srv, baseURL: "http://" + ln.Addr().String()}
 	var stoppedByTest atomic.Bool

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -78,7 +77,7 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 			changed <- struct{}{}
 		}
 	})
-	receive(t, streams, "the client's stream to open")
+	testkit.Receive(t, testTimeout, "the client's stream to open", streams)
 	// A round trip: the server has handled notifications/initialized by its answer.
 	if _, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{}); err != nil {
 		t.Fatalf("tools/list: %v", err)
@@ -128,7 +127,7 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 			if err := srv.Reload(grown); err != nil {
 				t.Fatalf("Reload: %v", err)
 			}
-			receive(t, changed, "notifications/tools/list_changed after a tool was added")
+			testkit.Receive(t, testTimeout, "notifications/tools/list_changed after a tool was added", changed)
 			if got := listedNames(t, c); !slices.Equal(got, []string{"a", "b"}) {
 				t.Fatalf("tools/list after the reload = %v, want [a b]", got)
 			}
@@ -140,7 +139,7 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 			if err := srv.Reload(configWith(transportName, stateless, templateTool("b", objectSchema, "B"))); err != nil {
 				t.Fatalf("Reload: %v", err)
 			}
-			receive(t, changed, "notifications/tools/list_changed after a tool was removed")
+			testkit.Receive(t, testTimeout, "notifications/tools/list_changed after a tool was removed", changed)
 			if got := listedNames(t, c); !slices.Equal(got, []string{"b"}) {
 				t.Fatalf("tools/list after the second reload = %v, want [b]", got)
 			}
@@ -166,10 +165,21 @@ func TestReload_BackendOnlyChangeIsAppliedWithoutNotification(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	wantSuccess(t, callTool(t, c, "a", nil), "new")
+	// Reload hands its notifications to the sessions before it returns, and a session's
+	// stream carries them in order: a notification sent now arrives after any the
+	// reload sent.
+	barrier := make(chan struct{}, 1)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/test/barrier" {
+			barrier <- struct{}{}
+		}
+	})
+	srv.mcp.SendNotificationToAllClients("notifications/test/barrier", nil)
+	testkit.Receive(t, testTimeout, "the barrier notification sent after the reload", barrier)
 	select {
 	case <-changed:
 		t.Fatal("notifications/tools/list_changed for a change the listing does not show")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 }
 

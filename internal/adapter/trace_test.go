@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -53,17 +54,18 @@ func recordSpans(t *testing.T) *tracetest.SpanRecorder {
 func spansOf(t *testing.T, rec *tracetest.SpanRecorder, id trace.TraceID, want int) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	var got []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, testTimeout, fmt.Sprintf("%d spans of trace %s to end", want, id), func() error {
 		got = got[:0]
 		for _, s := range rec.Ended() {
 			if s.SpanContext().TraceID() == id {
 				got = append(got, s)
 			}
 		}
-		if len(got) >= want {
-			break
+		if len(got) < want {
+			return fmt.Errorf("%d ended", len(got))
 		}
-	}
+		return nil
+	})
 	return got
 }
 
