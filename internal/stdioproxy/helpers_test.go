@@ -16,6 +16,9 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
+// testTimeout bounds each wait of a test on the bridge or its child.
+const testTimeout = 10 * time.Second
+
 func TestMain(m *testing.M) {
 	proxytest.Main(m, map[string]func([]string) int{proxytest.FakeServerName: proxytest.FakeServer})
 }
@@ -86,11 +89,7 @@ func startBridge(t *testing.T, argv []string, opts Options, before ...func(*Brid
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				t.Errorf("the bridge did not stop within 15s")
-			}
+			testkit.Receive(t, 15*time.Second, "the bridge to stop", done)
 		})
 	}
 	t.Cleanup(func() {

@@ -126,7 +126,8 @@ func TestRestartBackoff(t *testing.T) {
 	}
 	t.Logf("backoff delays %v; recovered after %s", delays, time.Since(start).Round(time.Millisecond))
 
-	// Uptime over RestartResetAfter resets the backoff.
+	// Uptime over RestartResetAfter resets the backoff: waits out that uptime, which the
+	// bridge measures by the clock.
 	time.Sleep(resetAfter + 100*time.Millisecond)
 	post(t, tb.url, request("crash", "crash", map[string]any{"code": 1}))
 	testkit.EventuallyTrue(t, 5*time.Second, "the exit after the crash", func() bool { mu.Lock(); defer mu.Unlock(); return len(exits) == failures+1 })

@@ -101,12 +101,7 @@ func TestNotifications(t *testing.T) {
 	post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "nobody"}), HeaderSessionID, session)
 	// The fake answers a slow request as soon as it is cancelled: that it answers at all
 	// shows the cancellation carried the bridge's id.
-	var slowAnswer rpcAnswer
-	select {
-	case slowAnswer = <-slow:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled request was not answered: the cancellation did not reach the child with the right id")
-	}
+	slowAnswer := testkit.Receive(t, testTimeout, "the cancelled request's answer (the cancellation reaching the child with the right id)", slow)
 	_, slowID := echoOf(t, slowAnswer)
 
 	var methods []string
