@@ -29,6 +29,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -69,21 +70,60 @@ func runAdapter(t *testing.T, cfg *adapterconfig.Config) http.Handler {
 	return httputil.NewSingleHostReverseProxy(target)
 }
 
-// countingServer counts every request it receives.
+// countingServer counts every request it receives, and the GET streams it holds open:
+// a GET counts once its answer's headers were flushed, which mcp-go does after it has
+// registered the session for server-sent notifications.
 type countingServer struct {
 	*httptest.Server
-	requests atomic.Int64
+	requests    atomic.Int64
+	openStreams atomic.Int64
 }
 
 func newCountingServer(t *testing.T, h http.Handler) *countingServer {
 	c := &countingServer{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
+		if r.Method == http.MethodGet {
+			watched := &streamWatch{ResponseWriter: w, opened: &c.openStreams}
+			defer watched.close()
+			w = watched
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(c.Close)
 	return c
 }
+
+// waitStreamOpen waits until a GET stream is open at the server: a notification the
+// server sends from then on reaches the client that opened it.
+func (c *countingServer) waitStreamOpen(t *testing.T) {
+	t.Helper()
+	testkit.EventuallyTrue(t, 30*time.Second, "a GET stream open at the remote", func() bool { return c.openStreams.Load() > 0 })
+}
+
+// streamWatch counts its response in opened from its first Flush until close.
+type streamWatch struct {
+	http.ResponseWriter
+	opened  *atomic.Int64
+	flushed bool
+}
+
+func (s *streamWatch) Flush() {
+	s.ResponseWriter.(http.Flusher).Flush()
+	if !s.flushed {
+		s.flushed = true
+		s.opened.Add(1)
+	}
+}
+
+func (s *streamWatch) close() {
+	if s.flushed {
+		s.opened.Add(-1)
+	}
+}
+
+// Unwrap is the response s wraps, for http.ResponseController.
+func (s *streamWatch) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // allowLoopback is a policy that lets this namespace reach 127.0.0.1.
 func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {

@@ -45,7 +45,7 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
 	// The session's GET stream must be open before the change, or there is no one to tell.
-	time.Sleep(2 * time.Second)
+	srv.waitStreamOpen(t)
 	changedAt := time.Now()
 	addTool("second_tool")
 	g.Eventually(func() []string {
