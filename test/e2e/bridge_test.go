@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -226,20 +227,17 @@ func TestStdioBridgeCLI(t *testing.T) {
 	t.Run("crashing command", func(t *testing.T) {
 		srv := peers.StartAdapterCommand(t, ctx, exec.Command(bin, "bridge", "--host", "127.0.0.1", "--port", "0",
 			"--restart-backoff-initial", "10s", "--", peers.Node(t), "-e", "process.stderr.write('boom\\n'); process.exit(3)"))
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testkit.Eventually(t, testTimeout, "the crash to be noticed (/readyz 503, exit status 3 logged)", func() error {
 			resp, err := http.Get(srv.BaseURL + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(srv.Logs(), "exit status 3") {
-					break
-				}
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the crash was not noticed:\n%s", srv.Logs())
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(srv.Logs(), "exit status 3") {
+				return fmt.Errorf("/readyz %d; logs:\n%s", resp.StatusCode, srv.Logs())
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		_, err := peers.TryTSClient(t, ctx, peers.TSClientOptions{URL: srv.BaseURL + "/mcp", Timeout: 5 * time.Second})
 		if err == nil || !strings.Contains(err.Error(), "503") ||
 			!strings.Contains(err.Error(), "mcp_remote_error: stdio server is not running (restarting in") {

@@ -45,11 +45,7 @@ func openListen(t *testing.T, ctx context.Context, url string, id int, notificat
 	}
 	l := &modernListen{id: id, messages: make(chan map[string]any, 64), close: cancel}
 	go l.read(resp)
-	select {
-	case l.ack = <-l.messages:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no acknowledgement of subscriptions/listen within 10 s")
-	}
+	l.ack = testkit.Receive(t, 10*time.Second, "the acknowledgement of subscriptions/listen", l.messages)
 	if l.ack == nil || l.ack["method"] != string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 		t.Fatalf("the first message on the listen stream is %v, want notifications/subscriptions/acknowledged", l.ack)
 	}

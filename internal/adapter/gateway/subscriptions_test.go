@@ -318,13 +318,8 @@ func TestSubscriptions_ListenStreams(t *testing.T) {
 	subs.Unsubscribe(key, "test://2") // a session naming the stream's key: a no-op
 
 	remote.update("test://2")
-	select {
-	case uri := <-streamGot:
-		if uri != "test://2" {
-			t.Errorf("the stream got an update of %s, want test://2", uri)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the stream got no update of test://2")
+	if uri := testkit.Receive(t, 5*time.Second, "the stream's update of test://2", streamGot); uri != "test://2" {
+		t.Errorf("the stream got an update of %s, want test://2", uri)
 	}
 	d.expect(t) // no session subscribed to test://2
 
