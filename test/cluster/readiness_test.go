@@ -118,11 +118,13 @@ func TestRolloutLosesNoCall(t *testing.T) {
 				return
 			}
 			defer c.Close()
+			pace := time.NewTicker(20 * time.Millisecond) // a steady load, not a wait
+			defer pace.Stop()
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-pace.C:
 				}
 				got, err := callTool(ctx, c, "echo", map[string]any{"text": fmt.Sprintf("client %d call %d", i, n)})
 				calls.Add(1)
@@ -133,12 +135,12 @@ func TestRolloutLosesNoCall(t *testing.T) {
 				case strings.HasPrefix(got, "v2 "):
 					sawV2.Add(1)
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 		}()
 	}
 
-	time.Sleep(3 * time.Second)
+	// Every client calls before the change, too.
+	testkit.EventuallyTrue(t, readyTimeout, "the clients' first calls", func() bool { return calls.Load() >= clients*5 })
 	var cur cantusv1alpha1.SkillServer
 	if err := k8s.Get(ctx, key, &cur); err != nil {
 		t.Fatal(err)
@@ -152,7 +154,9 @@ func TestRolloutLosesNoCall(t *testing.T) {
 	after := waitReady(t, ctx, key)
 	// Keep calling until only new pods are left behind the Service.
 	waitOnlyNewPods(t, ctx, ns, "rolling", after)
-	time.Sleep(3 * time.Second)
+	// And some calls more, which only the new pods can answer.
+	afterRollout := calls.Load()
+	testkit.EventuallyTrue(t, readyTimeout, "the clients' calls after the rollout", func() bool { return calls.Load() >= afterRollout+clients*5 })
 	close(stop)
 	wg.Wait()
 
