@@ -489,7 +489,7 @@ cluster_test() {
   deploy_operator
   "${ROOT}/hack/test-images.sh"
   # The admin allows the impostor image as an adapter (a SkillServer's spec.pod.image in
-  # TestReadyOnlyWhenThePodsServeTheTools), the way the README says: in the admission
+  # TestReadyOnlyWhenThePodsServeTheTools), the way docs/operations.md says: in the admission
   # policy's parameters, which the operator itself may not edit; and the locally built
   # test images (cantus.local/...) as stdio bridges.
   kubectl -n cantus-system patch configmap cantus-operator-admission --type merge \

@@ -291,6 +291,9 @@ YAML
   token="$(kubectl create token demo-agent --audience cantus.dev/catalog)"
   catalog="$(sed -n 's/.*serving the discovery catalog.*"address":"\([^"]*\)".*/\1/p' "${DEMO}/manager.log" | tail -n1)"
   echo "catalog at https://${catalog} (self-signed certificate, hence -k)"
+  # docs/catalog.md's commands read the address from here.
+  echo "${catalog}" >"${DEMO}/catalog-address"
+
   echo "-- format=anthropic"
   curl -sk -H "Authorization: Bearer ${token}" "https://${catalog}/v1/servers/default/gateway/tools/lib_search_book?format=anthropic"
   echo "-- format=huggingface"

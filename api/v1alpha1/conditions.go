@@ -85,9 +85,9 @@ const (
 	ReasonForbiddenAudienceAudited = "ForbiddenAudienceAudited"
 	// ReasonPodAllowed, ReasonPodAllowedByAudit and ReasonPodNotAllowlisted are the
 	// reasons of PodAllowed (and of Stalled, when refused).
-	ReasonPodAllowed        = "Allowed"
-	ReasonPodAllowedByAudit = "AllowedByAudit"
-	ReasonPodNotAllowlisted = "NotAllowlisted"
+	ReasonPodAllowed        = ReasonAllowed
+	ReasonPodAllowedByAudit = ReasonAllowedByAudit
+	ReasonPodNotAllowlisted = ReasonNotAllowlisted
 	// ReasonPodNotAdmitted: the operator's admission policy (config/admission) would
 	// refuse the pods, so nothing is applied; the message names its parameter.
 	ReasonPodNotAdmitted = "NotAdmitted"
@@ -121,8 +121,61 @@ const (
 	ReasonUnknownDigest = "UnknownDigest"
 )
 
-// Reasons of RemoteToolImport conditions besides the handshake failure reasons, which
-// come from the handshake itself (Timeout, ConnectionRefused, TLSError, …).
+// Reasons of a ToolSourcePolicy decision: SourceAllowed of a RemoteToolImport, and
+// PodAllowed of a SkillServer.
+const (
+	ReasonAllowed        = "Allowed"
+	ReasonAllowedByAudit = "AllowedByAudit"
+	ReasonNotAllowlisted = "NotAllowlisted"
+	ReasonNoPolicy       = "NoPolicy"
+	ReasonDeniedAddress  = "DeniedAddress"
+	ReasonDNSError       = "DNSError"
+	ReasonInvalidSource  = "InvalidSource"
+	// ReasonInsecureTokenEndpoint refuses a token endpoint reached over plain http away
+	// from loopback: the gateway sends callers' tokens and its client credential there.
+	ReasonInsecureTokenEndpoint = "InsecureTokenEndpoint"
+)
+
+// Reasons of a failed handshake (HandshakeSucceeded False): what went wrong, one each.
+// The MCP client's failure codes map to them in one place (the controller's
+// handshakeReason).
+const (
+	ReasonTimeout           = "Timeout"
+	ReasonConnectionRefused = "ConnectionRefused"
+	ReasonTLSError          = "TLSError"
+	ReasonUnauthorized      = "Unauthorized"
+	ReasonHTTPError         = "HTTPError"
+	ReasonProtocolError     = "ProtocolError"
+	ReasonInitializeFailed  = "InitializeFailed"
+	ReasonToolsListFailed   = "ToolsListFailed"
+	ReasonResponseTooLarge  = "ResponseTooLarge"
+	ReasonRedirectRefused   = "RedirectRefused"
+	ReasonConnectionDropped = "ConnectionDropped"
+	ReasonSessionLost       = "SessionLost"
+	ReasonInvalidConfig     = "InvalidConfig"
+	// ReasonHandshakeFailed: a failure the MCP client did not classify.
+	ReasonHandshakeFailed = "HandshakeFailed"
+)
+
+// Condition type and reasons of a SkillServer's content (skills, prompts, resources).
+const (
+	// ConditionContentValid is False when the content the spec names is missing or
+	// breaks a rule; nothing new is applied until it is fixed.
+	ConditionContentValid = "ContentValid"
+	ReasonContentValid    = "Valid"
+	// ReasonContentMissing: a ConfigMap or key the spec names is not there (or lacks the
+	// label cantus.dev/content=true).
+	ReasonContentMissing = "ContentMissing"
+	// ReasonInvalidContent: what is there breaks a rule.
+	ReasonInvalidContent = "InvalidContent"
+	// ReasonContentMismatch (Verified): the pods answer, but miss skills or prompts the
+	// spec declares.
+	ReasonContentMismatch = "ContentMismatch"
+	// ReasonImageSkillsLeftOut (Verified): the pods do not serve a skill from an image.
+	ReasonImageSkillsLeftOut = "ImageSkillsLeftOut"
+)
+
+// Reasons of RemoteToolImport conditions besides the handshake failure reasons.
 const (
 	ReasonHandshakeSucceeded = "HandshakeSucceeded"
 	ReasonNotAttempted       = "NotAttempted"

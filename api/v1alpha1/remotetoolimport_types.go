@@ -33,6 +33,7 @@ const (
 // RemoteToolImportSpec names a remote MCP server whose tools the cluster may use.
 // +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? !has(self.url) : has(self.url)",message="streamable-http and sse imports need url; stdio imports take stdio.image and stdio.command instead of url"
 // +kubebuilder:validation:XValidation:rule="self.transport == 'stdio' ? has(self.stdio) : !has(self.stdio)",message="stdio imports need stdio (image and command); only stdio imports may set it"
+// +kubebuilder:validation:XValidation:rule="!has(self.probeCredentials) || has(self.callerCredentials)",message="probeCredentials authenticate the operator's probes of a remote whose calls carry each caller's credential: set callerCredentials too, or give the probe a static key in headers"
 // +kubebuilder:validation:XValidation:rule="!(self.transport == 'stdio' && has(self.callerCredentials))",message="callerCredentials is refused for stdio imports: one bridge process serves every caller, so it cannot act as each of them"
 type RemoteToolImportSpec struct {
 	// Transport is the remote server's MCP transport.
@@ -68,6 +69,12 @@ type RemoteToolImportSpec struct {
 	// The operator's probes keep using headers.
 	// +optional
 	CallerCredentials *CallerCredentials `json:"callerCredentials,omitempty"`
+
+	// ProbeCredentials authenticate the operator's own requests to a remote that wants
+	// an OAuth token rather than a static key, so that its tools are discovered with no
+	// user present. Only with callerCredentials: gateways send each caller's credential.
+	// +optional
+	ProbeCredentials *ProbeCredentials `json:"probeCredentials,omitempty"`
 
 	// TLS configures how the remote's certificate is verified.
 	// +optional

@@ -40,7 +40,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			return
 		case http.MethodPost:
 			var err error
-			if gb, body, err = readBody(w, r, s.bodyReadTimeout()); err != nil {
+			if gb, body, err = readBody(w, r, s.opts.readTimeout()); err != nil {
 				admission.RefuseBody(w, err)
 				return
 			}
@@ -139,6 +139,9 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, gb *gatedBo
 func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Context {
 	if s.state.Load().remote {
 		ctx = gateway.WithCallerKey(ctx, admission.CallerKey(r))
+		if s.declared != nil {
+			ctx = gateway.WithDeclared(ctx, s.declared)
+		}
 	}
 	return callContext(ctx, r)
 }
@@ -208,9 +211,10 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (*g
 	return gb, body, nil
 }
 
-func (s *Server) bodyReadTimeout() time.Duration {
-	if s.opts.bodyReadTimeout > 0 {
-		return s.opts.bodyReadTimeout
+// readTimeout bounds reading one POST body.
+func (o *options) readTimeout() time.Duration {
+	if o.bodyReadTimeout > 0 {
+		return o.bodyReadTimeout
 	}
 	return admission.DefaultBodyReadTimeout
 }

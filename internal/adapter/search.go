@@ -269,7 +269,7 @@ func (s *Server) routeMetaCalls(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, body, err := readBody(w, r, s.bodyReadTimeout())
+		_, body, err := readBody(w, r, s.opts.readTimeout())
 		if err != nil {
 			admission.RefuseBody(w, err)
 			return

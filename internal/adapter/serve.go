@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 )
 
 // sseAnswerSettle is how long shutdown waits, after the last call returned, before
@@ -26,7 +29,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("adapter server is already serving: a Server serves once")
 	}
 	srv := &http.Server{
-		Handler:           s.closingWhenShuttingDown(s.handler),
+		Handler:           s.drain.closing(s.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Calls must outlive ctx: its cancellation starts a graceful shutdown, it does
@@ -55,7 +58,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 
 	// From now on every response says Connection: close (closingWhenShuttingDown), so
 	// clients reconnect through the Service and reach a ready replica.
-	s.shuttingDown.Store(true)
+	s.drain.begin()
 	s.log.Info("shutdown began, readiness failing", "drainDelay", s.opts.drainDelay.String(),
 		"shutdownGrace", s.opts.shutdownGrace.String(), "inFlight", s.gate.InFlight())
 
@@ -63,7 +66,7 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	s.gate.RefuseNew()
 	s.log.Info("refusing new calls, waiting for calls in flight", "inFlight", s.gate.InFlight())
 
-	waitErr := s.waitCallsAnswered(ctx)
+	waitErr := waitCallsAnswered(ctx, s.gate, s.sse != nil)
 	stranded := s.gate.InFlight()
 	s.endStreams()
 	if s.sse != nil {
@@ -89,33 +92,50 @@ func (s *Server) shutdown(srv *http.Server, served <-chan error) error {
 	return nil
 }
 
-// closingWhenShuttingDown closes each connection after its next answer once shutdown
-// began. Not SetKeepAlivesEnabled(false): that also closes the idle connections at once,
-// and a client sending on one just then gets "server closed idle connection" for a POST,
+// drain is whether shutdown has begun, as readiness and connections show it.
+type drain struct{ shuttingDown atomic.Bool }
+
+func (d *drain) begin() { d.shuttingDown.Store(true) }
+
+// serveReadyz fails as soon as shutdown begins, so endpoints stop routing here while
+// in-flight calls finish.
+func (d *drain) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if d.shuttingDown.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("shutting down"))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// closing closes each connection after its next answer once shutdown began. Not
+// SetKeepAlivesEnabled(false): that also closes the idle connections at once, and a
+// client sending on one just then gets "server closed idle connection" for a POST,
 // which it cannot retry. Idle connections are closed by Shutdown, after the drain delay.
-func (s *Server) closingWhenShuttingDown(next http.Handler) http.Handler {
+func (d *drain) closing(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.shuttingDown.Load() {
+		if d.shuttingDown.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// waitCallsAnswered returns when no call is in flight and, on the sse transport, the
-// answers had time to reach their streams.
-func (s *Server) waitCallsAnswered(ctx context.Context) error {
+// waitCallsAnswered returns when gate holds no call and, on the sse transport (sse),
+// the answers had time to reach their streams.
+func waitCallsAnswered(ctx context.Context, gate *admission.Gate, sse bool) error {
 	for {
-		if err := s.gate.WaitIdle(ctx); err != nil {
+		if err := gate.WaitIdle(ctx); err != nil {
 			return err
 		}
-		if s.sse == nil {
+		if !sse {
 			return nil
 		}
 		// An sse call starts after its POST was answered, so one admitted just before
 		// refusing may only now be starting: settle, then look again.
 		sleep(ctx, sseAnswerSettle)
-		if s.gate.InFlight() == 0 {
+		if gate.InFlight() == 0 {
 			return nil
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/eventstore"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/subscribe"
@@ -92,6 +93,9 @@ type Server struct {
 	// Reload swaps its set.
 	content *content.Part
 	remotes *gateway.Pool
+	// declared remembers, on a stateless server, what callers declared at initialize
+	// (gateway.Declared); nil on a stateful one, whose sessions hold it.
+	declared *gateway.Declared
 	// subscriptions relays resource subscriptions to the remotes.
 	subscriptions *subscribe.Relay
 	mcp           *server.MCPServer
@@ -122,8 +126,8 @@ type Server struct {
 	sse        *server.SSEServer
 	streamable *server.StreamableHTTPServer
 
-	shuttingDown atomic.Bool
-	serving      atomic.Bool
+	drain   drain
+	serving atomic.Bool
 
 	// streamsCtx is the parent of every long-lived stream (GET /mcp, GET /sse,
 	// subscriptions/listen); cancelling it ends them so http.Server.Shutdown can finish.
@@ -189,6 +193,9 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	share := admission.CallerShareOf(cfg.Limits)
 	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
+	if cfg.Stateless && cfg.Transport != adapterconfig.TransportSSE {
+		s.declared = gateway.NewDeclared()
+	}
 	s.remotes.LimitCallerShare(share)
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
@@ -369,7 +376,17 @@ func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
 // call runs), the call limit, metrics and the audit line.
 func (s *Server) serveCall(name string, run func(context.Context, mcp.CallToolRequest) *mcp.CallToolResult) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) }), nil
+		if !s.state.Load().remote {
+			return s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) }), nil
+		}
+		// A forwarded call may have to be answered with a JSON-RPC error (a caller who
+		// must connect an account: gateway.CallFailure).
+		ctx, failure := gateway.WithCallFailure(ctx)
+		result := s.runCall(ctx, name, func(ctx context.Context) *mcp.CallToolResult { return run(ctx, req) })
+		if err := failure.Err(); err != nil {
+			return nil, err
+		}
+		return result, nil
 	}
 }
 
@@ -413,6 +430,12 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		result.Tools = s.listedInMode(ctx, s.listedTools(result.Tools))
 	})
+	if s.declared != nil {
+		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+			caller, _ := access.CallerFrom(ctx)
+			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
+		})
+	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
@@ -423,7 +446,11 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 	protect := func(h http.Handler) http.Handler {
 		// Traced after authentication: an unauthenticated request is refused before its
 		// body is read, as it is without tracing.
-		return s.filter.RequireCaller(s.routeMetaCalls(s.traceMCP(s.bindSessions(s.gateMCP(h)))))
+		gated := s.gateMCP(h)
+		if sessionsBound(&s.cfg) {
+			gated = bindSessions(gated, s.log)
+		}
+		return s.filter.RequireCaller(s.routeMetaCalls(s.traceMCP(gated)))
 	}
 	transportLog := slog.New(logr.ToSlogHandler(s.log.WithName("mcp")))
 	switch s.cfg.Transport {
@@ -451,30 +478,22 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Session ids name their owner (sessions.go); applied after
 			// WithStateLess, which would otherwise replace it.
 			opts = append(opts, server.WithSessionIdManagerResolver(boundSessionIDs{terminated: newTerminatedSessions()}))
+			// Resumable streams: a client whose connection broke resumes with
+			// Last-Event-ID; the store is bounded, since a session a client abandons
+			// without DELETE keeps recording.
+			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
 	}
 	mux.HandleFunc(adapterconfig.PathProtectedResource, s.filter.ServeProtectedResource)
-	mux.HandleFunc(adapterconfig.PathHealthz, s.serveHealthz)
-	mux.HandleFunc(adapterconfig.PathReadyz, s.serveReadyz)
+	mux.HandleFunc(adapterconfig.PathHealthz, serveHealthz)
+	mux.HandleFunc(adapterconfig.PathReadyz, s.drain.serveReadyz)
 	return mux
 }
 
-func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
-}
-
-// serveReadyz fails as soon as shutdown begins, so endpoints stop routing here while
-// in-flight calls finish.
-func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.shuttingDown.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("shutting down"))
-		return
-	}
 	_, _ = w.Write([]byte("ok"))
 }
 

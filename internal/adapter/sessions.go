@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -82,25 +83,22 @@ func identityFrom(ctx context.Context) string {
 	return id
 }
 
-// sessionsBound is true when this server has sessions to bind: stateful streamable
-// HTTP, and sse (whose sessions are always stateful).
-func (s *Server) sessionsBound() bool {
-	return s.cfg.Transport == adapterconfig.TransportSSE || !s.cfg.Stateless
+// sessionsBound is true when a server configured by cfg has sessions to bind: stateful
+// streamable HTTP, and sse (whose sessions are always stateful).
+func sessionsBound(cfg *adapterconfig.Config) bool {
+	return cfg.Transport == adapterconfig.TransportSSE || !cfg.Stateless
 }
 
 // bindSessions refuses a request that presents a session another caller opened, and
 // hands the caller's identity on so that new sessions are made for it. It runs after
 // authentication, so the identity is the verified one.
-func (s *Server) bindSessions(next http.Handler) http.Handler {
-	if !s.sessionsBound() {
-		return next
-	}
+func bindSessions(next http.Handler, log logr.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		identity := admission.CallerIdentity(r)
 		// An id this server never made is left to the transport, which answers it as
 		// an unknown session (and, during shutdown, the gate refuses it first).
 		if id := presentedSessionID(r); id != "" && ownershipOf(id, identity) == sessionForeign {
-			s.log.Info("refused a request on another caller's session", "method", r.Method, "path", r.URL.Path)
+			log.Info("refused a request on another caller's session", "method", r.Method, "path", r.URL.Path)
 			writeSessionRefusal(w, http.StatusForbidden,
 				"session_forbidden: this session was opened by another caller; open your own session (initialize without a session id)")
 			return

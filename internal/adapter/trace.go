@@ -34,7 +34,7 @@ func (s *Server) traceMCP(next http.Handler) http.Handler {
 		}
 		var head tracedRequest
 		if r.Method == http.MethodPost {
-			_, body, err := readBody(w, r, s.bodyReadTimeout())
+			_, body, err := readBody(w, r, s.opts.readTimeout())
 			if err != nil {
 				admission.RefuseBody(w, err)
 				return

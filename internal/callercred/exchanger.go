@@ -259,11 +259,7 @@ func (e *Exchanger) exchange(ctx context.Context, key cacheKey, subjectToken str
 // is reused for half its lifetime rather than never, so that a token service issuing
 // tokens of under a minute is not asked on every call.
 func (e *Exchanger) cacheFor(lifetime time.Duration) time.Duration {
-	ttl := lifetime - e.refresh
-	if half := lifetime / 2; ttl < half {
-		ttl = half
-	}
-	return min(ttl, e.maxTTL)
+	return cacheTTL(lifetime, e.refresh, e.maxTTL)
 }
 
 // ask makes one exchange and returns the token and its lifetime.

@@ -1,6 +1,8 @@
 package callercred
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,6 +15,7 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	cached    prometheus.Gauge
 	evictions prometheus.Counter
+	fetches   *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, to be registered with Collectors.
@@ -39,12 +42,16 @@ func NewMetrics() *Metrics {
 			Name: "cantus_adapter_caller_token_evictions_total",
 			Help: "Exchanged caller tokens dropped from the full cache to make room for others.",
 		}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_caller_connect_fetches_total",
+			Help: "Connected callers' tokens asked of the operator, by remote and outcome (token, connect_required, failed).",
+		}, []string{"remote", "outcome"}),
 	}
 }
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lookups, m.exchanges, m.duration, m.cached, m.evictions}
+	return []prometheus.Collector{m.lookups, m.exchanges, m.duration, m.cached, m.evictions, m.fetches}
 }
 
 // series are one remote's children, looked up once per exchanger rather than per call.
@@ -99,6 +106,54 @@ func (s *series) exchanged(ok bool, seconds float64) {
 	if ok {
 		s.succeeded.Inc()
 	} else {
+		s.failed.Inc()
+	}
+}
+
+// connectSeries are one connect-mode remote's children: lookups (hits, misses) and
+// fetches from the operator by outcome.
+type connectSeries struct {
+	hits, misses             prometheus.Counter
+	tokens, required, failed prometheus.Counter
+}
+
+func (m *Metrics) connectSeries(remote string) *connectSeries {
+	if m == nil {
+		return nil
+	}
+	return &connectSeries{
+		hits:     m.lookups.WithLabelValues(remote, "hit"),
+		misses:   m.lookups.WithLabelValues(remote, "miss"),
+		tokens:   m.fetches.WithLabelValues(remote, "token"),
+		required: m.fetches.WithLabelValues(remote, "connect_required"),
+		failed:   m.fetches.WithLabelValues(remote, "failed"),
+	}
+}
+
+func (s *connectSeries) hit() {
+	if s != nil {
+		s.hits.Inc()
+	}
+}
+
+func (s *connectSeries) miss() {
+	if s != nil {
+		s.misses.Inc()
+	}
+}
+
+// fetched counts one fetch by its outcome.
+func (s *connectSeries) fetched(err error) {
+	if s == nil {
+		return
+	}
+	var required *ConnectRequired
+	switch {
+	case err == nil:
+		s.tokens.Inc()
+	case errors.As(err, &required):
+		s.required.Inc()
+	default:
 		s.failed.Inc()
 	}
 }

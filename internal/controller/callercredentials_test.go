@@ -21,7 +21,6 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
@@ -88,7 +87,7 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
-	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(policy.ReasonInsecureTokenEndpoint)))
+	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(srv.requests.Load()).To(BeZero(), "a refused import is not probed")
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange}))
@@ -337,4 +336,36 @@ func remoteLibrary(t *testing.T) *httptest.Server {
 	remote := httptest.NewServer(runAdapter(t, cfg))
 	t.Cleanup(remote.Close)
 	return remote
+}
+
+// expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,
+// and every event, of the namespace for the exact values.
+func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var servers cantusv1alpha1.SkillServerList
+	var imports cantusv1alpha1.RemoteToolImportList
+	var events eventsv1.EventList
+	var legacy corev1.EventList
+	for _, list := range []crclient.ObjectList{&servers, &imports, &events, &legacy} {
+		if err := k8sClient.List(ctx, list, crclient.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var statuses []any
+	for _, s := range servers.Items {
+		statuses = append(statuses, s.Status)
+	}
+	for _, i := range imports.Items {
+		statuses = append(statuses, i.Status)
+	}
+	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if strings.Contains(string(data), v) {
+			t.Errorf("the value %q shows in a status or an event", v)
+		}
+	}
 }

@@ -24,7 +24,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
@@ -362,9 +361,9 @@ func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	g.Eventually(getSkillServer(ctx, ns, "hoard"), 60*time.Second).Should(
-		haveCondition(conditionContentValid, metav1.ConditionFalse, render.ReasonInvalidContent))
+		haveCondition(cantusv1alpha1.ConditionContentValid, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
 	got, _ := getSkillServer(ctx, ns, "hoard")()
-	g.Expect(findCondition(got, conditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
+	g.Expect(findCondition(got, cantusv1alpha1.ConditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
 	total := func() int {
 		n := 0
 		for i := range configMaps {

@@ -80,8 +80,8 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
 	runEmulatedPods(t, g, ctx, routes, ns, "catalogue", dep.Spec.Template.Annotations[workload.AnnotationConfigHash])
 	g.Eventually(getSkillServer(ctx, ns, "catalogue"), 20*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, ReasonImageSkillsLeftOut),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, ReasonImageSkillsLeftOut)))
+		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut),
+		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut)))
 	got, _ = getSkillServer(ctx, ns, "catalogue")()
 	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, cantusv1alpha1.ConditionVerified).Message).To(And(
 		ContainSubstring("skill://library/broken/SKILL.md"), ContainSubstring("cantus_adapter_image_skills_left_out")))

@@ -35,10 +35,11 @@ func TestSkillServerStatusFollowsKstatus(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
-	reconcile := func(ss *cantusv1alpha1.SkillServer) {
+	reconcileOnce := func(ss *cantusv1alpha1.SkillServer) error {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
-		g.Expect(err).NotTo(HaveOccurred())
+		return err
 	}
+	reconcile := func(ss *cantusv1alpha1.SkillServer) { g.Expect(reconcileOnce(ss)).To(Succeed()) }
 
 	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -55,7 +56,7 @@ func TestSkillServerStatusFollowsKstatus(t *testing.T) {
 
 	broken := newSkillServer(ns, "broken", templateSkill("search_book", "found: {{ .title"))
 	g.Expect(k8sClient.Create(ctx, broken)).To(Succeed())
-	reconcile(broken)
+	g.Expect(reconcileOnce(broken)).To(beTerminal(), "a spec that cannot work is not retried")
 	g.Expect(kstatusOf(g, ctx, broken)).To(Equal(status.FailedStatus), "a template that does not parse")
 }
 

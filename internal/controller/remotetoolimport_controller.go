@@ -77,7 +77,8 @@ type RemoteToolImportReconciler struct {
 	// import's per-caller Secrets (SetupWithManager sets it to that cache when nil).
 	MetadataReader client.Reader
 
-	statuses writtenStatuses
+	statuses    writtenStatuses
+	probeTokens probeTokens
 }
 
 // +kubebuilder:rbac:groups=cantus.dev,resources=remotetoolimports,verbs=get;list;watch
@@ -94,6 +95,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		if apierrors.IsNotFound(err) {
 			r.stopWatching(req.NamespacedName)
 			r.statuses.forget(req.NamespacedName)
+			r.probeTokens.forget(req.NamespacedName)
 			return ctrl.Result{}, r.forgetBridge(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get RemoteToolImport: %w", err)
@@ -103,6 +105,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		summarizeImportReady(imp)
 		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
 		result, retErr = requeueIfStale(ctx, result, retErr)
+		retErr = stalledAsTerminal(before, imp, result, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }
@@ -127,6 +130,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	if decision.Allowed {
 		decision = checkTokenEndpoint(ctx, checker, imp, decision)
+		decision = checkProbeTokenEndpoint(ctx, checker, imp, decision)
 	}
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
@@ -160,6 +164,7 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	if err != nil {
 		setHandshakeFailed(imp, err, probedAt)
+		explainProbeIdentity(imp, err)
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
 	approving, err := r.approvingDigests(ctx, imp)
@@ -325,6 +330,13 @@ func (r *RemoteToolImportReconciler) probeOptions(ctx context.Context, imp *cant
 	opts.Headers = headers
 	if bridgeToken != "" {
 		opts.Headers = withBridgeToken(headers, bridgeToken)
+	}
+	if probeGrant(imp) != nil {
+		token, err := r.probeToken(ctx, imp, checker, opts.Timeout)
+		if err != nil {
+			return opts, cantusv1alpha1.ReasonProbeTokenFailed, err
+		}
+		opts.Headers = withBridgeToken(headers, token)
 	}
 	ca, err := r.caBundle(ctx, imp)
 	if err != nil {
@@ -568,6 +580,7 @@ func secretRefs(obj client.Object) []string {
 		names = append(names, imp.Spec.TLS.CABundle.SecretRef.Name)
 	}
 	names = append(names, clientCredentialRefs(imp)...)
+	names = append(names, probeSecretRefs(imp)...)
 	return append(names, bridgeSecretRef(imp)...)
 }
 

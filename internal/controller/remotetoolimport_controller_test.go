@@ -28,7 +28,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
-	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
@@ -374,9 +373,9 @@ func TestImportAllowlist(t *testing.T) {
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(allowed.Reason).To(Equal(policy.ReasonNoPolicy))
+		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
 		g.Expect(allowed.Message).To(ContainSubstring("create a ToolSourcePolicy"))
-		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(policy.ReasonNoPolicy))
+		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
 		g.Expect(importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded).Reason).To(Equal(cantusv1alpha1.ReasonNotAttempted))
 		g.Expect(srv.requests.Load()).To(BeZero(), "the peer received no request at all")
 	})
@@ -389,7 +388,7 @@ func TestImportAllowlist(t *testing.T) {
 		srv := newCountingServer(t, adapterHandler(t, "", "x"))
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
-		g.Expect(allowed.Reason).To(Equal(policy.ReasonNotAllowlisted))
+		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonNotAllowlisted))
 		g.Expect(allowed.Message).To(ContainSubstring(`add "127.0.0.1" to spec.hosts`))
 		g.Expect(srv.requests.Load()).To(BeZero())
 	})
@@ -413,7 +412,7 @@ func TestImportAllowlist(t *testing.T) {
 		r.Resolver = staticResolver{"metadata.example.com": netip.MustParseAddr("169.254.169.254")}
 		got := reconcileImport(t, r, newImport(ns, "rebind", "http://metadata.example.com/latest"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
-		g.Expect(allowed.Reason).To(Equal(policy.ReasonDeniedAddress))
+		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonDeniedAddress))
 		g.Expect(allowed.Message).To(ContainSubstring("cloud metadata"))
 	})
 }
@@ -468,7 +467,7 @@ func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 		got, err := getImport()
 		return importCondition(got, cantusv1alpha1.ConditionReady).Reason, err
 	}
-	g.Eventually(readyReason).Should(Equal(policy.ReasonNoPolicy))
+	g.Eventually(readyReason).Should(Equal(cantusv1alpha1.ReasonNoPolicy))
 	g.Expect(srv.requests.Load()).To(BeZero())
 
 	allowLoopback(t, ns)

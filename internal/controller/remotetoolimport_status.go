@@ -89,9 +89,37 @@ func markStaleIfTools(imp *cantusv1alpha1.RemoteToolImport, why string) {
 func handshakeFailure(err error) (reason, message string) {
 	var herr *mcpclient.Error
 	if errors.As(err, &herr) {
-		return herr.Reason, herr.Error()
+		return handshakeReason(herr.Reason), herr.Error()
 	}
-	return "HandshakeFailed", "mcp_handshake_failed: " + err.Error()
+	return cantusv1alpha1.ReasonHandshakeFailed, "mcp_handshake_failed: " + err.Error()
+}
+
+// handshakeReasons is the one place where the MCP client's failure codes become the
+// API's condition reasons.
+var handshakeReasons = map[string]string{
+	mcpclient.ReasonTimeout:           cantusv1alpha1.ReasonTimeout,
+	mcpclient.ReasonConnectionRefused: cantusv1alpha1.ReasonConnectionRefused,
+	mcpclient.ReasonDNSError:          cantusv1alpha1.ReasonDNSError,
+	mcpclient.ReasonTLSError:          cantusv1alpha1.ReasonTLSError,
+	mcpclient.ReasonUnauthorized:      cantusv1alpha1.ReasonUnauthorized,
+	mcpclient.ReasonHTTPError:         cantusv1alpha1.ReasonHTTPError,
+	mcpclient.ReasonProtocolError:     cantusv1alpha1.ReasonProtocolError,
+	mcpclient.ReasonInitializeFailed:  cantusv1alpha1.ReasonInitializeFailed,
+	mcpclient.ReasonToolsListFailed:   cantusv1alpha1.ReasonToolsListFailed,
+	mcpclient.ReasonResponseTooLarge:  cantusv1alpha1.ReasonResponseTooLarge,
+	mcpclient.ReasonRedirectRefused:   cantusv1alpha1.ReasonRedirectRefused,
+	mcpclient.ReasonConnectionDropped: cantusv1alpha1.ReasonConnectionDropped,
+	mcpclient.ReasonSessionLost:       cantusv1alpha1.ReasonSessionLost,
+	mcpclient.ReasonInvalidConfig:     cantusv1alpha1.ReasonInvalidConfig,
+	mcpclient.ReasonContentListFailed: cantusv1alpha1.ReasonContentListFailed,
+}
+
+// handshakeReason is the API's reason for a failure code of the MCP client.
+func handshakeReason(code string) string {
+	if reason, ok := handshakeReasons[code]; ok {
+		return reason
+	}
+	return cantusv1alpha1.ReasonHandshakeFailed
 }
 
 // setHandshakeSucceeded records a successful probe and returns the tool names added and

@@ -17,7 +17,7 @@ import (
 // record, through the one rule, on every path a reconcile can take.
 func TestImportReadySummary(t *testing.T) {
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	allowed := policy.Decision{Allowed: true, Reason: policy.ReasonAllowed, Message: "listed"}
+	allowed := policy.Decision{Allowed: true, Reason: cantusv1alpha1.ReasonAllowed, Message: "listed"}
 	succeed := func(imp *cantusv1alpha1.RemoteToolImport) {
 		setSourceAllowed(imp, allowed)
 		setHandshakeSucceeded(imp, &mcpclient.Result{ServerName: "remote", ServerVersion: "1.0", ProtocolVersion: "2025-06-18"},
@@ -47,12 +47,12 @@ func TestImportReadySummary(t *testing.T) {
 			name: "source not allowed, after a success",
 			set: func(imp *cantusv1alpha1.RemoteToolImport) {
 				succeed(imp)
-				d := policy.Decision{Reason: policy.ReasonNoPolicy, Message: "create a ToolSourcePolicy"}
+				d := policy.Decision{Reason: cantusv1alpha1.ReasonNoPolicy, Message: "create a ToolSourcePolicy"}
 				setSourceAllowed(imp, d)
 				setNotAllowed(imp, d)
 			},
 			wantReady:   metav1.ConditionFalse,
-			wantReason:  policy.ReasonNoPolicy,
+			wantReason:  cantusv1alpha1.ReasonNoPolicy,
 			wantMessage: "create a ToolSourcePolicy",
 		},
 		{

@@ -105,13 +105,6 @@ func (r *SkillServerReconciler) renderContent(ctx context.Context, ss *cantusv1a
 	return rendered, true, nil
 }
 
-// ContentValid is the condition about the content the ConfigMaps hold; its reasons
-// are render's ContentMissing and InvalidContent, or Valid.
-const (
-	conditionContentValid = "ContentValid"
-	reasonContentValid    = "Valid"
-)
-
 // imageVolumeRuntime is a runtime that can mount images as volumes.
 type imageVolumeRuntime interface{ ServesImageVolumes() bool }
 
@@ -269,7 +262,7 @@ func (r *SkillServerReconciler) readContent(ctx context.Context, ss *cantusv1alp
 					read[rest] = v // as its metadata says: a change to it reads them again
 				}
 			}
-			return in, read, &render.ContentProblem{Reason: render.ReasonInvalidContent, Message: fmt.Sprintf(
+			return in, read, &render.ContentProblem{Reason: cantusv1alpha1.ReasonInvalidContent, Message: fmt.Sprintf(
 				"the keys the spec reads of its content ConfigMaps hold more than the %d MiB an adapter serves (%d MiB in the first %d of %d, by name)",
 				adapterconfig.MaxContentBytes>>20, held>>20, len(in.ConfigMaps), labelledCount(versions))}, nil
 		}
@@ -495,7 +488,7 @@ func (r *SkillServerReconciler) contentSpecProblems(ctx context.Context, ss *can
 // cannot, nothing is applied: the pods keep the last good content.
 func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentProblem) {
 	if len(ss.Spec.AgentSkills)+len(render.ConfigMapNames(&ss.Spec)) == 0 {
-		apimeta.RemoveStatusCondition(&ss.Status.Conditions, conditionContentValid)
+		apimeta.RemoveStatusCondition(&ss.Status.Conditions, cantusv1alpha1.ConditionContentValid)
 		return
 	}
 	if len(problems) == 0 {
@@ -504,14 +497,14 @@ func setContentValid(ss *cantusv1alpha1.SkillServer, problems []render.ContentPr
 			// Said where kubectl describe shows it: the operator cannot read an image.
 			msg = fmt.Sprintf("every agent skill from a ConfigMap and resource content passed its checks; the pods check the %d skill(s) from images when they mount them, and Verified says whether they serve them", n)
 		}
-		setCondition(ss, conditionContentValid, metav1.ConditionTrue, reasonContentValid, msg)
+		setCondition(ss, cantusv1alpha1.ConditionContentValid, metav1.ConditionTrue, cantusv1alpha1.ReasonContentValid, msg)
 		return
 	}
 	messages := make([]string, 0, len(problems))
 	for _, p := range problems {
 		messages = append(messages, p.Message)
 	}
-	setCondition(ss, conditionContentValid, metav1.ConditionFalse, problems[0].Reason,
+	setCondition(ss, cantusv1alpha1.ConditionContentValid, metav1.ConditionFalse, problems[0].Reason,
 		"not served, the pods keep serving the last good content: "+listAtMost(messages, 10, "; "))
 }
 

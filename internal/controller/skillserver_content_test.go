@@ -99,7 +99,7 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	g.Expect(got.Status.Prompts).To(Equal([]string{"greet"}))
 	g.Expect(got.Status.Resources).To(Equal([]string{"docs://guide"}))
 	g.Expect([]int32{got.Status.AgentSkillCount, got.Status.PromptCount, got.Status.ResourceCount}).To(Equal([]int32{1, 1, 1}))
-	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", conditionContentValid), HaveField("Status", metav1.ConditionTrue))))
+	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionContentValid), HaveField("Status", metav1.ConditionTrue))))
 
 	shard := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)).To(Succeed())
@@ -152,7 +152,7 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	}
 	contentValid := func(got *cantusv1alpha1.SkillServer) *metav1.Condition {
 		for i := range got.Status.Conditions {
-			if got.Status.Conditions[i].Type == conditionContentValid {
+			if got.Status.Conditions[i].Type == cantusv1alpha1.ConditionContentValid {
 				return &got.Status.Conditions[i]
 			}
 		}
@@ -160,8 +160,8 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	}
 
 	got := reconcileAndRead()
-	g.Expect(contentValid(got)).To(And(HaveField("Reason", render.ReasonContentMissing), HaveField("Message", ContainSubstring("ConfigMap pdf not found"))))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, render.ReasonContentMissing))
+	g.Expect(contentValid(got)).To(And(HaveField("Reason", cantusv1alpha1.ReasonContentMissing), HaveField("Message", ContainSubstring("ConfigMap pdf not found"))))
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonContentMissing))
 	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec), "a ConfigMap can fix it: not Stalled")
 
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, false)
@@ -177,9 +177,9 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	cm.Data["SKILL.md"] = "---\nname: pdf\ndescription: Fill PDF forms.\n---\n"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
 	got = reconcileAndRead()
-	g.Expect(contentValid(got)).To(And(HaveField("Reason", render.ReasonInvalidContent),
+	g.Expect(contentValid(got)).To(And(HaveField("Reason", cantusv1alpha1.ReasonInvalidContent),
 		HaveField("Message", And(ContainSubstring("ConfigMap pdf"), ContainSubstring(`name "pdf" must equal the skill directory's name "pdf-forms"`)))))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, render.ReasonInvalidContent))
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
 	shard := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)).To(Succeed())
 	g.Expect(shard.BinaryData).To(Equal(goodShard.BinaryData), "invalid content is never written where pods read it")

@@ -1,4 +1,3 @@
-// Package controller holds the reconcilers of the cantus.dev kinds.
 package controller
 
 import (
@@ -124,6 +123,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		summarizeSkillServerReady(ss)
 		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
 		result, retErr = requeueIfStale(ctx, result, retErr)
+		retErr = stalledAsTerminal(before, ss, result, retErr)
 		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)

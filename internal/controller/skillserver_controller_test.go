@@ -149,8 +149,8 @@ func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
-	// Terminal: no error and no requeue, so a bad spec does not spin in a retry loop.
-	g.Expect(err).NotTo(HaveOccurred())
+	// Terminal: logged once, no retry and no requeue, so a bad spec does not spin in a retry loop.
+	g.Expect(err).To(beTerminal())
 	g.Expect(result).To(Equal(ctrl.Result{}))
 
 	got, err := getSkillServer(ctx, ns, "broken")()
@@ -181,7 +181,7 @@ func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
 
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).To(beTerminal())
 	g.Expect(result).To(Equal(ctrl.Result{}))
 
 	got, err := getSkillServer(ctx, ns, "ruled")()

@@ -58,7 +58,7 @@ func (r *SkillServerReconciler) checkPodOverrides(ctx context.Context, ss *cantu
 		switch d := check(checker); {
 		case !d.Allowed:
 			refused = append(refused, d.Message)
-		case d.Reason == policy.ReasonAllowedByAudit:
+		case d.Reason == cantusv1alpha1.ReasonAllowedByAudit:
 			audited = append(audited, d.Message)
 		default:
 			allowed = append(allowed, d.Message)

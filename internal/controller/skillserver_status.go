@@ -148,7 +148,7 @@ func setObserved(ss *cantusv1alpha1.SkillServer, obs workload.Observation, confi
 // though it serves the rest: `kubectl wait` should not pass on half a spec.
 var skillServerReadyPrerequisites = []readyPrerequisite{
 	{condType: cantusv1alpha1.ConditionPodAllowed},
-	{condType: conditionContentValid},
+	{condType: cantusv1alpha1.ConditionContentValid},
 	// Before Available and ImportsResolved: a gateway that cannot act for its callers
 	// says so, not that an import is unresolved.
 	{condType: cantusv1alpha1.ConditionCallerCredentialsReady},

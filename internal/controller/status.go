@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
@@ -125,6 +126,27 @@ func requeueIfStale(ctx context.Context, result ctrl.Result, err error) (ctrl.Re
 		result.RequeueAfter = staleStatusRetry
 	}
 	return result, nil
+}
+
+// stalledAsTerminal turns a reconcile that has just found its object Stalled into a
+// reconcile.TerminalError: controller-runtime logs it once at error level and does not
+// retry it, since only a change of the spec (or of what the spec names, whose watches
+// start a new reconcile) can help. An object already Stalled for the same reason and
+// message gives nil, so that one generation is not logged as an error again at every
+// event. A result that asks to run again (a recheck of what is not watched) is kept.
+func stalledAsTerminal(before, after conditioned, result ctrl.Result, err error) error {
+	if err != nil || result.RequeueAfter > 0 {
+		return err
+	}
+	now := apimeta.FindStatusCondition(after.GetConditions(), cantusv1alpha1.ConditionStalled)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return nil
+	}
+	was := apimeta.FindStatusCondition(before.GetConditions(), cantusv1alpha1.ConditionStalled)
+	if was != nil && was.Status == metav1.ConditionTrue && was.Reason == now.Reason && was.Message == now.Message {
+		return nil
+	}
+	return reconcile.TerminalError(fmt.Errorf("stalled (%s): %s", now.Reason, now.Message))
 }
 
 // statusParts are what every status of this group has, by address, and the whole

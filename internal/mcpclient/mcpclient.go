@@ -75,7 +75,8 @@ func transportOrDefault(t string) (string, error) {
 // gateway prefixes its call markers.
 const HandshakeMarker = "mcp_handshake_failed: "
 
-// Reasons of an Error, CamelCase like status condition reasons.
+// Reasons of an Error: the client's failure codes. The operator maps them to the API's
+// condition reasons in one place; the adapter only logs and branches on them.
 const (
 	ReasonTimeout           = "Timeout"
 	ReasonConnectionRefused = "ConnectionRefused" // includes "no route" and any other dial failure
@@ -92,6 +93,15 @@ const (
 	ReasonSessionLost       = "SessionLost"       // the server does not know the session (any more)
 	ReasonInvalidConfig     = "InvalidConfig"     // the options themselves are unusable
 )
+
+// Reasons lists every Reason an Error may carry, so that the operator can hold its
+// mapping to the API's condition reasons complete.
+var Reasons = []string{
+	ReasonTimeout, ReasonConnectionRefused, ReasonDNSError, ReasonTLSError, ReasonUnauthorized,
+	ReasonHTTPError, ReasonProtocolError, ReasonInitializeFailed, ReasonToolsListFailed,
+	ReasonResponseTooLarge, ReasonRedirectRefused, ReasonConnectionDropped, ReasonSessionLost,
+	ReasonInvalidConfig, ReasonContentListFailed,
+}
 
 // Error is a failed handshake or a request that got no JSON-RPC answer. Detail is
 // short, names the step and never holds a header value.

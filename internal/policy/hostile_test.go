@@ -25,7 +25,7 @@ func TestEmbeddedIPv4IsCheckedAgainstTheFloors(t *testing.T) {
 		c := &Checker{Namespace: "ns", Resolver: fakeResolver{"evil.example.com": {addr}},
 			Policies: []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"evil.example.com"}})}}
 		d := c.CheckURL(context.Background(), "http://evil.example.com/mcp")
-		if d.Allowed || d.Reason != ReasonDeniedAddress {
+		if d.Allowed || d.Reason != cantusv1alpha1.ReasonDeniedAddress {
 			t.Errorf("%s (%s): allowed=%v reason=%s, want DeniedAddress", addr, form, d.Allowed, d.Reason)
 		}
 	}
@@ -83,7 +83,7 @@ func TestAuditModeResolvesKeepsTheFloorsAndDials(t *testing.T) {
 		Resolver: fakeResolver{"unlisted.example.com": {"127.0.0.1"}, "metadata.example.com": {"169.254.169.254"}}}
 
 	d := c.CheckURL(context.Background(), "http://unlisted.example.com/mcp")
-	if !d.Allowed || d.Reason != ReasonAllowedByAudit || len(d.Addresses) != 1 || !strings.Contains(d.Message, "Enforce would refuse it") {
+	if !d.Allowed || d.Reason != cantusv1alpha1.ReasonAllowedByAudit || len(d.Addresses) != 1 || !strings.Contains(d.Message, "Enforce would refuse it") {
 		t.Fatalf("audited decision = %+v", d)
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -94,7 +94,7 @@ func TestAuditModeResolvesKeepsTheFloorsAndDials(t *testing.T) {
 	conn.Close()
 
 	d = c.CheckURL(context.Background(), "http://metadata.example.com/mcp")
-	if d.Allowed || d.Reason != ReasonDeniedAddress {
+	if d.Allowed || d.Reason != cantusv1alpha1.ReasonDeniedAddress {
 		t.Fatalf("Audit mode let a metadata address through: %+v", d)
 	}
 }

@@ -30,7 +30,7 @@ func TestEveryNAT64LayoutAndSIITAreSeenThrough(t *testing.T) {
 		"::ffff:0:7f00:1",            // SIIT, loopback
 		"64:ff9b:1:7f:0:1::",         // /56, loopback
 	} {
-		if d := checkOne(addr, cantusv1alpha1.ToolSourcePolicySpec{CIDRs: catchAll}); d.Allowed || d.Reason != ReasonDeniedAddress {
+		if d := checkOne(addr, cantusv1alpha1.ToolSourcePolicySpec{CIDRs: catchAll}); d.Allowed || d.Reason != cantusv1alpha1.ReasonDeniedAddress {
 			t.Errorf("%s under %v: allowed=%v %s, want DeniedAddress", addr, catchAll, d.Allowed, d.Message)
 		}
 	}
@@ -58,7 +58,7 @@ func TestANetworkSpecificNAT64PrefixIsSeenThroughOnceDeclared(t *testing.T) {
 		{"2001:db8:1a9:fea9:fe::", "2001:db8:100::/40"},
 	} {
 		spec := cantusv1alpha1.ToolSourcePolicySpec{CIDRs: catchAll, NAT64Prefixes: []string{tc.prefix}}
-		if d := checkOne(tc.addr, spec); d.Allowed || d.Reason != ReasonDeniedAddress {
+		if d := checkOne(tc.addr, spec); d.Allowed || d.Reason != cantusv1alpha1.ReasonDeniedAddress {
 			t.Errorf("%s with nat64Prefixes %s: allowed=%v %s, want DeniedAddress", tc.addr, tc.prefix, d.Allowed, d.Message)
 		}
 	}

@@ -17,17 +17,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
-// Reasons of the SourceAllowed condition.
-const (
-	ReasonAllowed        = "Allowed"
-	ReasonAllowedByAudit = "AllowedByAudit"
-	ReasonNotAllowlisted = "NotAllowlisted"
-	ReasonNoPolicy       = "NoPolicy"
-	ReasonDeniedAddress  = "DeniedAddress"
-	ReasonDNSError       = "DNSError"
-	ReasonInvalidSource  = "InvalidSource"
-)
-
 // Resolver resolves host names; net.DefaultResolver satisfies it.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
@@ -61,7 +50,7 @@ type Checker struct {
 func (c *Checker) CheckURL(ctx context.Context, rawURL string) Decision {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return Decision{Reason: ReasonInvalidSource, Message: fmt.Sprintf("%q is not an http(s) URL with a host", rawURL)}
+		return Decision{Reason: cantusv1alpha1.ReasonInvalidSource, Message: fmt.Sprintf("%q is not an http(s) URL with a host", rawURL)}
 	}
 	return c.CheckHostPort(ctx, u.Hostname(), portOf(u))
 }
@@ -82,9 +71,9 @@ func (c *Checker) CheckHostPort(ctx context.Context, host string, port int) Deci
 			if audit == nil {
 				audit = &d
 			}
-		case d.Allowed, d.Reason == ReasonDNSError:
+		case d.Allowed, d.Reason == cantusv1alpha1.ReasonDNSError:
 			return d
-		case d.Reason == ReasonDeniedAddress && denied == nil:
+		case d.Reason == cantusv1alpha1.ReasonDeniedAddress && denied == nil:
 			// The host is listed but an address it resolves to is not acceptable: that
 			// is the refusal to report, not "add the host".
 			denied = &d
@@ -101,7 +90,7 @@ func (c *Checker) CheckHostPort(ctx context.Context, host string, port int) Deci
 		return *denied
 	}
 	return c.auditOr(ctx, host, Decision{
-		Reason: ReasonNotAllowlisted,
+		Reason: cantusv1alpha1.ReasonNotAllowlisted,
 		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s:%d (%s); to allow it, add %q to spec.hosts (and %d to spec.ports if the policy lists ports) of a ToolSourcePolicy that selects this namespace",
 			c.Namespace, host, port, strings.Join(refusals, "; "), host, port),
 	})
@@ -109,18 +98,18 @@ func (c *Checker) CheckHostPort(ctx context.Context, host string, port int) Deci
 
 func (c *Checker) checkHostPortAgainst(ctx context.Context, p *cantusv1alpha1.ToolSourcePolicy, host string, port int) Decision {
 	if !hostListed(p.Spec.Hosts, host) {
-		return Decision{Reason: ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list host %s", p.Name, host)}
+		return Decision{Reason: cantusv1alpha1.ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list host %s", p.Name, host)}
 	}
 	if len(p.Spec.Ports) > 0 && !slices.Contains(p.Spec.Ports, int32(port)) {
-		return Decision{Reason: ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list port %d", p.Name, port)}
+		return Decision{Reason: cantusv1alpha1.ReasonNotAllowlisted, Message: fmt.Sprintf("policy %s does not list port %d", p.Name, port)}
 	}
 	addrs, err := c.resolve(ctx, host)
 	if err != nil {
-		return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
+		return Decision{Reason: cantusv1alpha1.ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
 	}
 	for _, a := range addrs {
 		if why := addressRefusal(p, host, a, nat64Prefixes(c.Policies)); why != "" {
-			return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf("policy %s: %s", p.Name, why)}
+			return Decision{Reason: cantusv1alpha1.ReasonDeniedAddress, Message: fmt.Sprintf("policy %s: %s", p.Name, why)}
 		}
 	}
 	return Decision{
@@ -179,7 +168,7 @@ func (c *Checker) auditListed(d Decision) Decision {
 	}
 	for i := range c.Policies {
 		if p := &c.Policies[i]; isAudit(p) {
-			return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: p.Name,
+			return Decision{Allowed: true, Reason: cantusv1alpha1.ReasonAllowedByAudit, Policy: p.Name,
 				Message: "allowed only because policy " + p.Name + " is in Audit mode; Enforce would refuse it: " + d.Message}
 		}
 	}
@@ -209,7 +198,7 @@ func (c *Checker) checkListed(what string, allows func(*cantusv1alpha1.ToolSourc
 		return *audit
 	}
 	return Decision{
-		Reason: ReasonNotAllowlisted,
+		Reason: cantusv1alpha1.ReasonNotAllowlisted,
 		Message: fmt.Sprintf("no ToolSourcePolicy covering namespace %q allows %s; to allow it, %s of one ToolSourcePolicy that selects this namespace",
 			c.Namespace, what, fix),
 	}
@@ -227,15 +216,15 @@ func (c *Checker) auditOr(ctx context.Context, host string, refusal Decision) De
 		}
 		addrs, err := c.resolve(ctx, host)
 		if err != nil {
-			return Decision{Reason: ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
+			return Decision{Reason: cantusv1alpha1.ReasonDNSError, Message: fmt.Sprintf("cannot resolve %s: %v", host, err)}
 		}
 		for _, a := range addrs {
 			if kind, minBits := specialKind(a, nat64Prefixes(c.Policies)); kind != "" && !inNarrowCIDR(p.Spec.CIDRs, a, minBits) {
-				return Decision{Reason: ReasonDeniedAddress, Message: fmt.Sprintf(
+				return Decision{Reason: cantusv1alpha1.ReasonDeniedAddress, Message: fmt.Sprintf(
 					"policy %s (Audit): %s resolves to %s, a %s address, which is refused in Audit mode too unless spec.cidrs names it", p.Name, host, a, kind)}
 			}
 		}
-		return Decision{Allowed: true, Reason: ReasonAllowedByAudit, Policy: p.Name, Addresses: addrs,
+		return Decision{Allowed: true, Reason: cantusv1alpha1.ReasonAllowedByAudit, Policy: p.Name, Addresses: addrs,
 			Message: "allowed only because policy " + p.Name + " is in Audit mode; Enforce would refuse it: " + refusal.Message}
 	}
 	return refusal
@@ -243,7 +232,7 @@ func (c *Checker) auditOr(ctx context.Context, host string, refusal Decision) De
 
 func (c *Checker) noPolicy(what string) Decision {
 	return Decision{
-		Reason: ReasonNoPolicy,
+		Reason: cantusv1alpha1.ReasonNoPolicy,
 		Message: fmt.Sprintf("no ToolSourcePolicy selects namespace %q, so its imports are not allowed; create a ToolSourcePolicy whose namespaceSelector matches it and that allows %s",
 			c.Namespace, what),
 	}
@@ -276,9 +265,9 @@ func isAudit(p *cantusv1alpha1.ToolSourcePolicy) bool {
 
 func allowedReason(p *cantusv1alpha1.ToolSourcePolicy) string {
 	if isAudit(p) {
-		return ReasonAllowedByAudit
+		return cantusv1alpha1.ReasonAllowedByAudit
 	}
-	return ReasonAllowed
+	return cantusv1alpha1.ReasonAllowed
 }
 
 func allowedMessage(p *cantusv1alpha1.ToolSourcePolicy, what string) string {

@@ -47,37 +47,37 @@ func TestCheckURL(t *testing.T) {
 		wantReason  string
 		wantInMsg   string
 	}{
-		{"no policy", nil, "https://mcp.example.com/mcp", false, ReasonNoPolicy, "no ToolSourcePolicy selects namespace \"team-a\""},
+		{"no policy", nil, "https://mcp.example.com/mcp", false, cantusv1alpha1.ReasonNoPolicy, "no ToolSourcePolicy selects namespace \"team-a\""},
 		{"exact host", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"mcp.example.com"}})},
-			"https://mcp.example.com/mcp", true, ReasonAllowed, "allowed by ToolSourcePolicy p"},
+			"https://mcp.example.com/mcp", true, cantusv1alpha1.ReasonAllowed, "allowed by ToolSourcePolicy p"},
 		{"host not listed names the fix", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"other.example.com"}})},
-			"https://mcp.example.com/mcp", false, ReasonNotAllowlisted, `add "mcp.example.com" to spec.hosts`},
+			"https://mcp.example.com/mcp", false, cantusv1alpha1.ReasonNotAllowlisted, `add "mcp.example.com" to spec.hosts`},
 		{"wildcard matches subdomains", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"*.example.com"}})},
-			"http://api.tools.example.com:8080/mcp", true, ReasonAllowed, ""},
+			"http://api.tools.example.com:8080/mcp", true, cantusv1alpha1.ReasonAllowed, ""},
 		{"wildcard does not match the apex", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"*.example.com"}})},
-			"http://example.com/mcp", false, ReasonNotAllowlisted, ""},
+			"http://example.com/mcp", false, cantusv1alpha1.ReasonNotAllowlisted, ""},
 		{"port not listed", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"mcp.example.com"}, Ports: []int32{443}})},
-			"http://mcp.example.com:8080/mcp", false, ReasonNotAllowlisted, "does not list port 8080"},
+			"http://mcp.example.com:8080/mcp", false, cantusv1alpha1.ReasonNotAllowlisted, "does not list port 8080"},
 		{"metadata IP literal refused", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"*.example.com", "mcp.example.com"}})},
-			"http://169.254.169.254/latest", false, ReasonNotAllowlisted, ""},
+			"http://169.254.169.254/latest", false, cantusv1alpha1.ReasonNotAllowlisted, ""},
 		{"name resolving to a metadata address refused", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"rebind.example.com"}})},
-			"http://rebind.example.com/mcp", false, ReasonDeniedAddress, "a cloud metadata address"},
+			"http://rebind.example.com/mcp", false, cantusv1alpha1.ReasonDeniedAddress, "a cloud metadata address"},
 		{"loopback refused unless a CIDR names it", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"localhost"}})},
-			"http://localhost:8080/mcp", false, ReasonDeniedAddress, "loopback"},
+			"http://localhost:8080/mcp", false, cantusv1alpha1.ReasonDeniedAddress, "loopback"},
 		{"loopback allowed by an explicit CIDR", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"localhost"}, CIDRs: []string{"127.0.0.0/8"}})},
-			"http://localhost:8080/mcp", true, ReasonAllowed, ""},
+			"http://localhost:8080/mcp", true, cantusv1alpha1.ReasonAllowed, ""},
 		{"loopback allowed when the policy lists the IP literal", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"127.0.0.1"}})},
-			"http://127.0.0.1:8080/mcp", true, ReasonAllowed, ""},
+			"http://127.0.0.1:8080/mcp", true, cantusv1alpha1.ReasonAllowed, ""},
 		{"address outside the policy CIDRs", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"internal.example.com"}, CIDRs: []string{"192.168.0.0/16"}})},
-			"http://internal.example.com/mcp", false, ReasonDeniedAddress, "outside spec.cidrs"},
+			"http://internal.example.com/mcp", false, cantusv1alpha1.ReasonDeniedAddress, "outside spec.cidrs"},
 		{"unresolvable name", []cantusv1alpha1.ToolSourcePolicy{pol("p", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"gone.example.com"}})},
-			"http://gone.example.com/mcp", false, ReasonDNSError, "cannot resolve"},
+			"http://gone.example.com/mcp", false, cantusv1alpha1.ReasonDNSError, "cannot resolve"},
 		{"audit mode lets a refused URL through and says so", []cantusv1alpha1.ToolSourcePolicy{pol("audit", cantusv1alpha1.ToolSourcePolicySpec{Mode: cantusv1alpha1.PolicyAudit, Hosts: []string{"x.example.com"}})},
-			"https://mcp.example.com/mcp", true, ReasonAllowedByAudit, "Enforce would refuse it"},
+			"https://mcp.example.com/mcp", true, cantusv1alpha1.ReasonAllowedByAudit, "Enforce would refuse it"},
 		{"an enforce policy wins over an audit one", []cantusv1alpha1.ToolSourcePolicy{
 			pol("audit", cantusv1alpha1.ToolSourcePolicySpec{Mode: cantusv1alpha1.PolicyAudit}),
 			pol("enforce", cantusv1alpha1.ToolSourcePolicySpec{Hosts: []string{"mcp.example.com"}}),
-		}, "https://mcp.example.com/mcp", true, ReasonAllowed, "enforce"},
+		}, "https://mcp.example.com/mcp", true, cantusv1alpha1.ReasonAllowed, "enforce"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,17 +118,17 @@ func TestCheckPodOverrides(t *testing.T) {
 		reason string
 		says   string
 	}{
-		{"listed image", c.CheckPodImage("ghcr.io/acme/adapter:2"), ReasonAllowed, "allowed by ToolSourcePolicy e"},
-		{"listed account", c.CheckServiceAccount("runner"), ReasonAllowed, "allowed by ToolSourcePolicy e"},
-		{"unlisted image", c.CheckPodImage("ghcr.io/acme-evil/adapter:2"), ReasonNotAllowlisted, `add an image prefix of "ghcr.io/acme-evil/adapter:2" to spec.images`},
-		{"unlisted account", c.CheckServiceAccount("cloud-admin"), ReasonNotAllowlisted, `add "cloud-admin" to spec.serviceAccounts`},
-		{"no policy", (&Checker{Namespace: "ns"}).CheckServiceAccount("runner"), ReasonNoPolicy, `no ToolSourcePolicy selects namespace "ns"`},
+		{"listed image", c.CheckPodImage("ghcr.io/acme/adapter:2"), cantusv1alpha1.ReasonAllowed, "allowed by ToolSourcePolicy e"},
+		{"listed account", c.CheckServiceAccount("runner"), cantusv1alpha1.ReasonAllowed, "allowed by ToolSourcePolicy e"},
+		{"unlisted image", c.CheckPodImage("ghcr.io/acme-evil/adapter:2"), cantusv1alpha1.ReasonNotAllowlisted, `add an image prefix of "ghcr.io/acme-evil/adapter:2" to spec.images`},
+		{"unlisted account", c.CheckServiceAccount("cloud-admin"), cantusv1alpha1.ReasonNotAllowlisted, `add "cloud-admin" to spec.serviceAccounts`},
+		{"no policy", (&Checker{Namespace: "ns"}).CheckServiceAccount("runner"), cantusv1alpha1.ReasonNoPolicy, `no ToolSourcePolicy selects namespace "ns"`},
 		{"audit", (&Checker{Namespace: "ns", Policies: []cantusv1alpha1.ToolSourcePolicy{pol("a", cantusv1alpha1.ToolSourcePolicySpec{Mode: cantusv1alpha1.PolicyAudit})}}).CheckPodImage("evil.example/x:1"),
-			ReasonAllowedByAudit, "Enforce would refuse it"},
+			cantusv1alpha1.ReasonAllowedByAudit, "Enforce would refuse it"},
 		{"any account", (&Checker{Namespace: "ns", Policies: []cantusv1alpha1.ToolSourcePolicy{pol("any", cantusv1alpha1.ToolSourcePolicySpec{ServiceAccounts: []string{"*"}})}}).CheckServiceAccount("whoever"),
-			ReasonAllowed, "allowed"},
+			cantusv1alpha1.ReasonAllowed, "allowed"},
 	} {
-		if tc.d.Reason != tc.reason || !strings.Contains(tc.d.Message, tc.says) || tc.d.Allowed != (tc.reason != ReasonNotAllowlisted && tc.reason != ReasonNoPolicy) {
+		if tc.d.Reason != tc.reason || !strings.Contains(tc.d.Message, tc.says) || tc.d.Allowed != (tc.reason != cantusv1alpha1.ReasonNotAllowlisted && tc.reason != cantusv1alpha1.ReasonNoPolicy) {
 			t.Errorf("%s: %+v, want reason %s saying %q", tc.name, tc.d, tc.reason, tc.says)
 		}
 	}

@@ -23,13 +23,6 @@ import (
 // contract's ContentDir); the local runtime points ContentDir at a folder of its host.
 const ContentMountPath = "/var/lib/cantus/content"
 
-// Reasons of the ContentValid condition: ContentMissing when a ConfigMap or key the spec
-// names is not there (or lacks the label), InvalidContent when what is there breaks a rule.
-const (
-	ReasonContentMissing = "ContentMissing"
-	ReasonInvalidContent = "InvalidContent"
-)
-
 // ContentInputs are the ConfigMaps a SkillServer's content names, read by the caller.
 type ContentInputs struct {
 	// ConfigMaps by name: those found with the label cantus.dev/content=true.
@@ -228,11 +221,11 @@ func sourceConfigMap(in ContentInputs, name, what string) (*corev1.ConfigMap, *C
 		return cm, nil
 	}
 	if in.Unlabelled[name] {
-		return nil, &ContentProblem{ReasonContentMissing, fmt.Sprintf(
+		return nil, &ContentProblem{cantusv1alpha1.ReasonContentMissing, fmt.Sprintf(
 			"%s: ConfigMap %s exists but does not carry the label %s=true, which the operator watches content ConfigMaps by: add it (kubectl label configmap %s %s=true)",
 			what, name, cantusv1alpha1.ContentLabel, name, cantusv1alpha1.ContentLabel)}
 	}
-	return nil, &ContentProblem{ReasonContentMissing, fmt.Sprintf("%s: ConfigMap %s not found: create it, labelled %s=true", what, name, cantusv1alpha1.ContentLabel)}
+	return nil, &ContentProblem{cantusv1alpha1.ReasonContentMissing, fmt.Sprintf("%s: ConfigMap %s not found: create it, labelled %s=true", what, name, cantusv1alpha1.ContentLabel)}
 }
 
 // skillSourceFile is one file of a skill as its ConfigMap maps it.
@@ -261,7 +254,7 @@ func renderSkill(spec *cantusv1alpha1.AgentSkill, in ContentInputs) (adapterconf
 	}
 	manifest := slices.IndexFunc(sources, func(f skillSourceFile) bool { return f.path == adapterconfig.SkillManifestFile })
 	if manifest < 0 {
-		return skill, nil, append(problems, ContentProblem{ReasonContentMissing, fmt.Sprintf(
+		return skill, nil, append(problems, ContentProblem{cantusv1alpha1.ReasonContentMissing, fmt.Sprintf(
 			"%s: no file SKILL.md: every agent skill has one at its root (a key SKILL.md, or an item with path SKILL.md)", where)})
 	}
 	fm, err := adapterconfig.SkillFrontmatter(sources[manifest].data)
@@ -320,14 +313,14 @@ func skillSourceFiles(src *cantusv1alpha1.SkillConfigMapSource, cm *corev1.Confi
 		} else if b, ok := cm.BinaryData[item.Key]; ok {
 			files = append(files, skillSourceFile{key: item.Key, path: item.Path, data: b, binary: true})
 		} else {
-			problems = append(problems, ContentProblem{ReasonContentMissing, fmt.Sprintf("%s: key %s (for file %s) is in neither data nor binaryData", where, item.Key, item.Path)})
+			problems = append(problems, ContentProblem{cantusv1alpha1.ReasonContentMissing, fmt.Sprintf("%s: key %s (for file %s) is in neither data nor binaryData", where, item.Key, item.Path)})
 		}
 	}
 	return files, problems
 }
 
 func invalid(format string, args ...any) ContentProblem {
-	return ContentProblem{ReasonInvalidContent, fmt.Sprintf(format, args...)}
+	return ContentProblem{cantusv1alpha1.ReasonInvalidContent, fmt.Sprintf(format, args...)}
 }
 
 func renderResource(spec *cantusv1alpha1.ServedResource, in ContentInputs) (adapterconfig.Resource, []byte, *ContentProblem) {
@@ -353,7 +346,7 @@ func renderResource(spec *cantusv1alpha1.ServedResource, in ContentInputs) (adap
 	} else if b, ok := cm.BinaryData[ref.Key]; ok {
 		data, binary = b, true
 	} else {
-		return r, nil, &ContentProblem{ReasonContentMissing, fmt.Sprintf("%s: key %s is in neither data nor binaryData of ConfigMap %s", what, ref.Key, ref.Name)}
+		return r, nil, &ContentProblem{cantusv1alpha1.ReasonContentMissing, fmt.Sprintf("%s: key %s is in neither data nor binaryData of ConfigMap %s", what, ref.Key, ref.Name)}
 	}
 	sum := sha256.Sum256(data)
 	r.Content = &adapterconfig.ContentRef{Digest: adapterconfig.DigestPrefix + hex.EncodeToString(sum[:]), Size: int64(len(data)), Binary: binary}

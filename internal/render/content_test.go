@@ -117,25 +117,25 @@ func TestRenderContentRefusesInvalidSkills(t *testing.T) {
 		reason string
 		want   []string
 	}{
-		{"no SKILL.md", skill("pdf-forms"), map[string]string{"README.md": "x"}, ReasonContentMissing, []string{"ConfigMap src", "no file SKILL.md"}},
-		{"no frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "# just text"}, ReasonInvalidContent, []string{"ConfigMap src", "file SKILL.md (key SKILL.md)", "first line must be ---"}},
-		{"unclosed frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "---\nname: pdf-forms\n"}, ReasonInvalidContent, []string{"no closing --- line"}},
-		{"frontmatter not YAML", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: [pdf")}, ReasonInvalidContent, []string{"not YAML"}},
-		{"frontmatter with an alias", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms\ndescription: &d d\nagain: *d")}, ReasonInvalidContent,
+		{"no SKILL.md", skill("pdf-forms"), map[string]string{"README.md": "x"}, cantusv1alpha1.ReasonContentMissing, []string{"ConfigMap src", "no file SKILL.md"}},
+		{"no frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "# just text"}, cantusv1alpha1.ReasonInvalidContent, []string{"ConfigMap src", "file SKILL.md (key SKILL.md)", "first line must be ---"}},
+		{"unclosed frontmatter", skill("pdf-forms"), map[string]string{"SKILL.md": "---\nname: pdf-forms\n"}, cantusv1alpha1.ReasonInvalidContent, []string{"no closing --- line"}},
+		{"frontmatter not YAML", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: [pdf")}, cantusv1alpha1.ReasonInvalidContent, []string{"not YAML"}},
+		{"frontmatter with an alias", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms\ndescription: &d d\nagain: *d")}, cantusv1alpha1.ReasonInvalidContent,
 			[]string{"ConfigMap src", "file SKILL.md (key SKILL.md)", "YAML anchors and aliases are not allowed"}},
-		{"no name", skill("pdf-forms"), map[string]string{"SKILL.md": md("description: d")}, ReasonInvalidContent, []string{"ConfigMap src", "frontmatter has no name"}},
-		{"name differs", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf\ndescription: d")}, ReasonInvalidContent, []string{"ConfigMap src", `"pdf" must equal the skill directory's name "pdf-forms"`}},
-		{"no description", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms")}, ReasonInvalidContent, []string{"frontmatter has no description"}},
-		{"description too long", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms\ndescription: " + strings.Repeat("é", 1025))}, ReasonInvalidContent, []string{"1025 characters, more than 1024"}},
-		{"too many files", skill("pdf-forms"), many, ReasonInvalidContent, []string{"513 files, more than the 512"}},
+		{"no name", skill("pdf-forms"), map[string]string{"SKILL.md": md("description: d")}, cantusv1alpha1.ReasonInvalidContent, []string{"ConfigMap src", "frontmatter has no name"}},
+		{"name differs", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf\ndescription: d")}, cantusv1alpha1.ReasonInvalidContent, []string{"ConfigMap src", `"pdf" must equal the skill directory's name "pdf-forms"`}},
+		{"no description", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms")}, cantusv1alpha1.ReasonInvalidContent, []string{"frontmatter has no description"}},
+		{"description too long", skill("pdf-forms"), map[string]string{"SKILL.md": md("name: pdf-forms\ndescription: " + strings.Repeat("é", 1025))}, cantusv1alpha1.ReasonInvalidContent, []string{"1025 characters, more than 1024"}},
+		{"too many files", skill("pdf-forms"), many, cantusv1alpha1.ReasonInvalidContent, []string{"513 files, more than the 512"}},
 		{"path with ..", skill("pdf-forms", cantusv1alpha1.SkillFileItem{Key: "SKILL.md", Path: "SKILL.md"}, cantusv1alpha1.SkillFileItem{Key: "a", Path: "x/../../a"}),
-			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, ReasonInvalidContent, []string{`file "x/../../a"`, `".." segment`}},
+			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, cantusv1alpha1.ReasonInvalidContent, []string{`file "x/../../a"`, `".." segment`}},
 		{"absolute path", skill("pdf-forms", cantusv1alpha1.SkillFileItem{Key: "SKILL.md", Path: "SKILL.md"}, cantusv1alpha1.SkillFileItem{Key: "a", Path: "/etc/a"}),
-			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, ReasonInvalidContent, []string{`file "/etc/a"`, "relative"}},
+			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, cantusv1alpha1.ReasonInvalidContent, []string{`file "/etc/a"`, "relative"}},
 		{"empty segment", skill("pdf-forms", cantusv1alpha1.SkillFileItem{Key: "SKILL.md", Path: "SKILL.md"}, cantusv1alpha1.SkillFileItem{Key: "a", Path: "x//a"}),
-			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, ReasonInvalidContent, []string{`file "x//a"`, "empty segment"}},
+			map[string]string{"SKILL.md": pdfSkillMD, "a": "x"}, cantusv1alpha1.ReasonInvalidContent, []string{`file "x//a"`, "empty segment"}},
 		{"item key missing", skill("pdf-forms", cantusv1alpha1.SkillFileItem{Key: "SKILL.md", Path: "SKILL.md"}, cantusv1alpha1.SkillFileItem{Key: "gone", Path: "a.md"}),
-			map[string]string{"SKILL.md": pdfSkillMD}, ReasonContentMissing, []string{"key gone (for file a.md) is in neither data nor binaryData"}},
+			map[string]string{"SKILL.md": pdfSkillMD}, cantusv1alpha1.ReasonContentMissing, []string{"key gone (for file a.md) is in neither data nor binaryData"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +181,7 @@ func TestRenderContentMissingSources(t *testing.T) {
 				t.Fatalf("want a problem for the skill and one for the resource, got %+v", problems)
 			}
 			for _, p := range problems {
-				if p.Reason != ReasonContentMissing || !strings.Contains(p.Message, tc.want) {
+				if p.Reason != cantusv1alpha1.ReasonContentMissing || !strings.Contains(p.Message, tc.want) {
 					t.Errorf("%s: %s, want %s", p.Reason, p.Message, tc.want)
 				}
 			}

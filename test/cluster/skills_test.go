@@ -22,7 +22,6 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
@@ -174,7 +173,7 @@ func TestAgentPodLoadsAnAgentSkillFromAnImageVolume(t *testing.T) {
 		t.Errorf("the SDK client said\n  %q\nwant\n  %q", said, wantSaid)
 	}
 
-	verified := waitVerifiedReason(t, ctx, client.ObjectKeyFromObject(broken), controller.ReasonImageSkillsLeftOut)
+	verified := waitVerifiedReason(t, ctx, client.ObjectKeyFromObject(broken), cantusv1alpha1.ReasonImageSkillsLeftOut)
 	if !strings.Contains(verified.Message, "skill://library/broken/SKILL.md") {
 		t.Errorf("Verified says %q, want it to name skill://library/broken/SKILL.md", verified.Message)
 	}

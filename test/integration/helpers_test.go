@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -385,4 +389,9 @@ func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (c *countingLister) ListTools(ctx context.Context, target controller.VerifyTarget) ([]mcpclient.Tool, error) {
 	c.calls.Add(1)
 	return c.ToolLister.ListTools(ctx, target)
+}
+
+// beTerminal matches an error the reconciler marks terminal (reconcile.TerminalError).
+func beTerminal() types.GomegaMatcher {
+	return Satisfy(func(err error) bool { return errors.Is(err, reconcile.TerminalError(nil)) })
 }

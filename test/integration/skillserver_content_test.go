@@ -33,14 +33,14 @@ func TestImageSkills(t *testing.T) {
 
 	onHost := &controller.SkillServerReconciler{Client: k8sClient, Runtime: local.New(k8sClient)}
 	_, err := onHost.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).To(beTerminal())
 	got, _ := getSkillServer(ctx, ns, "imaged")()
 	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
 	g.Expect(stalledMessage(got)).To(ContainSubstring("only the kubernetes runtime mounts"))
 
 	r := kubernetesReconciler()
 	_, err = r.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).To(beTerminal(), "stalled again, for another reason")
 	got, _ = getSkillServer(ctx, ns, "imaged")()
 	g.Expect(stalledMessage(got)).To(ContainSubstring("registry.example.com/skills/" + ns))
 
@@ -81,8 +81,9 @@ func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 			return string(b), err
 		}
 	}
+	// The files are written one after the other: each is waited for.
 	g.Eventually(read(formsSkillMD)).Should(Equal(formsSkillMD))
-	g.Expect(read(forms)()).To(Equal(forms))
+	g.Eventually(read(forms)).Should(Equal(forms))
 
 	cm.Data["references.FORMS.md"] = "# Forms, edited"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())

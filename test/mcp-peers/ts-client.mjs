@@ -19,6 +19,10 @@
 // offers such clients); requests the other options do not answer are declined:
 // elicitation with action "decline", sampling with an error, roots with no roots.
 //
+// --declare elicitation-url declares URL-mode elicitation (elicitation: {url: {}}).
+// --call-error-ok prints a call that fails with a JSON-RPC error under "callError"
+// ({code, message, data}) and exits 0, rather than failing.
+//
 // --subscribe URI subscribes to the resource (resources/subscribe) before the call;
 // --wait-updated N then waits, after the call, until N notifications/resources/updated
 // about it arrived (or --timeout passed: exit 1). The URIs of every update received are
@@ -63,6 +67,7 @@ try {
       sample: { type: 'string' },
       subscribe: { type: 'string' },
       'wait-updated': { type: 'string' },
+      'call-error-ok': { type: 'boolean', default: false },
     },
     strict: true,
     allowPositionals: false,
@@ -135,6 +140,10 @@ if (elicitContent !== undefined) capabilities.elicitation = {};
 if (opts.sample !== undefined) capabilities.sampling = {};
 const declared = (opts.declare ?? '').split(',').filter((c) => c !== '');
 for (const c of declared) {
+  if (c === 'elicitation-url') {
+    capabilities.elicitation = { ...(capabilities.elicitation ?? {}), url: {} };
+    continue;
+  }
   if (!['elicitation', 'roots', 'sampling'].includes(c)) usage(`--declare: unknown capability ${JSON.stringify(c)}`);
   capabilities[c] ??= {};
 }
@@ -248,10 +257,15 @@ try {
     try {
       out.result = await client.callTool({ name: opts.call, arguments: toolArgs ?? {} }, undefined, callOptions);
     } catch (err) {
-      if (!abort.signal.aborted) throw err;
-      out.cancelled = true;
-      // The SDK sends notifications/cancelled without waiting; let it leave before closing.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      if (!abort.signal.aborted) {
+        if (!opts['call-error-ok'] || !err || typeof err.code !== 'number') throw err;
+        out.callError = { code: err.code, message: err.message, data: err.data ?? null };
+        out.result = null;
+      } else {
+        out.cancelled = true;
+        // The SDK sends notifications/cancelled without waiting; let it leave before closing.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
     }
     out.progress = progress;
     out.logs = logs;

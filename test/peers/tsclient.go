@@ -43,14 +43,17 @@ type TSClientOptions struct {
 	Elicit map[string]any
 	Sample string
 	// Declare names more capabilities to declare ("elicitation", "roots",
-	// "sampling"), to list what a server offers clients that have them; the requests
-	// they bring are declined.
+	// "sampling"; "elicitation-url" for URL-mode elicitation), to list what a server
+	// offers clients that have them; the requests they bring are declined.
 	Declare []string
 	// Subscribe, when set, is a resource URI to subscribe to before the call;
 	// WaitUpdated > 0 waits after the call until that many
 	// notifications/resources/updated about it arrived (at most Timeout).
 	Subscribe   string
 	WaitUpdated int
+	// CallErrorOK reports a call answered with a JSON-RPC error in
+	// TSClientOutput.CallError rather than failing the run.
+	CallErrorOK bool
 }
 
 // TSClientOutput is the JSON object ts-client.mjs prints.
@@ -73,6 +76,15 @@ type TSClientOutput struct {
 	// Updated are the URIs of the notifications/resources/updated received (with
 	// TSClientOptions.Subscribe).
 	Updated []string `json:"updated,omitempty"`
+	// CallError is the JSON-RPC error the call was answered with (CallErrorOK).
+	CallError *CallError `json:"callError,omitempty"`
+}
+
+// CallError is a JSON-RPC error as the SDK surfaced it.
+type CallError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // AskedRequest is a request the server sent the client: its method and message (the
@@ -219,6 +231,9 @@ func TryTSClient(t testing.TB, ctx context.Context, opts TSClientOptions) (TSCli
 		}
 		if opts.Sample != "" {
 			args = append(args, "--sample", opts.Sample)
+		}
+		if opts.CallErrorOK {
+			args = append(args, "--call-error-ok")
 		}
 		if opts.Args != nil {
 			b, err := json.Marshal(opts.Args)

@@ -25,10 +25,11 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 )
 
-// The fields of a document: each is kept (analyzed) to say why a search found it, and
-// all of them are indexed as one text, fieldAll, the name twice: a task's words
-// spread over a tool's name, description and parameters, and BM25 over the whole
-// definition ranked the benchmark's tasks better than per-field scores did.
+// The fields of a document: each is kept (analyzed) to say why a search found it.
+// All of them are indexed as one text, fieldAll, the name twice: a task's words spread
+// over a tool's name, description and parameters. Beside it are indexed the name's
+// words and the description's first sentence (fieldSummary), scored with it
+// (query.go).
 const (
 	fieldName        = "name"
 	fieldTitle       = "title"
@@ -36,6 +37,7 @@ const (
 	fieldParams      = "params"
 	fieldAnnotations = "annotations"
 	fieldBody        = "body"
+	fieldSummary     = "summary"
 	fieldAll         = "all"
 )
 
@@ -69,8 +71,11 @@ type Index struct {
 	// entries are the tools/list entries by tool name, answered as found.
 	entries map[string]json.RawMessage
 	// terms are each document's analyzed terms by field, for the reasons.
-	terms  map[string]map[string]map[string]bool
-	skills map[string]*indexedSkill
+	terms map[string]map[string]map[string]bool
+	// vocabulary is every term indexed.
+	vocabulary map[string]bool
+	synonyms   synonyms
+	skills     map[string]*indexedSkill
 }
 
 // indexedSkill is a skill with the tools it uses.
@@ -94,7 +99,8 @@ func Build(tools map[string]json.RawMessage, skills []Skill) (*Index, error) {
 		return nil, fmt.Errorf("discovery index: %w", err)
 	}
 	x := &Index{idx: idx, analyzer: m.AnalyzerNamed(en.AnalyzerName), entries: tools,
-		terms: make(map[string]map[string]map[string]bool, len(tools)+len(skills)), skills: map[string]*indexedSkill{}}
+		terms: make(map[string]map[string]map[string]bool, len(tools)+len(skills)), vocabulary: map[string]bool{}, skills: map[string]*indexedSkill{}}
+	x.synonyms = newSynonyms(x.analyze)
 	batch := idx.NewBatch()
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		doc := toolDocument(name, tools[name])
@@ -117,17 +123,36 @@ func Build(tools map[string]json.RawMessage, skills []Skill) (*Index, error) {
 }
 
 func (x *Index) add(batch *bleve.Batch, id string, doc map[string]string) error {
-	all := strings.Join([]string{doc[fieldName], doc[fieldName], doc[fieldTitle], doc[fieldDescription], doc[fieldParams], doc[fieldAnnotations], doc[fieldBody]}, " ")
-	if err := batch.Index(id, map[string]string{fieldAll: all}); err != nil {
+	indexed := map[string]string{
+		fieldAll:     strings.Join([]string{doc[fieldName], doc[fieldName], doc[fieldTitle], doc[fieldDescription], doc[fieldParams], doc[fieldAnnotations], doc[fieldBody]}, " "),
+		fieldSummary: firstSentence(doc[fieldDescription]),
+		fieldName:    doc[fieldName],
+	}
+	if err := batch.Index(id, indexed); err != nil {
 		_ = x.idx.Close()
 		return fmt.Errorf("discovery index: document %q: %w", id, err)
 	}
 	byField := make(map[string]map[string]bool, len(doc))
 	for field, text := range doc {
 		byField[field] = x.analyze(text)
+		for t := range byField[field] {
+			x.vocabulary[t] = true
+		}
 	}
 	x.terms[id] = byField
 	return nil
+}
+
+// firstSentence is a description's first sentence: what the tool does, before the
+// advice on when to use it, which names other things.
+func firstSentence(text string) string {
+	text = strings.TrimSpace(text)
+	for i, r := range text {
+		if (r == '.' || r == '\n') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n') {
+			return text[:i]
+		}
+	}
+	return text
 }
 
 // Tools is the number of tools indexed.
@@ -157,6 +182,8 @@ func newMapping() *mapping.IndexMappingImpl {
 	fm.Analyzer = en.AnalyzerName
 	fm.Store, fm.IncludeTermVectors, fm.IncludeInAll, fm.DocValues = false, false, false, false
 	doc.AddFieldMappingsAt(fieldAll, fm)
+	doc.AddFieldMappingsAt(fieldSummary, fm)
+	doc.AddFieldMappingsAt(fieldName, fm)
 	m.DefaultMapping = doc
 	return m
 }

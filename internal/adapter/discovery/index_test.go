@@ -63,7 +63,8 @@ func TestDiscoveryIndexScoresByBM25(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	req := bleve.NewSearchRequest(x.query("read a file"))
+	q, _ := x.query("read a file")
+	req := bleve.NewSearchRequest(q)
 	req.Explain = true
 	res, err := x.idx.Search(req)
 	if err != nil || len(res.Hits) == 0 {

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
-	"github.com/blevesearch/bleve/v2/search/query"
 )
 
 // MaxQueryBytes bounds a query: a task description, not a document.
@@ -59,12 +57,11 @@ func (x *Index) Search(q string, limit int, see Visibility) (Result, error) {
 	if len(q) > MaxQueryBytes {
 		return Result{}, fmt.Errorf("the query has %d bytes, more than %d: describe the task in fewer words", len(q), MaxQueryBytes)
 	}
-	terms := x.analyze(q)
-	if len(terms) == 0 {
+	bq, terms := x.query(q)
+	if bq == nil {
 		return Result{}, errEmptyQuery
 	}
 	s := searchState{x: x, see: see, limit: limit, terms: terms, seen: map[string]bool{}}
-	bq := x.query(q)
 	page := max(4*limit, 32)
 	for from := 0; len(s.out.Tools) < limit; from += page {
 		req := bleve.NewSearchRequestOptions(bq, page, from, false)
@@ -73,6 +70,9 @@ func (x *Index) Search(q string, limit int, see Visibility) (Result, error) {
 			return Result{}, fmt.Errorf("search: %w", err)
 		}
 		for _, hit := range res.Hits {
+			if hit.Score <= 0 {
+				return s.out, nil // the rest match none of the query's words
+			}
 			if s.take(hit.ID, hit.Score) {
 				break
 			}
@@ -83,23 +83,6 @@ func (x *Index) Search(q string, limit int, see Visibility) (Result, error) {
 		page *= 2
 	}
 	return s.out, nil
-}
-
-// query matches q's words in the whole definition, and at a lower weight the words
-// tool descriptions use for what a task says in everyday words (expand).
-func (x *Index) query(q string) query.Query {
-	mq := bleve.NewMatchQuery(q)
-	mq.SetField(fieldAll)
-	mq.Analyzer = en.AnalyzerName
-	extra := expand(q)
-	if extra == "" {
-		return mq
-	}
-	eq := bleve.NewMatchQuery(extra)
-	eq.SetField(fieldAll)
-	eq.Analyzer = en.AnalyzerName
-	eq.SetBoost(expansionBoost)
-	return bleve.NewDisjunctionQuery(mq, eq)
 }
 
 // searchState is one search's progress through the ranked candidates.

@@ -31,12 +31,22 @@ const (
 	CodeTokenExchangeFailed = "token_exchange_failed"
 	// CodeUpstreamUnauthorized: the remote refused the credential sent, after one renewal.
 	CodeUpstreamUnauthorized = "upstream_unauthorized"
+	// CodeConnectRequired: the caller has not connected an account for the import (or
+	// must connect it again); the error's Connect says where.
+	CodeConnectRequired = adapterconfig.ConnectRequiredErr
+	// CodeConnectUnavailable: the operator's connect endpoint failed or refused the
+	// gateway, so no caller's connected account can be had.
+	CodeConnectUnavailable = "connect_unavailable"
 )
 
-// CallerCredentialError is why a call could not be given its caller's credential.
+// CallerCredentialError is why a call could not be given its caller's credential. Its
+// Error() never holds a credential nor the connect URL (it may be logged); the caller
+// gets the URL through credentialFailure and the connect answers.
 type CallerCredentialError struct {
 	Code    string
 	Message string
+	// Connect, for CodeConnectRequired, is where the caller's user connects.
+	Connect *ConnectPrompt
 }
 
 func (e *CallerCredentialError) Error() string { return e.Code + ": " + e.Message }
@@ -136,10 +146,15 @@ func (c *callerRemotes) remoteOf(identity string) (*remote, error) {
 // renew drops r's credential and gets a new one, after the remote refused it.
 func (c *callerRemotes) renew(ctx context.Context, r *remote) {
 	c.source.Forget(r.identity)
+	r.mustConnect.Store(nil)
 	caller := r.lastCaller.Load()
 	value, err := c.source.Credential(ctx, caller)
 	if err != nil {
 		r.log.V(1).Info("renewing a caller's credential failed", "error", err.Error())
+		var ce *CallerCredentialError
+		if errors.As(err, &ce) && ce.Connect != nil {
+			r.mustConnect.Store(ce)
+		}
 		return
 	}
 	if err := r.useCredential(c.cfg.ValuePrefix + value); err != nil {
@@ -215,6 +230,9 @@ func (c *callerRemotes) close() {
 func (r *remote) credentialFailure(err error) (string, bool) {
 	var ce *CallerCredentialError
 	if errors.As(err, &ce) {
+		if ce.Connect != nil {
+			return ce.Error() + ". " + ce.Connect.instructions(), true
+		}
 		return ce.Error(), true
 	}
 	var e *mcpclient.Error
@@ -233,6 +251,9 @@ func (r *remote) credentialFailure(err error) (string, bool) {
 func (c *callerRemotes) todo() string {
 	if c.cfg.PerCallerSecret != nil {
 		return "replace the key in the caller's Secret (labelled " + c.cfg.PerCallerSecret.Label + ")"
+	}
+	if c.cfg.Connect != nil {
+		return "the remote refused this caller's connected account even after the operator refreshed its token: disconnect the account (the catalog's disconnect endpoint) and call again to be given a URL to connect it anew"
 	}
 	return "ask the owner of the token service to let the gateway's client exchange this caller's tokens for the remote's audience and scopes"
 }
@@ -316,6 +337,21 @@ type callerState struct {
 	base       *mcpclient.Client
 	lastCaller atomic.Pointer[access.Caller]
 	lastUsed   atomic.Int64
+	// mustConnect is set when renewing a refused credential found that the caller must
+	// connect its account again: the refused call is answered with that.
+	mustConnect atomic.Pointer[CallerCredentialError]
+}
+
+// refused is the error of a call whose credentials the remote refused and that is not
+// retried: the caller's connect prompt when the renewal asked for one, else err.
+func (r *remote) refused(err error) error {
+	if r.parent == nil {
+		return err
+	}
+	if ce := r.mustConnect.Swap(nil); ce != nil {
+		return ce
+	}
+	return err
 }
 
 // rederive is refresh for a caller's remote: the parent's files, re-read when they

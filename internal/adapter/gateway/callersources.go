@@ -25,8 +25,10 @@ func newCredentialSource(importRef string, cfg *adapterconfig.CallerCredentials,
 		return &callerKeyFiles{importRef: importRef, cfg: cfg.PerCallerSecret}, nil
 	case cfg.TokenExchange != nil:
 		return newExchangeSource(importRef, cfg.TokenExchange, tokens, metrics)
+	case cfg.Connect != nil:
+		return newConnectSource(importRef, cfg.Connect, tokens, metrics)
 	default:
-		return nil, fmt.Errorf("import %s: callerCredentials names neither tokenExchange nor perCallerSecret", importRef)
+		return nil, fmt.Errorf("import %s: callerCredentials names none of tokenExchange, perCallerSecret and connect", importRef)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -74,9 +76,20 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 type ForwardError struct {
 	RPC     *mcpclient.RPCError
 	Message string
+	// Connect, when set, asks the caller to connect an account first: the read or get
+	// is answered URLElicitationRequiredError (-32042) carrying it.
+	Connect *mcp.URLElicitationRequiredError
 }
 
 func (e *ForwardError) Error() string { return e.Message }
+
+// Unwrap lets mcp-go answer a connect prompt as -32042 (the sse transport's reads).
+func (e *ForwardError) Unwrap() error {
+	if e.Connect == nil {
+		return nil
+	}
+	return *e.Connect
+}
 
 // ReadResource forwards resources/read of uri (the item's URI, or one its template
 // matched) and returns the remote's result as sent; for an item served under another
@@ -298,6 +311,11 @@ func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.C
 
 func (r *remote) requestFailed(ctx context.Context, it *Item, err error) *ForwardError {
 	if text, ok := r.credentialFailure(err); ok {
+		var ce *CallerCredentialError
+		if errors.As(err, &ce) && ce.Connect != nil {
+			return &ForwardError{Message: text, Connect: &mcp.URLElicitationRequiredError{
+				Elicitations: []mcp.ElicitationParams{ce.Connect.elicitation(newElicitationID())}}}
+		}
 		return &ForwardError{Message: text}
 	}
 	detail := err.Error()

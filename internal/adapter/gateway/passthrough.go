@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -72,7 +73,9 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 	}
 	out := &answerWriter{w: w, id: call.ID}
 	var passed json.RawMessage
+	var failure *CallFailure // a caller who must connect is answered -32042
 	result := srv.RunCall(r, t.Name, func(ctx context.Context) *mcp.CallToolResult {
+		ctx, failure = WithCallFailure(ctx)
 		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: call.Params.Name, RawArguments: call.Params.Arguments}}
 		raw, failed := t.forwardCall(ctx, req, out.notify)
 		if failed != nil {
@@ -81,9 +84,12 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		passed = raw
 		return passedThrough
 	})
-	if passed != nil {
+	switch {
+	case passed != nil:
 		out.answer(passed)
-	} else {
+	case failure != nil && failure.Err() != nil:
+		out.answerError(failure.Err())
+	default:
 		out.answerResult(result)
 	}
 	return true
@@ -212,6 +218,31 @@ func (a *answerWriter) write(parts ...[]byte) {
 	for _, p := range parts {
 		_, _ = a.w.Write(p)
 	}
+}
+
+// answerError writes the JSON-RPC error response err stands for: -32042 with its
+// elicitations for a URLElicitationRequiredError, an internal error otherwise.
+func (a *answerWriter) answerError(err error) {
+	details := map[string]any{"code": mcp.INTERNAL_ERROR, "message": err.Error()}
+	var required mcp.URLElicitationRequiredError
+	if errors.As(err, &required) {
+		rpc := required.JSONRPCError()
+		details["code"], details["data"] = rpc.Error.Code, rpc.Error.Data
+	}
+	response, marshalErr := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": a.id, "error": details})
+	if marshalErr != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done = true
+	if a.streamed {
+		a.writeEvent(response)
+		return
+	}
+	a.w.Header().Set("Content-Type", "application/json")
+	a.w.WriteHeader(http.StatusOK)
+	a.write(response)
 }
 
 // answer writes the JSON-RPC response carrying result, which is valid JSON.

@@ -513,6 +513,14 @@ func (r *remote) close() {
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
 func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	if ours, declined := t.connectRetry(ctx, req); ours {
+		if declined {
+			return mcp.NewToolResultError(fmt.Sprintf("%s: the user declined to connect an account for import %s, so the call cannot act as them; nothing was sent to the remote",
+				CodeConnectRequired, t.Backend.Import))
+		}
+		// The user connected, or says so: the call is made anew.
+		req.Params.RequestState, req.Params.InputResponses = "", nil
+	}
 	if t.relays() {
 		return t.callRelaying(ctx, req, args)
 	}
@@ -584,6 +592,9 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 				r.log.V(1).Info("retrying a call whose connect the remote refused, with the re-read credentials", key, name, "detail", e.Detail)
 				continue
 			}
+			if errors.As(err, &e) && e.Reason == mcpclient.ReasonUnauthorized {
+				return nil, nil, r.refused(err)
+			}
 			return nil, nil, err
 		}
 		raw, err := do(ctx, conn)
@@ -608,6 +619,9 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 			retry = r.otherCredentials(ctx, conn.client)
 		}
 		if !retry {
+			if e.Reason == mcpclient.ReasonUnauthorized {
+				return nil, nil, r.refused(err)
+			}
 			return nil, nil, err
 		}
 		r.metrics.retries.WithLabelValues(r.name).Inc()
@@ -648,6 +662,10 @@ func (r *remote) otherCredentials(ctx context.Context, used *mcpclient.Client) b
 }
 
 func (r *remote) callFailed(ctx context.Context, t *Tool, err error) *mcp.CallToolResult {
+	var ce *CallerCredentialError
+	if errors.As(err, &ce) && ce.Connect != nil {
+		return t.connectRequired(ctx, ce)
+	}
 	if text, ok := r.credentialFailure(err); ok {
 		return mcp.NewToolResultError(text)
 	}

@@ -74,12 +74,18 @@ func WriteAnswer(w http.ResponseWriter, id json.RawMessage, answer *Answer) {
 }
 
 // ForwardFailure is the JSON-RPC error answering a read or get that failed: the
-// remote's own error code and (scrubbed) message, or an internal error saying the
+// remote's own error code and (scrubbed) message, URLElicitationRequiredError (-32042)
+// for a caller who must connect an account first, or an internal error saying the
 // remote was not reached.
 func ForwardFailure(err error) *Answer {
 	var fe *gateway.ForwardError
 	if errors.As(err, &fe) && fe.RPC != nil {
 		return &Answer{Error: &Error{Code: fe.RPC.Code, Message: fe.RPC.Message}}
+	}
+	if fe != nil && fe.Connect != nil {
+		// The caller must connect an account first: the URL is in the data, as
+		// URLElicitationRequiredError carries it, and in the message for people.
+		return &Answer{Error: &Error{Code: mcp.URL_ELICITATION_REQUIRED, Message: fe.Message, Data: map[string]any{"elicitations": fe.Connect.Elicitations}}}
 	}
 	return &Answer{Error: &Error{Code: mcp.INTERNAL_ERROR, Message: err.Error()}}
 }

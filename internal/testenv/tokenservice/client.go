@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"net/url"
 	"testing"
 	"time"
 
@@ -29,6 +30,17 @@ type Client struct {
 	// ProbeAudience is the "aud" of the tokens the client_credentials grant issues to
 	// this client (that grant takes no audience parameter here).
 	ProbeAudience []string
+
+	// RedirectURIs, when set, let the client use the authorization code flow (with
+	// PKCE S256, always) and the refresh_token grant; the redirect_uri of a request
+	// must be one of them exactly. http is accepted on any host, for tests.
+	RedirectURIs []string
+	// Public makes the client a public one (token_endpoint_auth_method "none"): it
+	// authenticates with nothing but its client_id and its PKCE verifier.
+	Public bool
+	// Audience is the "aud" of the code flow's tokens when the authorization request
+	// names no resource (RFC 8707); without either, aud is the client_id.
+	Audience []string
 }
 
 func (c Client) keyID() string {
@@ -48,36 +60,62 @@ func Thumbprint(pub crypto.PublicKey) string {
 	return base64.RawURLEncoding.EncodeToString(sum)
 }
 
-// opClient is a registered client as the op package sees it: a confidential service
-// client that may exchange tokens and use client credentials, and never logs a user in.
+// opClient is a client as the op package sees it. A confidential client may exchange
+// tokens and use client credentials; one with redirect URIs (any public one, and
+// every Client ID Metadata Document client) logs users in through the login page.
 type opClient struct {
 	c Client
+	// loginURL is the login page, which takes the auth request's id.
+	loginURL string
 }
 
 var _ op.Client = opClient{}
 
 func (o opClient) GetID() string                    { return o.c.ID }
-func (o opClient) RedirectURIs() []string           { return nil }
+func (o opClient) RedirectURIs() []string           { return o.c.RedirectURIs }
 func (o opClient) PostLogoutRedirectURIs() []string { return nil }
 func (o opClient) ApplicationType() op.ApplicationType {
 	return op.ApplicationTypeWeb
 }
 
 func (o opClient) AuthMethod() oidc.AuthMethod {
-	if o.c.PublicKey != nil {
+	switch {
+	case o.c.Public:
+		return oidc.AuthMethodNone
+	case o.c.PublicKey != nil:
 		return oidc.AuthMethodPrivateKeyJWT
+	default:
+		return oidc.AuthMethodBasic
 	}
-	return oidc.AuthMethodBasic
 }
 
-func (o opClient) ResponseTypes() []oidc.ResponseType { return nil }
-func (o opClient) GrantTypes() []oidc.GrantType {
-	return []oidc.GrantType{oidc.GrantTypeTokenExchange, oidc.GrantTypeClientCredentials}
+func (o opClient) logsIn() bool { return len(o.c.RedirectURIs) > 0 }
+
+func (o opClient) ResponseTypes() []oidc.ResponseType {
+	if !o.logsIn() {
+		return nil
+	}
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
 }
-func (o opClient) LoginURL(string) string               { return "" }
-func (o opClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
-func (o opClient) IDTokenLifetime() time.Duration       { return time.Hour }
-func (o opClient) DevMode() bool                        { return false }
+
+func (o opClient) GrantTypes() []oidc.GrantType {
+	var grants []oidc.GrantType
+	if !o.c.Public {
+		grants = append(grants, oidc.GrantTypeTokenExchange, oidc.GrantTypeClientCredentials)
+	}
+	if o.logsIn() {
+		grants = append(grants, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken)
+	}
+	return grants
+}
+
+func (o opClient) LoginURL(id string) string           { return o.loginURL + "?id=" + url.QueryEscape(id) }
+func (o opClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+func (o opClient) IDTokenLifetime() time.Duration      { return time.Hour }
+
+// DevMode lets a client use an http redirect URI (it must still be registered
+// exactly): tests serve their callbacks on loopback without TLS.
+func (o opClient) DevMode() bool                        { return true }
 func (o opClient) IDTokenUserinfoClaimsAssertion() bool { return false }
 func (o opClient) ClockSkew() time.Duration             { return 0 }
 func (o opClient) IsScopeAllowed(string) bool           { return true }

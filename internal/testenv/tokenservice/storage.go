@@ -16,9 +16,10 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
-// storage is the token service's op.Storage: it issues access tokens only (no login,
-// no refresh tokens), for the token exchange and client credentials grants, and
-// trusts the test's issuers for the exchanged tokens. The op package speaks the
+// storage is the token service's op.Storage: it issues access tokens for the token
+// exchange and client credentials grants (trusting the test's issuers for the
+// exchanged tokens), and access and refresh tokens for the authorization code flow
+// of the users the login page signs in (authcode.go). The op package speaks the
 // protocol; this decides who may have what.
 type storage struct {
 	s   *Server
@@ -31,9 +32,11 @@ var (
 	_ op.ClientCredentialsStorage           = (*storage)(nil)
 	_ op.TokenExchangeStorage               = (*storage)(nil)
 	_ op.TokenExchangeTokensVerifierStorage = (*storage)(nil)
+	_ op.CanGetPrivateClaimsFromRequest     = (*storage)(nil)
+	_ op.CanSetUserinfoFromRequest          = (*storage)(nil)
 )
 
-var errNoLogin = errors.New("the test token service has no login: it serves token exchange and client credentials only")
+var errNotServed = errors.New("the test token service serves no userinfo, introspection or logout")
 
 // ---- clients ----
 
@@ -44,12 +47,24 @@ func (st *storage) client(id string) (Client, bool) {
 	return c, ok
 }
 
-func (st *storage) GetClientByClientID(_ context.Context, clientID string) (op.Client, error) {
-	c, ok := st.client(clientID)
-	if !ok {
-		return nil, fmt.Errorf("client %q is not registered", clientID)
+// lookupClient finds a registered client or, for a client_id that is an https URL
+// (http on loopback), fetches its Client ID Metadata Document (cimd.go).
+func (st *storage) lookupClient(ctx context.Context, clientID string) (Client, error) {
+	if c, ok := st.client(clientID); ok {
+		return c, nil
 	}
-	return opClient{c: c}, nil
+	if isMetadataDocumentURL(clientID) {
+		return st.s.fetchMetadataDocument(ctx, clientID)
+	}
+	return Client{}, fmt.Errorf("client %q is not registered", clientID)
+}
+
+func (st *storage) GetClientByClientID(ctx context.Context, clientID string) (op.Client, error) {
+	c, err := st.lookupClient(ctx, clientID)
+	if err != nil {
+		return nil, err
+	}
+	return opClient{c: c, loginURL: st.s.issuer + loginPath}, nil
 }
 
 func (st *storage) AuthorizeClientIDSecret(_ context.Context, clientID, clientSecret string) error {
@@ -150,30 +165,29 @@ func (st *storage) SetUserinfoFromTokenExchangeRequest(context.Context, *oidc.Us
 
 // ---- tokens ----
 
+// CreateAccessToken issues an access token without a refresh token (exchange, client
+// credentials); its id is the JWT's jti.
 func (st *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	id := randomID()
-	exp := time.Now().Add(st.s.lifetime())
-	st.s.record(req)
-	return id, exp, nil
+	s.accessTokens[id] = accessToken{clientID: clientOf(req)}
+	s.recordLocked(req)
+	return id, time.Now().Add(s.tokenTTL), nil
 }
 
-func (st *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, oidc.ErrInvalidRequest().WithDescription("the test token service issues no refresh tokens")
+func clientOf(req op.TokenRequest) string {
+	switch r := req.(type) {
+	case op.TokenExchangeRequest:
+		return r.GetClientID()
+	case *clientCredentialsRequest:
+		return r.clientID
+	}
+	return ""
 }
 
-func (st *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, op.ErrInvalidRefreshToken
-}
-
-func (st *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
-	return "", "", op.ErrInvalidRefreshToken
-}
-
-func (st *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
-	return oidc.ErrInvalidRequest().WithDescription("the test token service does not revoke tokens")
-}
-
-func (st *storage) TerminateSession(context.Context, string, string) error { return errNoLogin }
+func (st *storage) TerminateSession(context.Context, string, string) error { return errNotServed }
 
 // ---- keys ----
 
@@ -210,25 +224,14 @@ func (st *storage) KeySet(context.Context) ([]op.Key, error) {
 
 // ---- what the service does not do ----
 
-func (st *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
-	return nil, errNoLogin
-}
-func (st *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNoLogin
-}
-func (st *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNoLogin
-}
-func (st *storage) SaveAuthCode(context.Context, string, string) error { return errNoLogin }
-func (st *storage) DeleteAuthRequest(context.Context, string) error    { return errNoLogin }
 func (st *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
 	return nil
 }
 func (st *storage) SetUserinfoFromToken(context.Context, *oidc.UserInfo, string, string, string) error {
-	return errNoLogin
+	return errNotServed
 }
 func (st *storage) SetIntrospectionFromToken(context.Context, *oidc.IntrospectionResponse, string, string, string) error {
-	return errNoLogin
+	return errNotServed
 }
 func (st *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil

@@ -5,10 +5,20 @@
 // expiry checked, with no leeway) or one of a static set of API keys, each standing for
 // a subject. A request without a valid one gets 401 with
 // `WWW-Authenticate: Bearer error="invalid_token"`.
+//
+// With Options.AuthorizationServers, the remote is an OAuth protected resource (RFC
+// 9728): it serves its metadata at /.well-known/oauth-protected-resource/mcp (and at
+// /.well-known/oauth-protected-resource), naming URL() as its resource and the
+// authorization servers, and every 401 carries
+// `WWW-Authenticate: Bearer resource_metadata="<ResourceMetadataURL()>"` (with
+// error="invalid_token" when a credential was sent, none when it was missing). It then
+// accepts tokens whose aud is its resource URL, as an authorization server issues them
+// for the RFC 8707 resource parameter, besides Audience.
 package whoami
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -35,8 +45,17 @@ type Options struct {
 	// them. Without Keys, no JWT is accepted.
 	Issuer string
 	Keys   jose.JSONWebKeySet
-	// Audience is the "aud" a token must hold (required when Keys are set).
+	// Audience is the "aud" a token must hold (required when Keys are set, unless
+	// AuthorizationServers are: then a token for the resource URL is accepted too).
 	Audience string
+	// AuthorizationServers, when set, make the remote an RFC 9728 protected resource
+	// that names them (the token service's URL()) in its metadata and 401s.
+	AuthorizationServers []string
+	// Scopes are the scopes_supported of the protected resource metadata.
+	Scopes []string
+	// Revoked, when set, refuses a token whose jti it reports (give it
+	// tokenservice.Server.AccessTokenRevoked): a JWT is otherwise valid until exp.
+	Revoked func(jti string) bool
 	// APIKeys maps a static API key to the subject it stands for.
 	APIKeys map[string]string
 	// APIKeyHeader carries an API key (default "Authorization"), after APIKeyPrefix
@@ -95,7 +114,7 @@ func Start(t testing.TB, o Options) *Server {
 
 // New runs the remote until Close (the demo runs one outside a test).
 func New(o Options) (*Server, error) {
-	if len(o.Keys.Keys) > 0 && o.Audience == "" {
+	if len(o.Keys.Keys) > 0 && o.Audience == "" && len(o.AuthorizationServers) == 0 {
 		return nil, errors.New("whoami: an Audience is required to accept tokens")
 	}
 	if o.APIKeyHeader == "" {
@@ -121,7 +140,11 @@ func New(o Options) (*Server, error) {
 		httpOpts = append(httpOpts, server.WithStateful(true))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.authenticate(server.NewStreamableHTTPServer(mcpServer, httpOpts...)))
+	mux.Handle(mcpPath, s.authenticate(server.NewStreamableHTTPServer(mcpServer, httpOpts...)))
+	if len(o.AuthorizationServers) > 0 {
+		mux.HandleFunc(resourceMetadataPath, s.resourceMetadata)
+		mux.HandleFunc(resourceMetadataPath+mcpPath, s.resourceMetadata)
+	}
 	s.srv = httptest.NewUnstartedServer(mux)
 	if o.TLS {
 		s.srv.StartTLS()
@@ -134,8 +157,40 @@ func New(o Options) (*Server, error) {
 // Close stops the remote.
 func (s *Server) Close() { s.srv.Close() }
 
-// URL is the MCP endpoint.
-func (s *Server) URL() string { return s.srv.URL + "/mcp" }
+const (
+	mcpPath              = "/mcp"
+	resourceMetadataPath = "/.well-known/oauth-protected-resource"
+)
+
+// URL is the MCP endpoint, and the resource's identifier (RFC 9728 "resource").
+func (s *Server) URL() string { return s.srv.URL + mcpPath }
+
+// ResourceMetadataURL is where the protected resource metadata is served (the path
+// form of RFC 9728 section 3.1, for the MCP endpoint's path), "" without
+// Options.AuthorizationServers.
+func (s *Server) ResourceMetadataURL() string {
+	if len(s.o.AuthorizationServers) == 0 {
+		return ""
+	}
+	return s.srv.URL + resourceMetadataPath + mcpPath
+}
+
+// resourceMetadata serves the protected resource metadata (RFC 9728 section 2).
+func (s *Server) resourceMetadata(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"resource":                 s.URL(),
+		"authorization_servers":    s.o.AuthorizationServers,
+		"bearer_methods_supported": []string{"header"},
+		"scopes_supported":         s.o.Scopes,
+		"resource_name":            "whoami",
+	})
+}
 
 // HTTPClient trusts the server's certificate.
 func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
@@ -213,12 +268,27 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		s.mu.Unlock()
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="invalid_token", error_description=%q`, err.Error()))
+			w.Header().Set("WWW-Authenticate", s.challenge(cred, err))
 			http.Error(w, "invalid_token: "+err.Error(), http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// challenge is a 401's WWW-Authenticate (RFC 6750 section 3): as a protected resource,
+// it names the resource metadata, and an error only when a credential was sent.
+func (s *Server) challenge(cred string, err error) string {
+	invalid := fmt.Sprintf(`error="invalid_token", error_description=%q`, err.Error())
+	metadata := s.ResourceMetadataURL()
+	switch {
+	case metadata == "":
+		return "Bearer " + invalid
+	case cred == "":
+		return fmt.Sprintf(`Bearer resource_metadata=%q`, metadata)
+	default:
+		return fmt.Sprintf(`Bearer %s, resource_metadata=%q`, invalid, metadata)
+	}
 }
 
 // identify returns the request's credential and whom it stands for.
@@ -254,6 +324,19 @@ func (s *Server) apiKey(r *http.Request) (string, bool) {
 
 var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
 
+// audiences are the "aud" values a token may hold: Audience, and the resource URL for
+// a protected resource.
+func (s *Server) audiences() jwt.Audience {
+	var aud jwt.Audience
+	if s.o.Audience != "" {
+		aud = append(aud, s.o.Audience)
+	}
+	if len(s.o.AuthorizationServers) > 0 {
+		aud = append(aud, s.URL())
+	}
+	return aud
+}
+
 // verify checks a token of the token service: signature, issuer, audience, expiry.
 func (s *Server) verify(raw string) (Identity, error) {
 	if len(s.o.Keys.Keys) == 0 {
@@ -279,9 +362,12 @@ func (s *Server) verify(raw string) (Identity, error) {
 	if !verified {
 		return Identity{}, errors.New("signature does not verify")
 	}
-	expected := jwt.Expected{Issuer: s.o.Issuer, AnyAudience: jwt.Audience{s.o.Audience}, Time: s.o.Now()}
+	expected := jwt.Expected{Issuer: s.o.Issuer, AnyAudience: s.audiences(), Time: s.o.Now()}
 	if err := std.ValidateWithLeeway(expected, 0); err != nil {
 		return Identity{}, fmt.Errorf("token refused: %w", err)
+	}
+	if s.o.Revoked != nil && s.o.Revoked(std.ID) {
+		return Identity{}, errors.New("token refused: revoked")
 	}
 	if std.Subject == "" {
 		return Identity{}, errors.New("token has no subject")

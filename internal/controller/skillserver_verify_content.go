@@ -16,15 +16,6 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
-// ReasonContentMismatch says that the pods answer, but they miss skills or prompts the
-// operator rendered, or serve others: they serve stale content. Skills and prompts
-// served under the rendered names with other definitions are DefinitionsMismatch.
-const ReasonContentMismatch = "ContentMismatch"
-
-// ReasonImageSkillsLeftOut says that the pods do not serve a skill from an image: the
-// adapter checks it when it loads and leaves out one that breaks a rule.
-const ReasonImageSkillsLeftOut = "ImageSkillsLeftOut"
-
 // ContentLister lists what an MCP server serves besides tools; a Verifier that
 // implements it also has the pods' skills and prompts checked.
 type ContentLister interface {
@@ -201,7 +192,7 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 		return cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("the adapter at %s did not list its skills and prompts: %v", target.URL, err), false
 	}
 	if msg := contentMismatch(ss, served, images); msg != "" {
-		return ReasonContentMismatch, msg, false
+		return cantusv1alpha1.ReasonContentMismatch, msg, false
 	}
 	differences := slices.Concat(
 		definitionDifferences(definition.SkillKind, rendered.skills, served.SkillManifests),
@@ -210,7 +201,7 @@ func (r *SkillServerReconciler) verifyContent(ctx context.Context, ss *cantusv1a
 		return cantusv1alpha1.ReasonDefinitionsMismatch, msg, false
 	}
 	if msg := recordImageSkills(ss, served, images); msg != "" {
-		return ReasonImageSkillsLeftOut, msg, false
+		return cantusv1alpha1.ReasonImageSkillsLeftOut, msg, false
 	}
 	fromImages := ""
 	if len(images) > 0 {
