@@ -112,7 +112,7 @@ test: verify vet build npm-peers ## Run every test: unit, envtest integration, r
 		go test ./... -count=1 -timeout 30m
 
 .PHONY: test-unit
-test-unit: ## The fast inner loop: go test -short, no envtest, no npm peers, no node (about 2-4 min here).
+test-unit: ## The fast inner loop: go test -short ./..., no envtest, no npm peers, no node (1-2.5 min on 2 cores).
 	go test -short ./... -count=1 -timeout 10m
 
 .PHONY: fuzz
