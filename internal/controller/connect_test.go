@@ -21,6 +21,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/connect"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -48,7 +49,7 @@ func metadataServer(t *testing.T, token func(issuer string) string) *httptest.Se
 func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	p := allowLoopback(t, ns)
 	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -96,7 +97,7 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	p := allowLoopback(t, ns)
 	p.Spec.ServiceAccounts = []string{"gateway"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -147,7 +148,7 @@ func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testi
 func TestCallerCredentials_ConnectRequestsAreHeldToThePolicyWhenDialling(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	allowedNS, otherNS := newNamespace(t), newNamespace(t)
+	allowedNS, otherNS := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, allowedNS)
 	server := metadataServer(t, func(issuer string) string { return issuer + "/token" })
 	dialFor := PolicyDialer(k8sClient, nil)

@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"bytes"
@@ -40,11 +40,13 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/connect"
+	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -93,7 +95,7 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	w := &connectWorld{ns: newNamespace(t), opsNS: newNamespace(t), logs: &lockedBuffer{}}
+	w := &connectWorld{ns: kubekit.NewNamespace(t, k8sClient), opsNS: kubekit.NewNamespace(t, k8sClient), logs: &lockedBuffer{}}
 	g.Expect(k8sClient.Create(ctx, &cantusv1alpha1.ToolSourcePolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "connect-" + w.ns},
 		Spec: cantusv1alpha1.ToolSourcePolicySpec{
@@ -130,11 +132,11 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	// The manager's own logs (the reconcilers') go where the test greps for tokens.
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: CacheOptions(), Client: ClientOptions(), Logger: log,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, Cache: controller.CacheOptions(), Client: controller.ClientOptions(), Logger: log,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	handler := &connect.Handler{
-		Client: mgr.GetClient(), Store: store, Log: log, DialFor: PolicyDialer(mgr.GetClient(), nil), RootCAs: roots,
+		Client: mgr.GetClient(), Store: store, Log: log, DialFor: controller.PolicyDialer(mgr.GetClient(), nil), RootCAs: roots,
 		Gateways: &catalog.Authorizer{Client: k8sClient, Audience: adapterconfig.ConnectAudience},
 		Callers:  &catalog.Authorizer{Client: k8sClient, Audience: catalog.DefaultAudience},
 	}
@@ -163,12 +165,12 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	t.Cleanup(stopWatching)
 	go func() { _ = revocations.Start(watchCtx) }()
-	servers := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator"),
+	servers := &controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator"),
 		Issuer: issuer, Revocations: revocations, IssuerChanged: make(chan event.GenericEvent),
 		ConnectEndpoint: w.listener.URL + adapterconfig.ConnectTokenPath, ConnectCA: func() []byte { return w.listenerCA }}
 	g.Expect(servers.SetupWithManager(mgr)).To(Succeed())
-	imports := &RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"),
-		Connect: &ConnectSettings{BaseURL: baseURL, Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
+	imports := &controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"),
+		Connect: &controller.ConnectSettings{BaseURL: baseURL, Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
 	g.Expect(imports.SetupWithManager(mgr)).To(Succeed())
 	runManager(t, mgr)
 
