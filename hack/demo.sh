@@ -85,6 +85,15 @@ caller_credentials() {
   kubectl create namespace cantus-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl -n cantus-system create secret generic cantus-connect-keys \
     --from-literal=k1="$(head -c 32 /dev/urandom | base64 | tr -d '\n')" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create serviceaccount agents-gateway --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: cantus.dev/v1alpha1
+kind: ToolSourcePolicy
+metadata: {name: demo-gateway-accounts}
+spec:                           # the gateway's pods may run as its own service account
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}
+  serviceAccounts: ["agents-gateway"]
+YAML
   kubectl apply -f - <<YAML
 apiVersion: cantus.dev/v1alpha1
 kind: RemoteToolImport
@@ -128,6 +137,7 @@ apiVersion: cantus.dev/v1alpha1
 kind: SkillServer
 metadata: {name: agents, namespace: default}
 spec:
+  pod: {serviceAccountName: agents-gateway}  # connect mode hands callers' tokens to this account only
   auth:
     serviceAccountTokens: {}    # callers have an identity: their service account
   imports:

@@ -324,6 +324,7 @@ func run(opts options) error {
 		if err := listener.Prepare(context.Background()); err != nil {
 			return err
 		}
+		opts.catalogAddr = listener.Address() // the port taken, where --catalog-bind-address asks for :0
 		if listener.Handler, err = setUpConnect(mgr, opts, reviewClient, cat, handler, listener, servers, imports, callers); err != nil {
 			return err
 		}

@@ -37,11 +37,27 @@ type Runnable struct {
 
 	ca       atomic.Pointer[[]byte]
 	prepared *tls.Config
+	ln       net.Listener // bound by Prepare
+}
+
+// Address is the address Prepare bound, the port taken included; Addr before Prepare.
+func (r *Runnable) Address() string {
+	if r.ln == nil {
+		return r.Addr
+	}
+	return r.ln.Addr().String()
 }
 
 // Prepare makes (or reads) the self-signed certificate before the listener starts, so
 // that CA has it from the first reconcile on. Nothing to do with CertDir.
 func (r *Runnable) Prepare(ctx context.Context) error {
+	// Bound now, so that Address is the port actually taken (Addr may ask for :0), which
+	// the connect links and the gateways' token endpoint name.
+	ln, err := net.Listen("tcp", r.Addr)
+	if err != nil {
+		return fmt.Errorf("catalog: listen on %s: %w", r.Addr, err)
+	}
+	r.ln = ln
 	if r.CertDir != "" {
 		return nil
 	}
@@ -65,9 +81,12 @@ func (r *Runnable) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	ln, err := net.Listen("tcp", r.Addr)
-	if err != nil {
-		return fmt.Errorf("catalog: listen on %s: %w", r.Addr, err)
+	ln := r.ln
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", r.Addr); err != nil {
+			return fmt.Errorf("catalog: listen on %s: %w", r.Addr, err)
+		}
 	}
 	srv := &http.Server{Handler: r.Handler, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
 	go func() { //nolint:gosec // G118: shutdown begins when ctx has ended, so it needs a context of its own
