@@ -67,8 +67,9 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		return false
 	}
 	t := srv.RemoteTool(call.Params.Name)
-	if t == nil || t.relays() {
-		// A relaying call may end in an input-required result, which mcp-go shapes.
+	if t == nil || t.relays() || !t.Backend.ServesLegacy() {
+		// A relaying call may end in an input-required result, which mcp-go shapes; a
+		// remote of 2026-07-28 only is called in that era (callModern).
 		return false
 	}
 	out := &answerWriter{w: w, id: call.ID}

@@ -87,7 +87,7 @@ type Pool struct {
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful}, tokens: tokens}
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: newStateSealer()}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -520,6 +520,9 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 		}
 		// The user connected, or says so: the call is made anew.
 		req.Params.RequestState, req.Params.InputResponses = "", nil
+	}
+	if t.upstreamModern(ctx) {
+		return t.callModern(ctx, req, args)
 	}
 	if t.relays() {
 		return t.callRelaying(ctx, req, args)

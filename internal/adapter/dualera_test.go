@@ -1,0 +1,290 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
+)
+
+const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
+
+// dualEraTools re-export the fixture's tools as team.*, served in eras by the remote,
+// relaying elicitation.
+func dualEraTools(url string, eras ...string) []adapterconfig.Tool {
+	tools := []adapterconfig.Tool{
+		remoteTool("team.echo", echoSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolEcho),
+		remoteTool("team.confirm", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolConfirm),
+		remoteTool("team.modern_only", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolModernOnly),
+	}
+	for _, tool := range tools {
+		tool.Remote.Eras = eras
+		tool.Remote.Relay = []string{adapterconfig.RelayElicitation}
+	}
+	return tools
+}
+
+// confirmer answers the fixture's elicitation with {"ok":true}.
+type confirmer struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *confirmer) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, req.Params.Message)
+	c.mu.Unlock()
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"ok": true}}}, nil
+}
+
+func (c *confirmer) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.asked...)
+}
+
+// eliciting connects an mcp-go client of protocol ("" negotiates 2026-07-28) that
+// declares elicitation and answers it with c.
+func eliciting(t *testing.T, baseURL, protocol string, c *confirmer) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(baseURL + adapterconfig.PathMCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []client.ClientOption{client.WithClientCapabilities(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}}),
+		client.WithElicitationHandler(c)}
+	if protocol != "" {
+		opts = append(opts, client.WithProtocolVersion(protocol))
+	}
+	cl, err := startClient(t, client.NewClient(tr, opts...), protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// modernCall posts a tools/call of protocol 2026-07-28 with extra params members and
+// returns its result.
+func modernCall(t *testing.T, baseURL, tool, extra string) json.RawMessage {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/logLevel":"debug"}`
+	args := `{}`
+	if tool == "team.echo" {
+		args = `{"text":"hi"}`
+	}
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` + meta + extra + `}}`
+	reply := postRPC(t, baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}, msg)
+	body := reply.body
+	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
+		body = body[i+len("data: "):]
+		if j := bytes.IndexByte(body, '\n'); j >= 0 {
+			body = body[:j]
+		}
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Result == nil {
+		t.Fatalf("HTTP %d %s: no result", reply.status, reply.body)
+	}
+	return answer.Result
+}
+
+type inputRequired struct {
+	ResultType    string                     `json:"resultType"`
+	RequestState  string                     `json:"requestState"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	IsError       bool                       `json:"isError"`
+	Content       []struct{ Text string }    `json:"content"`
+}
+
+func parseResult(t *testing.T, raw json.RawMessage) inputRequired {
+	t.Helper()
+	var r inputRequired
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return r
+}
+
+func (r inputRequired) text() string {
+	var parts []string
+	for _, c := range r.Content {
+		parts = append(parts, c.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// A 2026-07-28 caller (mcp-go's client) through a stateless gateway completes the
+// remote's input-required round trip: it is asked the remote's elicitation, and its
+// retry reaches the remote in 2026-07-28 with the remote's own requestState. Every
+// request the remote got was of 2026-07-28, with the gateway's clientInfo and the
+// caller's elicitation capability.
+func TestDualEraGateway_ModernCallerCompletesTheRemotesInputRequiredRoundTrip(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	answers := &confirmer{}
+	c := eliciting(t, gw.baseURL, "", answers)
+	res := callTool(t, c, "team.confirm", map[string]any{})
+	if res.IsError || textOf(res) != `confirmed: accept {"ok":true}` {
+		t.Fatalf("got %q (isError %v), want the remote's confirmation", textOf(res), res.IsError)
+	}
+	if asked := answers.got(); len(asked) != 1 || asked[0] != "Confirm?" {
+		t.Errorf("the caller was asked %q, want the remote's one elicitation", asked)
+	}
+	calls := remote.Calls(dualera.ToolConfirm)
+	if len(calls) != 2 || calls[0].RequestState != "" || calls[1].RequestState != dualera.StateAsked {
+		t.Fatalf("the remote got %+v, want a call and a retry with its own requestState", calls)
+	}
+	for _, call := range calls {
+		if call.ProtocolHeader != adapterconfig.EraModern || call.McpMethod != "tools/call" || call.McpName != dualera.ToolConfirm ||
+			call.MetaString(mcp.MetaKeyProtocolVersion) != adapterconfig.EraModern ||
+			!strings.Contains(string(call.Meta[mcp.MetaKeyClientInfo]), `"cantus-adapter"`) ||
+			!strings.Contains(string(call.Meta[mcp.MetaKeyClientCapabilities]), `"elicitation"`) {
+			t.Errorf("the remote got %+v, want 2026-07-28 with its headers, the gateway's clientInfo and the caller's elicitation", call)
+		}
+	}
+	if n := len(remote.Requests(string(mcp.MethodInitialize))); n != 0 {
+		t.Errorf("the remote got %d initialize requests, want none (requests: %s)", n, remote.Methods())
+	}
+}
+
+// The remote gets the caller's protocol version and log level, the caller's
+// capabilities that the import relays (elicitation, not sampling), and the gateway's
+// clientInfo, not the caller's.
+func TestDualEraGateway_UpstreamMetaCarriesTheCallersLevelAndRelayedCapabilities(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	if r := parseResult(t, modernCall(t, gw.baseURL, "team.echo", "")); r.text() != "echo: hi" {
+		t.Fatalf("got %q, want the echo", r.text())
+	}
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 {
+		t.Fatalf("the remote got %d calls", len(calls))
+	}
+	got := calls[0]
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(got.Meta[mcp.MetaKeyClientCapabilities], &caps)
+	if got.MetaString(mcp.MetaKeyLogLevel) != "debug" || got.MetaString(mcp.MetaKeyProtocolVersion) != adapterconfig.EraModern ||
+		caps["elicitation"] == nil || caps["sampling"] != nil || strings.Contains(string(got.Meta[mcp.MetaKeyClientInfo]), "raw-caller") {
+		t.Errorf("the remote got _meta %s, want logLevel debug, elicitation only and the gateway's clientInfo", mustJSON(got.Meta))
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// The requestState the caller gets wraps the remote's, unreadable; a tampered one,
+// one replayed, and one used for another tool are refused with a tool error and
+// never reach the remote; the good one reaches it once, with the remote's state.
+func TestDualEraGateway_RequestStateTamperedReplayedOrForAnotherToolIsRefused(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	first := parseResult(t, modernCall(t, gw.baseURL, "team.confirm", ""))
+	if first.ResultType != string(mcp.ResultTypeInputRequired) || first.InputRequests[dualera.ElicitationKey] == nil {
+		t.Fatalf("first answer %+v, want input_required with the remote's elicitation", first)
+	}
+	if first.RequestState == dualera.StateAsked || strings.Contains(first.RequestState, dualera.StateAsked) || first.RequestState == "" {
+		t.Fatalf("requestState %q, want the gateway's own wrapping the remote's", first.RequestState)
+	}
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}`
+	retry := func(tool, state string) inputRequired {
+		return parseResult(t, modernCall(t, gw.baseURL, tool, answer+`,"requestState":`+mustJSON(state)))
+	}
+	refused := func(what string, r inputRequired, fragment string) {
+		t.Helper()
+		if !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), fragment) {
+			t.Errorf("%s: got %+v, want %s…%s", what, r, gateway.MarkerInputRefused, fragment)
+		}
+	}
+	tampered := []byte(first.RequestState)
+	tampered[len("cantus-mrtr.")+3] ^= 1
+	refused("tampered", retry("team.confirm", string(tampered)), "not one this gateway gave")
+	refused("another tool", retry("team.echo", first.RequestState), "another tool")
+	if ok := retry("team.confirm", first.RequestState); ok.IsError || ok.text() != `confirmed: accept {"ok":true}` {
+		t.Fatalf("the good retry got %+v, want the confirmation", ok)
+	}
+	refused("replayed", retry("team.confirm", first.RequestState), "used already")
+	if calls := remote.Calls(dualera.ToolConfirm); len(calls) != 2 || calls[1].RequestState != dualera.StateAsked {
+		t.Errorf("the remote got %d calls of confirm (%+v), want the first and one good retry", len(calls), calls)
+	}
+	if n := len(remote.Calls(dualera.ToolEcho)); n != 0 {
+		t.Errorf("the remote got %d calls of echo, want none", n)
+	}
+}
+
+// A 2025-11-25 caller of a dual-era remote keeps the 2025-11-25 session.
+func TestDualEraGateway_LegacyCallerKeepsTheLegacySession(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraLegacy || calls[0].McpMethod != "" {
+		t.Errorf("the remote got %+v, want one call on a 2025-11-25 session", calls)
+	}
+	if n := len(remote.Requests(string(mcp.MethodInitialize))); n == 0 {
+		t.Errorf("the remote got no initialize request, want the 2025-11-25 session's")
+	}
+}
+
+// A remote of 2025-11-25 only (no eras recorded) serves 2026-07-28 callers translated,
+// as before.
+func TestDualEraGateway_LegacyOnlyRemoteServesModernCallersTranslated(t *testing.T) {
+	remote := dualera.Start(t, dualera.LegacyOnly)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL)...))
+	c := connect(t, gw.baseURL, "", nil)
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraLegacy {
+		t.Errorf("the remote got %+v, want one call of 2025-11-25", calls)
+	}
+}
+
+// A tool a remote serves only in 2026-07-28 is called in that era for a 2025-11-25
+// caller too.
+func TestDualEraGateway_ModernOnlyToolServesLegacyCallersTranslated(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	tools := dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)
+	tools[2].Remote.Eras = []string{adapterconfig.EraModern}
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	wantSuccess(t, callTool(t, c, "team.modern_only", map[string]any{}), "modern")
+	calls := remote.Calls(dualera.ToolModernOnly)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraModern {
+		t.Errorf("the remote got %+v, want one call of 2026-07-28", calls)
+	}
+}
+
+// A 2025-11-25 caller of a 2026-07-28-only remote on a stateful gateway is asked the
+// remote's input request on its session, and the answer completes the call; on a
+// stateless gateway the call is refused, saying why.
+func TestDualEraGateway_LegacyCallerIsAskedOnItsSessionOnlyWhenStateful(t *testing.T) {
+	remote := dualera.Start(t, dualera.ModernOnly)
+	stateful := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern)...))
+	answers := &confirmer{}
+	c := eliciting(t, stateful.baseURL, protocol20251125, answers)
+	wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
+	if asked := answers.got(); len(asked) != 1 {
+		t.Errorf("the caller was asked %q, want one elicitation on its session", asked)
+	}
+
+	stateless := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...))
+	c = eliciting(t, stateless.baseURL, protocol20251125, &confirmer{})
+	res := callTool(t, c, "team.confirm", map[string]any{})
+	wantToolError(t, res, gateway.MarkerCallFailed, "stateless")
+}

@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+)
+
+// A remote that serves protocol 2026-07-28 (RemoteBackend.Eras) is spoken to in it by
+// the callers of that era, and by callers of older eras when it serves no other: each
+// call is a stateless request carrying its own _meta — the caller's protocol version
+// and log level, the caller's capabilities that the import relays, and the gateway's
+// clientInfo — and the headers of SEP-2243. Callers of 2025-11-25 keep the pooled
+// session of that era where the remote serves it; a remote of 2025-11-25 only gets
+// every caller translated into it, as before.
+//
+// What the remote asks for while it serves such a call comes as an input-required
+// result (SEP-2322): its input requests go to the caller with a requestState of the
+// gateway's own (requeststate.go), and the caller's retry goes to the remote with the
+// remote's state. A caller of 2025-11-25 on a stateful gateway is asked on its
+// session (mcp-go does it for a result like that, and calls again with the answers);
+// a stateless gateway cannot ask it, and says why.
+
+// upstreamModern says whether the call of ctx goes to the remote in protocol
+// 2026-07-28: the caller speaks it and the remote serves it, or the remote serves
+// nothing else.
+func (t *Tool) upstreamModern(ctx context.Context) bool {
+	if !t.Backend.ServesModern() {
+		return false
+	}
+	return server.IsModernRequest(ctx) || !t.Backend.ServesLegacy()
+}
+
+// callModern forwards a call of protocol 2026-07-28, or its retry with the answers to
+// what the remote asked.
+func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	caller := callerOf(ctx)
+	opts := mcpclient.CallOptions{Meta: upstreamMeta(ctx, t.Backend.Relay)}
+	if state := req.Params.RequestState; state != "" {
+		remoteState, err := t.remote.relay.states.open(state, caller, t)
+		if err != nil {
+			return mcp.NewToolResultError(MarkerInputRefused + err.Error())
+		}
+		opts.RequestState = remoteState
+		if len(req.Params.InputResponses) > 0 {
+			raw, err := json.Marshal(req.Params.InputResponses)
+			if err != nil {
+				return mcp.NewToolResultError(MarkerInputRefused + "the inputResponses are not JSON: " + clip.Line(err.Error(), 200))
+			}
+			opts.InputResponses = raw
+		}
+	}
+	progressToken := progressTokenOf(req)
+	fwd := forwardNotifications(ctx, progressToken)
+	defer fwd.flush()
+	opts.Progress, opts.Notify = progressToken != nil, fwd.notify()
+	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
+	if failed != nil {
+		return failed
+	}
+	if inputRequired(raw) {
+		return t.askCaller(ctx, raw, caller)
+	}
+	return remoteResult(raw, client)
+}
+
+// upstreamMeta is the _meta of a call forwarded in protocol 2026-07-28: the caller's
+// protocol version and log level (a caller of an older era asks as 2026-07-28 with
+// no log level) and the capabilities it declared that relay lets the remote use.
+func upstreamMeta(ctx context.Context, relay []string) *mcpclient.RequestMeta {
+	meta := &mcpclient.RequestMeta{ProtocolVersion: adapterconfig.EraModern}
+	var declared *mcp.ClientCapabilities
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		meta.ProtocolVersion, meta.LogLevel, declared = info.ProtocolVersion, string(info.LogLevel), info.ClientCapabilities
+	} else if session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		caps := session.GetClientCapabilities()
+		declared = &caps
+	}
+	meta.ClientCapabilities, _ = json.Marshal(relayedCapabilities(declared, relay))
+	return meta
+}
+
+// relayedCapabilities are the capabilities of declared that relay names.
+func relayedCapabilities(declared *mcp.ClientCapabilities, relay []string) mcp.ClientCapabilities {
+	var out mcp.ClientCapabilities
+	if declared == nil {
+		return out
+	}
+	if slices.Contains(relay, adapterconfig.RelayElicitation) {
+		out.Elicitation = declared.Elicitation
+	}
+	if slices.Contains(relay, adapterconfig.RelaySampling) {
+		out.Sampling = declared.Sampling
+	}
+	if slices.Contains(relay, adapterconfig.RelayRoots) {
+		out.Roots = declared.Roots
+	}
+	return out
+}
+
+// inputRequired says whether raw is an input-required result.
+func inputRequired(raw json.RawMessage) bool {
+	var head struct {
+		ResultType string `json:"resultType"`
+	}
+	return json.Unmarshal(raw, &head) == nil && head.ResultType == string(mcp.ResultTypeInputRequired)
+}
+
+// askCaller turns the remote's input-required result into the gateway's: the same
+// input requests, when the import relays each and the caller can be asked, and the
+// remote's state sealed for this caller's retry of this tool.
+func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string) *mcp.CallToolResult {
+	var asked struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal(raw, &asked); err != nil {
+		return mcp.NewToolResultError(MarkerRemoteError + "the remote's input-required result does not parse: " + clip.Line(err.Error(), 200))
+	}
+	requests := make(mcp.InputRequests, len(asked.InputRequests))
+	for key, rawRequest := range asked.InputRequests {
+		var input mcp.InputRequest
+		if err := json.Unmarshal(rawRequest, &input); err != nil {
+			return mcp.NewToolResultError(MarkerRemoteError + "the remote asked for input the gateway cannot pass on: " + clip.Line(err.Error(), 200))
+		}
+		kind := relayedMethods[string(input.Method)]
+		if !slices.Contains(t.Backend.Relay, kind) {
+			return mcp.NewToolResultError(MarkerCallFailed + t.unrelayed(string(input.Method)).Message)
+		}
+		if why, missing := t.callerCannotAnswer(ctx, kind); why != nil {
+			if missing {
+				return missingCapability(ctx, kind)
+			}
+			return mcp.NewToolResultError(MarkerCallFailed + why.Message)
+		}
+		if input.Sampling != nil {
+			// As for a relayed request (relay.go): no context from the caller's other
+			// servers, nor from this gateway's other imports.
+			input.Sampling.IncludeContext = "none"
+		}
+		requests[key] = input
+	}
+	state, err := t.remote.relay.states.seal(asked.RequestState, caller, t)
+	if err != nil {
+		return mcp.NewToolResultError(MarkerRemoteError + err.Error())
+	}
+	return &mcp.CallToolResult{
+		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: requests, RequestState: state},
+	}
+}
+
+// forwardModern makes the call on the remote in protocol 2026-07-28, and returns its
+// result as sent and the client that got it; or the failed result to answer.
+func (r *remote) forwardModern(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (raw json.RawMessage, client *mcpclient.Client, failed *mcp.CallToolResult) {
+	ctx, span := r.startForwardSpan(ctx, t)
+	defer func() { endForwardSpan(span, failed, raw) }()
+	ctx, cancel := context.WithTimeout(ctx, t.Backend.Timeout.Duration)
+	defer cancel()
+	raw, client, err := r.withClient(ctx, "tool", t.Name, func(ctx context.Context, c *mcpclient.Client) (json.RawMessage, error) {
+		return c.Modern(mcpclient.RequestMeta{}).CallToolWith(ctx, t.Backend.RemoteName, args, opts)
+	})
+	var rpcErr *mcpclient.RPCError
+	switch {
+	case err == nil:
+		return raw, client, nil
+	case client != nil && errors.As(err, &rpcErr):
+		return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
+	default:
+		return nil, nil, r.callFailed(ctx, t, err)
+	}
+}
+
+// withClient is withSession for a request of protocol 2026-07-28, which needs no
+// session: do runs with the client in use (the caller's own for an import with
+// callerCredentials), and is retried once as withSession retries.
+func (r *remote) withClient(ctx context.Context, key, name string, do func(context.Context, *mcpclient.Client) (json.RawMessage, error)) (json.RawMessage, *mcpclient.Client, error) {
+	if r.callers != nil {
+		own, err := r.callers.remoteFor(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		r = own
+	} else {
+		r.refresh(false)
+	}
+	for retried := false; ; retried = true {
+		r.mu.Lock()
+		client, closed := r.client, r.closed
+		r.mu.Unlock()
+		if closed {
+			return nil, nil, errRemoteClosed
+		}
+		if client == nil {
+			return nil, nil, fmt.Errorf("no client for the remote %s", r.name)
+		}
+		raw, err := do(ctx, client)
+		if err == nil {
+			return raw, client, nil
+		}
+		var rpcErr *mcpclient.RPCError
+		if errors.As(err, &rpcErr) {
+			return nil, client, err
+		}
+		var e *mcpclient.Error
+		if !errors.As(err, &e) {
+			return nil, nil, err
+		}
+		retry := e.NotProcessed && !retried && ctx.Err() == nil
+		if retry && e.Reason == mcpclient.ReasonUnauthorized {
+			retry = r.otherCredentials(ctx, client)
+		}
+		if !retry {
+			if e.Reason == mcpclient.ReasonUnauthorized {
+				return nil, nil, r.refused(err)
+			}
+			return nil, nil, err
+		}
+		r.metrics.retries.WithLabelValues(r.name).Inc()
+		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
+	}
+}
