@@ -288,3 +288,28 @@ func TestDualEraGateway_LegacyCallerIsAskedOnItsSessionOnlyWhenStateful(t *testi
 	res := callTool(t, c, "team.confirm", map[string]any{})
 	wantToolError(t, res, gateway.MarkerCallFailed, "stateless")
 }
+
+// A tool whose remote definition marks an argument x-mcp-header is called in
+// 2026-07-28 with the Mcp-Param-* header the remote requires (SEP-2243), and the
+// result names the gateway, not the remote, as its server.
+func TestDualEraGateway_ParamHeadersReachTheRemoteAndTheResultNamesTheGateway(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	tool := remoteTool("team.region", dualera.RegionSchema, remote.URL, adapterconfig.TransportStreamableHTTP, dualera.ToolRegion)
+	tool.Remote.Eras = []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	tool.Remote.Definition = json.RawMessage(`{"inputSchema":` + dualera.RegionSchema + `}`)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
+	msg := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"team.region","arguments":{"region":"eu-west"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+		"Mcp-Name": "team.region", "Mcp-Param-Region": "eu-west"}, msg)
+	if !strings.Contains(string(reply.body), "region: eu-west") {
+		t.Fatalf("HTTP %d %s, want the remote's answer", reply.status, reply.body)
+	}
+	calls := remote.Calls(dualera.ToolRegion)
+	if len(calls) != 1 || calls[0].Header.Get("Mcp-Param-Region") != "eu-west" || calls[0].ProtocolHeader != adapterconfig.EraModern {
+		t.Errorf("the remote got %+v, want one 2026-07-28 call with Mcp-Param-Region", calls)
+	}
+	if strings.Contains(string(reply.body), `"name":"dualera"`) || !strings.Contains(string(reply.body), `"test-server"`) {
+		t.Errorf("the result's _meta names %s, want the gateway (test-server) as its server", reply.body)
+	}
+}

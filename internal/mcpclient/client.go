@@ -218,6 +218,8 @@ type exchange struct {
 	// mcpMethod and mcpName are the Mcp-Method and Mcp-Name headers of a request of
 	// protocol 2026-07-28 (SEP-2243); "" for none.
 	mcpMethod, mcpName string
+	// paramHeaders are the Mcp-Param-* headers of a 2026-07-28 tools/call.
+	paramHeaders map[string]string
 }
 
 // send makes the request r, following redirects as the policy says (followRedirect):
@@ -271,7 +273,7 @@ func (r exchange) stepAt(u *url.URL) string {
 // they are trusted.
 func (c *Client) buildRequest(ctx context.Context, r exchange, u *url.URL) (*http.Request, error) {
 	h := Headers{Accept: r.accept, ProtocolVersion: r.protocol, LastEventID: r.lastEventID, UserAgent: c.userAgent,
-		Method: r.mcpMethod, Name: r.mcpName}
+		Method: r.mcpMethod, Name: r.mcpName, Params: r.paramHeaders}
 	var configured map[string]string
 	if c.trusted(u) {
 		configured, h.SessionID = c.opts.Headers, r.session

@@ -44,6 +44,10 @@ type RequestMeta struct {
 	ClientCapabilities json.RawMessage
 	// LogLevel, when set, asks for log messages at or above it for this request.
 	LogLevel string
+	// ParamHeaders are not _meta but the Mcp-Param-* headers of a tools/call, which
+	// mirror the arguments a tool's inputSchema marks x-mcp-header (SEP-2243):
+	// mcp.GenerateParamHeaders makes them.
+	ParamHeaders map[string]string
 }
 
 // Modern returns a session of protocol 2026-07-28 on c: nothing is connected, every
@@ -74,6 +78,7 @@ func (s *Session) Modern() bool { return s.modern != nil }
 type modernRequest struct {
 	protocol string
 	name     string // Mcp-Name, encoded; "" for a method that names nothing
+	params   map[string]string
 }
 
 // modernRequest adds the _meta of protocol 2026-07-28 to params (keeping whatever
@@ -123,7 +128,7 @@ func (s *Session) modernRequest(method string, params any, meta *RequestMeta) (*
 		return nil, nil, err
 	}
 	members["_meta"] = encoded
-	out := &modernRequest{protocol: protocol}
+	out := &modernRequest{protocol: protocol, params: meta.ParamHeaders}
 	if name, ok := nameOf(method, members); ok {
 		out.name, _ = mcp.EncodeHeaderValue(name)
 	}

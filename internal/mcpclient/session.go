@@ -477,7 +477,7 @@ func (s *Session) requestStreamable(ctx context.Context, id int64, method string
 	ex := exchange{what: method, method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
 		session: s.id, protocol: s.ProtocolVersion()}
 	if modern != nil {
-		ex.protocol, ex.mcpMethod, ex.mcpName = modern.protocol, method, modern.name
+		ex.protocol, ex.mcpMethod, ex.mcpName, ex.paramHeaders = modern.protocol, method, modern.name, modern.params
 	}
 	resp, err := s.c.send(ctx, ex)
 	if err != nil {

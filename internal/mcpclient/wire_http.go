@@ -156,6 +156,9 @@ type Headers struct {
 	UserAgent       string
 	Method          string // Mcp-Method (protocol 2026-07-28)
 	Name            string // Mcp-Name (protocol 2026-07-28), encoded already
+	// Params are Mcp-Param-* headers (protocol 2026-07-28, a tool's x-mcp-header
+	// parameters), encoded already; other names are not sent.
+	Params map[string]string
 }
 
 // NewRequest builds a request to u: the configured headers first (nil for none), then
@@ -197,6 +200,11 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 	set("User-Agent", h.UserAgent)
 	set(HeaderMethod, h.Method)
 	set(HeaderName, h.Name)
+	for name, value := range h.Params {
+		if name = http.CanonicalHeaderKey(name); strings.HasPrefix(name, canonicalParamPrefix) && ValidHeaderName(name) && ValidHeaderValue(value) {
+			set(name, value)
+		}
+	}
 	req.Header = header
 	return req, nil
 }
@@ -206,6 +214,7 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 var (
 	canonicalProtocolVersion = http.CanonicalHeaderKey(HeaderProtocolVersion)
 	canonicalLastEventID     = http.CanonicalHeaderKey(HeaderLastEventID)
+	canonicalParamPrefix     = http.CanonicalHeaderKey("Mcp-Param-")
 )
 
 // MediaType is the media type of resp's Content-Type, "" when it has none (or one

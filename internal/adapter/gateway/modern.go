@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -63,6 +64,7 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	fwd := forwardNotifications(ctx, progressToken)
 	defer fwd.flush()
 	opts.Progress, opts.Notify = progressToken != nil, fwd.notify()
+	opts.Meta.ParamHeaders = t.paramHeaders(args)
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
 	if failed != nil {
 		return failed
@@ -70,7 +72,42 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	if inputRequired(raw) {
 		return t.askCaller(ctx, raw, caller)
 	}
-	return remoteResult(raw, client)
+	res := remoteResult(raw, client)
+	if res.Meta != nil {
+		// The result is the gateway's: mcp-go names the gateway in its place.
+		delete(res.Meta.AdditionalFields, mcp.MetaKeyServerInfo)
+	}
+	return res
+}
+
+// paramToolOf is the remote's definition of the tool when its inputSchema marks an
+// argument x-mcp-header (SEP-2243); nil otherwise, or when it does not parse.
+func paramToolOf(b *adapterconfig.RemoteBackend) *mcp.Tool {
+	if len(b.Definition) == 0 || !strings.Contains(string(b.Definition), "x-mcp-header") {
+		return nil
+	}
+	var tool mcp.Tool
+	if json.Unmarshal(b.Definition, &tool) != nil {
+		return nil
+	}
+	tool.Name = b.RemoteName
+	if len(mcp.ExtractParamHeaderBindings(&tool)) == 0 {
+		return nil
+	}
+	return &tool
+}
+
+// paramHeaders are the Mcp-Param-* headers of a call of t with args in protocol
+// 2026-07-28; nil when its remote marks no argument x-mcp-header.
+func (t *Tool) paramHeaders(args []byte) map[string]string {
+	if t.paramTool == nil {
+		return nil
+	}
+	params, err := json.Marshal(map[string]json.RawMessage{"arguments": args})
+	if err != nil {
+		return nil
+	}
+	return mcp.GenerateParamHeaders(t.paramTool, params)
 }
 
 // upstreamMeta is the _meta of a call forwarded in protocol 2026-07-28: the caller's

@@ -118,6 +118,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		}
 		next[key] = r
 		t.remote = r
+		t.paramTool = paramToolOf(t.Backend)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Linked{}, err

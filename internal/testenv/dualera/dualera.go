@@ -7,7 +7,10 @@
 //   - confirm {}: asks for an elicitation (an input-required result whose
 //     requestState is StateAsked), then answers "confirmed: <content>" with what the
 //     elicitation answered, when the retry brings that state back;
-//   - modern_only {}: listed, and callable, only in 2026-07-28; answers "modern".
+//   - modern_only {}: listed, and callable, only in 2026-07-28; answers "modern";
+//   - region {region}: its argument is marked x-mcp-header "Region" (SEP-2243), so a
+//     call of 2026-07-28 without a matching Mcp-Param-Region header is refused;
+//     answers "region: <region>".
 package dualera
 
 import (
@@ -44,7 +47,10 @@ const (
 	ToolEcho       = "echo"
 	ToolConfirm    = "confirm"
 	ToolModernOnly = "modern_only"
-	StateAsked     = "remote-state-asked-once"
+	ToolRegion     = "region"
+	// RegionSchema is region's inputSchema.
+	RegionSchema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`
+	StateAsked   = "remote-state-asked-once"
 	// ElicitationKey names confirm's input request.
 	ElicitationKey = "confirm"
 )
@@ -61,6 +67,8 @@ type Request struct {
 	Name           string
 	RequestState   string
 	InputResponses json.RawMessage
+	// Header is every header of the request.
+	Header http.Header
 }
 
 // MetaString is the string under key in r's _meta, "" if none.
@@ -99,6 +107,9 @@ func Start(t testing.TB, eras Eras) *Remote {
 		return mcp.NewToolResultText("echo: " + req.GetString("text", "")), nil
 	})
 	s.AddTool(mcp.NewTool(ToolConfirm), confirm)
+	s.AddTool(mcp.NewToolWithRawSchema(ToolRegion, "", []byte(RegionSchema)), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("region: " + req.GetString("region", "")), nil
+	})
 	s.AddTool(mcp.NewTool(ToolModernOnly), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("modern"), nil
 	})
@@ -159,7 +170,7 @@ func (r *Remote) record(req *http.Request, body []byte) (Request, bool) {
 	}
 	rec := Request{Method: msg.Method, ProtocolHeader: req.Header.Get("MCP-Protocol-Version"), McpMethod: req.Header.Get("Mcp-Method"),
 		McpName: req.Header.Get("Mcp-Name"), Meta: msg.Params.Meta, Name: msg.Params.Name, RequestState: msg.Params.RequestState,
-		InputResponses: msg.Params.InputResponses}
+		InputResponses: msg.Params.InputResponses, Header: req.Header.Clone()}
 	r.mu.Lock()
 	r.requests = append(r.requests, rec)
 	r.mu.Unlock()
