@@ -313,3 +313,40 @@ func TestDualEraGateway_ParamHeadersReachTheRemoteAndTheResultNamesTheGateway(t 
 		t.Errorf("the result's _meta names %s, want the gateway (test-server) as its server", reply.body)
 	}
 }
+
+// A remote of 2026-07-28 only serves its imported resource and prompt through the
+// gateway: reads and gets go to it in that era, for a 2025-11-25 caller too.
+func TestDualEraGateway_ModernOnlyRemoteServesReadsAndPrompts(t *testing.T) {
+	remote := dualera.Start(t, dualera.ModernOnly)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
+	resource := importedItem(dualera.ResourceURI, `{"uri":"docs://guide","name":"guide"}`, remote.URL, "")
+	prompt := importedItem("team.hello", `{"name":"hello"}`, remote.URL, dualera.PromptName)
+	for _, it := range []*adapterconfig.ImportedItem{&resource, &prompt} {
+		it.Remote.Eras = []string{adapterconfig.EraModern}
+	}
+	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{resource}, Prompts: []adapterconfig.ImportedItem{prompt}}
+	gw := serve(t, cfg)
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	ctx := testContext(t)
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = dualera.ResourceURI
+	res, err := c.ReadResource(ctx, read)
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	if text, ok := res.Contents[0].(mcp.TextResourceContents); !ok || text.Text != "guide text" {
+		t.Errorf("read %+v, want the remote's guide text", res.Contents[0])
+	}
+	get := mcp.GetPromptRequest{}
+	get.Params.Name = "team.hello"
+	got, err := c.GetPrompt(ctx, get)
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("prompt: %v %+v", err, got)
+	}
+	for _, method := range []string{"resources/read", "prompts/get"} {
+		reqs := remote.Requests(method)
+		if len(reqs) != 1 || reqs[0].ProtocolHeader != adapterconfig.EraModern || reqs[0].McpName == "" {
+			t.Errorf("the remote got %s as %+v, want one of 2026-07-28 with Mcp-Name", method, reqs)
+		}
+	}
+}

@@ -34,11 +34,13 @@ import (
 // upstreamModern says whether the call of ctx goes to the remote in protocol
 // 2026-07-28: the caller speaks it and the remote serves it, or the remote serves
 // nothing else.
-func (t *Tool) upstreamModern(ctx context.Context) bool {
-	if !t.Backend.ServesModern() {
+func (t *Tool) upstreamModern(ctx context.Context) bool { return upstreamModern(ctx, t.Backend) }
+
+func upstreamModern(ctx context.Context, b *adapterconfig.RemoteBackend) bool {
+	if !b.ServesModern() {
 		return false
 	}
-	return server.IsModernRequest(ctx) || !t.Backend.ServesLegacy()
+	return server.IsModernRequest(ctx) || !b.ServesLegacy()
 }
 
 // callModern forwards a call of protocol 2026-07-28, or its retry with the answers to

@@ -2,7 +2,8 @@
 // 2026-07-28 (stateless, server/discover, input-required results), 2025-11-25
 // (initialize and sessions), or both, and records every request it gets.
 //
-// Its tools:
+// It serves a resource (ResourceURI) and a prompt (PromptName) in every era it
+// serves, and these tools:
 //   - echo {text}: answers "echo: <text>" in every era it serves;
 //   - confirm {}: asks for an elicitation (an input-required result whose
 //     requestState is StateAsked), then answers "confirmed: <content>" with what the
@@ -48,6 +49,10 @@ const (
 	ToolConfirm    = "confirm"
 	ToolModernOnly = "modern_only"
 	ToolRegion     = "region"
+	// ResourceURI is a text resource reading "guide text"; PromptName a prompt
+	// saying "hello prompt".
+	ResourceURI = "docs://guide"
+	PromptName  = "hello"
 	// RegionSchema is region's inputSchema.
 	RegionSchema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`
 	StateAsked   = "remote-state-asked-once"
@@ -102,7 +107,14 @@ func Start(t testing.TB, eras Eras) *Remote {
 		}
 		return out
 	})
-	s := server.NewMCPServer("dualera", "1.0.0", server.WithToolCapabilities(false), filter)
+	s := server.NewMCPServer("dualera", "1.0.0", server.WithToolCapabilities(false), server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false), filter)
+	s.AddResource(mcp.NewResource(ResourceURI, "guide", mcp.WithMIMEType("text/plain")), func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: ResourceURI, MIMEType: "text/plain", Text: "guide text"}}, nil
+	})
+	s.AddPrompt(mcp.NewPrompt(PromptName), func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return mcp.NewGetPromptResult("hello", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("hello prompt"))}), nil
+	})
 	s.AddTool(mcp.NewTool(ToolEcho, mcp.WithString("text", mcp.Required())), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("echo: " + req.GetString("text", "")), nil
 	})
