@@ -28,10 +28,14 @@ import (
 // -bench DualEraGateway -benchtime 1x.
 func BenchmarkDualEraGateway_CallAgainstAReverseProxy(b *testing.B) {
 	remote := dualera.Start(b, dualera.Both)
-	gatewayURL := serveForBench(b, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	gatewayURL := serveForBench(b, configWith(adapterconfig.TransportStreamableHTTP, true, plainDualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
 	target, _ := url.Parse(remote.URL)
 	target.Path = ""
-	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	rp := httputil.NewSingleHostReverseProxy(target)
+	// Kept-alive connections as deep as the gateway's pool, so that the proxy is not
+	// measured reconnecting.
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
+	proxy := httptest.NewServer(rp)
 	b.Cleanup(proxy.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for _, era := range []string{adapterconfig.EraModern, protocol20250618} {

@@ -22,6 +22,15 @@ const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"re
 // dualEraTools re-export the fixture's tools as team.*, served in eras by the remote,
 // relaying elicitation.
 func dualEraTools(url string, eras ...string) []adapterconfig.Tool {
+	tools := plainDualEraTools(url, eras...)
+	for _, tool := range tools {
+		tool.Remote.Relay = []string{adapterconfig.RelayElicitation}
+	}
+	return tools
+}
+
+// plainDualEraTools are dualEraTools relaying nothing.
+func plainDualEraTools(url string, eras ...string) []adapterconfig.Tool {
 	tools := []adapterconfig.Tool{
 		remoteTool("team.echo", echoSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolEcho),
 		remoteTool("team.confirm", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolConfirm),
@@ -29,7 +38,6 @@ func dualEraTools(url string, eras ...string) []adapterconfig.Tool {
 	}
 	for _, tool := range tools {
 		tool.Remote.Eras = eras
-		tool.Remote.Relay = []string{adapterconfig.RelayElicitation}
 	}
 	return tools
 }
@@ -348,5 +356,45 @@ func TestDualEraGateway_ModernOnlyRemoteServesReadsAndPrompts(t *testing.T) {
 		if len(reqs) != 1 || reqs[0].ProtocolHeader != adapterconfig.EraModern || reqs[0].McpName == "" {
 			t.Errorf("the remote got %s as %+v, want one of 2026-07-28 with Mcp-Name", method, reqs)
 		}
+	}
+}
+
+// A plain 2026-07-28 call of a tool that relays nothing is answered by the
+// pass-through exactly as mcp-go answers one it serves (a call with a log level, which
+// the pass-through leaves to mcp-go): the remote's result with the gateway named in
+// _meta and a resultType. A failed remote result is marked as mcp-go's path marks it.
+func TestDualEraGateway_PassThroughAnswersModernCallsAsMCPGoDoes(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, plainDualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	call := func(tool, args, meta string) json.RawMessage {
+		msg := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}, msg)
+		var answer struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result == nil {
+			t.Fatalf("HTTP %d %s: no result", reply.status, reply.body)
+		}
+		return answer.Result
+	}
+	for _, tc := range []struct{ tool, args string }{
+		{"team.echo", `{"text":"hi"}`},
+		{"team.echo", `{"text":7}`},     // refused by the gateway's validation
+		{"team.modern_only", `{"x":1}`}, // answered by the remote
+	} {
+		passed := call(tc.tool, tc.args, "")
+		served := call(tc.tool, tc.args, `,"io.modelcontextprotocol/logLevel":"emergency"`)
+		if !jsonEqual(t, passed, served) {
+			t.Errorf("%s %s: the pass-through answered\n%s\nmcp-go\n%s", tc.tool, tc.args, passed, served)
+		}
+		if !strings.Contains(string(passed), `"test-server"`) || !strings.Contains(string(passed), `"resultType":"complete"`) {
+			t.Errorf("%s: %s does not name the gateway or has no resultType", tc.tool, passed)
+		}
+	}
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[0].MetaString(mcp.MetaKeyLogLevel) != "" ||
+		calls[1].MetaString(mcp.MetaKeyLogLevel) != "emergency" {
+		t.Errorf("the remote got %+v, want two 2026-07-28 calls of echo, the second with the log level", calls)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -267,4 +268,110 @@ func (r *remote) withClient(ctx context.Context, key, name string, do func(conte
 		r.metrics.retries.WithLabelValues(r.name).Inc()
 		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
+}
+
+// ---- the pass-through of 2026-07-28 calls ----
+
+// modernProtocol is true for a request of protocol 2026-07-28 (by its header; the
+// _meta must agree, plainModernCall).
+func modernProtocol(r *http.Request) bool {
+	v := r.Header.Get(mcp.HeaderProtocolVersion)
+	return v != "" && mcp.IsValidProtocolVersion(v) && mcp.IsModernProtocol(v)
+}
+
+// plainModernCall is the _meta to forward a call of protocol 2026-07-28 with, when the
+// call is one the pass-through answers as mcp-go would: no Last-Event-ID, its
+// Mcp-Method and Mcp-Name headers those of its body (spelled plainly), a _meta of the
+// protocol version the header states, a capabilities object and optionally a
+// clientInfo, and nothing else (no log level, progress token or trace context, no
+// requestState). Anything else is nil, and mcp-go serves (or refuses) the call.
+func plainModernCall(r *http.Request, call *forwardableCall) *mcpclient.RequestMeta {
+	h := r.Header
+	if h.Get(mcp.HeaderLastEventID) != "" || h.Get(mcp.HeaderMethod) != string(mcp.MethodToolsCall) ||
+		h.Get(mcp.HeaderName) != call.Params.Name || call.Params.Name == "" || len(call.Params.Meta) == 0 {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(call.Params.Meta, &members) != nil {
+		return nil
+	}
+	var version string
+	var caps map[string]json.RawMessage
+	for key, value := range members {
+		switch key {
+		case mcp.MetaKeyProtocolVersion:
+			if json.Unmarshal(value, &version) != nil {
+				return nil
+			}
+		case mcp.MetaKeyClientCapabilities:
+			if json.Unmarshal(value, &caps) != nil || caps == nil {
+				return nil
+			}
+		case mcp.MetaKeyClientInfo:
+		default:
+			return nil
+		}
+	}
+	if version != h.Get(mcp.HeaderProtocolVersion) || caps == nil {
+		return nil
+	}
+	return &mcpclient.RequestMeta{ProtocolVersion: version, ClientCapabilities: json.RawMessage("{}")}
+}
+
+// passesModern says whether a call of t in protocol 2026-07-28 can take the
+// pass-through: its remote serves that era, and nothing about it needs more than the
+// pass-through checks (x-mcp-header arguments, a caller's own credential, which may
+// ask the caller to connect).
+func (t *Tool) passesModern() bool {
+	return t.Backend.ServesModern() && t.paramTool == nil && t.Backend.CallerCredentials == nil &&
+		!strings.Contains(string(t.Backend.Definition), "x-mcp-header")
+}
+
+// forwardModernCall validates the call's arguments and forwards it in protocol
+// 2026-07-28 with meta. A successful result the remote sent is returned as sent;
+// anything else as the result to answer.
+func (t *Tool) forwardModernCall(ctx context.Context, req mcp.CallToolRequest, meta *mcpclient.RequestMeta) (json.RawMessage, *mcp.CallToolResult) {
+	args, refused := t.Arguments(req)
+	if refused != nil {
+		return nil, refused
+	}
+	raw, client, failed := t.remote.forwardModern(ctx, t, args, mcpclient.CallOptions{Meta: meta})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case inputRequired(raw):
+		// The import relays nothing (else mcp-go serves the call): refused.
+		return nil, t.askCaller(ctx, raw, callerOf(ctx))
+	case !successfulToolResult(raw):
+		return nil, remoteResult(raw, client)
+	}
+	return raw, nil
+}
+
+// modernResult is result with serverInfo in its _meta (in place of the remote's) and
+// a resultType, as mcp-go shapes every result of protocol 2026-07-28; result as it is
+// when it is not an object.
+func modernResult(result, serverInfo json.RawMessage) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(result, &members) != nil || members == nil {
+		return result
+	}
+	meta := map[string]json.RawMessage{}
+	if raw := members["_meta"]; len(raw) > 0 && json.Unmarshal(raw, &meta) != nil {
+		return result
+	}
+	meta[mcp.MetaKeyServerInfo] = serverInfo
+	encodedMeta, err := json.Marshal(meta)
+	if err != nil {
+		return result
+	}
+	members["_meta"] = encodedMeta
+	if _, ok := members["resultType"]; !ok {
+		members["resultType"] = json.RawMessage(`"` + string(mcp.ResultTypeComplete) + `"`)
+	}
+	out, err := json.Marshal(members)
+	if err != nil {
+		return result
+	}
+	return out
 }
