@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +87,12 @@ func eliciting(t *testing.T, baseURL, protocol string, c *confirmer) *client.Cli
 // returns its result.
 func modernCall(t *testing.T, baseURL, tool, extra string) json.RawMessage {
 	t.Helper()
+	return modernCallAs(t, baseURL, tool, extra, nil)
+}
+
+// modernCallAs is modernCall with headers (a caller's token).
+func modernCallAs(t *testing.T, baseURL, tool, extra string, headers map[string]string) json.RawMessage {
+	t.Helper()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
 		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/logLevel":"debug"}`
 	args := `{}`
@@ -92,7 +100,11 @@ func modernCall(t *testing.T, baseURL, tool, extra string) json.RawMessage {
 		args = `{"text":"hi"}`
 	}
 	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` + meta + extra + `}}`
-	reply := postRPC(t, baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}, msg)
+	all := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}
+	for k, v := range headers {
+		all[k] = v
+	}
+	reply := postRPC(t, baseURL+adapterconfig.PathMCP, all, msg)
 	body := reply.body
 	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
 		body = body[i+len("data: "):]
@@ -396,5 +408,67 @@ func TestDualEraGateway_PassThroughAnswersModernCallsAsMCPGoDoes(t *testing.T) {
 	if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[0].MetaString(mcp.MetaKeyLogLevel) != "" ||
 		calls[1].MetaString(mcp.MetaKeyLogLevel) != "emergency" {
 		t.Errorf("the remote got %+v, want two 2026-07-28 calls of echo, the second with the log level", calls)
+	}
+}
+
+// A requestState given to one caller is refused to another (each authenticated by its
+// own service-account token), and the remote never sees the other's retry; the caller
+// it was given to completes the round trip with it.
+func TestDualEraGateway_RequestStateOfAnotherCallerIsRefused(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key)
+	cfg.Tools = dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)
+	gw := serve(t, cfg)
+	ada := bearerHeader(key.saToken(t, "agents", "ada", "uid-ada", "room"))
+	bo := bearerHeader(key.saToken(t, "agents", "bo", "uid-bo", "room"))
+	first := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", "", ada))
+	if first.ResultType != string(mcp.ResultTypeInputRequired) {
+		t.Fatalf("ada's call got %+v, want input_required", first)
+	}
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, bo)); !r.IsError ||
+		!strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), "another caller") {
+		t.Errorf("bo's retry with ada's state got %+v, want it refused as another caller's", r)
+	}
+	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, ada)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
+		t.Errorf("ada's retry got %+v, want the confirmation", r)
+	}
+	if n := len(remote.Calls(dualera.ToolConfirm)); n != 2 {
+		t.Errorf("the remote got %d calls of confirm, want ada's two", n)
+	}
+}
+
+// Two gateways reading one requestStateKeyFile take each other's requestStates (a
+// retry may land on any replica); a key file that is missing or too short stops the
+// server from starting.
+func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	keyFile := filepath.Join(t.TempDir(), "mrtr-key")
+	if err := os.WriteFile(keyFile, []byte("a-key-of-more-than-thirty-two-bytes-for-tests\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *running {
+		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...)
+		cfg.RequestStateKeyFile = keyFile
+		return serve(t, cfg)
+	}
+	one, two := replica(), replica()
+	first := parseResult(t, modernCall(t, one.baseURL, "team.confirm", ""))
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCall(t, two.baseURL, "team.confirm", answer)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
+		t.Errorf("the retry on the other replica got %+v, want the confirmation", r)
+	}
+	for _, content := range []string{"", "short"} {
+		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...)
+		cfg.RequestStateKeyFile = filepath.Join(t.TempDir(), "key")
+		if content != "" {
+			if err := os.WriteFile(cfg.RequestStateKeyFile, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := NewServer(cfg); err == nil || !strings.Contains(err.Error(), "request state key file") {
+			t.Errorf("key file %q: NewServer got %v, want it refused", content, err)
+		}
 	}
 }
