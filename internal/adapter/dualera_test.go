@@ -472,3 +472,21 @@ func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T
 		}
 	}
 }
+
+// A remote whose handshake found 2026-07-28 but that refuses the era now (the
+// operator has not probed it again yet) gets the call in 2025-11-25 instead, once
+// it refused the version.
+// Both the pass-through (a tool relaying nothing) and mcp-go's path (a relaying one)
+// do so.
+func TestDualEraGateway_RemoteThatStoppedServingModernGetsTheCallInLegacy(t *testing.T) {
+	for name, tools := range map[string]func(string, ...string) []adapterconfig.Tool{"pass-through": plainDualEraTools, "relaying": dualEraTools} {
+		remote := dualera.Start(t, dualera.LegacyOnly)
+		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+		c := eliciting(t, gw.baseURL, "", &confirmer{})
+		wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+		calls := remote.Calls(dualera.ToolEcho)
+		if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[1].ProtocolHeader != adapterconfig.EraLegacy {
+			t.Errorf("%s: the remote got %+v, want a refused 2026-07-28 call and the 2025-11-25 one", name, calls)
+		}
+	}
+}

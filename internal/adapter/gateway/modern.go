@@ -70,6 +70,12 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	opts.Meta.ParamHeaders = t.paramHeaders(args)
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
 	if failed != nil {
+		if failed == errNotModern && opts.RequestState == "" && t.Backend.ServesLegacy() {
+			// The remote stopped serving 2026-07-28 since its handshake, and refused the
+			// call before acting on it: its other era serves until the next handshake.
+			t.remote.log.Info("the remote refused protocol 2026-07-28; calling it in 2025-11-25", "tool", t.Name)
+			return t.callLegacy(ctx, req, args)
+		}
 		return failed
 	}
 	if inputRequired(raw) {
@@ -199,8 +205,14 @@ func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string
 	}
 }
 
+// errNotModern is forwardModern's failed result when the remote refused the protocol
+// version (UnsupportedProtocolVersionError), before acting on the call.
+var errNotModern = mcp.NewToolResultError(MarkerRemoteError + "the remote refused protocol " + adapterconfig.EraModern +
+	", which its last handshake found it serving; the import's next handshake records what it serves now")
+
 // forwardModern makes the call on the remote in protocol 2026-07-28, and returns its
-// result as sent and the client that got it; or the failed result to answer.
+// result as sent and the client that got it; or the failed result to answer
+// (errNotModern when the remote refused the era).
 func (r *remote) forwardModern(ctx context.Context, t *Tool, args []byte, opts mcpclient.CallOptions) (raw json.RawMessage, client *mcpclient.Client, failed *mcp.CallToolResult) {
 	ctx, span := r.startForwardSpan(ctx, t)
 	defer func() { endForwardSpan(span, failed, raw) }()
@@ -213,6 +225,8 @@ func (r *remote) forwardModern(ctx context.Context, t *Tool, args []byte, opts m
 	switch {
 	case err == nil:
 		return raw, client, nil
+	case client != nil && errors.As(err, &rpcErr) && rpcErr.Code == mcp.UNSUPPORTED_PROTOCOL_VERSION:
+		return nil, nil, errNotModern
 	case client != nil && errors.As(err, &rpcErr):
 		return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
 	default:
@@ -337,6 +351,10 @@ func (t *Tool) forwardModernCall(ctx context.Context, req mcp.CallToolRequest, m
 	}
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, mcpclient.CallOptions{Meta: meta})
 	switch {
+	case failed == errNotModern && t.Backend.ServesLegacy():
+		// As callModern does.
+		t.remote.log.Info("the remote refused protocol 2026-07-28; calling it in 2025-11-25", "tool", t.Name)
+		return t.forwardCall(ctx, req, nil)
 	case failed != nil:
 		return nil, failed
 	case inputRequired(raw):

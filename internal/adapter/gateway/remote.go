@@ -525,6 +525,12 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 	if t.upstreamModern(ctx) {
 		return t.callModern(ctx, req, args)
 	}
+	return t.callLegacy(ctx, req, args)
+}
+
+// callLegacy forwards a call on the remote's 2025-11-25 session (a caller of
+// 2026-07-28 is translated).
+func (t *Tool) callLegacy(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
 	if t.relays() {
 		return t.callRelaying(ctx, req, args)
 	}
