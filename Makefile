@@ -111,6 +111,10 @@ test: verify vet build npm-peers ## Run every test: unit, envtest integration, r
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh | tail -n1)" CANTUS_ADAPTER_BIN="$(CURDIR)/bin/adapter" \
 		go test ./... -count=1 -timeout 30m
 
+.PHONY: test-unit
+test-unit: ## The fast inner loop: go test -short ./..., no envtest, no npm peers, no node (1-2.5 min on 2 cores).
+	go test -short ./... -count=1 -timeout 10m
+
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test runs their seeds.
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh

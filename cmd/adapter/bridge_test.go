@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // bridgeTokenEnv is where the bridge reads the token its clients must send.
@@ -59,13 +61,12 @@ func TestBridgeRefusesRequestsWithoutItsToken(t *testing.T) {
 	t.Setenv(bridgeTokenEnv, token)
 	p := startAdapter(t, "bridge", "--host", "127.0.0.1", "--port", "0", "--request-timeout", "2s", "--", "cat")
 	url := p.baseURL + "/mcp"
-	deadline := time.Now().Add(testTimeout)
-	for status, _ := httpGet(t, p.baseURL+"/readyz"); status != http.StatusOK; status, _ = httpGet(t, p.baseURL+"/readyz") {
-		if time.Now().After(deadline) {
-			t.Fatal("the bridge was not ready in time")
+	testkit.Eventually(t, testTimeout, "the bridge to be ready", func() error {
+		if status, body := httpGet(t, p.baseURL+"/readyz"); status != http.StatusOK {
+			return fmt.Errorf("/readyz answers %d %s", status, body)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	for _, auth := range []string{"", "Bearer wrong", "Bearer " + token[:len(token)-1], "Basic " + token, token} {
 		if status, body := postBridge(t, url, auth); status != http.StatusUnauthorized {
@@ -125,7 +126,7 @@ func TestBridgeRefusesToServeTheClusterWithoutAToken(t *testing.T) {
 			}()
 			select {
 			case <-exited:
-			case <-time.After(3 * time.Second):
+			case <-testkit.Context(t, testTimeout).Done(): // it would have refused at once
 				_ = cmd.Process.Kill()
 				<-exited
 				t.Fatalf("the bridge serves 0.0.0.0 without a token (stdout %q)", stdout.String())

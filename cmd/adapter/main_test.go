@@ -27,6 +27,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 const testTimeout = 15 * time.Second
@@ -217,7 +218,7 @@ func startAdapter(t *testing.T, args ...string) *process {
 		}
 		p.port = m[2]
 		p.baseURL = "http://" + m[1] + ":" + m[2]
-	case <-time.After(testTimeout):
+	case <-testkit.Context(t, testTimeout).Done():
 		t.Fatalf("no listening line within %s; stderr:\n%s", testTimeout, p.stderr.String())
 	}
 	return p
@@ -244,7 +245,7 @@ func (p *process) waitExit(t *testing.T) int {
 			return exitErr.ExitCode()
 		}
 		t.Fatalf("wait: %v", p.waitErr)
-	case <-time.After(testTimeout):
+	case <-testkit.Context(t, testTimeout).Done():
 		t.Fatalf("adapter did not exit within %s", testTimeout)
 	}
 	return -1
@@ -318,13 +319,16 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 	const calls = 50
 	var arrived atomic.Int32
 	allArrived := make(chan struct{})
+	// The calls stay in flight until the test has seen readiness fail and new calls
+	// refused: then it releases them, and they must still be answered.
+	release := make(chan struct{})
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if arrived.Add(1) == calls {
 			close(allArrived)
 		}
 		select {
-		case <-time.After(time.Second):
+		case <-release:
 			_, _ = w.Write([]byte("done"))
 		case <-r.Context().Done():
 		}
@@ -370,44 +374,29 @@ func TestBinary_GracefulShutdownOnSIGTERM(t *testing.T) {
 			results <- o
 		}()
 	}
-	select {
-	case <-allArrived:
-	case <-time.After(testTimeout):
-		t.Fatalf("only %d of %d calls reached the backend", arrived.Load(), calls)
-	}
+	testkit.Receive(t, testTimeout, fmt.Sprintf("all %d calls to reach the backend", calls), allArrived)
 
 	p.terminate(t)
-	readyzFailed := false
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if status, _ := httpGet(t, p.baseURL+adapterconfig.PathReadyz); status == http.StatusServiceUnavailable {
-			readyzFailed = true
-			break
+	testkit.Eventually(t, testTimeout, "/readyz to turn 503 after SIGTERM", func() error {
+		if status, body := httpGet(t, p.baseURL+adapterconfig.PathReadyz); status != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz answers %d %s", status, body)
 		}
-	}
-	if !readyzFailed {
-		t.Error("/readyz did not turn 503 within 1s of SIGTERM")
-	}
+		return nil
+	})
 	// Readiness fails first and new calls are refused a moment later (after the drain
 	// delay, zero here), so a call in that gap may still be served; poll for the refusal.
-	var status int
-	var body string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if status, body = postToolsCall(t, p.baseURL); status == http.StatusServiceUnavailable {
-			break
+	testkit.Eventually(t, testTimeout, "a call started after SIGTERM to be refused", func() error {
+		if status, body := postToolsCall(t, p.baseURL); status != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+			return fmt.Errorf("a new call answers %d %s, want 503 shutting down", status, body)
 		}
-	}
-	if status != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
-		t.Errorf("call started after SIGTERM = %d %s, want 503 refused", status, body)
-	}
+		return nil
+	})
 
+	close(release)
 	for i := range calls {
-		select {
-		case o := <-results:
-			if o.err != nil || o.isError || o.text != "done" {
-				t.Errorf("in-flight call %d: text %q, isError %v, err %v; want done", i, o.text, o.isError, o.err)
-			}
-		case <-time.After(testTimeout):
-			t.Fatalf("only %d of %d in-flight calls returned", i, calls)
+		o := testkit.Receive(t, testTimeout, fmt.Sprintf("in-flight call %d of %d to return", i+1, calls), results)
+		if o.err != nil || o.isError || o.text != "done" {
+			t.Errorf("in-flight call %d: text %q, isError %v, err %v; want done", i, o.text, o.isError, o.err)
 		}
 	}
 	if code := p.waitExit(t); code != 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // testIssuer signs tokens with its own key, as a cluster or an OIDC provider would.
@@ -329,13 +330,15 @@ func TestStaticTokensRotateWithOverlap(t *testing.T) {
 		t.Fatal("want only old-token at first")
 	}
 	write("old-token\nnew-token\n")
-	eventually(t, func() bool { return accepted("new-token") }, "the added token to be accepted")
+	testkit.EventuallyTrue(t, 5*time.Second, "the added token to be accepted", func() bool { return accepted("new-token") })
 	if !accepted("old-token") {
 		t.Error("the old token stopped working while both are in the file")
 	}
 	write("new-token\n")
-	eventually(t, func() bool { return !accepted("old-token") }, "the removed token to be refused")
+	testkit.EventuallyTrue(t, 5*time.Second, "the removed token to be refused", func() bool { return !accepted("old-token") })
 	write("")
+	// Waits out rereadEvery, which the authenticator measures by the clock, so that
+	// the next check reads the emptied file.
 	time.Sleep(1100 * time.Millisecond)
 	if !accepted("new-token") {
 		t.Error("an emptied file locked out the last token; it should keep the last tokens")
@@ -349,17 +352,6 @@ func TestEmptyTokenFileIsRefusedAtStart(t *testing.T) {
 	}
 	if _, err := New(Settings{BearerTokenFile: file}); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("got %v, want an error saying the file is empty", err)
-	}
-}
-
-func eventually(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

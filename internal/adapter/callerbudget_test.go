@@ -15,6 +15,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // perCallerServer is a stateless server (no session to open first) whose callers may
@@ -180,7 +181,7 @@ func TestListenStreamsOfOneCallerAreBoundedToItsShare(t *testing.T) {
 	const listen = `{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{}}`
 	for i := range 2 { // a quarter of 8
 		go gateRequest(h, "192.0.2.1:4000", listen)
-		receive(t, probe.entered, fmt.Sprintf("listen stream %d to open", i))
+		testkit.Receive(t, testTimeout, fmt.Sprintf("listen stream %d to open", i), probe.entered)
 	}
 	third := make(chan *httptest.ResponseRecorder, 1)
 	go func() { third <- gateRequest(h, "192.0.2.1:4001", listen) }()
@@ -194,7 +195,7 @@ func TestListenStreamsOfOneCallerAreBoundedToItsShare(t *testing.T) {
 		t.Errorf("a third listen stream of one caller = %d %s, want 429 saying at most 2", w.Code, w.Body.String())
 	}
 	go gateRequest(h, "192.0.2.2:4000", listen)
-	receive(t, probe.entered, "another caller's listen stream to open")
+	testkit.Receive(t, testTimeout, "another caller's listen stream to open", probe.entered)
 }
 
 // costlyRule costs 61,711 CEL units per evaluation whatever the claims (estimated at

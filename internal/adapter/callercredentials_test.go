@@ -20,6 +20,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // keyRemote is a remote MCP server that knows its users by API key: whoami answers
@@ -240,7 +241,7 @@ func TestCallerCredentials_CallerSessionsAreBoundedIdleClosedAndRevoked(t *testi
 	wantSuccess(t, callTool(t, clients["ada"], "team.whoami", map[string]any{}), "remote saw subject=ada")
 	wantSuccess(t, callTool(t, clients["bo"], "team.whoami", map[string]any{}), "remote saw subject=bo")
 	wantSuccess(t, callTool(t, clients["cy"], "team.whoami", map[string]any{}), "remote saw subject=cy")
-	eventually(t, 10*time.Second, "ada's session, the least recently used of three, closed", func() bool { return remote.sessionsClosedBy("ada") == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "ada's session, the least recently used of three, closed", func() bool { return remote.sessionsClosedBy("ada") == 1 })
 	if n := remote.sessionsClosedBy("bo"); n != 0 {
 		t.Errorf("bo's session was closed %d times; only the least recently used should be", n)
 	}
@@ -248,7 +249,7 @@ func TestCallerCredentials_CallerSessionsAreBoundedIdleClosedAndRevoked(t *testi
 		t.Errorf("the caller-sessions gauge does not say 2:\n%s", grepLines(metricsText(t, gw.Server), "caller_sessions"))
 	}
 
-	eventually(t, 10*time.Second, "idle sessions closed", func() bool { return remote.sessionsClosedBy("bo") == 1 && remote.sessionsClosedBy("cy") == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "idle sessions closed", func() bool { return remote.sessionsClosedBy("bo") == 1 && remote.sessionsClosedBy("cy") == 1 })
 
 	wantSuccess(t, callTool(t, clients["dee"], "team.whoami", map[string]any{}), "remote saw subject=dee")
 	revoked := *cfg
@@ -259,5 +260,5 @@ func TestCallerCredentials_CallerSessionsAreBoundedIdleClosedAndRevoked(t *testi
 	if err := gw.Reload(&revoked); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the revoked account's session closed", func() bool { return remote.sessionsClosedBy("dee") == 1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the revoked account's session closed", func() bool { return remote.sessionsClosedBy("dee") == 1 })
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // contentDir is a ContentDir under construction: store writes bytes under their digest.
@@ -168,7 +169,7 @@ func listSkillPages(t *testing.T, baseURL string, headers map[string]string) ([]
 // readBytes reads uri with resources/read and returns the bytes it carries.
 func readBytes(t *testing.T, c *client.Client, uri string) ([]byte, string) {
 	t.Helper()
-	res, err := c.ReadResource(testContext(t), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
+	res, err := c.ReadResource(testkit.Context(t, testTimeout), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
 	if err != nil {
 		t.Fatalf("resources/read %s: %v", uri, err)
 	}
@@ -225,7 +226,7 @@ func TestSkills_EntriesDigestWhatResourcesReadReturns(t *testing.T) {
 	if files != 5 {
 		t.Errorf("the entries list %d files, want 5", files)
 	}
-	list, err := c.ListResources(testContext(t), mcp.ListResourcesRequest{})
+	list, err := c.ListResources(testkit.Context(t, testTimeout), mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,14 +295,14 @@ func TestResourcesAndPromptsServeTheirContent(t *testing.T) {
 	if data, _ := readBytes(t, c, "test://template/123/data"); string(data) != `{"id":"123"}` {
 		t.Errorf("template read = %s", data)
 	}
-	res, err := c.GetPrompt(testContext(t), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "test_prompt_with_embedded_resource", Arguments: map[string]string{"resourceUri": "test://example-resource"}}})
+	res, err := c.GetPrompt(testkit.Context(t, testTimeout), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "test_prompt_with_embedded_resource", Arguments: map[string]string{"resourceUri": "test://example-resource"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(res.Messages)
 	want := `[{"role":"user","content":{"type":"resource","resource":{"uri":"test://example-resource","mimeType":"text/plain","text":"Resource test://example-resource"}}},` +
 		`{"role":"user","content":{"type":"image","data":"` + base64.StdEncoding.EncodeToString(pngBytes) + `","mimeType":"image/png"}}]`
-	if !jsonEqual(t, got, []byte(want)) {
+	if !testkit.JSONEqual(t, got, []byte(want)) {
 		t.Errorf("messages = %s\nwant %s", got, want)
 	}
 }
@@ -384,7 +385,7 @@ func TestRulesFilterSkillsResourcesAndPrompts(t *testing.T) {
 		t.Errorf("tools: [*] lists skills %v", skills)
 	}
 	c := connect(t, srv.baseURL, protocol20251125, reader)
-	list, err := c.ListResources(testContext(t), mcp.ListResourcesRequest{})
+	list, err := c.ListResources(testkit.Context(t, testTimeout), mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,10 +396,10 @@ func TestRulesFilterSkillsResourcesAndPrompts(t *testing.T) {
 	if slices.Contains(uris, "skill://git-workflow/SKILL.md") || !slices.Contains(uris, "skill://acme/billing/refunds/SKILL.md") || !slices.Contains(uris, "test://static-text") {
 		t.Errorf("the reader lists resources %v", uris)
 	}
-	if templates, err := c.ListResourceTemplates(testContext(t), mcp.ListResourceTemplatesRequest{}); err != nil || len(templates.ResourceTemplates) != 0 {
+	if templates, err := c.ListResourceTemplates(testkit.Context(t, testTimeout), mcp.ListResourceTemplatesRequest{}); err != nil || len(templates.ResourceTemplates) != 0 {
 		t.Errorf("the reader lists templates %v (%v)", templates, err)
 	}
-	prompts, err := c.ListPrompts(testContext(t), mcp.ListPromptsRequest{})
+	prompts, err := c.ListPrompts(testkit.Context(t, testTimeout), mcp.ListPromptsRequest{})
 	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "test_simple_prompt" {
 		t.Errorf("the reader lists prompts %v (%v)", prompts, err)
 	}
@@ -445,7 +446,7 @@ func TestReload_ContentChangesNotifyAndBadContentIsRefused(t *testing.T) {
 	if err := srv.Reload(next); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	got := []string{receive(t, changed, "a list_changed"), receive(t, changed, "another list_changed")}
+	got := []string{testkit.Receive(t, testTimeout, "a list_changed", changed), testkit.Receive(t, testTimeout, "another list_changed", changed)}
 	slices.Sort(got)
 	if want := []string{"notifications/prompts/list_changed", "notifications/resources/list_changed"}; !slices.Equal(got, want) {
 		t.Errorf("notifications %v, want %v", got, want)

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // remoteDefinition is a remote's definition without annotations (mcp-go would list {})
@@ -71,7 +72,7 @@ func TestToolsList_ServesTheRemotesDefinition(t *testing.T) {
 	t.Run("sse", func(t *testing.T) {
 		gw := serve(t, configWith(adapterconfig.TransportSSE, false, forecast, plain))
 		c := connectSSE(t, gw.baseURL, protocol20251125)
-		resp, err := c.GetTransport().SendRequest(testContext(t), transport.JSONRPCRequest{
+		resp, err := c.GetTransport().SendRequest(testkit.Context(t, testTimeout), transport.JSONRPCRequest{
 			JSONRPC: "2.0", ID: mcp.NewRequestId(int64(9)), Method: "tools/list"})
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // gateProbe stands for mcp-go behind the gate: it records what a call would see (its
@@ -57,7 +58,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	// that Gate.Hold joins.
 	done := make(chan struct{})
 	go func() { serve(http.MethodPost, call); close(done) }()
-	ctx := receive(t, probe.entered, "the call to reach mcp-go")
+	ctx := testkit.Receive(t, testTimeout, "the call to reach mcp-go", probe.entered)
 	if n := s.gate.InFlight(); n != 1 {
 		t.Errorf("in flight during a call = %d, want 1", n)
 	}
@@ -71,7 +72,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 		held.Release()
 	}
 	probe.release <- struct{}{}
-	receive(t, done, "the call to finish")
+	testkit.Receive(t, testTimeout, "the call to finish", done)
 	if n := s.gate.InFlight(); n != 0 {
 		t.Errorf("in flight after the call = %d, want 0", n)
 	}
@@ -80,7 +81,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	for _, stream := range []struct{ method, body string }{{http.MethodGet, ""}, {http.MethodPost, listen}} {
 		done := make(chan struct{})
 		go func() { serve(stream.method, stream.body); close(done) }()
-		ctx := receive(t, probe.entered, "the stream to open")
+		ctx := testkit.Receive(t, testTimeout, "the stream to open", probe.entered)
 		if n := s.gate.InFlight(); n != 0 {
 			t.Errorf("%s %s: in flight = %d, want 0", stream.method, stream.body, n)
 		}
@@ -88,7 +89,7 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 			t.Errorf("%s %s: a stream carries an admission", stream.method, stream.body)
 		}
 		probe.release <- struct{}{}
-		receive(t, done, "the stream to end")
+		testkit.Receive(t, testTimeout, "the stream to end", done)
 	}
 
 	// Refusing: 503 and a JSON-RPC error with the request's id.
@@ -108,9 +109,9 @@ func TestGate_CountsCallsNotStreamsAndRefusesWithTheID(t *testing.T) {
 	// Ending a session is never refused.
 	done = make(chan struct{})
 	go func() { serve(http.MethodDelete, ""); close(done) }()
-	receive(t, probe.entered, "DELETE to pass the gate")
+	testkit.Receive(t, testTimeout, "DELETE to pass the gate", probe.entered)
 	probe.release <- struct{}{}
-	receive(t, done, "DELETE to finish")
+	testkit.Receive(t, testTimeout, "DELETE to finish", done)
 }
 
 func TestGate_BodyOverTheLimitIsRefused(t *testing.T) {

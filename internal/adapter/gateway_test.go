@@ -21,6 +21,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // ---- a remote: the project's own adapter, in process, behind a recording handler ----
@@ -56,15 +57,10 @@ func startRemoteAdapter(t *testing.T, cfg *adapterconfig.Config, addr string, op
 	}
 	var ln net.Listener
 	// A port just released may take a moment to be free again.
-	for start := time.Now(); ; {
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Since(start) > 3*time.Second {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
+	testkit.Eventually(t, testTimeout, "a listener on "+addr, func() error {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
 	r := &remoteAdapter{srv: srv, addr: ln.Addr().String(), closeStreams: srv.endStreams}
 	r.lastAuth.Store("")
 	h := srv.Handler()
@@ -208,7 +204,7 @@ func TestGateway_ForwardsCallsToTheRemoteAdapter(t *testing.T) {
 			gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, gatewayTools(remote.endpoint(tc.transport), tc.transport)...))
 			c := connect(t, gw.baseURL, protocol20251125, nil)
 
-			list, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+			list, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 			if err != nil {
 				t.Fatalf("tools/list: %v", err)
 			}
@@ -421,7 +417,7 @@ func TestGateway_ConcurrentCallsShareOneRemoteSession(t *testing.T) {
 					req := mcp.CallToolRequest{}
 					req.Params.Name = "team.hello"
 					req.Params.Arguments = map[string]any{"name": fmt.Sprintf("n%d", i)}
-					res, err := clients[i%2].CallTool(testContext(t), req)
+					res, err := clients[i%2].CallTool(testkit.Context(t, testTimeout), req)
 					switch {
 					case err != nil:
 						errs <- err.Error()

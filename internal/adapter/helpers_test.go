@@ -1,10 +1,8 @@
 package adapter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Protocol versions the tests pin; mcp-go's client unpinned would probe with
@@ -31,13 +30,6 @@ const (
 
 // testTimeout bounds every network step of a test.
 const testTimeout = 10 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // running is a Server serving on a real loopback listener.
 type running struct {
@@ -63,12 +55,7 @@ func serve(t *testing.T, cfg *adapterconfig.Config, opts ...Option) *running {
 	go func() { done <- srv.Serve(ctx, ln) }()
 	stop := sync.OnceValue(func() error {
 		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("Serve did not return within 30s of cancellation")
-		}
+		return testkit.Receive(t, 30*time.Second, "Serve to return after cancellation", done)
 	})
 	r := &running{Server: srv, baseURL: "http://" + ln.Addr().String()}
 	var stoppedByTest atomic.Bool
@@ -124,7 +111,7 @@ func connectSSE(t *testing.T, baseURL, protocol string) *client.Client {
 
 func startClient(t *testing.T, c *client.Client, protocol string) (*client.Client, error) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -143,7 +130,7 @@ func callTool(t *testing.T, c *client.Client, name string, args any) *mcp.CallTo
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	res, err := c.CallTool(testContext(t), req)
+	res, err := c.CallTool(testkit.Context(t, testTimeout), req)
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
@@ -199,7 +186,7 @@ type rpcReply struct {
 
 func postRPC(t *testing.T, url string, headers map[string]string, message string) rpcReply {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, url, strings.NewReader(message))
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, url, strings.NewReader(message))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +214,7 @@ func initializeMessage(protocol string) string {
 
 func getStatus(t *testing.T, url string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,21 +225,6 @@ func getStatus(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
-}
-
-// jsonEqual compares two JSON texts as values, ignoring formatting and key order.
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		t.Fatalf("unmarshal %s: %v", a, err)
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		t.Fatalf("unmarshal %s: %v", b, err)
-	}
-	ca, _ := json.Marshal(va)
-	cb, _ := json.Marshal(vb)
-	return bytes.Equal(ca, cb)
 }
 
 // templateTool is a tool rendering text over arguments matching schema.

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 const testIssuerURL = "https://kubernetes.default.svc"
@@ -104,7 +105,7 @@ func (b *logBuffer) matching(fragment string) []string {
 
 func listNames(t *testing.T, c *client.Client) []string {
 	t.Helper()
-	res, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+	res, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -240,12 +241,12 @@ func TestBearerTokenFileRotates(t *testing.T) {
 		return postRPC(t, srv.baseURL+adapterconfig.PathMCP, bearerHeader(token), initializeMessage(protocol20250618)).status == http.StatusOK
 	}
 	write("old-token\nnew-token\n")
-	eventually(t, 10*time.Second, "the new token to be accepted", func() bool { return accepted("new-token") })
+	testkit.EventuallyTrue(t, 10*time.Second, "the new token to be accepted", func() bool { return accepted("new-token") })
 	if !accepted("old-token") {
 		t.Error("the old token stopped working while both are in the file")
 	}
 	write("new-token\n")
-	eventually(t, 10*time.Second, "the old token to be refused", func() bool { return !accepted("old-token") })
+	testkit.EventuallyTrue(t, 10*time.Second, "the old token to be refused", func() bool { return !accepted("old-token") })
 }
 
 func grepLines(text, fragment string) string {

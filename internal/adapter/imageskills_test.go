@@ -10,23 +10,8 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
-
-// imageFolder writes a skill folder (path → bytes), as an image volume would hold it.
-func imageFolder(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for p, data := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // Skills from image folders are served like the others, every file read back with the
 // digest and size its entry lists (a file that is not UTF-8 as a blob of its exact
@@ -34,11 +19,11 @@ func imageFolder(t *testing.T, files map[string]string) string {
 // outside its folder) is left out, logged and counted by
 // cantus_adapter_image_skills_left_out, while the rest of the server keeps serving.
 func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
-	good := imageFolder(t, map[string]string{
+	good := testkit.WriteTree(t, "", map[string]string{
 		"SKILL.md": skillMD("cataloguing", "Catalogue a new book"), "references/MARC.md": "# MARC", "assets/label.md": "\xff\xfe label",
 	})
-	misnamed := imageFolder(t, map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
-	escaping := imageFolder(t, map[string]string{"SKILL.md": skillMD("escaping", "Reads the host")})
+	misnamed := testkit.WriteTree(t, "", map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
+	escaping := testkit.WriteTree(t, "", map[string]string{"SKILL.md": skillMD("escaping", "Reads the host")})
 	if err := os.Symlink("/etc/passwd", filepath.Join(escaping, "passwd")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +69,7 @@ func TestImageSkillsServedAndBadOnesLeftOut(t *testing.T) {
 // skill) and declares the extension, so the operator's verification names the skills
 // missing instead of finding no method.
 func TestImageSkillsAllLeftOutStillListsNone(t *testing.T) {
-	misnamed := imageFolder(t, map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
+	misnamed := testkit.WriteTree(t, "", map[string]string{"SKILL.md": skillMD("other-name", "Misnamed")})
 	cfg := configWith(adapterconfig.TransportStreamableHTTP, true)
 	cfg.ImageSkills = []adapterconfig.ImageSkill{{Path: "broken", Dir: misnamed}}
 	srv := serve(t, cfg)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // recordingRemote is a remote that answers every resources/read with a result for
@@ -188,7 +189,7 @@ func TestAURIThatTwoImportsMatchIsAmbiguousOverSSE(t *testing.T) {
 	c := connectSSE(t, gw.baseURL, protocol20251125)
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = "docs://secret"
-	_, err := c.ReadResource(testContext(t), req)
+	_, err := c.ReadResource(testkit.Context(t, testTimeout), req)
 	if err == nil || !strings.Contains(err.Error(), "resource_ambiguous:") || !strings.Contains(err.Error(), "team/db") || !strings.Contains(err.Error(), "team/evil") {
 		t.Errorf("a read over sse answered %v, want resource_ambiguous: naming team/db and team/evil", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // A client that sends its body a byte at a time is cut off with 408, and the server
@@ -138,7 +139,7 @@ func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	c := connect(t, r.baseURL, protocol20250618, hasty)
 	wantSuccess(t, callTool(t, c, "fetch", map[string]any{}), "done")
 	wantSuccess(t, callTool(t, c, "fetch", map[string]any{}), "done")
-	if _, err := c.CallTool(testContext(t), callRequest("fetch")); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
+	if _, err := c.CallTool(testkit.Context(t, testTimeout), callRequest("fetch")); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
 		t.Errorf("the mcp-go client's third call: err = %v, want rate_limited", err)
 	}
 	headers := map[string]string{"Mcp-Protocol-Version": protocol20250618}
@@ -154,7 +155,7 @@ func TestPerCallerRateAnswers429BeforeTheCall(t *testing.T) {
 	if got := calls.Load(); got != 2 {
 		t.Errorf("the backend saw %d calls, want 2: a refused call must not start", got)
 	}
-	if _, err := c.ListTools(testContext(t), mcp.ListToolsRequest{}); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
+	if _, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{}); err == nil || !strings.Contains(err.Error(), "rate_limited: ") {
 		t.Errorf("tools/list past the rate: err = %v, want rate_limited", err)
 	}
 	other := connect(t, r.baseURL, protocol20250618, patient)

@@ -14,6 +14,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // listenBody is a subscriptions/listen of protocol 2026-07-28 asking for uris.
@@ -69,7 +70,7 @@ func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
 	if r.subscriptions.RelaysListen() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // listing.Tools and listing.Prompts are exactly what a running server lists, member for
@@ -63,7 +64,7 @@ func compareListing(t *testing.T, what, baseURL string, want map[string]json.Raw
 			t.Fatal(err)
 		}
 		got = append(got, head.Name)
-		if w, ok := want[head.Name]; !ok || !jsonEqual(t, entry, w) {
+		if w, ok := want[head.Name]; !ok || !testkit.JSONEqual(t, entry, w) {
 			t.Errorf("%s %q:\n served %s\n listed %s", what, head.Name, entry, w)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // vendorResult is a tool result with a member mcp-go's types do not know: decoding it
@@ -160,9 +161,5 @@ func TestPassThrough_AnAbandonedCallIsCancelledOnTheRemote(t *testing.T) {
 	if _, err := c.CallTool(ctx, req); err == nil {
 		t.Fatal("the call answered, want it abandoned")
 	}
-	select {
-	case <-cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the remote was not told that the call ended")
-	}
+	testkit.Receive(t, testTimeout, "the remote to be told that the call ended", cancelled)
 }

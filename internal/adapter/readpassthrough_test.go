@@ -12,6 +12,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Results a remote reads and gets with what mcp-go's types would change: members they
@@ -98,7 +99,7 @@ func TestReadPassThrough_TheRemotesBytesReachTheClient(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(promptParams) != 2 || !jsonEqual(t, []byte(promptParams[1]), []byte(`{"name":"brief","arguments":{"topic":"<x>"}}`)) {
+	if len(promptParams) != 2 || !testkit.JSONEqual(t, []byte(promptParams[1]), []byte(`{"name":"brief","arguments":{"topic":"<x>"}}`)) {
 		t.Errorf("prompts/get params at the remote: %q", promptParams)
 	}
 }

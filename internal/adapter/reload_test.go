@@ -6,13 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // servedWithStreams serves srv behind a handler that reports, on streams, each GET
@@ -77,9 +77,9 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 			changed <- struct{}{}
 		}
 	})
-	receive(t, streams, "the client's stream to open")
+	testkit.Receive(t, testTimeout, "the client's stream to open", streams)
 	// A round trip: the server has handled notifications/initialized by its answer.
-	if _, err := c.ListTools(testContext(t), mcp.ListToolsRequest{}); err != nil {
+	if _, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{}); err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
 	return c, changed
@@ -87,7 +87,7 @@ func listening(t *testing.T, baseURL, transportName string, streams <-chan struc
 
 func listedNames(t *testing.T, c *client.Client) []string {
 	t.Helper()
-	list, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+	list, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -127,7 +127,7 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 			if err := srv.Reload(grown); err != nil {
 				t.Fatalf("Reload: %v", err)
 			}
-			receive(t, changed, "notifications/tools/list_changed after a tool was added")
+			testkit.Receive(t, testTimeout, "notifications/tools/list_changed after a tool was added", changed)
 			if got := listedNames(t, c); !slices.Equal(got, []string{"a", "b"}) {
 				t.Fatalf("tools/list after the reload = %v, want [a b]", got)
 			}
@@ -139,7 +139,7 @@ func TestReload_ConnectedSessionsAreToldTheToolListChanged(t *testing.T) {
 			if err := srv.Reload(configWith(transportName, stateless, templateTool("b", objectSchema, "B"))); err != nil {
 				t.Fatalf("Reload: %v", err)
 			}
-			receive(t, changed, "notifications/tools/list_changed after a tool was removed")
+			testkit.Receive(t, testTimeout, "notifications/tools/list_changed after a tool was removed", changed)
 			if got := listedNames(t, c); !slices.Equal(got, []string{"b"}) {
 				t.Fatalf("tools/list after the second reload = %v, want [b]", got)
 			}
@@ -165,10 +165,21 @@ func TestReload_BackendOnlyChangeIsAppliedWithoutNotification(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	wantSuccess(t, callTool(t, c, "a", nil), "new")
+	// Reload hands its notifications to the sessions before it returns, and a session's
+	// stream carries them in order: a notification sent now arrives after any the
+	// reload sent.
+	barrier := make(chan struct{}, 1)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/test/barrier" {
+			barrier <- struct{}{}
+		}
+	})
+	srv.mcp.SendNotificationToAllClients("notifications/test/barrier", nil)
+	testkit.Receive(t, testTimeout, "the barrier notification sent after the reload", barrier)
 	select {
 	case <-changed:
 		t.Fatal("notifications/tools/list_changed for a change the listing does not show")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // sseEvent is one event of an SSE stream.
@@ -18,7 +19,7 @@ type sseEvent struct{ id, data string }
 // returns its events as they come; cancel closes the connection.
 func openEventStream(t *testing.T, url, sessionID, lastEventID string) (events <-chan sseEvent, cancel func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(testContext(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, testTimeout))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func nextEvent(t *testing.T, events <-chan sseEvent, what string) sseEvent {
 			t.Fatalf("the stream ended before %s", what)
 		}
 		return ev
-	case <-testContext(t).Done():
+	case <-testkit.Context(t, testTimeout).Done():
 		t.Fatalf("no event: %s", what)
 	}
 	return sseEvent{}
@@ -96,7 +97,7 @@ func TestResumedStreamIsSentWhatItMissed(t *testing.T) {
 	postRPC(t, url, headers, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
 	events, disconnect := openEventStream(t, url, session, "")
-	receive(t, streams, "the GET stream to open")
+	testkit.Receive(t, testTimeout, "the GET stream to open", streams)
 	if err := srv.Reload(configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("a", objectSchema, "A"), templateTool("b", objectSchema, "B"))); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 const greetSchema = `{"type":"object","properties":{"name":{"type":"string"},"count":{"type":"integer"}},"required":["name"]}`
@@ -128,7 +129,7 @@ func TestHTTPTool_PostsArgumentsAsJSON(t *testing.T) {
 		t.Errorf("backend Content-Type = %v, want application/json", ct)
 	}
 	got, _ := rec.body.Load().([]byte)
-	if !jsonEqual(t, got, []byte(`{"name":"Ada","count":9007199254740993}`)) {
+	if !testkit.JSONEqual(t, got, []byte(`{"name":"Ada","count":9007199254740993}`)) {
 		t.Errorf("backend received %s, want the arguments as a JSON object", got)
 	}
 	if !strings.Contains(string(got), "9007199254740993") {
@@ -138,6 +139,7 @@ func TestHTTPTool_PostsArgumentsAsJSON(t *testing.T) {
 
 func TestHTTPTool_FailuresAreToolErrors(t *testing.T) {
 	longBody := strings.Repeat("x", 2000)
+	testDone := testkit.Context(t, testTimeout).Done()
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/500":
@@ -150,7 +152,7 @@ func TestHTTPTool_FailuresAreToolErrors(t *testing.T) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			select {
 			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
+			case <-testDone: // the adapter never hung up: the test fails on its answer
 			}
 		case "/ten":
 			_, _ = w.Write([]byte("0123456789"))
@@ -269,7 +271,7 @@ func TestToolsList_PassesSchemaThroughUnchanged(t *testing.T) {
 		t.Fatalf("tools/list returned %d tools: %s", len(list.Result.Tools), reply.body)
 	}
 	got := list.Result.Tools[0]
-	if !jsonEqual(t, got.InputSchema, []byte(schema)) {
+	if !testkit.JSONEqual(t, got.InputSchema, []byte(schema)) {
 		t.Errorf("inputSchema changed on the way:\n got %s\nwant %s", got.InputSchema, schema)
 	}
 	if got.Description != "Searches" || got.Annotations.Title != "Search" || got.Annotations.ReadOnlyHint == nil || !*got.Annotations.ReadOnlyHint {
@@ -303,7 +305,7 @@ func TestProtocolVersions_CallSucceedsOnEachVersion(t *testing.T) {
 			if version != "" && c.ProtocolVersion() != version {
 				t.Fatalf("negotiated %s, want %s", c.ProtocolVersion(), version)
 			}
-			tools, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+			tools, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 			if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "greet" {
 				t.Fatalf("tools/list = %+v, %v", tools, err)
 			}
@@ -348,7 +350,7 @@ func TestStreamableHTTP_RefusesForeignHostOnLoopback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, srv.baseURL+adapterconfig.PathMCP,
+			req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, srv.baseURL+adapterconfig.PathMCP,
 				strings.NewReader(initializeMessage(protocol20250618)))
 			if err != nil {
 				t.Fatal(err)
@@ -372,7 +374,7 @@ func TestSSETransport_ServesTools(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportSSE, true, templateTool("greet", greetSchema, "Hello {{.name}}")))
 	c := connectSSE(t, srv.baseURL, protocol20250618)
 
-	tools, err := c.ListTools(testContext(t), mcp.ListToolsRequest{})
+	tools, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
 	if err != nil || len(tools.Tools) != 1 {
 		t.Fatalf("tools/list over sse = %+v, %v", tools, err)
 	}
@@ -385,7 +387,7 @@ func TestSSETransport_ServesTools(t *testing.T) {
 
 func TestSSETransport_AdvertisesARelativeMessageEndpoint(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportSSE, true, templateTool("a", objectSchema, "x")))
-	req, _ := http.NewRequestWithContext(testContext(t), http.MethodGet, srv.baseURL+adapterconfig.PathSSE, nil)
+	req, _ := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodGet, srv.baseURL+adapterconfig.PathSSE, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // httpClientFrom is an HTTP client whose connections come from the loopback address
@@ -31,12 +32,12 @@ func thiefOnSession(t *testing.T, baseURL, sessionID string, opts ...transport.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Start(testContext(t)); err != nil {
+	if err := tr.Start(testkit.Context(t, testTimeout)); err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	tr.SetProtocolVersion(protocol20250618)
-	resp, err := tr.SendRequest(testContext(t), transport.JSONRPCRequest{
+	resp, err := tr.SendRequest(testkit.Context(t, testTimeout), transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(7)), Method: string(mcp.MethodToolsCall),
 		Params: map[string]any{"name": "echo", "arguments": map[string]any{}},
 	})
@@ -53,7 +54,7 @@ func thiefOnSession(t *testing.T, baseURL, sessionID string, opts ...transport.S
 // and body.
 func sessionRequest(t *testing.T, hc *http.Client, method, url string, headers map[string]string, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), method, url, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestTerminatedSessionIsAnswered404(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, templateTool("echo", objectSchema, "ok")))
 	url := srv.baseURL + adapterconfig.PathMCP
 	open := func() string {
-		req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, url, strings.NewReader(initializeMessage(protocol20250618)))
+		req, _ := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, url, strings.NewReader(initializeMessage(protocol20250618)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		resp, err := http.DefaultClient.Do(req)

@@ -3,11 +3,13 @@ package adapter
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,54 +17,42 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
-// heldBackend answers "done" after holding each request for hold, and reports each
-// arrival, so a test knows when calls are in flight.
+// heldBackend holds each request until the test releases them, then answers "done";
+// it reports each arrival, so a test knows when calls are in flight.
 type heldBackend struct {
-	url     string
-	arrived chan struct{}
+	url      string
+	arrived  chan struct{}
+	released chan struct{}
+	release  func()
 }
 
-func newHeldBackend(t *testing.T, hold time.Duration) *heldBackend {
+func newHeldBackend(t *testing.T) *heldBackend {
 	t.Helper()
-	b := &heldBackend{arrived: make(chan struct{}, 100)}
+	b := &heldBackend{arrived: make(chan struct{}, 100), released: make(chan struct{})}
+	b.release = sync.OnceFunc(func() { close(b.released) })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Reading the body lets the server notice when the adapter hangs up.
 		_, _ = io.Copy(io.Discard, r.Body)
 		b.arrived <- struct{}{}
 		select {
-		case <-time.After(hold):
+		case <-b.released:
 			_, _ = w.Write([]byte("done"))
 		case <-r.Context().Done():
 		}
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(b.release) // runs first: no call stays held past the test
 	b.url = srv.URL
 	return b
 }
 
 func (b *heldBackend) waitArrivals(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.After(testTimeout)
 	for i := 0; i < n; i++ {
-		select {
-		case <-b.arrived:
-		case <-deadline:
-			t.Fatalf("only %d of %d calls reached the backend", i, n)
-		}
-	}
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+		testkit.Receive(t, testTimeout, fmt.Sprintf("call %d of %d to reach the backend", i+1, n), b.arrived)
 	}
 }
 
@@ -83,18 +73,6 @@ func callInBackground(c *client.Client, name string) <-chan callOutcome {
 		out <- callOutcome{res, err}
 	}()
 	return out
-}
-
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
 }
 
 // newCallStatus posts a fresh tools/call of tool to the transport's MCP endpoint and
@@ -118,7 +96,7 @@ func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
 	if transportName == adapterconfig.TransportSSE {
 		url = baseURL + adapterconfig.PathSSE
 	}
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +121,7 @@ func openStream(t *testing.T, baseURL, transportName string) <-chan struct{} {
 func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 	for _, transportName := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transportName, func(t *testing.T) {
-			backend := newHeldBackend(t, 700*time.Millisecond)
+			backend := newHeldBackend(t)
 			srv := serve(t, configWith(transportName, true, httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024)),
 				WithShutdownGrace(10*time.Second))
 			var c *client.Client
@@ -159,7 +137,7 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 			stopped := make(chan error, 1)
 			go func() { stopped <- srv.stop() }()
 
-			eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+			testkit.EventuallyTrue(t, testTimeout, "/readyz to fail", func() bool {
 				status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 				return status == http.StatusServiceUnavailable
 			})
@@ -170,22 +148,23 @@ func TestServe_ShutdownFinishesInFlightCallsAndRefusesNewOnes(t *testing.T) {
 			if status != http.StatusServiceUnavailable || !strings.Contains(body, `"id":7`) || !strings.Contains(body, "shutting down") {
 				t.Errorf("new call during shutdown = %d %s, want 503 with a JSON-RPC error for id 7", status, body)
 			}
+			backend.release()
 
-			outcome := receive(t, inFlight, "the in-flight call")
+			outcome := testkit.Receive(t, testTimeout, "the in-flight call", inFlight)
 			if outcome.err != nil {
 				t.Fatalf("in-flight call failed: %v", outcome.err)
 			}
 			wantSuccess(t, outcome.result, "done")
-			if err := receive(t, stopped, "Serve to return"); err != nil {
+			if err := testkit.Receive(t, testTimeout, "Serve to return", stopped); err != nil {
 				t.Fatalf("Serve = %v, want nil after a clean shutdown", err)
 			}
-			receive(t, streamEnded, "the open stream to end")
+			testkit.Receive(t, testTimeout, "the open stream to end", streamEnded)
 		})
 	}
 }
 
 func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
-	backend := newHeldBackend(t, 2*time.Second)
+	backend := newHeldBackend(t)
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true,
 		httpTool("slow", objectSchema, backend.url, 5*time.Second, 1024),
 		templateTool("quick", objectSchema, "quick")),
@@ -197,20 +176,21 @@ func TestServe_DrainDelayKeepsTakingCallsThenRefuses(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
-	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+	testkit.EventuallyTrue(t, testTimeout, "/readyz to fail", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
 	wantSuccess(t, callTool(t, c, "quick", map[string]any{}), "quick")
 
-	eventually(t, 3*time.Second, "new calls to be refused after the drain delay", func() bool {
+	testkit.EventuallyTrue(t, testTimeout, "new calls to be refused after the drain delay", func() bool {
 		status, _ := newCallStatus(t, srv.baseURL, adapterconfig.TransportStreamableHTTP, "quick")
 		return status == http.StatusServiceUnavailable
 	})
-	if outcome := receive(t, inFlight, "the in-flight call"); outcome.err != nil {
+	backend.release()
+	if outcome := testkit.Receive(t, testTimeout, "the in-flight call", inFlight); outcome.err != nil {
 		t.Fatalf("in-flight call failed: %v", outcome.err)
 	}
-	if err := receive(t, stopped, "Serve to return"); err != nil {
+	if err := testkit.Receive(t, testTimeout, "Serve to return", stopped); err != nil {
 		t.Fatalf("Serve = %v, want nil", err)
 	}
 }
@@ -252,20 +232,20 @@ func TestServe_DrainAnswersOnIdleConnectionsThenClosesThem(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.stop() }()
-	eventually(t, 2*time.Second, "/readyz to fail", func() bool {
+	testkit.EventuallyTrue(t, testTimeout, "/readyz to fail", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathReadyz)
 		return status == http.StatusServiceUnavailable
 	})
 	if resp := call(); resp.StatusCode != http.StatusOK || !resp.Close {
 		t.Errorf("during the drain: %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
 	}
-	if err := receive(t, stopped, "Serve to return"); err != nil {
+	if err := testkit.Receive(t, testTimeout, "Serve to return", stopped); err != nil {
 		t.Fatalf("Serve = %v, want nil", err)
 	}
 }
 
 func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
-	backend := newHeldBackend(t, 20*time.Second)
+	backend := newHeldBackend(t)
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, httpTool("slow", objectSchema, backend.url, 30*time.Second, 1024)),
 		WithShutdownGrace(300*time.Millisecond))
 	c := connect(t, srv.baseURL, protocol20250618, nil)
@@ -282,14 +262,14 @@ func TestServe_ShutdownGraceBoundsInFlightCalls(t *testing.T) {
 	if took > 3*time.Second {
 		t.Fatalf("shutdown took %s with a 300ms grace", took)
 	}
-	if outcome := receive(t, inFlight, "the cut-off call to return"); outcome.err == nil && !outcome.result.IsError {
+	if outcome := testkit.Receive(t, testTimeout, "the cut-off call to return", inFlight); outcome.err == nil && !outcome.result.IsError {
 		t.Fatalf("cut-off call succeeded: %q", textOf(outcome.result))
 	}
 }
 
 func TestServe_RefusesToServeTwice(t *testing.T) {
 	srv := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, templateTool("a", objectSchema, "x")))
-	eventually(t, 2*time.Second, "the first Serve to answer", func() bool {
+	testkit.EventuallyTrue(t, testTimeout, "the first Serve to answer", func() bool {
 		status, _ := getStatus(t, srv.baseURL+adapterconfig.PathHealthz)
 		return status == http.StatusOK
 	})

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -52,17 +54,18 @@ func recordSpans(t *testing.T) *tracetest.SpanRecorder {
 func spansOf(t *testing.T, rec *tracetest.SpanRecorder, id trace.TraceID, want int) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	var got []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, testTimeout, fmt.Sprintf("%d spans of trace %s to end", want, id), func() error {
 		got = got[:0]
 		for _, s := range rec.Ended() {
 			if s.SpanContext().TraceID() == id {
 				got = append(got, s)
 			}
 		}
-		if len(got) >= want {
-			break
+		if len(got) < want {
+			return fmt.Errorf("%d ended", len(got))
 		}
-	}
+		return nil
+	})
 	return got
 }
 
@@ -137,7 +140,7 @@ func TestTracing_OneTraceFromTheClientThroughAGatewayToAnHTTPBackend(t *testing.
 			if tc.inMeta {
 				req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{"traceparent": traceparent}}
 			}
-			res, err := c.CallTool(testContext(t), req)
+			res, err := c.CallTool(testkit.Context(t, testTimeout), req)
 			if err != nil {
 				t.Fatal(err)
 			}

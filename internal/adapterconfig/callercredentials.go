@@ -74,7 +74,7 @@ type PerCallerSecret struct {
 	Key       string `json:"key"`
 }
 
-// Connect: each caller connects their own account at the remote's authorization server
+// Connect is how each caller connects their own account at the remote's authorization server
 // (OAuth 2.1 authorization code + PKCE, done by the operator, which alone holds and
 // refreshes the tokens); a gateway fetches a caller's short-lived access token from the
 // operator's ConnectTokenPath over HTTPS, presenting its own token, and is told where

@@ -9,32 +9,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 const dirSkillMD = "---\nname: cataloguing\ndescription: Catalogue a new book.\nenabled: yes\n---\nRead references/MARC.md.\n"
-
-// writeSkillDir writes files (path → bytes) under a new folder and returns it.
-func writeSkillDir(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for p, data := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // A skill folder reads into the skill the config would name: every file by the digest
 // and size of its bytes, the frontmatter with YAML 1.2 semantics, and bytes that are not
 // UTF-8 typed as binary even under a text extension (served as text they would change).
 func TestReadSkillDirReadsWhatTheFolderHolds(t *testing.T) {
 	raw := "\xff\xfe\x00binary"
-	dir := writeSkillDir(t, map[string]string{
+	dir := testkit.WriteTree(t, "", map[string]string{
 		"SKILL.md": dirSkillMD, "references/MARC.md": "# MARC\n", "assets/label.md": raw, "assets/logo.png": "\x89PNG",
 	})
 	skill, data, err := ReadSkillDir(dir, "library/cataloguing")

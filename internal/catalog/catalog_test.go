@@ -35,6 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitUnderShort()
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -13,6 +13,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -62,7 +63,7 @@ func TestAdmissionParameterPatternsMatchAsThePolicyDoes(t *testing.T) {
 func TestStdioImageNotInTheAdmissionParametersIsRefusedBeforeTheBridge(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 	params := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cantus-operator-admission"},
 		Data: map[string]string{"bridgeImages": "ghcr.io/other"}}

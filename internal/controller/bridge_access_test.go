@@ -20,6 +20,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -95,7 +96,7 @@ func selects(t *testing.T, s *metav1.LabelSelector, l map[string]string) bool {
 func TestStdioBridgeAdmitsOnlyItsImportersAndTheOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, elsewhere := newNamespace(t), newNamespace(t)
+	ns, elsewhere := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 
 	gw := newSkillServer(ns, "gw")
@@ -206,7 +207,7 @@ func (h *headerRecorder) authorizations() []string {
 func TestTheOperatorsHandshakeSendsTheBridgeToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
 	recorder := &headerRecorder{}
 	bridge := newCountingServer(t, recorder)

@@ -12,6 +12,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 
 	imp := &cantusv1alpha1.RemoteToolImport{

@@ -14,6 +14,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -31,7 +32,7 @@ func (fixedBridge) Forget(context.Context, types.NamespacedName) error { return 
 func TestStdioBridgePathFollowsNoRedirect(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
 	internal := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("internal secret"))

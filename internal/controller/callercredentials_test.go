@@ -3,9 +3,9 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,15 +22,15 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 // The API server refuses callerCredentials on a stdio import, and a spec with both
 // modes or neither.
 func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	exchange := &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://sts.example/token", ClientID: "gw"}
 	cases := map[string]struct {
 		mutate func(*cantusv1alpha1.RemoteToolImport)
@@ -73,7 +73,7 @@ func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	p := allowLoopback(t, ns)
 	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -111,26 +111,6 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "plain http on loopback is allowed: %+v", got.Status.Conditions)
 }
 
-// startCallerCredentialsManager runs both controllers, SkillServers on the local
-// runtime, and returns the folder the local adapters' files go under.
-func startCallerCredentialsManager(t *testing.T) string {
-	t.Helper()
-	mgr := newTestManager(t)
-	adapters := local.New(mgr.GetAPIReader())
-	adapters.MemoryDir = t.TempDir()
-	if err := mgr.Add(adapters); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	runManager(t, mgr)
-	return adapters.MemoryDir
-}
-
 func callerSecret(ns, name, importName, caller, value string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
@@ -163,145 +143,6 @@ func callerKeysOf(ctx context.Context, ns, gateway string) func() (map[string]st
 	}
 }
 
-// A gateway gathers its import's per-caller Secrets into its caller-keys Secret, keyed
-// by caller identity: a service account's with its UID (recreated, it is a new caller
-// with a new key name) and an OIDC issuer and subject. A changed per-caller Secret
-// changes the keys, on the local runtime's files too, without a new config hash; and no
-// value shows in any status or event.
-func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	allowLoopback(t, ns)
-	filesDir := startCallerCredentialsManager(t)
-	remote := remoteLibrary(t)
-
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
-	g.Expect(k8sClient.Create(ctx, sa)).To(Succeed())
-	const saValue, oidcValue, newValue = "sa-secret-value-1f3a", "oidc-secret-value-9c2e", "sa-secret-value-rotated-77d1"
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", saValue))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice-notes", "notes", "oidc:https://login.example.com#alice", oidcValue))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "ghost-notes", "notes", "serviceaccount:"+ns+"/ghost", "never-used"))).To(Succeed())
-
-	imp := newImport(ns, "notes", remote.URL+"/mcp")
-	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
-
-	importRef := ns + "/notes"
-	saKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
-	oidcKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.OIDCCaller("https://login.example.com", "alice"))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{saKey: saValue, oidcKey: oidcValue}))
-	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	gw, err := getSkillServer(ctx, ns, "gw")()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(gw).To(haveCondition(cantusv1alpha1.ConditionCallerCredentialsReady, metav1.ConditionTrue, cantusv1alpha1.ReasonCallerCredentialsReady))
-	hash := gw.Status.ConfigHash
-	onHost := filepath.Join(filesDir, ".imports", ns, "gw", "_caller-keys")
-	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(saValue))
-
-	got := &cantusv1alpha1.RemoteToolImport{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)).To(Succeed())
-	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModePerCallerSecret, CallerSecrets: 3}))
-
-	// A rotated key: the Secret and the local file follow, the config does not change.
-	s := &corev1.Secret{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "agent-notes"}, s)).To(Succeed())
-	s.Data["token"] = []byte(newValue)
-	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(HaveKeyWithValue(saKey, newValue))
-	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(newValue))
-	g.Consistently(func() (string, error) {
-		gw, err := getSkillServer(ctx, ns, "gw")()
-		return gw.Status.ConfigHash, err
-	}, 2*time.Second).Should(Equal(hash), "a changed per-caller key rolls nothing")
-
-	// A recreated service account is a new caller: the old key goes, a new one comes.
-	g.Expect(k8sClient.Delete(ctx, sa)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{oidcKey: oidcValue}))
-	g.Eventually(func() error { _, err := os.Stat(filepath.Join(onHost, saKey)); return err }).Should(MatchError(os.ErrNotExist))
-	again := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
-	g.Expect(k8sClient.Create(ctx, again)).To(Succeed())
-	newKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(again.UID)))
-	g.Expect(newKey).NotTo(Equal(saKey))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
-
-	expectNoValueInStatusOrEvents(t, ns, saValue, oidcValue, newValue)
-
-	// A gateway that no longer serves the import keeps no caller's key.
-	gw, err = getSkillServer(ctx, ns, "gw")()
-	g.Expect(err).NotTo(HaveOccurred())
-	gw.Spec.Imports = nil
-	gw.Spec.Skills = []cantusv1alpha1.Skill{templateSkill("hello", "hello {{ .title }}")}
-	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(BeEmpty())
-	g.Eventually(func() ([]metav1.Condition, error) {
-		gw, err := getSkillServer(ctx, ns, "gw")()
-		return gw.Status.Conditions, err
-	}, 30*time.Second).ShouldNot(ContainElement(HaveField("Type", cantusv1alpha1.ConditionCallerCredentialsReady)))
-}
-
-// expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,
-// and every event, of the namespace for the exact values.
-func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
-	t.Helper()
-	ctx := context.Background()
-	var servers cantusv1alpha1.SkillServerList
-	var imports cantusv1alpha1.RemoteToolImportList
-	var events eventsv1.EventList
-	var legacy corev1.EventList
-	for _, list := range []crclient.ObjectList{&servers, &imports, &events, &legacy} {
-		if err := k8sClient.List(ctx, list, crclient.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var statuses []any
-	for _, s := range servers.Items {
-		statuses = append(statuses, s.Status)
-	}
-	for _, i := range imports.Items {
-		statuses = append(statuses, i.Status)
-	}
-	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range values {
-		if strings.Contains(string(data), v) {
-			t.Errorf("the value %q shows in a status or an event", v)
-		}
-	}
-}
-
-// A gateway whose callers have no identity cannot act for them at an import with
-// callerCredentials: not Ready, CallerIdentityRequired, saying what to set. One whose
-// exchange would ask for an audience it accepts itself is refused too.
-func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	allowLoopback(t, ns)
-	startCallerCredentialsManager(t)
-	remote := remoteLibrary(t)
-
-	imp := newImport(ns, "tickets", remote.URL+"/mcp")
-	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{
-		TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw", Audience: "gateway"}}
-	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-
-	anonymous := newSkillServer(ns, "anonymous")
-	anonymous.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "tickets"}}
-	g.Expect(k8sClient.Create(ctx, anonymous)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "anonymous"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerIdentityRequired))
-	ss, err := getSkillServer(ctx, ns, "anonymous")()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionReady)).To(And(ContainSubstring("spec.auth.serviceAccountTokens"), ContainSubstring("spec.auth.oidc")))
-
-	// The exchange asks for "gateway", the audience this one accepts.
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "passthrough", "tickets"))).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "passthrough"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPassThroughAudience))
-}
-
 func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
 	for _, c := range ss.Status.Conditions {
 		if c.Type == condType {
@@ -316,7 +157,7 @@ func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
 // identity, and gateways send the caller's credential in its place.
 func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "create"))
 	g.Expect(k8sClient.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"},
@@ -336,7 +177,7 @@ func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	mgr := newTestManager(t)
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
@@ -386,15 +227,54 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 	}, 2*time.Second).Should(Equal(template))
 }
 
+// status.callerCredentials is written when a probe finds it changed, and probes that
+// find nothing changed write nothing, for either mode.
+func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := kubekit.NewNamespace(t, k8sClient)
+	allowLoopback(t, ns)
+	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	clock := time.Now()
+	r := importReconciler()
+	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
+	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
+
+	keys := newImport(ns, "keys", srv.URL+"/mcp")
+	keys.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+	exchange := newImport(ns, "exchange", srv.URL+"/mcp")
+	exchange.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
+	for _, imp := range []*cantusv1alpha1.RemoteToolImport{keys, exchange} {
+		got := reconcileImport(t, r, imp)
+		g.Expect(got.Status.CallerCredentials).NotTo(BeNil())
+		version := got.ResourceVersion
+		for range 3 {
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(got)})
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		again := &cantusv1alpha1.RemoteToolImport{}
+		g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(got), again)).To(Succeed())
+		g.Expect(again.ResourceVersion).To(Equal(version), "%s: three unchanged probes wrote the status", imp.Name)
+	}
+	got := &cantusv1alpha1.RemoteToolImport{}
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(keys), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials.CallerSecrets).To(Equal(int32(1)))
+	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(exchange), got)).To(Succeed())
+	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
+		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"127.0.0.1"}}))
+}
+
 // A per-caller key larger than 16 KiB is left out with an event naming its Secret (not
 // its caller); keys that together would not fit in one Secret are not written, and the
 // gateway says why.
 func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
-	startCallerCredentialsManager(t)
+	// The bounds are the reconciler's: no adapter needs to serve the gateway.
+	startImportManager(t, 0)
+	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	remote := remoteLibrary(t)
 
 	big := strings.Repeat("k", maxCallerKeyBytes+1)
@@ -440,39 +320,52 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	g.Expect(keys).To(HaveKeyWithValue(small, "small-value-3d9f"))
 }
 
-// status.callerCredentials is written when a probe finds it changed, and probes that
-// find nothing changed write nothing, for either mode.
-func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
-	clock := time.Now()
-	r := importReconciler()
-	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
+// remoteLibrary is a real adapter with a working tool and one whose backend fails.
+func remoteLibrary(t *testing.T) *httptest.Server {
+	t.Helper()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "catalog database is down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true,
+		Tools: []adapterconfig.Tool{
+			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapterconfig.TemplateBackend{Text: "remote found: {{ .title }}"}},
+			{Name: "checkout", Description: "Check a book out.", InputSchema: json.RawMessage(bookSchema),
+				HTTP: &adapterconfig.HTTPBackend{URL: failing.URL, Timeout: adapterconfig.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
+		}}
+	remote := httptest.NewServer(runAdapter(t, cfg))
+	t.Cleanup(remote.Close)
+	return remote
+}
 
-	keys := newImport(ns, "keys", srv.URL+"/mcp")
-	keys.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-	exchange := newImport(ns, "exchange", srv.URL+"/mcp")
-	exchange.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
-	for _, imp := range []*cantusv1alpha1.RemoteToolImport{keys, exchange} {
-		got := reconcileImport(t, r, imp)
-		g.Expect(got.Status.CallerCredentials).NotTo(BeNil())
-		version := got.ResourceVersion
-		for range 3 {
-			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(got)})
-			g.Expect(err).NotTo(HaveOccurred())
+// expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,
+// and every event, of the namespace for the exact values.
+func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var servers cantusv1alpha1.SkillServerList
+	var imports cantusv1alpha1.RemoteToolImportList
+	var events eventsv1.EventList
+	var legacy corev1.EventList
+	for _, list := range []crclient.ObjectList{&servers, &imports, &events, &legacy} {
+		if err := k8sClient.List(ctx, list, crclient.InNamespace(ns)); err != nil {
+			t.Fatal(err)
 		}
-		again := &cantusv1alpha1.RemoteToolImport{}
-		g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(got), again)).To(Succeed())
-		g.Expect(again.ResourceVersion).To(Equal(version), "%s: three unchanged probes wrote the status", imp.Name)
 	}
-	got := &cantusv1alpha1.RemoteToolImport{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(keys), got)).To(Succeed())
-	g.Expect(got.Status.CallerCredentials.CallerSecrets).To(Equal(int32(1)))
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(exchange), got)).To(Succeed())
-	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
-		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"127.0.0.1"}}))
+	var statuses []any
+	for _, s := range servers.Items {
+		statuses = append(statuses, s.Status)
+	}
+	for _, i := range imports.Items {
+		statuses = append(statuses, i.Status)
+	}
+	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if strings.Contains(string(data), v) {
+			t.Errorf("the value %q shows in a status or an event", v)
+		}
+	}
 }

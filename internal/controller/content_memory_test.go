@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +25,8 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -81,7 +86,7 @@ func servedDigest(ss *cantusv1alpha1.SkillServer) string {
 func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
 	var reconciler *SkillServerReconciler
 	startManagerVerifying(t, kube, nil, func(r *SkillServerReconciler) { reconciler = r })
@@ -125,7 +130,7 @@ func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
 func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -155,7 +160,7 @@ func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
@@ -179,21 +184,32 @@ func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	g.Eventually(shardData).Should(Equal(wantData), "a deleted shard is written again")
 }
 
-// requestLog records the API requests a manager sends that write, by method and path.
+// requestLog records the API requests a manager sends that write, by method and path,
+// and the paths it reads.
 type requestLog struct {
 	mu     sync.Mutex
 	writes []string
+	reads  []string
 }
 
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		l.mu.Lock()
 		if req.Method != http.MethodGet {
-			l.mu.Lock()
 			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
-			l.mu.Unlock()
+		} else {
+			l.reads = append(l.reads, req.URL.Path)
 		}
+		l.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
+}
+
+// read says whether the manager has read path.
+func (l *requestLog) read(path string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.reads, path)
 }
 
 func (l *requestLog) of(ns string) []string {
@@ -253,7 +269,7 @@ func startContentManager(t *testing.T, log *requestLog) (stop func()) {
 func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	first := &requestLog{}
 	stop := startContentManager(t, first)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
@@ -262,13 +278,28 @@ func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	g.Eventually(func() error {
 		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-1"}, &corev1.ConfigMap{})
 	}).Should(Succeed(), "two shards: a file larger than a shard gets one of its own")
-	time.Sleep(2 * time.Second) // the reconciles the children's events start
+	// A reconcile asked for after the children exist, and handled: the first manager
+	// has seen its children before it stops.
+	docs, err := getSkillServer(ctx, ns, "docs")()
+	g.Expect(err).NotTo(HaveOccurred())
+	requestReconcile(g, ctx, docs, "children-seen")
+	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 	g.Expect(first.of(ns)).NotTo(BeEmpty())
 	stop()
 
+	// The restarted manager reads the content (its cache holds none) in its reconcile of
+	// docs, and writes, if at all, before that reconcile ends.
 	restarted := &requestLog{}
 	startContentManager(t, restarted)
-	time.Sleep(5 * time.Second)
+	testkit.EventuallyTrue(t, 30*time.Second, "the restarted manager to read the content", func() bool {
+		return restarted.read("/api/v1/namespaces/" + ns + "/configmaps/pdf")
+	})
+	testkit.Eventually(t, 30*time.Second, "the restarted manager's reconciles to end", func() error {
+		if n := activeReconciles(t, "skillserver"); n != 0 {
+			return fmt.Errorf("%v reconciles running", n)
+		}
+		return nil
+	})
 	g.Expect(restarted.of(ns)).To(BeEmpty(), "a restarted manager rewrote unchanged children")
 }
 
@@ -313,7 +344,7 @@ func TestContentReadsAreBoundedAcrossServers(t *testing.T) {
 func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
 	ss := newSkillServer(ns, "hoard")
 	const configMaps = 70
@@ -343,4 +374,27 @@ func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	// 1000 KiB kept of each (not the 20 KiB the spec does not read): the 66th goes past.
 	g.Expect(total()).To(Equal(66), "the bodies read")
 	g.Consistently(total, 2*time.Second).Should(Equal(66), "read again although none changed")
+}
+
+// activeReconciles is the number of reconciles controller is running now, in every
+// manager of this test process (controller-runtime's metrics registry is the process's).
+func activeReconciles(t *testing.T, controller string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_active_workers" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

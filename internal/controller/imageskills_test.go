@@ -16,6 +16,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -32,7 +33,7 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	image := "registry.example.com/skills/" + ns + ":1"
 	emulatedImages[image] = skillImageFolder
 	t.Cleanup(func() { delete(emulatedImages, image) })

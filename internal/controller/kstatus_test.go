@@ -13,6 +13,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -32,7 +33,7 @@ func kstatusOf(g Gomega, ctx context.Context, obj crclient.Object) status.Status
 func TestSkillServerStatusFollowsKstatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	reconcileOnce := func(ss *cantusv1alpha1.SkillServer) error {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
@@ -62,7 +63,7 @@ func TestSkillServerStatusFollowsKstatus(t *testing.T) {
 func TestRemoteToolImportStatusFollowsKstatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
 	imp := reconcileImport(t, importReconciler(), newImport(ns, "books", srv.URL+"/mcp"))

@@ -13,6 +13,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // spec.limits reaches the adapter config, with the API server's defaults for what it
@@ -22,7 +23,7 @@ import (
 func TestLimitsReachTheConfigAndTheStatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	limited := newSkillServer(ns, "limited", templateSkill("echo", "ok"))
 	limited.Spec.Limits = &cantusv1alpha1.CallLimits{ConcurrentCalls: ptr.To(int32(8)),
 		PerCaller: &cantusv1alpha1.CallerRate{CallsPerSecond: 5}}

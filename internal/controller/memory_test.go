@@ -16,14 +16,14 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	size := cantusv1alpha1.Quantity("2Gi")
 	ss := newSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{Size: &size, StorageClassName: ptr.To("fast")}
@@ -55,7 +55,7 @@ func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 }
 
 func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	cases := []struct {
 		name, spec, want string
 	}{
@@ -89,31 +89,4 @@ func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
 			t.Fatalf("refused: %v", err)
 		}
 	})
-}
-
-func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	adapters := local.New(nil)
-	adapters.MemoryDir = t.TempDir()
-	startManager(t, adapters)
-
-	ss := newSkillServer(ns, "notes")
-	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{}
-	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "notes")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "notes")()
-
-	res, err := callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{
-		"command": "create", "path": "/memories/reading.md", "file_text": "Dune, chapter 3\n"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.IsError).To(BeFalse(), resultText(res))
-	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "view", "path": "/memories/reading.md"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(ContainSubstring("Dune, chapter 3"))
-	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "delete", "path": "/memories/reading.md"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.IsError).To(BeTrue(), "delete needs confirm: true")
-	g.Expect(resultText(res)).To(HavePrefix("memory_refused: "))
 }

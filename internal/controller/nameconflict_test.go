@@ -22,6 +22,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -32,7 +33,7 @@ import (
 func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	adminPolicy := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default-deny"},
 		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
@@ -63,8 +64,15 @@ func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring(tc.kind + " " + ns + "/" + tc.name + " already exists and is not controlled by this object"))
 	}
 
-	// Both objects are as their owners left them, a while after the conflicts.
-	time.Sleep(2 * time.Second)
+	// Both objects are as their owners left them after the conflicts, and after another
+	// reconcile of each server, asked for and handled.
+	for _, name := range []string{"default-deny", "payments"} {
+		ss, err := getSkillServer(ctx, ns, name)()
+		g.Expect(err).NotTo(HaveOccurred())
+		requestReconcile(g, ctx, ss, "after-the-conflict")
+		g.Eventually(getSkillServer(ctx, ns, name), 30*time.Second).Should(
+			HaveField("Status.LastHandledReconcileAt", "after-the-conflict"), "the requested reconcile of %s", name)
+	}
 	policy := &networkingv1.NetworkPolicy{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(adminPolicy), policy)).To(Succeed())
 	g.Expect(policy.OwnerReferences).To(BeEmpty())
@@ -120,7 +128,7 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 func TestChildrenAreLookedUpOnceAndReadFromTheCache(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	counter := &getCounter{}
 	cfg := rest.CopyConfig(restConfig)
 	cfg.WrapTransport = counter.wrap
@@ -150,7 +158,12 @@ func TestChildrenAreLookedUpOnceAndReadFromTheCache(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, key, obj)).To(Succeed())
 		g.Expect(obj.GetOwnerReferences()).To(HaveLen(1))
 	}
-	time.Sleep(2 * time.Second) // the reconciles the children's events start
+	// A reconcile asked for after the children exist, and handled: the reads it makes
+	// count too.
+	fresh := &cantusv1alpha1.SkillServer{}
+	g.Expect(k8sClient.Get(ctx, key, fresh)).To(Succeed())
+	requestReconcile(g, ctx, fresh, "children-seen")
+	g.Eventually(getSkillServer(ctx, ns, "fresh"), 30*time.Second).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 
 	gets := counter.of(ns)
 	seen := map[string]int{}

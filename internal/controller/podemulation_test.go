@@ -16,6 +16,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -29,7 +30,7 @@ func TestPodEmulation(t *testing.T) {
 		t.Skip("the pod's filesystem is emulated with chroot, which needs root (CI and dev machines here run as root)")
 	}
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	token := "s3cr3t-token"
 	g := NewWithT(t)
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{

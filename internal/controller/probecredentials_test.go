@@ -13,6 +13,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // A remote that wants a token even to list its tools: the operator's probe of an import
@@ -23,7 +24,7 @@ import (
 func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	const clientSecret = "probe-client-secret-4e7b"
 	ts, err := tokenservice.New(tokenservice.Options{Clients: []tokenservice.Client{
@@ -75,7 +76,7 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 // would send nothing of the caller, and the probe's token is the operator's alone.
 func TestCallerCredentials_ProbeCredentialsNeedCallerCredentials(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	imp := newImport(ns, "alone", "https://mcp.example.com/mcp")
 	imp.Spec.ProbeCredentials = &cantusv1alpha1.ProbeCredentials{ClientCredentials: &cantusv1alpha1.ClientCredentialsGrant{
 		TokenEndpoint: "https://login.example.com/token", ClientID: "x", ClientSecret: cantusv1alpha1.SecretKeyRef{Name: "s"}}}

@@ -13,6 +13,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 const (
@@ -192,7 +193,7 @@ func TestUpgradeDoesNotApproveWhatTheOldDigestMissed(t *testing.T) {
 func TestReconcileAfterAnUpgradeAnnouncesTheMigrationOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	remote := newScriptedRemote(t)
 	remote.serve("tools/list", `{"tools":[`+searchWithApp+`,`+plainLookup+`]}`)

@@ -9,7 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,14 +26,17 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
 const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":{"type":"string","examples":["Dune"]}},"required":["title"]}`
 
-// adapterHandler serves a real cantus adapter with the given tools.
+// adapterHandler serves a real cantus adapter with the given tools; token, when set, is
+// the bearer token it requires.
 func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handler {
 	t.Helper()
 	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true}
@@ -37,32 +44,85 @@ func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handle
 		cfg.Tools = append(cfg.Tools, adapterconfig.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
 			Template: &adapterconfig.TemplateBackend{Text: "ok {{ .title }}"}})
 	}
-	var opts []adapter.Option
 	if token != "" {
-		opts = append(opts, adapter.WithBearerToken(token))
+		cfg.BearerTokenFile = filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(cfg.BearerTokenFile, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	srv, err := adapter.NewServer(cfg, opts...)
-	if err != nil {
-		t.Fatalf("adapter: %v", err)
-	}
-	return srv.Handler()
+	return runAdapter(t, cfg)
 }
 
-// countingServer counts every request it receives.
+// runAdapter runs the adapter binary (peers.AdapterBinary) with cfg until the test ends
+// and returns a handler that forwards to it. A process, not adapter.NewServer in this
+// one: the controller's tests link nothing of the data plane, as the controller does
+// not; test/integration runs adapters in process.
+func runAdapter(t *testing.T, cfg *adapterconfig.Config) http.Handler {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base := peers.StartAdapter(t, ctx, peers.WriteJSON(t, "adapter.json", cfg))
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("adapter URL %q: %v", base, err)
+	}
+	return httputil.NewSingleHostReverseProxy(target)
+}
+
+// countingServer counts every request it receives, and the GET streams it holds open:
+// a GET counts once its answer's headers were flushed, which mcp-go does after it has
+// registered the session for server-sent notifications.
 type countingServer struct {
 	*httptest.Server
-	requests atomic.Int64
+	requests    atomic.Int64
+	openStreams atomic.Int64
 }
 
 func newCountingServer(t *testing.T, h http.Handler) *countingServer {
 	c := &countingServer{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.requests.Add(1)
+		if r.Method == http.MethodGet {
+			watched := &streamWatch{ResponseWriter: w, opened: &c.openStreams}
+			defer watched.close()
+			w = watched
+		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(c.Close)
 	return c
 }
+
+// waitStreamOpen waits until a GET stream is open at the server: a notification the
+// server sends from then on reaches the client that opened it.
+func (c *countingServer) waitStreamOpen(t *testing.T) {
+	t.Helper()
+	testkit.EventuallyTrue(t, 30*time.Second, "a GET stream open at the remote", func() bool { return c.openStreams.Load() > 0 })
+}
+
+// streamWatch counts its response in opened from its first Flush until close.
+type streamWatch struct {
+	http.ResponseWriter
+	opened  *atomic.Int64
+	flushed bool
+}
+
+func (s *streamWatch) Flush() {
+	s.ResponseWriter.(http.Flusher).Flush()
+	if !s.flushed {
+		s.flushed = true
+		s.opened.Add(1)
+	}
+}
+
+func (s *streamWatch) close() {
+	if s.flushed {
+		s.opened.Add(-1)
+	}
+}
+
+// Unwrap is the response s wraps, for http.ResponseController.
+func (s *streamWatch) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // allowLoopback is a policy that lets this namespace reach 127.0.0.1.
 func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {
@@ -144,7 +204,7 @@ func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) meta
 
 func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
 
@@ -171,7 +231,7 @@ func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 }
 
 func TestImportHandshakeFaults(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	closedPort := func() string {
@@ -264,7 +324,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	s := httptest.NewTLSServer(adapterHandler(t, "", "search_book"))
 	t.Cleanup(s.Close)
@@ -281,7 +341,7 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 
 func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	// 127.0.0.2 is loopback too, but the policy names only 127.0.0.1.
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
@@ -308,7 +368,7 @@ func TestImportAllowlist(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no policy: no connection attempted", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		srv := newCountingServer(t, adapterHandler(t, "", "x"))
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
@@ -321,7 +381,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("host not listed names the rule that would allow it", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"mcp.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -334,7 +394,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("cloud metadata IP", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"*.example.com", "metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -344,7 +404,7 @@ func TestImportAllowlist(t *testing.T) {
 	})
 	t.Run("a name that resolves to a denied address", func(t *testing.T) {
 		g := NewWithT(t)
-		ns := newNamespace(t)
+		ns := kubekit.NewNamespace(t, k8sClient)
 		p := allowLoopback(t, ns)
 		p.Spec.Hosts = []string{"metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
@@ -368,7 +428,7 @@ func (s staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 
 func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
 	r := importReconciler()
@@ -390,7 +450,7 @@ func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startImportManager(t, 0)
 	srv := newCountingServer(t, adapterHandler(t, "right-token", "search_book"))
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-auth"},
@@ -441,7 +501,7 @@ func startImportManager(t *testing.T, maxConcurrent int) {
 func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	healthy := newCountingServer(t, adapterHandler(t, "", "search_book"))
@@ -507,7 +567,7 @@ func (s *swappableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	remote := &swappableHandler{}

@@ -2,29 +2,15 @@ package controller
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
-
-// countingLister counts the verifications of the real verifier it wraps.
-type countingLister struct {
-	ToolLister
-	calls atomic.Int32
-}
-
-func (c *countingLister) ListTools(ctx context.Context, target VerifyTarget) ([]mcpclient.Tool, error) {
-	c.calls.Add(1)
-	return c.ToolLister.ListTools(ctx, target)
-}
 
 // requestReconcile annotates obj as `kubectl annotate --overwrite ... cantus.dev/requestedAt=...` does.
 func requestReconcile(g Gomega, ctx context.Context, obj crclient.Object, value string) {
@@ -38,39 +24,11 @@ func requestReconcile(g Gomega, ctx context.Context, obj crclient.Object, value 
 	g.Expect(k8sClient.Patch(ctx, obj, patch)).To(Succeed())
 }
 
-// A verified server is not verified again until asked: the annotation alone (the
-// generation does not move) verifies its pods once more and records the request handled.
-func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	verifier := &countingLister{ToolLister: &MCPVerifier{}}
-	startManagerVerifying(t, local.New(nil), verifier)
-	ss := newSkillServer(ns, "asked", templateSkill("search_book", "found: {{ .title }}"))
-	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "asked")).Should(haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
-	verifiedOnce := verifier.calls.Load()
-	g.Expect(verifiedOnce).To(BeNumerically(">", 0))
-
-	got, err := getSkillServer(ctx, ns, "asked")()
-	g.Expect(err).NotTo(HaveOccurred())
-	generation := got.Generation
-	requestReconcile(g, ctx, got, "1700000000")
-	g.Eventually(func() (string, error) {
-		ss, err := getSkillServer(ctx, ns, "asked")()
-		return ss.Status.LastHandledReconcileAt, err
-	}).Should(Equal("1700000000"))
-	g.Expect(verifier.calls.Load()).To(BeNumerically(">", verifiedOnce), "the request verified the pods again")
-	got, _ = getSkillServer(ctx, ns, "asked")()
-	g.Expect(got.Generation).To(Equal(generation), "an annotation does not move the generation")
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-}
-
 // An import refreshes on its interval; the annotation probes it now.
 func TestRequestedAtProbesAnImportAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startImportManager(t, 0)
 	remote := newCountingServer(t, adapterHandler(t, "", "search_book"))

@@ -18,6 +18,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -59,7 +60,7 @@ func warningReasons(ctx context.Context, ns, name string) func() []string {
 func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
 
 	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "groups-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
@@ -129,7 +130,7 @@ func renderedAudiences(ctx context.Context, ns, name string) func() ([]string, e
 func TestForbiddenAudiencesAreRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
 	keys, err := issuer.Current(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -190,7 +191,7 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 func TestOIDCAtTheClusterIssuerOrWithForbiddenAudiencesIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	issuer := &saissuer.Watcher{Client: discovery.NewDiscoveryClientForConfigOrDie(restConfig).RESTClient(), Every: time.Hour}
 	keys, err := issuer.Current(ctx)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -22,8 +22,8 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 const formsSkillMD = "---\nname: pdf-forms\ndescription: Fill PDF forms.\nenabled: yes\n---\n# PDF forms\nRead references/FORMS.md first.\n"
@@ -76,7 +76,7 @@ func expectedManifestDigest(files map[string][]byte) string {
 func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	forms := "# Forms\nfield: value\n"
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -140,7 +140,7 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := contentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	r := kubernetesReconciler()
@@ -185,46 +185,6 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	g.Expect(shard.BinaryData).To(Equal(goodShard.BinaryData), "invalid content is never written where pods read it")
 }
 
-// TestImageSkills: an image skill is refused on the local runtime and without a policy
-// (Stalled: only the spec or the admin's policy can fix it); allowed by a policy, the
-// kubernetes runtime mounts it as an image volume.
-func TestImageSkills(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	ss := newSkillServer(ns, "imaged")
-	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: "registry.example.com/skills/" + ns + ":1", PullPolicy: corev1.PullIfNotPresent}}}
-	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-
-	onHost := &SkillServerReconciler{Client: k8sClient, Runtime: local.New(k8sClient)}
-	_, err := onHost.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).To(beTerminal())
-	got, _ := getSkillServer(ctx, ns, "imaged")()
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
-	g.Expect(stalledMessage(got)).To(ContainSubstring("only the kubernetes runtime mounts"))
-
-	r := kubernetesReconciler()
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).To(beTerminal(), "stalled again, for another reason")
-	got, _ = getSkillServer(ctx, ns, "imaged")()
-	g.Expect(stalledMessage(got)).To(ContainSubstring("registry.example.com/skills/" + ns))
-
-	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "skills-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-		Images:            []string{"registry.example.com/skills/" + ns},
-	}}
-	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).NotTo(HaveOccurred())
-	got, _ = getSkillServer(ctx, ns, "imaged")()
-	g.Expect(stalledMessage(got)).To(BeEmpty())
-	dep := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "imaged"}, dep)).To(Succeed())
-	g.Expect(dep.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", "skill-image-0"),
-		HaveField("VolumeSource.Image.Reference", "registry.example.com/skills/"+ns+":1"), HaveField("VolumeSource.Image.PullPolicy", corev1.PullIfNotPresent))))
-}
-
 func stalledMessage(ss *cantusv1alpha1.SkillServer) string {
 	for _, c := range ss.Status.Conditions {
 		if c.Type == cantusv1alpha1.ConditionStalled {
@@ -239,7 +199,7 @@ func stalledMessage(ss *cantusv1alpha1.SkillServer) string {
 func TestContentConfigMapEditReconciles(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
@@ -263,7 +223,7 @@ func TestContentConfigMapEditReconciles(t *testing.T) {
 func TestPrinterColumns(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
 	ss := contentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -325,7 +285,7 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 func TestAgentSkillsSample(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "cantus_v1alpha1_skillserver_agentskills.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var ss *cantusv1alpha1.SkillServer
@@ -347,42 +307,12 @@ func TestAgentSkillsSample(t *testing.T) {
 	g.Expect(stalledMessage(got)).To(BeEmpty())
 }
 
-// TestLocalRuntimeWritesContentByDigest: under the local runtime the skill's files are
-// written to a folder of the host, each named by the sha256 of its bytes, and an edit
-// writes the new file and removes the one no longer named.
-func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	adapters := local.New(nil)
-	adapters.MemoryDir = t.TempDir()
-	startManagerVerifying(t, adapters, nil)
-	forms := "# Forms"
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
-	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	dir := filepath.Join(adapters.MemoryDir, ".content", ns, "docs")
-	read := func(data string) func() (string, error) {
-		return func() (string, error) {
-			b, err := os.ReadFile(filepath.Join(dir, hexSHA256([]byte(data))))
-			return string(b), err
-		}
-	}
-	g.Eventually(read(formsSkillMD)).Should(Equal(formsSkillMD))
-	g.Expect(read(forms)()).To(Equal(forms))
-
-	cm.Data["references.FORMS.md"] = "# Forms, edited"
-	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	g.Eventually(read("# Forms, edited")).Should(Equal("# Forms, edited"))
-	g.Eventually(func() bool { _, err := read(forms)(); return os.IsNotExist(err) }).Should(BeTrue(), "the old file is removed")
-}
-
 // TestPolicyChangeReleasesImageSkill: a ToolSourcePolicy that comes to allow an image
 // re-renders the servers mounting it, without a change to them.
 func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	image := "registry.example.com/released/" + ns
 	ss := newSkillServer(ns, "imaged")
@@ -396,36 +326,4 @@ func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
 	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, BeEmpty()))
-}
-
-// TestRealAdapterServesVerifiedContent: with the real adapter (local runtime), a skill
-// from a ConfigMap, a prompt and a resource are served, and Verified compares the pods'
-// skills/list digests and prompts/list names with what was rendered; after an edit of
-// SKILL.md the digest changes and the pods are verified again.
-func TestRealAdapterServesVerifiedContent(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	adapters := local.New(nil)
-	adapters.MemoryDir = t.TempDir()
-	startManager(t, adapters)
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
-	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	verified := And(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
-		WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
-			for _, c := range ss.Status.Conditions {
-				if c.Type == cantusv1alpha1.ConditionVerified {
-					return c.Message
-				}
-			}
-			return ""
-		}, ContainSubstring("skills/list and prompts/list with the 1 skills (by manifest digest) and 1 prompts rendered")))
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
-	before, _ := getSkillServer(ctx, ns, "docs")()
-
-	cm.Data["SKILL.md"] = formsSkillMD + "edited\n"
-	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	g.Eventually(func() string { s, _ := getSkillServer(ctx, ns, "docs")(); return s.Status.AgentSkills[0].Digest }).ShouldNot(Equal(before.Status.AgentSkills[0].Digest))
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
 }

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // createSkillServerSpec creates a SkillServer from the YAML of its spec.
@@ -23,7 +25,7 @@ func createSkillServerSpec(ctx context.Context, ns, name, spec string) (*unstruc
 // and the authorization rules' new kinds are checked by the API server with messages
 // that say what to fix.
 func TestAPIServerRefusesBadContent(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	cases := []struct {
 		name, spec, want string
 	}{
@@ -97,7 +99,7 @@ func TestAPIServerRefusesBadContent(t *testing.T) {
 // TestAPIServerAcceptsContentOnlyServers: a server may serve only skills, only prompts,
 // only resources, or any mix, and rules may name only the new kinds.
 func TestAPIServerAcceptsContentOnlyServers(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	for name, spec := range map[string]string{
 		"skills-only": `
   agentSkills: [{name: pdf-forms, path: acme/billing, configMap: {name: pdf, items: [{key: SKILL.md, path: SKILL.md}, {key: references.FORMS.md, path: references/FORMS.md}]}}]`,

@@ -19,15 +19,15 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	routes := newServiceRoutes()
 	kube := workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local")
 	kube.Operator = workload.OperatorPeer("cantus-system")
@@ -143,7 +143,7 @@ func markDeploymentAvailable(g Gomega, ctx context.Context, dep *appsv1.Deployme
 func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "broken", templateSkill("echo", "{{ .title "))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
@@ -169,7 +169,7 @@ func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "ruled", templateSkill("echo", "{{ .title }}"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{
 		IssuerURL: "https://login.example.com", Audiences: []string{"cantus"},
@@ -197,7 +197,7 @@ func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
 func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "guarded", templateSkill("echo", "{{ .title }}"))
 	// The CRD cannot check CIDRs cheaply; the NetworkPolicy API does.
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}
@@ -219,7 +219,7 @@ func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
 func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	schema := `{"type":"object","title":"SearchBookArgs","additionalProperties":false,"properties":{"title":{"type":"string","title":"Title","examples":["Dune"]}},"$defs":{"x":{"type":"string"}}}`
 	skill := templateSkill("search_book", "found: {{ .title }}")
 	skill.InputSchema.Raw = []byte(schema)
@@ -247,7 +247,7 @@ func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
 func TestIdleReconcileWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "idle", templateSkill("search_book", "found: {{ .title }}"))
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -296,42 +296,6 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))
 }
 
-func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	startManager(t, local.New(nil))
-
-	ss := newSkillServer(ns, "local", templateSkill("search_book", "found: {{ .title }}"))
-	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "local"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "local")()
-	g.Expect(got.Status.URL).To(MatchRegexp(`^http://127\.0\.0\.1:\d+/mcp$`))
-
-	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.IsError).To(BeFalse())
-	g.Expect(resultText(res)).To(Equal("found: Dune"))
-
-	// A spec change is served on the same URL.
-	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
-	g.Eventually(func() (string, error) {
-		res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
-		if err != nil {
-			return "", err
-		}
-		return resultText(res), nil
-	}, 20*time.Second).Should(Equal("catalog hit: Dune"))
-
-	// Deleted: the local server stops.
-	g.Expect(k8sClient.Delete(ctx, got)).To(Succeed())
-	g.Eventually(func() error {
-		_, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
-		return err
-	}, 20*time.Second).Should(HaveOccurred())
-}
-
 func findCondition(ss *cantusv1alpha1.SkillServer, condType string) *metav1.Condition {
 	for i := range ss.Status.Conditions {
 		if ss.Status.Conditions[i].Type == condType {
@@ -347,7 +311,7 @@ func findCondition(ss *cantusv1alpha1.SkillServer, condType string) *metav1.Cond
 func TestReconcilesValidateAndCompileOncePerGeneration(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "once", templateSkill("search_book", "found: {{ .title }}"), templateSkill("greet", "hi {{ .title }}"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}}}
 	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{

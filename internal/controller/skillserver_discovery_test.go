@@ -16,13 +16,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
 // spec.discovery is checked by the API server itself, each refusal saying what to fix,
 // and a bare Search mode gets the documented defaults.
 func TestDiscoveryAPIServerValidatesSpec(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	const skill = `
   skills:
     - name: search_book
@@ -73,7 +74,7 @@ func TestDiscoverySearchModeIsVerifiedAndShown(t *testing.T) {
 	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 

@@ -13,6 +13,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -51,7 +52,7 @@ func warnings(ctx context.Context, ns, name string) func() []string {
 func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	image := "registry.example.com/tenant-" + ns + "/adapter:1"
 	ss := newSkillServer(ns, "custom", templateSkill("echo", "ok"))
@@ -119,7 +120,7 @@ func TestPolicyServiceAccountsAreNames(t *testing.T) {
 func TestServiceAccountNotInTheAdmissionParametersIsRefusedBeforeApplying(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	params := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cantus-operator-admission"},
 		Data: map[string]string{"serviceAccounts": "other/cloud-admin, " + ns + "/runner"}}
 	g.Expect(k8sClient.Create(ctx, params)).To(Succeed())

@@ -7,12 +7,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // Every manifest here must be refused by the API server itself (OpenAPI schema and CEL
 // rules in the CRD), with a message that says what to fix.
 func TestAPIServerRefusesBadSkillServers(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	validSkill := `
     - name: search_book
       template: {text: "found: {{ .title }}"}`

@@ -18,6 +18,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -87,7 +88,7 @@ func TestPodsServingTheWrongToolsAreNotReady(t *testing.T) {
 	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
@@ -181,7 +182,7 @@ func TestPodsServingAnOlderDescriptionAreNotVerified(t *testing.T) {
 	requireRoot(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestStaleStatusIsRetriedShortlyWithoutAnError(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "stale", templateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 

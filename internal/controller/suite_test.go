@@ -11,7 +11,6 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -24,7 +23,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
 var (
@@ -37,6 +35,7 @@ func TestMain(m *testing.M) {
 	// Reconciles take longer than gomega's default second on a busy 2-core machine;
 	// a test that waits on the API server waits long enough not to flake.
 	SetDefaultEventuallyTimeout(15 * time.Second)
+	testenv.ExitUnderShort()
 	env, cfg, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -53,16 +52,6 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
 	os.Exit(code)
-}
-
-// newNamespace gives each test its own namespace, so tests never see each other's objects.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
 }
 
 // newTestManager returns a manager on the test control plane; several run one after
@@ -109,12 +98,6 @@ func startManager(t *testing.T, rt workload.Runtime) {
 func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier ToolLister, configure ...func(*SkillServerReconciler)) {
 	t.Helper()
 	mgr := newTestManager(t)
-	if adapters, ok := rt.(*local.Runtime); ok {
-		adapters.Reader = mgr.GetAPIReader()
-		if err := mgr.Add(adapters); err != nil {
-			t.Fatalf("add local runtime: %v", err)
-		}
-	}
 	if kube, ok := rt.(*workload.Kubernetes); ok {
 		kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
 	}
@@ -166,12 +149,6 @@ func haveCondition(condType string, status metav1.ConditionStatus, reason string
 		}
 		return "absent"
 	}, Equal(fmt.Sprintf("%s/%s", status, reason)))
-}
-
-// callTool calls one tool with mcp-go's client, pinned to a protocol version that
-// initializes the classic way (the unpinned client probes server/discover first).
-func callTool(ctx context.Context, url, transportName, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	return callToolWithHeaders(ctx, url, transportName, tool, args, nil)
 }
 
 func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -132,7 +133,7 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 	kube := workload.NewKubernetes(k8sClient, "img", "cluster.local")
 	kube.TracingEnv = tracing.AdapterEnv(func(k string) string { return operatorEnv[k] })
 	servers := &SkillServerReconciler{Client: k8sClient, Runtime: kube}
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	// The remote: a SkillServer whose tool POSTs to the backend.
@@ -210,7 +211,7 @@ func TestReconcileSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	t.Cleanup(func() { tracing.Use(nil) })
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	ss := newSkillServer(ns, "traced", templateSkill("hello", "hi"))
 	g.Expect(k8sClient.Create(context.Background(), ss)).To(Succeed())
 	r := traced("skillserver", &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")})

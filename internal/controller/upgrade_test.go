@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -27,7 +28,7 @@ var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v
 func TestObjectsStoredBeforeValidationDoNotStopTheOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	badNS, goodNS := newNamespace(t), newNamespace(t)
+	badNS, goodNS := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
 
 	withOlderCRDs(t, "remotetoolimports.cantus.dev", "skillservers.cantus.dev")
 	createUnvalidated(t, importYAML("url: http://127.0.0.1:1/mcp\n  refreshInterval: banana"), badNS)
@@ -79,7 +80,7 @@ func TestObjectsStoredBeforeValidationDoNotStopTheOperator(t *testing.T) {
 
 // The API server refuses durations and sizes that can never work, naming the fix.
 func TestAPIServerRefusesBadDurationsAndSizes(t *testing.T) {
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	cases := []struct{ name, manifest, want string }{
 		{"refresh not a duration", importYAML("url: http://x.example.com/mcp\n  refreshInterval: banana"), `must be a duration such as "30s"`},
 		{"refresh too short", importYAML("url: http://x.example.com/mcp\n  refreshInterval: 1ms"), "refreshInterval must be between 10s and 24h"},
@@ -181,7 +182,7 @@ func restoreCRDs(t *testing.T) {
 	savedCRDs = nil
 	// Wait until the restored validation is served.
 	probe := importYAML("url: http://x.example.com/mcp\n  refreshInterval: banana")
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	NewWithT(t).Eventually(func() error {
 		obj, err := createManifest(ctx, probe, ns)
 		if err == nil {

@@ -10,6 +10,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // A probe that finds the remote unchanged writes nothing: the stored object keeps its
@@ -17,7 +18,7 @@ import (
 func TestUnchangedProbeWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	remote := &swappableHandler{}
 	first := adapterHandler(t, "", "search_book")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/definition"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // contentServer is a streamable HTTP server announcing capabilities whose answers to
@@ -121,7 +122,7 @@ func TestCatalogDigest(t *testing.T) {
 
 func probeOK(t *testing.T, opts Options) *Result {
 	t.Helper()
-	res, err := Probe(testContext(t), opts)
+	res, err := Probe(testkit.Context(t, testBudget), opts)
 	if err != nil {
 		t.Fatalf("Probe %s: %v", opts.URL, err)
 	}

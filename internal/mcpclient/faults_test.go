@@ -21,6 +21,7 @@ import (
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
 	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // One test per fault: each asserts the Reason and the mcp_handshake_failed: prefix.
@@ -34,7 +35,7 @@ func TestFaultConnectionRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
-		_, err := Probe(testContext(t), Options{URL: "http://" + addr + "/mcp", Transport: transport})
+		_, err := Probe(testkit.Context(t, testBudget), Options{URL: "http://" + addr + "/mcp", Transport: transport})
 		e := requireError(t, err, ReasonConnectionRefused)
 		if !strings.Contains(e.Detail, addr) {
 			t.Errorf("detail %q does not name %s", e.Detail, addr)
@@ -88,7 +89,7 @@ func TestFaultHTTP500(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close)
 	const secret = "s3cr3t-api-key-value"
-	_, err := Probe(testContext(t), Options{URL: ts.URL + "/mcp", Headers: map[string]string{"X-Api-Key": secret}})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/mcp", Headers: map[string]string{"X-Api-Key": secret}})
 	e := requireError(t, err, ReasonHTTPError)
 	if !strings.Contains(e.Detail, "HTTP 500 Internal Server Error from POST /mcp") {
 		t.Errorf("detail %q", e.Detail)
@@ -108,7 +109,7 @@ func TestFaultUnauthorized(t *testing.T) {
 			t.Parallel()
 			url := startAdapter(t, transport, false, nil, adapter.WithBearerToken(token))
 			const wrong = "Bearer wrong-token-456"
-			_, err := Probe(testContext(t), Options{URL: url, Transport: transport, Headers: map[string]string{"Authorization": wrong}})
+			_, err := Probe(testkit.Context(t, testBudget), Options{URL: url, Transport: transport, Headers: map[string]string{"Authorization": wrong}})
 			e := requireError(t, err, ReasonUnauthorized)
 			if !strings.Contains(e.Detail, "HTTP 401") || strings.Contains(err.Error(), "wrong-token-456") {
 				t.Errorf("detail %q", e.Detail)
@@ -138,7 +139,7 @@ func TestFaultInvalidJSON(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			t.Cleanup(ts.Close)
-			_, err := Probe(testContext(t), Options{URL: ts.URL + "/mcp"})
+			_, err := Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/mcp"})
 			requireReason(t, err, ReasonProtocolError)
 		})
 	}
@@ -153,7 +154,7 @@ func TestFaultNotMCP(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close)
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
-		_, err := Probe(testContext(t), Options{URL: ts.URL + "/", Transport: transport})
+		_, err := Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/", Transport: transport})
 		e := requireError(t, err, ReasonProtocolError)
 		if !strings.Contains(e.Detail, "text/html") {
 			t.Errorf("detail %q does not name the content type", e.Detail)
@@ -167,7 +168,7 @@ func TestFaultTLSUnknownCA(t *testing.T) {
 	t.Parallel()
 	ts := httptest.NewTLSServer(&fakeMCP{tools: numberedTools(2)})
 	t.Cleanup(ts.Close)
-	_, err := Probe(testContext(t), Options{URL: ts.URL + "/mcp"})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/mcp"})
 	e := requireError(t, err, ReasonTLSError)
 	if !strings.Contains(e.Detail, "unknown authority") {
 		t.Errorf("detail %q", e.Detail)
@@ -180,10 +181,10 @@ func TestFaultTLSUnknownCA(t *testing.T) {
 	// An https URL for a plain HTTP server.
 	plain := httptest.NewServer(&fakeMCP{})
 	t.Cleanup(plain.Close)
-	_, err = Probe(testContext(t), Options{URL: strings.Replace(plain.URL, "http://", "https://", 1) + "/mcp"})
+	_, err = Probe(testkit.Context(t, testBudget), Options{URL: strings.Replace(plain.URL, "http://", "https://", 1) + "/mcp"})
 	requireReason(t, err, ReasonTLSError)
 	// A bundle that holds no certificate is a TLSError too, before any connection.
-	_, err = Probe(testContext(t), Options{URL: ts.URL + "/mcp", CABundle: []byte("not a pem")})
+	_, err = Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/mcp", CABundle: []byte("not a pem")})
 	requireReason(t, err, ReasonTLSError)
 }
 
@@ -213,7 +214,7 @@ func TestFaultRedirectRefused(t *testing.T) {
 		return nil
 	}
 	for _, transport := range []string{TransportStreamableHTTP, TransportSSE} {
-		_, err := Probe(testContext(t), Options{URL: redirector.URL + "/mcp", Transport: transport, CheckRedirect: policy})
+		_, err := Probe(testkit.Context(t, testBudget), Options{URL: redirector.URL + "/mcp", Transport: transport, CheckRedirect: policy})
 		e := requireError(t, err, ReasonRedirectRefused)
 		if !strings.Contains(e.Detail, "localhost") || !strings.Contains(e.Detail, "not allowlisted") {
 			t.Errorf("detail %q", e.Detail)
@@ -277,7 +278,7 @@ func TestRedirectFollowed(t *testing.T) {
 func TestFaultTooManyTools(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{tools: numberedTools(30), pageSize: 10}, nil)
-	_, err := Probe(testContext(t), Options{URL: url, MaxTools: 25})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: url, MaxTools: 25})
 	e := requireError(t, err, ReasonResponseTooLarge)
 	if !strings.Contains(e.Detail, "more than 25 tools") {
 		t.Errorf("detail %q", e.Detail)
@@ -292,12 +293,12 @@ func TestFaultMessageTooLarge(t *testing.T) {
 	big[0]["description"] = strings.Repeat("x", 64<<10)
 	for _, sse := range []bool{false, true} {
 		url := startFake(t, &fakeMCP{tools: big, sse: sse}, nil)
-		_, err := Probe(testContext(t), Options{URL: url, MaxMessageBytes: 16 << 10})
+		_, err := Probe(testkit.Context(t, testBudget), Options{URL: url, MaxMessageBytes: 16 << 10})
 		requireReason(t, err, ReasonResponseTooLarge)
 	}
 	// The adapter's SSE transport, with a limit its tools/list answer exceeds.
 	url := startAdapter(t, adapterconfig.TransportSSE, false, nil)
-	_, err := Probe(testContext(t), Options{URL: url, Transport: TransportSSE, MaxMessageBytes: 300})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: url, Transport: TransportSSE, MaxMessageBytes: 300})
 	requireReason(t, err, ReasonResponseTooLarge)
 }
 
@@ -319,7 +320,7 @@ func TestFaultConnectionDropped(t *testing.T) {
 	}
 	midAnswer := httptest.NewServer(hijack("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n" + `{"jsonrpc":"`))
 	t.Cleanup(midAnswer.Close)
-	_, err := Probe(testContext(t), Options{URL: midAnswer.URL + "/mcp"})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: midAnswer.URL + "/mcp"})
 	e := requireError(t, err, ReasonConnectionDropped)
 	if !strings.Contains(e.Detail, "mid-answer after 12 bytes") {
 		t.Errorf("detail %q", e.Detail)
@@ -327,7 +328,7 @@ func TestFaultConnectionDropped(t *testing.T) {
 
 	beforeAnswer := httptest.NewServer(hijack(""))
 	t.Cleanup(beforeAnswer.Close)
-	_, err = Probe(testContext(t), Options{URL: beforeAnswer.URL + "/mcp"})
+	_, err = Probe(testkit.Context(t, testBudget), Options{URL: beforeAnswer.URL + "/mcp"})
 	requireReason(t, err, ReasonConnectionDropped)
 
 	// An event stream that ends (without an event id to resume from) before the
@@ -337,7 +338,7 @@ func TestFaultConnectionDropped(t *testing.T) {
 		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n"))
 	}))
 	t.Cleanup(streamEnds.Close)
-	_, err = Probe(testContext(t), Options{URL: streamEnds.URL + "/mcp"})
+	_, err = Probe(testkit.Context(t, testBudget), Options{URL: streamEnds.URL + "/mcp"})
 	requireReason(t, err, ReasonConnectionDropped)
 }
 
@@ -366,14 +367,14 @@ func TestFaultHeadersTooLarge(t *testing.T) {
 	t.Cleanup(tlsServer.Close)
 	bundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsServer.Certificate().Raw})
 	for _, endpoint := range []string{plain.URL + "/mcp", tlsServer.URL + "/mcp"} {
-		_, err := Probe(testContext(t), Options{URL: endpoint, CABundle: bundle})
+		_, err := Probe(testkit.Context(t, testBudget), Options{URL: endpoint, CABundle: bundle})
 		requireReason(t, err, ReasonResponseTooLarge)
 
 		c, err := New(ClientOptions{URL: endpoint, CABundle: bundle})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Connect(testContext(t))
+		_, err = c.Connect(testkit.Context(t, testBudget))
 		var e *Error
 		if !errors.As(err, &e) || e.Reason != ReasonResponseTooLarge {
 			t.Errorf("the gateway's client against %s: %v, want reason %s", endpoint, err, ReasonResponseTooLarge)
@@ -384,7 +385,7 @@ func TestFaultHeadersTooLarge(t *testing.T) {
 func TestFaultInitializeFailed(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{initializeError: &ErrorObject{Code: -32602, Message: "Unsupported protocol version"}}, nil)
-	_, err := Probe(testContext(t), Options{URL: url})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: url})
 	e := requireError(t, err, ReasonInitializeFailed)
 	if !strings.Contains(e.Detail, "-32602 Unsupported protocol version") {
 		t.Errorf("detail %q", e.Detail)
@@ -394,7 +395,7 @@ func TestFaultInitializeFailed(t *testing.T) {
 func TestFaultToolsListFailed(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{toolsListError: &ErrorObject{Code: -32603, Message: "database down"}}, nil)
-	_, err := Probe(testContext(t), Options{URL: url})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: url})
 	e := requireError(t, err, ReasonToolsListFailed)
 	if !strings.Contains(e.Detail, "database down") {
 		t.Errorf("detail %q", e.Detail)
@@ -406,7 +407,7 @@ func TestFaultToolsListFailed(t *testing.T) {
 func TestFaultUnsupportedVersion(t *testing.T) {
 	t.Parallel()
 	url := startFake(t, &fakeMCP{version: "2023-01-01"}, nil)
-	_, err := Probe(testContext(t), Options{URL: url})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: url})
 	requireReason(t, err, ReasonProtocolError)
 }
 
@@ -432,7 +433,7 @@ func TestFaultSSEEndpointOtherOrigin(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(ts.Close)
-	_, err := Probe(testContext(t), Options{URL: ts.URL + "/sse", Transport: TransportSSE})
+	_, err := Probe(testkit.Context(t, testBudget), Options{URL: ts.URL + "/sse", Transport: TransportSSE})
 	requireReason(t, err, ReasonProtocolError)
 }
 

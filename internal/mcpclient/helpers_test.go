@@ -1,7 +1,6 @@
 package mcpclient_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,18 +19,12 @@ import (
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
 	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // testBudget bounds every probe of the tests (the faults set their own, shorter,
 // Timeout).
 const testBudget = 10 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testBudget)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // requireReason fails the test unless err is an *Error with reason whose message
 // starts with the marker.
@@ -62,7 +55,7 @@ func requireError(t *testing.T, err error, reason string) *Error {
 
 func mustProbe(t *testing.T, opts Options) *Result {
 	t.Helper()
-	res, err := Probe(testContext(t), opts)
+	res, err := Probe(testkit.Context(t, testBudget), opts)
 	if err != nil {
 		t.Fatalf("Probe %s (%s): %v (reason %s)", opts.URL, opts.Transport, err, ReasonOf(err))
 	}

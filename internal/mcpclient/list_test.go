@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // pagedServer is a streamable HTTP server whose tools/list (and prompts/list and
@@ -72,7 +74,7 @@ func TestListTools_PagesAndBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := connectTo(t, pagedServer(t, tc.pages), TransportStreamableHTTP)
-			tools, err := s.ListTools(testContext(t), tc.limit)
+			tools, err := s.ListTools(testkit.Context(t, testBudget), tc.limit)
 			if tc.reason == "" {
 				names := make([]string, 0, len(tools))
 				for _, tool := range tools {

@@ -3,8 +3,10 @@ package mcpclient
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/definition"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // startSubscribable serves, with mcp-go, a stateful server that declares
@@ -19,21 +22,33 @@ import (
 // notifications/resources/updated about the URI, outside the request.
 func startSubscribable(t *testing.T) string {
 	t.Helper()
+	// The hook runs before the answer is written; the notification goes out once the
+	// HTTP handler of the subscribe has returned, so that it is not the request's.
+	var mu sync.Mutex
+	subscribed := map[string][]string{} // session → URIs to notify about
 	hooks := &server.Hooks{}
-	var srv *server.MCPServer
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		session := server.ClientSessionFromContext(ctx).SessionID()
-		go func() {
-			// After the answer, so that the notification is not the request's.
-			time.Sleep(50 * time.Millisecond)
-			_ = srv.SendNotificationToSpecificClient(session, MethodResourceUpdated, map[string]any{"uri": req.Params.URI})
-		}()
+		mu.Lock()
+		defer mu.Unlock()
+		subscribed[session] = append(subscribed[session], req.Params.URI)
 	})
-	srv = server.NewMCPServer("subscribable", "1", server.WithResourceCapabilities(true, false), server.WithHooks(hooks))
+	srv := server.NewMCPServer("subscribable", "1", server.WithResourceCapabilities(true, false), server.WithHooks(hooks))
 	srv.AddResource(mcp.NewResource("test://one", "one"), func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://one", Text: "1"}}, nil
 	})
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv, server.WithSessionIdManager(&server.InsecureStatefulSessionIdManager{})))
+	streamable := server.NewStreamableHTTPServer(srv, server.WithSessionIdManager(&server.InsecureStatefulSessionIdManager{}))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		streamable.ServeHTTP(w, r)
+		session := r.Header.Get(server.HeaderKeySessionID)
+		mu.Lock()
+		uris := subscribed[session]
+		delete(subscribed, session)
+		mu.Unlock()
+		for _, uri := range uris {
+			_ = srv.SendNotificationToSpecificClient(session, MethodResourceUpdated, map[string]any{"uri": uri})
+		}
+	}))
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
@@ -42,7 +57,7 @@ func startSubscribable(t *testing.T) string {
 }
 
 func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testBudget)
 	c, err := New(ClientOptions{URL: startSubscribable(t), ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +105,7 @@ func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
 }
 
 func TestPing_AForgottenSessionIsLost(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testBudget)
 	url := startSubscribable(t)
 	c, err := New(ClientOptions{URL: url, ConnectTimeout: 5 * time.Second})
 	if err != nil {

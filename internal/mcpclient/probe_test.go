@@ -1,7 +1,6 @@
 package mcpclient_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -20,22 +19,8 @@ import (
 	// The tests use only the exported API: they live outside the package because
 	// they start a real cantus adapter, which itself imports this package.
 	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
-
-// jsonEqual compares two JSON texts as values.
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, a)
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	ca, _ := json.Marshal(va)
-	cb, _ := json.Marshal(vb)
-	return bytes.Equal(ca, cb)
-}
 
 // TestProbeAdapter probes the project's own adapter over both transports (and both
 // session modes of streamable HTTP): server info, negotiated version, capabilities,
@@ -80,7 +65,7 @@ func TestProbeAdapter(t *testing.T) {
 				if got.Description != want.Description {
 					t.Errorf("%s: description %q, want %q", got.Name, got.Description, want.Description)
 				}
-				if !jsonEqual(t, got.InputSchema, want.InputSchema) {
+				if !testkit.JSONEqual(t, got.InputSchema, want.InputSchema) {
 					t.Errorf("%s: inputSchema\n%s\nwant\n%s", got.Name, got.InputSchema, want.InputSchema)
 				}
 				if len(got.Raw) == 0 || !json.Valid(got.Raw) {
@@ -192,7 +177,7 @@ func TestProbePagination(t *testing.T) {
 			if got := toolNames(res.Tools); !slices.Equal(got, want) {
 				t.Fatalf("tools %v, want %v", got, want)
 			}
-			if !jsonEqual(t, res.Tools[4].InputSchema, []byte(`{"type":"object","properties":{"n":{"type":"integer","const":4}}}`)) {
+			if !testkit.JSONEqual(t, res.Tools[4].InputSchema, []byte(`{"type":"object","properties":{"n":{"type":"integer","const":4}}}`)) {
 				t.Errorf("tool-004 schema %s", res.Tools[4].InputSchema)
 			}
 			var cursors []string

@@ -1,7 +1,6 @@
 package mcpclient
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,19 +13,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
+)
 
 type incoming struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 }
+
+// testBudget bounds each step of the package's own tests.
+const testBudget = 10 * time.Second
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -92,7 +89,7 @@ func connectTo(t *testing.T, url, transport string) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Connect(testContext(t))
+	s, err := c.Connect(testkit.Context(t, testBudget))
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
@@ -148,7 +145,7 @@ func TestCallTool_FailuresSayWhetherTheServerProcessedTheCall(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := connectTo(t, fakeStreamable(t, tc.answer).URL+"/mcp", TransportStreamableHTTP)
-			_, err := s.CallTool(testContext(t), "tool", json.RawMessage(`{"a":1}`))
+			_, err := s.CallTool(testkit.Context(t, testBudget), "tool", json.RawMessage(`{"a":1}`))
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("CallTool error %T %v, want *Error", err, err)
@@ -207,21 +204,16 @@ func TestCallTool_Answers(t *testing.T) {
 	s := connectTo(t, srv.URL+"/mcp", TransportStreamableHTTP)
 	for _, m := range []string{"json", "sse"} {
 		mode.Store(m)
-		raw, err := s.CallTool(testContext(t), "tool", nil)
+		raw, err := s.CallTool(testkit.Context(t, testBudget), "tool", nil)
 		if err != nil || string(raw) != textResult {
 			t.Fatalf("%s answer: %s, %v; want %s", m, raw, err, textResult)
 		}
 	}
-	select {
-	case body := <-pingAnswered:
-		if !strings.Contains(body, `"result":{}`) {
-			t.Errorf("ping answer %s has no empty result", body)
-		}
-	case <-time.After(5 * time.Second):
-		t.Error("the server's ping was not answered")
+	if body := testkit.Receive(t, testBudget, "the client's answer to the server's ping", pingAnswered); !strings.Contains(body, `"result":{}`) {
+		t.Errorf("ping answer %s has no empty result", body)
 	}
 	mode.Store("rpc-error")
-	_, err := s.CallTool(testContext(t), "tool", nil)
+	_, err := s.CallTool(testkit.Context(t, testBudget), "tool", nil)
 	var rpcErr *RPCError
 	if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 || strings.Contains(rpcErr.Message, "sekret-value") {
 		t.Fatalf("JSON-RPC error answer = %v, want *RPCError -32602 without the header value", err)
@@ -241,7 +233,7 @@ func TestConnect_UnreachableIsNotProcessed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Connect(testContext(t))
+	_, err = c.Connect(testkit.Context(t, testBudget))
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonConnectionRefused || !e.NotProcessed {
 		t.Fatalf("Connect = %v, want ConnectionRefused and NotProcessed", err)
@@ -267,7 +259,7 @@ func TestRedirects_FollowedOnlyWithinTheOrigin(t *testing.T) {
 		inner.ServeHTTP(w, r)
 	})
 	s := connectTo(t, srv.URL+"/mcp", TransportStreamableHTTP)
-	if raw, err := s.CallTool(testContext(t), "tool", nil); err != nil || string(raw) != textResult {
+	if raw, err := s.CallTool(testkit.Context(t, testBudget), "tool", nil); err != nil || string(raw) != textResult {
 		t.Fatalf("call after a same-origin redirect: %s, %v", raw, err)
 	}
 
@@ -276,7 +268,7 @@ func TestRedirects_FollowedOnlyWithinTheOrigin(t *testing.T) {
 	}))
 	t.Cleanup(other.Close)
 	c, _ := New(ClientOptions{URL: other.URL + "/mcp", Headers: map[string]string{"Authorization": secret}})
-	_, err := c.Connect(testContext(t))
+	_, err := c.Connect(testkit.Context(t, testBudget))
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonHTTPError || !strings.Contains(e.Detail, "only within") {
 		t.Fatalf("Connect through a cross-origin redirect = %v, want it refused", err)
@@ -332,7 +324,7 @@ func fakeSSE(t *testing.T) *httptest.Server {
 // next call is refused before sending (NotProcessed).
 func TestSSE_StreamEndFailsTheWaitingCall(t *testing.T) {
 	s := connectTo(t, fakeSSE(t).URL+"/sse", TransportSSE)
-	_, err := s.CallTool(testContext(t), "tool", nil)
+	_, err := s.CallTool(testkit.Context(t, testBudget), "tool", nil)
 	var e *Error
 	if !errors.As(err, &e) || !e.SessionLost || e.NotProcessed {
 		t.Fatalf("call when the stream ends = %v (%+v), want SessionLost and not NotProcessed", err, e)
@@ -340,7 +332,7 @@ func TestSSE_StreamEndFailsTheWaitingCall(t *testing.T) {
 	if s.Alive() {
 		t.Error("Alive after the stream ended")
 	}
-	_, err = s.CallTool(testContext(t), "tool", nil)
+	_, err = s.CallTool(testkit.Context(t, testBudget), "tool", nil)
 	if !errors.As(err, &e) || !e.NotProcessed {
 		t.Fatalf("call on a lost session = %v, want NotProcessed", err)
 	}
@@ -358,7 +350,7 @@ func TestConnect_RefusalWithAnHTTPStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Connect(testContext(t))
+	_, err = c.Connect(testkit.Context(t, testBudget))
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonInitializeFailed || !strings.Contains(e.Detail, "HTTP 400 Bad Request: -32602 Unsupported protocol version") {
 		t.Fatalf("Connect = %v, want InitializeFailed naming the status and the error", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/definition"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // A case variant of a definition member ("Description" beside "description") is read
@@ -40,11 +41,11 @@ func TestListRefusesAnEntryWithACaseVariantOfADefinitionMember(t *testing.T) {
 			var err error
 			switch tc.method {
 			case "tools":
-				_, err = s.ListTools(testContext(t), 10)
+				_, err = s.ListTools(testkit.Context(t, testBudget), 10)
 			case "prompts":
-				_, err = s.ListPrompts(testContext(t), 10)
+				_, err = s.ListPrompts(testkit.Context(t, testBudget), 10)
 			case "skills":
-				_, err = s.ListSkills(testContext(t), 10)
+				_, err = s.ListSkills(testkit.Context(t, testBudget), 10)
 			}
 			if ReasonOf(err) != tc.reason || !strings.Contains(err.Error(), tc.member) || !strings.Contains(err.Error(), tc.item) {
 				t.Fatalf("want %s naming the member %s and the item %s, got %v", tc.reason, tc.member, tc.item, err)
@@ -58,7 +59,7 @@ func TestListRefusesAnEntryWithACaseVariantOfADefinitionMember(t *testing.T) {
 func TestListKeepsMembersThatAreNoCaseVariant(t *testing.T) {
 	const entry = `{"name":"search","description":"Search.","x-vendor":1,"Vendor":2,"vendor":3}`
 	s := connectTo(t, pagedServer(t, map[string]string{"": `{"tools":[` + entry + `]}`}), TransportStreamableHTTP)
-	tools, err := s.ListTools(testContext(t), 10)
+	tools, err := s.ListTools(testkit.Context(t, testBudget), 10)
 	if err != nil || len(tools) != 1 || tools[0].Description != "Search." {
 		t.Fatalf("ListTools = %+v, %v", tools, err)
 	}

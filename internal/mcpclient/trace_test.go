@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -61,21 +62,21 @@ func TestCallCarriesTheTraceContextInHeadersAndMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Connect(testContext(t))
+	s, err := c.Connect(testkit.Context(t, testBudget))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 
 	// Untraced.
-	if _, err := s.CallTool(testContext(t), "ping", nil); err != nil {
+	if _, err := s.CallTool(testkit.Context(t, testBudget), "ping", nil); err != nil {
 		t.Fatal(err)
 	}
 	// Traced, with and without a progress token.
 	spans := tracetest.NewSpanRecorder()
 	tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
 	t.Cleanup(func() { tracing.Use(nil) })
-	ctx, span := tracing.Tracer().Start(testContext(t), "caller")
+	ctx, span := tracing.Tracer().Start(testkit.Context(t, testBudget), "caller")
 	defer span.End()
 	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
 	if _, err := s.CallTool(ctx, "ping", nil); err != nil {

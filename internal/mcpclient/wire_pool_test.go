@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // rawServer answers each request read on a connection with answer(conn, request
@@ -22,6 +24,9 @@ type rawServer struct {
 	url      string
 	accepted atomic.Int32
 	ended    chan struct{}
+	// closed reports each connection the server closed (after its answer said nothing
+	// of closing, as a server's idle timeout does).
+	closed chan struct{}
 }
 
 func startRawServer(t *testing.T, answer func(c net.Conn, n int) (keepOpen bool)) *rawServer {
@@ -31,7 +36,7 @@ func startRawServer(t *testing.T, answer func(c net.Conn, n int) (keepOpen bool)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	s := &rawServer{url: "http://" + ln.Addr().String() + "/mcp", ended: make(chan struct{}, 100)}
+	s := &rawServer{url: "http://" + ln.Addr().String() + "/mcp", ended: make(chan struct{}, 100), closed: make(chan struct{}, 100)}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -40,7 +45,13 @@ func startRawServer(t *testing.T, answer func(c net.Conn, n int) (keepOpen bool)
 			}
 			s.accepted.Add(1)
 			go func() {
-				defer func() { _ = c.Close() }()
+				defer func() {
+					_ = c.Close()
+					select {
+					case s.closed <- struct{}{}:
+					default: // nobody waits on more than the buffer holds
+					}
+				}()
 				br := bufio.NewReader(c)
 				for n := 1; ; n++ {
 					req, err := http.ReadRequest(br)
@@ -158,7 +169,7 @@ func TestPoolDialsAgainWhenTheServerClosedTheIdleConnection(t *testing.T) {
 	tr := newTestTransport(t, time.Minute)
 	for i := range 3 {
 		if i > 0 {
-			time.Sleep(20 * time.Millisecond) // the server's FIN arrives
+			testkit.Receive(t, testBudget, "the server to close the connection it answered on", srv.closed)
 		}
 		mustPost(t, tr, srv.url, "{}", fmt.Sprintf("request %d after the server closed the kept connection", i))
 	}
@@ -187,11 +198,7 @@ func TestPoolClosesIdleConnectionsAfterTheIdleTimeout(t *testing.T) {
 	if _, err := post(context.Background(), tr, srv.url); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-srv.ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the idle connection was still open 5s after a 50ms idle timeout")
-	}
+	testkit.Receive(t, testBudget, "the pool to close the idle connection after its 50ms idle timeout", srv.ended)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if len(tr.idle) != 0 || tr.sweep != nil {
@@ -224,10 +231,7 @@ func TestPoolCancelledRequestEndsPromptlyAndIsNotReused(t *testing.T) {
 	var held atomic.Bool
 	srv := startRawServer(t, func(c net.Conn, _ int) bool {
 		if held.CompareAndSwap(false, true) { // the first request only
-			select {
-			case <-release:
-			case <-time.After(10 * time.Second):
-			}
+			<-release // closed when the test ends
 		}
 		_, _ = io.WriteString(c, okAnswer)
 		return true

@@ -168,6 +168,8 @@ func TestCrashSafety(t *testing.T) {
 			_ = cmd.Wait()
 			t.Fatalf("helper did not start: %q %v\n%s", line, err, stderr.String())
 		}
+		// The kill lands at a random moment of the helper's writes, on purpose: the
+		// point of the test is that any moment leaves a store that opens.
 		time.Sleep(time.Duration(rng.IntN(25_000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -5,30 +5,32 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Deleting a service account and a pod on a real API server puts their UIDs among the
 // revocations, and OnChange says so; a living one stays out.
 func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ctx, watching := signalOnLog(ctx, "watching pod and service-account deletions")
 
 	var changes atomic.Int32
 	r := &Revocations{Config: cfg, MaxTokenLifetime: time.Hour, Every: 50 * time.Millisecond, OnChange: func() { changes.Add(1) }}
@@ -52,8 +54,9 @@ func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Deleted only once the watches run, as in a manager that has started: a deletion
-	// before the informers' first list is never seen.
-	waitWatching(t, ctx, r, accounts)
+	// before the informers' first list is never seen. Start logs that it watches once
+	// the informers have synced.
+	testkit.Receive(t, 20*time.Second, "the revocations to watch deletions", watching)
 	if err := accounts.Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,49 +65,21 @@ func TestRevocationsSeeDeletedServiceAccountsAndPods(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
 	revoked := func(uid types.UID) bool { return slices.Contains(r.remembered(), string(uid)) }
-	for !revoked(gone.UID) || !revoked(pod.UID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("revocations %v, want the deleted account %s and pod %s", r.remembered(), gone.UID, pod.UID)
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("the deleted account %s and pod %s among the revocations", gone.UID, pod.UID), func() error {
+		if !revoked(gone.UID) || !revoked(pod.UID) {
+			return fmt.Errorf("revocations %v", r.remembered())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if revoked(living.UID) {
 		t.Errorf("the living account %s is among the revocations", living.UID)
 	}
-	for changes.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("OnChange was not called")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.EventuallyTrue(t, 20*time.Second, "OnChange to be called", func() bool { return changes.Load() > 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Start: %v", err)
 	}
-}
-
-// waitWatching returns once r sees deletions: it deletes canary accounts until one of
-// them is remembered.
-func waitWatching(t *testing.T, ctx context.Context, r *Revocations, accounts typedcorev1.ServiceAccountInterface) {
-	t.Helper()
-	for i := range 40 {
-		canary, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("canary-%d", i)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := accounts.Delete(ctx, canary.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		for range 10 {
-			if slices.Contains(r.remembered(), string(canary.UID)) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	t.Fatal("the revocations never saw a deletion")
 }
 
 // A deletion is forgotten once MaxTokenLifetime has passed: every token bound to it has
@@ -278,11 +253,7 @@ func TestChurnInOneNamespaceRefusesNoOtherNamespacesTokens(t *testing.T) {
 // is never reused): an edited ConfigMap planted it, and once the watches have listed the
 // cluster it is dropped, while a recalled deletion stays.
 func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	clientset := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -299,25 +270,35 @@ func TestRecalledRevocationsOfLivingAccountsAreDropped(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
 	// Dropped once the watches have synced.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := r.Current(ctx)
-		if err != nil {
-			t.Fatal(err)
+	var got Revoked
+	testkit.Eventually(t, 20*time.Second, "the living account "+string(victim.UID)+" dropped from the revocations", func() error {
+		var err error
+		if got, err = r.Current(ctx); err != nil {
+			return err
 		}
-		if !slices.Contains(got.ServiceAccounts, string(victim.UID)) {
-			if !slices.Contains(got.ServiceAccounts, "deleted-before-the-restart") {
-				t.Errorf("service accounts revoked = %v, want the recalled deletion kept", got.ServiceAccounts)
-			}
-			break
+		if slices.Contains(got.ServiceAccounts, string(victim.UID)) {
+			return fmt.Errorf("service accounts revoked = %v", got.ServiceAccounts)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("service accounts revoked = %v, still the living account %s", got.ServiceAccounts, victim.UID)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if !slices.Contains(got.ServiceAccounts, "deleted-before-the-restart") {
+		t.Errorf("service accounts revoked = %v, want the recalled deletion kept", got.ServiceAccounts)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Start: %v", err)
 	}
+}
+
+// signalOnLog returns ctx with a logger (for ctrl.LoggerFrom) that closes the returned
+// channel when a message containing msg is logged.
+func signalOnLog(ctx context.Context, msg string) (context.Context, <-chan struct{}) {
+	logged := make(chan struct{})
+	var once sync.Once
+	logger := funcr.NewJSON(func(obj string) {
+		if strings.Contains(obj, msg) {
+			once.Do(func() { close(logged) })
+		}
+	}, funcr.Options{})
+	return logr.NewContext(ctx, logger), logged
 }

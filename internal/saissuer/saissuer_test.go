@@ -14,16 +14,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // The keys come from a real API server: envtest's kube-apiserver signs service-account
 // tokens and serves its discovery document and key set.
 func TestFetchReadsTheAPIServersIssuerAndKeys(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	client := discovery.NewDiscoveryClientForConfigOrDie(cfg).RESTClient()
 
 	keys, err := Fetch(context.Background(), client)
@@ -49,11 +46,13 @@ func TestFetchReadsTheAPIServersIssuerAndKeys(t *testing.T) {
 func TestWatcherNoticesRotatedKeys(t *testing.T) {
 	var jwks atomic.Value
 	jwks.Store(`{"keys":[{"kty":"RSA","kid":"one","n":"AQAB","e":"AQAB"}]}`)
+	var jwksFetches atomic.Int32
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case discoveryPath:
 			_, _ = w.Write([]byte(`{"issuer":"https://kubernetes.default.svc","jwks_uri":"https://x/openid/v1/jwks"}`))
 		case jwksPath:
+			jwksFetches.Add(1)
 			_, _ = w.Write([]byte(jwks.Load().(string)))
 		default:
 			http.NotFound(w, r)
@@ -71,18 +70,18 @@ func TestWatcherNoticesRotatedKeys(t *testing.T) {
 		t.Fatalf("Current: %s, %v", first.JWKS, err)
 	}
 	go func() { _ = w.Start(ctx) }()
+	// The watcher compares each fetch with the last before it fetches again: once it has
+	// begun a third fetch after Current's, two unchanged fetches were compared.
+	fetched := jwksFetches.Load()
+	testkit.EventuallyTrue(t, 10*time.Second, "the watcher to fetch the unchanged keys three times", func() bool { return jwksFetches.Load() >= fetched+3 })
 	select {
 	case <-changes:
 		t.Fatal("OnChange called although the keys did not change")
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 
 	jwks.Store(`{"keys":[{"kty":"RSA","kid":"two","n":"AQAB","e":"AQAB"}]}`)
-	select {
-	case <-changes:
-	case <-time.After(5 * time.Second):
-		t.Fatal("OnChange was not called after the keys rotated")
-	}
+	testkit.Receive(t, 10*time.Second, "OnChange after the keys rotated", changes)
 	now, err := w.Current(ctx)
 	if err != nil || !strings.Contains(string(now.JWKS), `"two"`) {
 		t.Fatalf("Current after rotation: %s, %v", now.JWKS, err)

@@ -21,11 +21,7 @@ import (
 // could refuse every token of the cluster after a restart it can force). What the
 // operator kept is recalled, deletion times and namespaces included.
 func TestPlantedRevocationsInAnAdapterConfigAreNotRecalled(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,11 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy/proxytest"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
+
+// testTimeout bounds each wait of a test on the bridge or its child.
+const testTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
 	proxytest.Main(m, map[string]func([]string) int{proxytest.FakeServerName: proxytest.FakeServer})
@@ -85,11 +89,7 @@ func startBridge(t *testing.T, argv []string, opts Options, before ...func(*Brid
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				t.Errorf("the bridge did not stop within 15s")
-			}
+			testkit.Receive(t, 15*time.Second, "the bridge to stop", done)
 		})
 	}
 	t.Cleanup(func() {
@@ -99,21 +99,9 @@ func startBridge(t *testing.T, argv []string, opts Options, before ...func(*Brid
 	return &testBridge{Bridge: b, url: srv.URL + PathMCP, base: srv.URL, logs: logs, stop: stop}
 }
 
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (tb *testBridge) waitRunning(t *testing.T) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the stdio server to run", func() bool { ok, _ := tb.Ready(); return ok })
+	testkit.EventuallyTrue(t, 10*time.Second, "the stdio server to run", func() bool { ok, _ := tb.Ready(); return ok })
 }
 
 // The client side of the tests, shared with the runtimes' tests.

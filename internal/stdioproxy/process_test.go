@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // TestChildCrashFailsPending: requests waiting for a child that exits fail with
@@ -26,7 +28,7 @@ func TestChildCrashFailsPending(t *testing.T) {
 	for i := range waiting {
 		go func() { answers <- post(t, tb.url, request(i, "slow", map[string]any{"ms": 10000})) }()
 	}
-	waitFor(t, 5*time.Second, "the slow requests to be pending", func() bool { return tb.Stats().Pending == waiting })
+	testkit.EventuallyTrue(t, 5*time.Second, "the slow requests to be pending", func() bool { return tb.Stats().Pending == waiting })
 	crash := post(t, tb.url, request("crash", "crash", map[string]any{"code": 3}))
 	for _, a := range append([]rpcAnswer{crash}, <-answers, <-answers, <-answers) {
 		if a.Error == nil || a.Error.Message != "mcp_remote_error: stdio server exited: exit status 3" || a.Error.Code != codeRemoteError {
@@ -97,7 +99,7 @@ func TestRestartBackoff(t *testing.T) {
 			}
 		})
 	start := time.Now()
-	waitFor(t, 10*time.Second, "the recovery", func() bool { ok, _ := tb.Ready(); return ok && tb.Stats().Starts == failures+1 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the recovery", func() bool { ok, _ := tb.Ready(); return ok && tb.Stats().Starts == failures+1 })
 	if _, id := echoOf(t, post(t, tb.url, request(1, "echo", nil))); id == nil {
 		t.Fatal("no answer after recovering")
 	}
@@ -124,10 +126,11 @@ func TestRestartBackoff(t *testing.T) {
 	}
 	t.Logf("backoff delays %v; recovered after %s", delays, time.Since(start).Round(time.Millisecond))
 
-	// Uptime over RestartResetAfter resets the backoff.
+	// Uptime over RestartResetAfter resets the backoff: waits out that uptime, which the
+	// bridge measures by the clock.
 	time.Sleep(resetAfter + 100*time.Millisecond)
 	post(t, tb.url, request("crash", "crash", map[string]any{"code": 1}))
-	waitFor(t, 5*time.Second, "the exit after the crash", func() bool { mu.Lock(); defer mu.Unlock(); return len(exits) == failures+1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the exit after the crash", func() bool { mu.Lock(); defer mu.Unlock(); return len(exits) == failures+1 })
 	if d := exits[failures].delay; d > initial*12/10 {
 		t.Errorf("delay after a long run = %s, want the initial %s ±20%%", d, initial)
 	}
@@ -166,8 +169,8 @@ func TestStderrBounded(t *testing.T) {
 		Options{StderrLineBytes: lineBytes, StderrLinesPerSecond: perSecond})
 	tb.waitRunning(t)
 	// burst+1 lines at once, then "done" a second later, which reports the dropped ones.
-	waitFor(t, 10*time.Second, "the last stderr line", func() bool { return tb.Stats().StderrLines == burst+2 })
-	waitFor(t, 2*time.Second, "the dropped-lines report", func() bool { return len(tb.logs.withMsg("dropped stderr lines")) > 0 })
+	testkit.EventuallyTrue(t, 10*time.Second, "the last stderr line", func() bool { return tb.Stats().StderrLines == burst+2 })
+	testkit.EventuallyTrue(t, 2*time.Second, "the dropped-lines report", func() bool { return len(tb.logs.withMsg("dropped stderr lines")) > 0 })
 
 	st := tb.Stats()
 	logged := tb.logs.withMsg("stderr")
@@ -239,7 +242,7 @@ func TestStop(t *testing.T) {
 func TestCommandNotFound(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-server")
 	tb := startBridge(t, []string{missing, "--flag"}, Options{RestartBackoffInitial: 2 * time.Second})
-	waitFor(t, 5*time.Second, "the failed start", func() bool { return tb.Stats().LastExit != "" })
+	testkit.EventuallyTrue(t, 5*time.Second, "the failed start", func() bool { return tb.Stats().LastExit != "" })
 	a := post(t, tb.url, request(1, "initialize", nil))
 	if a.Status != http.StatusServiceUnavailable || a.Error == nil ||
 		!strings.HasPrefix(a.Error.Message, "mcp_remote_error: stdio server is not running (restarting in ") {

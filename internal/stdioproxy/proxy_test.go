@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // TestConcurrentClientsIDsRewritten: 20 clients send 5 requests each, all with the same
@@ -91,7 +93,7 @@ func TestNotifications(t *testing.T) {
 	go func() {
 		slow <- post(t, tb.url, request("mine", "slow", map[string]any{"ms": 20000}), HeaderSessionID, session)
 	}()
-	waitFor(t, 5*time.Second, "the slow request to be pending", func() bool { return tb.Stats().Pending == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the slow request to be pending", func() bool { return tb.Stats().Pending == 1 })
 	if a := post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "mine", "reason": "changed my mind"}), HeaderSessionID, session); a.Status != http.StatusAccepted {
 		t.Fatalf("cancel: HTTP %d %s", a.Status, a.Raw)
 	}
@@ -99,12 +101,7 @@ func TestNotifications(t *testing.T) {
 	post(t, tb.url, notification("notifications/cancelled", map[string]any{"requestId": "nobody"}), HeaderSessionID, session)
 	// The fake answers a slow request as soon as it is cancelled: that it answers at all
 	// shows the cancellation carried the bridge's id.
-	var slowAnswer rpcAnswer
-	select {
-	case slowAnswer = <-slow:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled request was not answered: the cancellation did not reach the child with the right id")
-	}
+	slowAnswer := testkit.Receive(t, testTimeout, "the cancelled request's answer (the cancellation reaching the child with the right id)", slow)
 	_, slowID := echoOf(t, slowAnswer)
 
 	var methods []string
@@ -138,7 +135,7 @@ func TestServerMessagesNotRelayed(t *testing.T) {
 		t.Fatal("no answer to chatty")
 	}
 	var answers map[string]map[string]any
-	waitFor(t, 5*time.Second, "the bridge's answers to the child's requests", func() bool {
+	testkit.EventuallyTrue(t, 5*time.Second, "the bridge's answers to the child's requests", func() bool {
 		answers = map[string]map[string]any{}
 		for _, l := range seenLines(t, tb.url) {
 			if id, ok := l["id"].(string); ok {

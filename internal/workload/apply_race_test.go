@@ -25,11 +25,7 @@ import (
 // over, owner reference and all). A new child is created, so that one that appeared is a
 // conflict; a child is deleted only if it is still the one that was looked at.
 func TestChildrenRaceNoAdoption(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -143,11 +139,7 @@ func TestChildrenRaceNoAdoption(t *testing.T) {
 // the node: the bridge's Deployment asked for readOnly: false, which the API server
 // drops, so every restart re-applied it).
 func TestARestartedOperatorRewritesNoBridge(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.StartForTest(t)
 	base, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy/proxytest"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 func stdioImport(name string, command []string, args ...string) *cantusv1alpha1.RemoteToolImport {
@@ -118,13 +119,8 @@ func TestLocalEnsureForget(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- l.Start(runCtx) }()
 	stopRun()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Errorf("Start returned %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Start did not return after its context ended")
+	if err := testkit.Receive(t, 20*time.Second, "Start to return after its context ended", started); err != nil {
+		t.Errorf("Start returned %v", err)
 	}
 	if !refused(otherURL) || alive(otherPID) {
 		t.Errorf("Stop left a bridge or its child running")

@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -51,7 +52,7 @@ process.exit(0);
 // import Ready. The token is the only difference: the same pod with it is served (unless
 // the policy is enforced).
 func TestStdioBridgeRefusesAPodOfAnotherNamespaceWithoutItsToken(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	allowEverythingIn(t, ctx, ns)
 	imp := &cantusv1alpha1.RemoteToolImport{

@@ -24,6 +24,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -39,7 +40,7 @@ import (
 // remote's rules (two identities at the remote, not one shared key), carol is told which
 // Secret to create, and once it exists her calls go through.
 func TestCallerCredentials_PerCallerKeysOnTheNode(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	for _, name := range []string{"remote-alice", "remote-bob", "prober", "alice", "bob", "carol"} {
 		if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {

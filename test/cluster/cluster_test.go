@@ -16,12 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Item 2: `kubectl scale skillserver/x --replicas=3` gives three pods, and calls through
 // the Service succeed.
 func TestScaleToThreeReplicas(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	ss := &cantusv1alpha1.SkillServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
@@ -77,7 +78,7 @@ func TestScaleToThreeReplicas(t *testing.T) {
 // Item 4: a file created through the memory tool survives `kubectl delete pod`, and the
 // new pod serves it.
 func TestMemorySurvivesPodDelete(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	ss := &cantusv1alpha1.SkillServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "notes", Namespace: ns},

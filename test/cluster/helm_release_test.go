@@ -139,7 +139,7 @@ func TestHelmReleaseInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 	newLeader := waitLeaseHeldByOneOf(t, ctx, newPods)
-	reconciled := waitReconciledEverything(t, ctx, newLeader)
+	reconciled := waitReconciledEverything(t, ctx, newLeader, helmFullname+"-metrics-reader")
 	t.Logf("helm upgrade: deployment generation %d -> %d, %d new manager pods, %s leads and has reconciled %s, %s after the upgrade",
 		before.Generation, after.Generation, len(newPods), newLeader.Name, reconciled, time.Since(upgraded).Round(time.Second))
 
@@ -498,14 +498,14 @@ func changedVersions(before, after map[string]string) []string {
 // SkillServer and RemoteToolImport in the cluster since it started (its
 // controller_runtime_reconcile_total counts at least that many reconciles) and has
 // nothing left to do (its work queues are empty and no worker is busy). It reads the
-// metrics endpoint of the pod over HTTPS, as a service account bound to the release's
-// metrics-reader ClusterRole, and returns what it counted.
-func waitReconciledEverything(t *testing.T, ctx context.Context, leader *corev1.Pod) string {
+// metrics endpoint of the pod over HTTPS, as a service account bound to the deployment's
+// metrics-reader ClusterRole (metricsReaderRole), and returns what it counted.
+func waitReconciledEverything(t *testing.T, ctx context.Context, leader *corev1.Pod, metricsReaderRole string) string {
 	t.Helper()
 	ns := restrictedNamespace(t, ctx)
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-test-metrics-"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: helmFullname + "-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "default"}},
 	}
 	if err := k8s.Create(ctx, binding); err != nil {

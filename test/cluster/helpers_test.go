@@ -80,12 +80,8 @@ func connect() error {
 	return nil
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// clusterTestTimeout bounds each test on the node: pods pull images and start for real.
+const clusterTestTimeout = 10 * time.Minute
 
 // restrictedNamespace makes a namespace where the API server's PodSecurity admission
 // enforces the restricted profile on every pod the operator creates.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // agentScript lists the server's tools with the TypeScript SDK's client (from the
@@ -46,7 +47,7 @@ process.exit(0);
 // the agent sees the tool its rule allows, another account of the namespace sees none,
 // and a token for another audience is refused.
 func TestAgentPodCallsAsItsServiceAccount(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	for _, name := range []string{"agent", "stranger"} {
 		if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {

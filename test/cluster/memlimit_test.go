@@ -11,13 +11,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // The manager's heap is held under its container's memory limit: it reads the cgroup's
 // limit and sets Go's soft limit to 90% of it, instead of letting the heap grow to twice
 // what is live and the kubelet kill the pod.
 func TestManagerTakesItsSoftMemoryLimitFromTheContainer(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	var d appsv1.Deployment
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: deployedOperator}, &d); err != nil {
 		t.Fatal(err)

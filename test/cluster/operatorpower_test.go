@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // operatorCredentialsTestAgent marks this test's requests in the audit log, which
@@ -28,7 +29,7 @@ const operatorCredentialsTestAgent = "cantus-cluster-test/operator-credentials"
 // issued by the API server (TokenRequest), and nothing of the admin's.
 func operatorClient(t *testing.T) client.Client {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "cantus-system", Name: "cantus-operator"}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
 	if err := k8s.SubResource("token").Create(ctx, sa, req); err != nil {
@@ -86,7 +87,7 @@ func operatorShapedDeployment(ns, name, image string) *appsv1.Deployment {
 func adapterImageAllowed(t *testing.T) string {
 	t.Helper()
 	params := &corev1.ConfigMap{}
-	if err := k8s.Get(testContext(t), client.ObjectKey{Namespace: "cantus-system", Name: "cantus-operator-admission"}, params); err != nil {
+	if err := k8s.Get(testkit.Context(t, clusterTestTimeout), client.ObjectKey{Namespace: "cantus-system", Name: "cantus-operator-admission"}, params); err != nil {
 		t.Fatalf("the admission policy's parameters (make deploy installs config/admission): %v", err)
 	}
 	image, _, _ := strings.Cut(params.Data["adapterImages"], ",")
@@ -99,7 +100,7 @@ func adapterImageAllowed(t *testing.T) string {
 // bound it nor a kube-system ConfigMap are the operator's to change. The whole cluster suite runs with the policy
 // installed (make deploy), so every Deployment the operator writes in it passes it.
 func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	operator := operatorClient(t)
 	image := adapterImageAllowed(t)
@@ -167,7 +168,7 @@ func TestOperatorCredentialsCannotWriteAForbiddenDeployment(t *testing.T) {
 // cantus-operator-restricted-workloads; a ConfigMap of a name no SkillServer gives (in
 // kube-system) and an allow-all NetworkPolicy are refused by cantus-operator-own-objects.
 func TestOperatorCredentialsCannotRunTheReviewsExploit(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx) // the other application's namespace
 	operator := operatorClient(t)
 	image := adapterImageAllowed(t)

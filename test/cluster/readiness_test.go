@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // impostorImage passes the adapter's probes and answers MCP with a tool nobody asked for
@@ -30,7 +31,7 @@ const impostorImage = "cantus.local/impostor:1"
 // operator itself checks through the Service. Running, probe-passing pods that serve
 // other tools are not Ready, and the condition says what they serve.
 func TestReadyOnlyWhenThePodsServeTheTools(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	// A pod image needs the policy (issue 23, finding 3).
 	policy := &cantusv1alpha1.ToolSourcePolicy{
@@ -86,7 +87,7 @@ func TestReadyOnlyWhenThePodsServeTheTools(t *testing.T) {
 // along (the new pods become ready first; the old ones drain, then exit), and the served
 // tools change.
 func TestRolloutLosesNoCall(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	echo := templateSkill("echo", "v1 {{ .text }}")
 	echo.InputSchema = &cantusv1alpha1.ToolInputSchema{Type: "object",
@@ -117,11 +118,13 @@ func TestRolloutLosesNoCall(t *testing.T) {
 				return
 			}
 			defer c.Close()
+			pace := time.NewTicker(20 * time.Millisecond) // a steady load, not a wait
+			defer pace.Stop()
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-pace.C:
 				}
 				got, err := callTool(ctx, c, "echo", map[string]any{"text": fmt.Sprintf("client %d call %d", i, n)})
 				calls.Add(1)
@@ -132,12 +135,12 @@ func TestRolloutLosesNoCall(t *testing.T) {
 				case strings.HasPrefix(got, "v2 "):
 					sawV2.Add(1)
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 		}()
 	}
 
-	time.Sleep(3 * time.Second)
+	// Every client calls before the change, too.
+	testkit.EventuallyTrue(t, readyTimeout, "the clients' first calls", func() bool { return calls.Load() >= clients*5 })
 	var cur cantusv1alpha1.SkillServer
 	if err := k8s.Get(ctx, key, &cur); err != nil {
 		t.Fatal(err)
@@ -151,7 +154,9 @@ func TestRolloutLosesNoCall(t *testing.T) {
 	after := waitReady(t, ctx, key)
 	// Keep calling until only new pods are left behind the Service.
 	waitOnlyNewPods(t, ctx, ns, "rolling", after)
-	time.Sleep(3 * time.Second)
+	// And some calls more, which only the new pods can answer.
+	afterRollout := calls.Load()
+	testkit.EventuallyTrue(t, readyTimeout, "the clients' calls after the rollout", func() bool { return calls.Load() >= afterRollout+clients*5 })
 	close(stop)
 	wg.Wait()
 

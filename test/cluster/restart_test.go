@@ -31,6 +31,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Issue 26 item 3: the operator runs two replicas with leader election. The leader's
@@ -40,7 +41,7 @@ import (
 // fails, the catalog keeps answering, and no settled object is rewritten (the audit log
 // counts the operator's writes).
 func TestLeaderFailoverRewritesNothingAndDropsNoCall(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	steady := newFailoverServer(t, ctx, ns, "steady")
 	changed := newFailoverServer(t, ctx, ns, "changed")
@@ -56,7 +57,10 @@ func TestLeaderFailoverRewritesNothingAndDropsNoCall(t *testing.T) {
 	}
 	leader, holder := leaderPod(t, ctx)
 	standby := operatorPod(t, ctx, leader.Name)
-	time.Sleep(3 * time.Second) // calls and catalog requests before the kill too
+	// Calls and catalog requests before the kill too.
+	testkit.EventuallyTrue(t, readyTimeout, "tool calls and catalog requests before the kill", func() bool {
+		return calls.made.Load() >= 10 && catalogAsks.made.Load() >= 5
+	})
 	killedAt := time.Now()
 	killManagerContainer(t, leader)
 
@@ -71,8 +75,9 @@ func TestLeaderFailoverRewritesNothingAndDropsNoCall(t *testing.T) {
 	if !slices.ContainsFunc(after.Status.Tools, func(tool cantusv1alpha1.ServedTool) bool { return tool.Name == "added_in_gap" }) {
 		t.Errorf("the change made in the gap was not applied: tools %+v", after.Status.Tools)
 	}
-	// The new leader's caches sync and every object is reconciled once; give it time.
-	time.Sleep(20 * time.Second)
+	// The new leader's caches sync and every object is reconciled once.
+	newLeader, _ := leaderPod(t, ctx)
+	t.Logf("the new leader: %s", waitReconciledEverything(t, ctx, newLeader, "cantus-operator-metrics-reader"))
 	made, failed := calls.stop()
 	asked, unanswered := catalogAsks.stop()
 	t.Logf("failover: %s (pod %s) killed, %s leads after %s (standby was %s); %d tool calls through the Service, %d failed; %d catalog requests, %d unanswered",
@@ -158,6 +163,8 @@ func runCounting(ctx context.Context, every time.Duration, once func(context.Con
 	c := &counter{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		pace := time.NewTicker(every)
+		defer pace.Stop()
 		for ctx.Err() == nil {
 			err := once(ctx)
 			if ctx.Err() != nil {
@@ -168,7 +175,10 @@ func runCounting(ctx context.Context, every time.Duration, once func(context.Con
 				c.failed.Add(1)
 				logf("%s: %v", time.Now().Format(time.RFC3339Nano), err)
 			}
-			time.Sleep(every)
+			select { // a steady load, not a wait
+			case <-ctx.Done():
+			case <-pace.C:
+			}
 		}
 	}()
 	return c
@@ -220,14 +230,22 @@ func startAskingTheCatalog(t *testing.T, ctx context.Context, ns string) *counte
 	var retried atomic.Int64
 	t.Cleanup(func() { t.Logf("%d catalog requests were refused at connect and retried", retried.Load()) })
 	return runCounting(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+		// A connection refused while the Service's endpoints move is retried, every
+		// 100 ms for up to 5 s: the client's patience, not a wait for something.
 		giveUp := time.Now().Add(5 * time.Second)
+		retry := time.NewTicker(100 * time.Millisecond)
+		defer retry.Stop()
 		for {
 			err := ask(ctx)
 			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(giveUp) {
 				return err
 			}
 			retried.Add(1)
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-retry.C:
+			}
 		}
 	}, t.Logf)
 }

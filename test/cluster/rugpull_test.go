@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -59,7 +60,7 @@ const (
 // digest with `kubectl patch` (as the condition message says) serves the new
 // description through the gateway.
 func TestStdioRugPullHeldUntilApproved(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := restrictedNamespace(t, ctx)

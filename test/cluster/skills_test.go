@@ -22,8 +22,8 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // skillReaderScript loads the server's Agent Skills as an agent would with the
@@ -74,7 +74,7 @@ process.exit(0);
 // skill is listed at its path, and every file read has the bytes the ConfigMap holds and
 // the digest the listing gives.
 func TestAgentPodLoadsAnAgentSkillThroughTheService(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	files := map[string]string{
 		"SKILL.md": "---\nname: shelving\ndescription: Shelve returned books in call-number order.\n---\nRead references/ORDER.md first.\n",
@@ -134,7 +134,7 @@ const skillImage = "cantus.local/skill-cataloguing:1"
 // breaks a rule (its frontmatter name is not its directory's) is left out by the adapter,
 // and the operator says so: Verified=False, ImageSkillsLeftOut.
 func TestAgentPodLoadsAnAgentSkillFromAnImageVolume(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	allowImageIn(t, ctx, ns, "cantus.local/skill-cataloguing")
 	imageSkill := func(name, folder string) cantusv1alpha1.AgentSkill {
@@ -173,7 +173,7 @@ func TestAgentPodLoadsAnAgentSkillFromAnImageVolume(t *testing.T) {
 		t.Errorf("the SDK client said\n  %q\nwant\n  %q", said, wantSaid)
 	}
 
-	verified := waitVerifiedReason(t, ctx, client.ObjectKeyFromObject(broken), controller.ReasonImageSkillsLeftOut)
+	verified := waitVerifiedReason(t, ctx, client.ObjectKeyFromObject(broken), cantusv1alpha1.ReasonImageSkillsLeftOut)
 	if !strings.Contains(verified.Message, "skill://library/broken/SKILL.md") {
 		t.Errorf("Verified says %q, want it to name skill://library/broken/SKILL.md", verified.Message)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -33,7 +34,7 @@ const (
 // gateway's Service answers from server-everything. Both pods are admitted under the
 // restricted PodSecurity profile the namespace enforces.
 func TestStdioImportServerEverything(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	allowEverythingIn(t, ctx, ns)
 

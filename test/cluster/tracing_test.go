@@ -29,6 +29,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // span is one span an OTLP receiver got and the service that sent it.
@@ -142,7 +143,7 @@ func kubectl(t *testing.T, args ...string) {
 // under the span the caller sent, gateway server → gateway client → remote server →
 // backend client. The manager's reconciles arrive as cantus-operator spans.
 func TestTracingThroughServices(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	node := nodeAddress(t, ctx)
 	receiver := &otlpReceiver{spans: map[string][]span{}}
 	receiverPort := startReceiver(t, receiver)

@@ -23,6 +23,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Issue 35, item 6, on a real node, whose kube-controller-manager aggregates the roles
@@ -31,7 +32,7 @@ import (
 // registry API; one bound to edit cannot create a DefinitionApproval nor approve through
 // an import's spec.approval.
 func TestViewAndEditRolesSeeServersButDoNotApprove(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
 	viewer := boundServiceAccount(t, ctx, ns, "viewer", "view")
 	editor := boundServiceAccount(t, ctx, ns, "editor", "edit")

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // The checks in this file look back over everything the other tests did; Go runs a
@@ -17,7 +19,7 @@ import (
 // Item 8: every pod we create is admitted under `restricted`: the namespaces enforce it,
 // so a refused pod would leave its ReplicaSet short with a FailedCreate.
 func TestZPodsAdmittedUnderRestricted(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testkit.Context(t, clusterTestTimeout)
 	for _, ns := range append([]string{"cantus-system"}, usedNamespaces...) {
 		var rss appsv1.ReplicaSetList
 		if err := k8s.List(ctx, &rss, client.InNamespace(ns)); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,6 +26,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -65,7 +67,7 @@ func bufferLogger(t *testing.T) logr.Logger {
 // MCP conformance suite passes its server scenarios against the bridge, DNS-rebinding
 // protection included. Forget stops the bridge.
 func TestStdioBridgeServerEverything(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	started := time.Now()
 	local := workload.NewLocalBridges(peers.AdapterBinary(t), bufferLogger(t))
 	t.Cleanup(func() { _ = local.Stop(context.Background()) })
@@ -110,12 +112,12 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 	}
 	for i, tool := range viaBridge.Tools {
 		want := direct.Tools[i]
-		if !jsonEqual(t, tool.InputSchema, want.InputSchema) {
+		if !testkit.JSONEqual(t, tool.InputSchema, want.InputSchema) {
 			t.Errorf("tool %s: inputSchema through the bridge %s, directly %s", tool.Name, tool.InputSchema, want.InputSchema)
 		}
 		got, _ := json.Marshal(tool)
 		wantAll, _ := json.Marshal(want)
-		if !jsonEqual(t, got, wantAll) {
+		if !testkit.JSONEqual(t, got, wantAll) {
 			t.Errorf("tool %s differs through the bridge:\n%s\n%s", tool.Name, got, wantAll)
 		}
 	}
@@ -132,7 +134,7 @@ func TestStdioBridgeServerEverything(t *testing.T) {
 		t.Errorf("probe: server %q with %d tools, want %q with %d", probed.ServerName, len(probed.Tools), direct.ServerInfo.Name, len(direct.Tools))
 	}
 	for i, tool := range probed.Tools {
-		if i < len(direct.Tools) && (tool.Name != direct.Tools[i].Name || !jsonEqual(t, tool.InputSchema, direct.Tools[i].InputSchema)) {
+		if i < len(direct.Tools) && (tool.Name != direct.Tools[i].Name || !testkit.JSONEqual(t, tool.InputSchema, direct.Tools[i].InputSchema)) {
 			t.Errorf("probe tool %d: %s %s, want %s %s", i, tool.Name, tool.InputSchema, direct.Tools[i].Name, direct.Tools[i].InputSchema)
 		}
 	}
@@ -186,7 +188,7 @@ var startedPID = regexp.MustCompile(`"msg":"stdio server started".*?"pid":(\d+)`
 // itself with --install-to, reports a crashing command as mcp_remote_error, and refuses
 // a missing command.
 func TestStdioBridgeCLI(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	bin := peers.AdapterBinary(t)
 
 	t.Run("serve and SIGTERM", func(t *testing.T) {
@@ -225,20 +227,17 @@ func TestStdioBridgeCLI(t *testing.T) {
 	t.Run("crashing command", func(t *testing.T) {
 		srv := peers.StartAdapterCommand(t, ctx, exec.Command(bin, "bridge", "--host", "127.0.0.1", "--port", "0",
 			"--restart-backoff-initial", "10s", "--", peers.Node(t), "-e", "process.stderr.write('boom\\n'); process.exit(3)"))
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testkit.Eventually(t, testTimeout, "the crash to be noticed (/readyz 503, exit status 3 logged)", func() error {
 			resp, err := http.Get(srv.BaseURL + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(srv.Logs(), "exit status 3") {
-					break
-				}
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the crash was not noticed:\n%s", srv.Logs())
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(srv.Logs(), "exit status 3") {
+				return fmt.Errorf("/readyz %d; logs:\n%s", resp.StatusCode, srv.Logs())
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		_, err := peers.TryTSClient(t, ctx, peers.TSClientOptions{URL: srv.BaseURL + "/mcp", Timeout: 5 * time.Second})
 		if err == nil || !strings.Contains(err.Error(), "503") ||
 			!strings.Contains(err.Error(), "mcp_remote_error: stdio server is not running (restarting in") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -25,7 +26,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		{"sse", configOptions{transport: adapterconfig.TransportSSE}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testContext(t, testTimeout)
+			ctx := testkit.Context(t, testTimeout)
 			url := startAdapter(t, ctx, tc.cfg)
 			client := func(call string, args any) peers.TSClientOutput {
 				return peers.TSClient(t, ctx, peers.TSClientOptions{
@@ -113,7 +114,7 @@ func assertToolsAsConfigured(t *testing.T, got []peers.Tool) {
 		if g.Description != w.Description {
 			t.Errorf("tool %s description = %q, want %q", w.Name, g.Description, w.Description)
 		}
-		if !jsonEqual(t, g.InputSchema, w.InputSchema) {
+		if !testkit.JSONEqual(t, g.InputSchema, w.InputSchema) {
 			t.Errorf("tool %s inputSchema = %s, want it unchanged: %s", w.Name, g.InputSchema, w.InputSchema)
 		}
 	}
@@ -130,7 +131,7 @@ func assertToolsAsConfigured(t *testing.T, got []peers.Tool) {
 func TestInspectorCLI(t *testing.T) {
 	for _, transport := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
-			ctx := testContext(t, testTimeout)
+			ctx := testkit.Context(t, testTimeout)
 			url := startAdapter(t, ctx, configOptions{transport: transport, stateless: true})
 
 			var list struct {
@@ -165,7 +166,7 @@ func TestInspectorCLI(t *testing.T) {
 
 // TestBearerToken checks that a configured token is required, by a real client.
 func TestBearerToken(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret-e2e-token\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -201,7 +202,7 @@ func TestBearerToken(t *testing.T) {
 func TestAdapterStopsCleanly(t *testing.T) {
 	for _, transport := range []string{adapterconfig.TransportStreamableHTTP, adapterconfig.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
-			ctx := testContext(t, testTimeout)
+			ctx := testkit.Context(t, testTimeout)
 			srv := peers.StartAdapterServer(t, ctx, writeConfig(t, configOptions{transport: transport, stateless: true}))
 			path := adapterconfig.PathMCP
 			if transport == adapterconfig.TransportSSE {

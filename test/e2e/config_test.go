@@ -214,28 +214,6 @@ func startAdapter(t *testing.T, ctx context.Context, o configOptions) string {
 	return base + adapterconfig.PathMCP
 }
 
-func testContext(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// jsonEqual compares two JSON documents by value.
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, a)
-	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
-}
-
 // addContentFixture adds the members of testdata/conformance-content.json to cfg, its
 // contentDir made absolute.
 func addContentFixture(t *testing.T, cfg map[string]any) {

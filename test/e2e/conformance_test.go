@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -86,7 +87,7 @@ var serverStatelessDiagnostics = map[string]string{
 // TestConformance runs the MCP conformance suite's server scenarios against the adapter
 // in both session modes, and requires at least one check per scenario, all SUCCESS.
 func TestConformance(t *testing.T) {
-	ctx := testContext(t, conformanceTimeout)
+	ctx := testkit.Context(t, conformanceTimeout)
 	for _, mode := range []struct {
 		name      string
 		stateless bool
@@ -123,7 +124,7 @@ func TestConformance(t *testing.T) {
 // server scenario of the pinned suite is either run above or listed there, and nothing
 // is both.
 func TestConformanceScenariosAccountedFor(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	doc, err := os.ReadFile("conformance-not-applicable.md")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -127,7 +128,7 @@ func (s *saSigner) token(t *testing.T, ns, name string) string {
 // the caller's rules forbid is never found, though it matches the task; a caller the
 // rules allow finds it with the same queries.
 func TestDiscoverySearchWithLangChainAgent(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	sa := newSASigner(t)
 	tools := searchTools()
 	var everyoneElse []string

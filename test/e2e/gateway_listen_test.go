@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // modernListen is an open subscriptions/listen request of protocol 2026-07-28 (there
@@ -43,11 +45,7 @@ func openListen(t *testing.T, ctx context.Context, url string, id int, notificat
 	}
 	l := &modernListen{id: id, messages: make(chan map[string]any, 64), close: cancel}
 	go l.read(resp)
-	select {
-	case l.ack = <-l.messages:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no acknowledgement of subscriptions/listen within 10 s")
-	}
+	l.ack = testkit.Receive(t, 10*time.Second, "the acknowledgement of subscriptions/listen", l.messages)
 	if l.ack == nil || l.ack["method"] != string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 		t.Fatalf("the first message on the listen stream is %v, want notifications/subscriptions/acknowledged", l.ack)
 	}
@@ -135,7 +133,7 @@ func TestGatewayRelaysListenSubscriptions(t *testing.T) {
 }
 
 func testListenSubscriptions(t *testing.T, stateless bool) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	gw, url := startGatewayOf(t, ctx, remote, stateless)
 	const unserved = "test://nobody/serves/this"
@@ -181,7 +179,7 @@ func testListenSubscriptions(t *testing.T, stateless bool) {
 	}
 
 	second.close()
-	waitFor(t, ctx, "the remote to be unsubscribed after the last listen stream closed", func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "the remote to be unsubscribed after the last listen stream closed", func() bool {
 		_, n := remote.counts(subscribedDoc)
 		return n == 1
 	})

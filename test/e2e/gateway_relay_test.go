@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -170,7 +171,7 @@ func startAskingGateway(t *testing.T, ctx context.Context, stateless bool, tools
 // a clear error promptly, two callers eliciting at once each get only their own
 // request, and an import that relays nothing refuses the remote.
 func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
-	ctx := testContext(t, 2*gatewayTimeout)
+	ctx := testkit.Context(t, 2*gatewayTimeout)
 	remoteURL := startAskingRemote(t)
 	everything := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	tools := askingGatewayTools(remoteURL, everything, adapterconfig.RelayElicitation, adapterconfig.RelaySampling)
@@ -264,7 +265,7 @@ func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 // another replica): the remote is told so at once, and the caller gets the remote's
 // failure saying why, not a hang.
 func TestStatelessGatewayTellsTheRemoteItCannotAskAnOlderCaller(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation))
 	started := time.Now()
 	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask", Elicit: map[string]any{"answer": "x"}})
@@ -335,7 +336,7 @@ func modernRequest(t *testing.T, ctx context.Context, url string, id int, method
 // requestState is good once and only for its own call; a caller that did not declare
 // elicitation gets MissingRequiredClientCapabilityError with HTTP 400.
 func TestGatewayInputRequiredRoundTrip(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation))
 	elicitation := map[string]any{"elicitation": map[string]any{}}
 
@@ -411,7 +412,7 @@ var gatewayNotApplicable = map[string]string{
 // log without a log level) pass through the gateway to the mcp-go remote that serves
 // them; every check is SUCCESS, none skipped.
 func TestGatewayConformance(t *testing.T) {
-	ctx := testContext(t, conformanceTimeout)
+	ctx := testkit.Context(t, conformanceTimeout)
 	remoteURL := startAskingRemote(t)
 	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(remoteURL, "", adapterconfig.RelayElicitation, adapterconfig.RelaySampling), askingImported(remoteURL))
 	for _, scenario := range gatewayConformanceScenarios {

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -78,16 +79,12 @@ func (r *subscribableRemote) start(addr string) {
 			})
 	}
 	var ln net.Listener
-	var err error
-	for range 50 { // the old server's port may take a moment to free
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		r.t.Fatalf("listen on %s: %v", addr, err)
-	}
+	// The old server's port may take a moment to free.
+	testkit.Eventually(r.t, gatewayTimeout, "a listener on "+addr, func() error {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
 	hs := httptest.NewUnstartedServer(server.NewStreamableHTTPServer(srv))
 	hs.Listener = ln
 	hs.Start()
@@ -194,13 +191,19 @@ func (c *updatesClient) unsubscribe(t *testing.T, ctx context.Context, uri strin
 	}
 }
 
-// next is the next update the client receives within d; ok is false when none came.
-func (c *updatesClient) next(d time.Duration) (updateSeen, bool) {
+// next is the next update the client receives; it fails t when none comes.
+func (c *updatesClient) next(t *testing.T, what string) updateSeen {
+	t.Helper()
+	return testkit.Receive(t, gatewayTimeout, what, c.got)
+}
+
+// receivedNothing fails t when the client has received an update.
+func (c *updatesClient) receivedNothing(t *testing.T, why string) {
+	t.Helper()
 	select {
 	case u := <-c.got:
-		return u, true
-	case <-time.After(d):
-		return updateSeen{}, false
+		t.Errorf("%s, yet it got %+v", why, u)
+	default:
 	}
 }
 
@@ -212,7 +215,7 @@ func (c *updatesClient) next(d time.Duration) (updateSeen, bool) {
 // followed by a new subscription there, and updates resume. A URI no import serves is
 // refused with an error naming it.
 func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	gw, url := startGatewayOf(t, ctx, remote, false)
 
@@ -237,20 +240,25 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 				t.Fatalf("the remote has %d subscribers of %s, want the gateway's one session", n, subscribedDoc)
 			}
 			for name, c := range map[string]*updatesClient{"a": a, "b": b} {
-				u, ok := c.next(5 * time.Second)
-				if !ok || u.uri != subscribedDoc {
-					t.Fatalf("client %s: got %+v (received %v), want an update of %s", name, u, ok, subscribedDoc)
+				if u := c.next(t, "client "+name+"'s update of "+subscribedDoc); u.uri != subscribedDoc {
+					t.Fatalf("client %s: got %+v, want an update of %s", name, u, subscribedDoc)
+				} else {
+					latencies = append(latencies, u.at.Sub(sent))
 				}
-				latencies = append(latencies, u.at.Sub(sent))
 			}
 		}
-		remote.update(subscribedOther) // nobody subscribed: the gateway did not subscribe there either
-		if u, ok := quiet.next(500 * time.Millisecond); ok {
-			t.Errorf("a client that subscribed to nothing got %+v", u)
+		if n := remote.update(subscribedOther); n != 0 {
+			t.Errorf("the remote has %d subscribers of %s; the gateway must not subscribe where no client did", n, subscribedOther)
 		}
-		if u, ok := a.next(200 * time.Millisecond); ok {
-			t.Errorf("client a got %+v, which it did not subscribe to", u)
+		// The remote's updates reach the gateway in order over one session: an update
+		// sent now is the next a subscriber gets, unless it got one it should not have.
+		remote.update(subscribedDoc)
+		for name, c := range map[string]*updatesClient{"a": a, "b": b} {
+			if u := c.next(t, "client "+name+"'s update of "+subscribedDoc); u.uri != subscribedDoc {
+				t.Errorf("client %s got %+v, which it did not subscribe to", name, u)
+			}
 		}
+		quiet.receivedNothing(t, "a client that subscribed to nothing must get no update")
 		slices.Sort(latencies)
 		t.Logf("remote update → client: median %s, max %s over %d deliveries",
 			latencies[len(latencies)/2].Round(10*time.Microsecond), latencies[len(latencies)-1].Round(10*time.Microsecond), len(latencies))
@@ -269,11 +277,18 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 			t.Errorf("the remote got %d unsubscribes while client b is still subscribed", n)
 		}
 		remote.update(subscribedDoc)
-		if u, ok := b.next(5 * time.Second); !ok || u.uri != subscribedDoc {
-			t.Fatalf("client b: got %+v (received %v) after a unsubscribed", u, ok)
+		if u := b.next(t, "client b's update after a unsubscribed"); u.uri != subscribedDoc {
+			t.Fatalf("client b: got %+v after a unsubscribed", u)
 		}
-		if u, ok := a.next(500 * time.Millisecond); ok {
-			t.Errorf("client a got %+v after unsubscribing", u)
+		// A barrier: a subscribes to the other document, which the remote then updates.
+		// That update reaches the gateway after the one a must not get, over the same
+		// session, so it is the first a gets unless it got the other too.
+		if err := a.subscribe(ctx, subscribedOther); err != nil {
+			t.Fatalf("client a: subscribe %s: %v", subscribedOther, err)
+		}
+		remote.update(subscribedOther)
+		if u := a.next(t, "client a's update of "+subscribedOther); u.uri != subscribedOther {
+			t.Errorf("client a got %+v after unsubscribing from %s", u, subscribedDoc)
 		}
 	})
 
@@ -281,7 +296,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 		before, _ := remote.counts(subscribedDoc)
 		restarted := time.Now()
 		remote.restart()
-		waitFor(t, ctx, "the gateway to subscribe again on the restarted remote", func() bool {
+		testkit.EventuallyTrue(t, gatewayTimeout, "the gateway to subscribe again on the restarted remote", func() bool {
 			n, _ := remote.counts(subscribedDoc)
 			return n > before
 		})
@@ -290,14 +305,14 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 			t.Errorf("the gateway subscribed %d times on the restarted remote, want once", n-before)
 		}
 		remote.update(subscribedDoc)
-		if u, ok := b.next(5 * time.Second); !ok || u.uri != subscribedDoc {
-			t.Fatalf("client b: got %+v (received %v) after the remote restarted\n%s", u, ok, gw.Logs())
+		if u := b.next(t, "client b's update after the remote restarted"); u.uri != subscribedDoc {
+			t.Fatalf("client b: got %+v after the remote restarted\n%s", u, gw.Logs())
 		}
 	})
 
 	t.Run("the last subscriber leaving ends the subscription at the remote", func(t *testing.T) {
 		b.unsubscribe(t, ctx, subscribedDoc)
-		waitFor(t, ctx, "the remote to be unsubscribed", func() bool {
+		testkit.EventuallyTrue(t, gatewayTimeout, "the remote to be unsubscribed", func() bool {
 			_, n := remote.counts(subscribedDoc)
 			return n == 1
 		})
@@ -310,7 +325,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 // A stateless gateway cannot tie an update to its subscriber's session on another
 // replica: it answers resources/subscribe with an error saying so.
 func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
 	_, url := startGatewayOf(t, ctx, remote, true)
 	c := &updatesClient{Client: mcpGoClient(t, ctx, url)}
@@ -332,7 +347,7 @@ func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
 // updates to the session the tool was called on, which is the gateway's pooled session
 // holding the subscription, and the client receives them.
 func TestGatewaySubscriptionServerEverything(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	everything := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	remote := remoteSpec{Import: "e2e/everything", URL: everything, Transport: peers.TransportStreamableHTTP, Timeout: "10s", Subscribe: true}
 	const template = "demo://resource/dynamic/text/{resourceId}"

@@ -22,6 +22,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -178,7 +179,7 @@ func mcpGoCall(t *testing.T, ctx context.Context, c *client.Client, name string,
 // names and call through the gateway: successes pass through, a remote tool failure
 // comes back as "mcp_remote_error: …", an unreachable remote as "mcp_call_failed: …".
 func TestGateway(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	token := "e2e-remote-token-42"
 	remoteURL := startRemoteAdapter(t, token)
 	everything := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
@@ -274,7 +275,7 @@ func TestGateway(t *testing.T) {
 // notifications/tools/list_changed, and the tool answers; an invalid rewrite, and one
 // changing the transport, are logged and the previous config keeps being served.
 func TestGatewayConfigReloadedFromFile(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	token := "e2e-reload-token-7"
 	remoteURL := startRemoteAdapter(t, token)
 	dir := t.TempDir()
@@ -301,7 +302,7 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 			changed <- struct{}{}
 		}
 	})
-	waitFor(t, ctx, "the client's GET stream to open", func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "the client's GET stream to open", func() bool {
 		return strings.Contains(httpBody(t, ctx, metricsURL+adapterconfig.PathMetrics), "cantus_adapter_open_streams 1")
 	})
 
@@ -320,26 +321,15 @@ func TestGatewayConfigReloadedFromFile(t *testing.T) {
 	}
 
 	writeAtomically(t, configPath, []byte(`{"transport": `))
-	waitFor(t, ctx, "the invalid config to be logged", func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "the invalid config to be logged", func() bool {
 		return strings.Contains(proc.Logs(), "the new config does not parse; still serving the previous one")
 	})
 	writeGatewayConfig(t, configPath, adapterconfig.TransportSSE, false, []gatewayTool{local})
-	waitFor(t, ctx, "the transport change to be refused", func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "the transport change to be refused", func() bool {
 		return strings.Contains(proc.Logs(), "restart the adapter to apply it")
 	})
 	if text, isError := mcpGoCall(t, ctx, c, "team.greet", map[string]any{"name": "Bo"}); isError || text != "Hello, Bo! (1x)" {
 		t.Fatalf("after refused reloads team.greet answered %q (isError %v), want the previous config served", text, isError)
-	}
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 
@@ -378,7 +368,7 @@ func startEverythingOn(t *testing.T, ctx context.Context, addr string) *everythi
 		t.Fatalf("start server-everything: %v", err)
 	}
 	t.Cleanup(p.stop)
-	waitFor(t, ctx, "server-everything to listen on "+addr, func() bool {
+	testkit.EventuallyTrue(t, gatewayTimeout, "server-everything to listen on "+addr, func() bool {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err != nil {
 			return false
@@ -402,7 +392,7 @@ func (p *everythingProcess) stop() {
 // session id with 400 "No valid session ID provided"); the gateway reconnects and the
 // call succeeds. While it is down a call is mcp_call_failed:.
 func TestGatewayReconnectsToARestartedServerEverything(t *testing.T) {
-	ctx := testContext(t, gatewayTimeout)
+	ctx := testkit.Context(t, gatewayTimeout)
 	addr := closedPort(t)
 	everything := startEverythingOn(t, ctx, addr)
 	dir := t.TempDir()

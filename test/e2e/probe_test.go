@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -57,7 +58,7 @@ func TestProbeServerEverything(t *testing.T) {
 	} {
 		t.Run(tc.transport, func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t, testTimeout)
+			ctx := testkit.Context(t, testTimeout)
 			url := peers.StartServerEverything(t, ctx, tc.transport) + tc.path
 
 			code, stdout, stderr := runProbe(t, ctx, "--transport", tc.transport, "--timeout", "20s", url)
@@ -96,7 +97,7 @@ func TestProbeServerEverything(t *testing.T) {
 				if tool.Description != w.Description {
 					t.Errorf("%s: description %q, want %q", tool.Name, tool.Description, w.Description)
 				}
-				if !jsonEqual(t, tool.InputSchema, w.InputSchema) {
+				if !testkit.JSONEqual(t, tool.InputSchema, w.InputSchema) {
 					t.Errorf("%s: inputSchema differs from the TS client's\n got: %s\nwant: %s", tool.Name, tool.InputSchema, w.InputSchema)
 				}
 			}
@@ -136,7 +137,7 @@ const notApplicableClientPrefix = "auth/"
 // `initialize` against the real `adapter probe`: at least one check, all SUCCESS
 // (server-info is an INFO note of what the mock server announced).
 func TestProbeConformanceClient(t *testing.T) {
-	ctx := testContext(t, conformanceTimeout)
+	ctx := testkit.Context(t, conformanceTimeout)
 	for scenario, notApplicable := range conformanceClientScenarios {
 		if notApplicable != "" {
 			continue
@@ -154,7 +155,7 @@ func TestProbeConformanceClient(t *testing.T) {
 // TestProbeClientScenariosAccountedFor fails when the pinned suite gains a client
 // scenario that is neither run nor explained above.
 func TestProbeClientScenariosAccountedFor(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	for _, name := range peers.ConformanceScenarios(t, ctx, true) {
 		if _, ok := conformanceClientScenarios[name]; !ok && !strings.HasPrefix(name, notApplicableClientPrefix) {
 			t.Errorf("client scenario %q is neither run by TestProbeConformanceClient nor listed as not applicable", name)
@@ -165,7 +166,7 @@ func TestProbeClientScenariosAccountedFor(t *testing.T) {
 // TestProbeCommandFailure: a failed probe exits 1 and prints the marked error and its
 // reason to stderr; a bad command line exits 2.
 func TestProbeCommandFailure(t *testing.T) {
-	ctx := testContext(t, testTimeout)
+	ctx := testkit.Context(t, testTimeout)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

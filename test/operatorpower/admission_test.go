@@ -2,6 +2,7 @@ package operatorpower
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // grantClusterRole applies config/rbac: the operator's ClusterRole of the cluster-wide mode
@@ -116,19 +118,15 @@ func createNamespace(t *testing.T, name string) {
 // their parameters from informers, so a new policy takes a moment).
 func waitForPolicy(t *testing.T, namespace string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the admission policy to refuse a hostNetwork Deployment by the operator", func() error {
 		d := restrictedDeployment(namespace, "probe")
 		d.Spec.Template.Spec.HostNetwork = true
 		err := operator.Create(context.Background(), d, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "cantus-operator-restricted-workloads") {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the admission policy is not enforced after 30s: a hostNetwork Deployment by the operator gave %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("the dry run gave %w", err)
+	})
 }
 
 // The operator's service account, whose ClusterRole may create Deployments anywhere,
@@ -405,17 +403,13 @@ func TestOperatorWritesOnlyItsOwnObjects(t *testing.T) {
 	}
 
 	// The policy loads through informers: wait until the first refusal shows.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "deleting the admin's NetworkPolicy as the operator to be refused by cantus-operator-own-objects", func() error {
 		err := operator.Delete(ctx, denyAll.DeepCopy(), client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "cantus-operator-own-objects") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deleting the admin's NetworkPolicy as the operator: %v, want refused by cantus-operator-own-objects", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("the dry run gave %w", err)
+	})
 
 	refused := func(what string, err error, want string) {
 		t.Helper()
@@ -492,17 +486,13 @@ func TestMissingAdmissionParametersRefuseOnlyTheOperator(t *testing.T) {
 	// The API server learns of the deletion through an informer: wait until the
 	// operator's own Deployment is refused for want of parameters.
 	var refusal error
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the operator's Deployment to be refused once its policy's parameters were deleted", func() error {
 		refusal = operator.Create(ctx, restrictedDeployment("tenant-noparams", "adapter"), client.DryRunAll)
 		if refusal != nil && strings.Contains(refusal.Error(), "cantus-operator-restricted-workloads") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the operator's Deployment is not refused 30s after its policy's parameters were deleted: %v", refusal)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("the dry run gave %w", refusal)
+	})
 	t.Logf("the operator without parameters: %v", refusal)
 
 	someoneElses := restrictedDeployment("tenant-noparams", "web")
@@ -522,17 +512,9 @@ func TestMissingAdmissionParametersRefuseOnlyTheOperator(t *testing.T) {
 // again (the restored parameters reached the API server's informer).
 func waitForImagesAllowed(t *testing.T, namespace string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := operator.Create(context.Background(), restrictedDeployment(namespace, "adapter"), client.DryRunAll)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the operator's Deployment is still refused 30s after the parameters were restored: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, "the operator's Deployment to be admitted after the parameters were restored", func() error {
+		return operator.Create(context.Background(), restrictedDeployment(namespace, "adapter"), client.DryRunAll)
+	})
 }
 
 // The review's exploit (issue 39, R11): with the operator's credentials, a Deployment in
@@ -623,21 +605,18 @@ func TestOperatorCreatesOnlyTheNamesItsOwnersGive(t *testing.T) {
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, "names/data-postgres-0 is not one"},
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for _, tc := range refused {
-		for {
-			err := operator.Create(ctx, tc.obj, client.DryRunAll)
+		// The policy may still be loading.
+		var err error
+		testkit.Eventually(t, 30*time.Second, tc.name+" to be refused by cantus-operator-own-objects", func() error {
+			err = operator.Create(ctx, tc.obj, client.DryRunAll)
 			if err != nil && strings.Contains(err.Error(), "cantus-operator-own-objects") {
-				if !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("%s: refused for another reason than %q: %v", tc.name, tc.want, err)
-				}
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s: the operator created it: %v", tc.name, err)
-				break
-			}
-			time.Sleep(200 * time.Millisecond) // the policy may still be loading
+			return fmt.Errorf("the operator created it: %w", err)
+		})
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: refused for another reason than %q: %v", tc.name, tc.want, err)
 		}
 	}
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // lockedBuffer collects the manager's log while the test reads it.
@@ -123,20 +124,14 @@ spec:
 func waitForDeployment(t *testing.T, log *lockedBuffer, namespace, name string) *appsv1.Deployment {
 	t.Helper()
 	dep := &appsv1.Deployment{}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testkit.Eventually(t, 90*time.Second, "the Deployment "+namespace+"/"+name, func() error {
 		err := admin.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, dep)
-		if err == nil {
-			return dep
-		}
-		if !apierrors.IsNotFound(err) {
+		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Deployment %s/%s after 90s", namespace, name)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err
+	})
+	return dep
 }
 
 // refusedWrites are the manager's log lines that say the API server refused it: RBAC
@@ -207,16 +202,15 @@ func TestWatchNamespacesManagerRunsOnNamespacedRoles(t *testing.T) {
 	waitForPolicy(t, "watched-a")
 
 	log := startManager(t, "--watch-namespaces=watched-a")
-	applyWorkloads(t, "watched-a")
+	// The other namespace's workloads first: a manager that saw them would have queued
+	// them before the watched ones, so by the time the watched SkillServer has its
+	// status, theirs would have been reconciled too.
 	applyWorkloads(t, "unwatched-b")
+	applyWorkloads(t, "watched-a")
 
 	checkEveryVolumeKind(t, waitForDeployment(t, log, "watched-a", "everything"))
 	waitForDeployment(t, log, "watched-a", "tools-bridge")
 	waitForStatus(t, "watched-a", "everything")
-
-	// The manager had every chance to reach the other namespace meanwhile; give it a few
-	// seconds more.
-	time.Sleep(5 * time.Second)
 	for _, name := range []string{"everything", "tools-bridge"} {
 		err := admin.Get(ctx, client.ObjectKey{Namespace: "unwatched-b", Name: name}, &appsv1.Deployment{})
 		if !apierrors.IsNotFound(err) {
@@ -250,39 +244,31 @@ func dropClusterRole(t *testing.T) {
 // list Secrets in namespace: RBAC changes reach the authorizer through an informer.
 func waitUntilSecretsReadable(t *testing.T, namespace string, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("listing Secrets in %s as the operator to be allowed=%t", namespace, want), func() error {
 		err := operator.List(context.Background(), &corev1.SecretList{}, client.InNamespace(namespace))
 		if err == nil && want || apierrors.IsForbidden(err) && !want {
-			return
+			return nil
 		}
 		if err != nil && !apierrors.IsForbidden(err) {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listing Secrets in %s as the operator: %v, want allowed=%t", namespace, err, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("the list gave %w", err)
+	})
 }
 
 // waitForStatus waits until the manager has written the SkillServer's status.
 func waitForStatus(t *testing.T, namespace, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testkit.Eventually(t, 60*time.Second, "the status of SkillServer "+namespace+"/"+name, func() error {
 		ss := &cantusv1alpha1.SkillServer{}
 		if err := admin.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, ss); err != nil {
 			t.Fatal(err)
 		}
-		if len(ss.Status.Conditions) > 0 {
-			return
+		if len(ss.Status.Conditions) == 0 {
+			return fmt.Errorf("no conditions")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SkillServer %s/%s has no status after 60s", namespace, name)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A SkillServer whose spec.pod.image the policy's parameters do not list gets no
@@ -316,26 +302,23 @@ spec:
 	if _, err := kubectl([]byte(manifest), "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var ready *metav1.Condition
+	testkit.Eventually(t, 60*time.Second, "Ready=False ApplyFailed on tenant-image/custom", func() error {
 		ss := &cantusv1alpha1.SkillServer{}
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: "tenant-image", Name: "custom"}, ss); err != nil {
 			t.Fatal(err)
 		}
-		ready := apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionReady)
-		if ready != nil && ready.Reason == cantusv1alpha1.ReasonApplyFailed {
-			t.Logf("Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
-			for _, want := range []string{"cantus-operator-restricted-workloads", "adapterImages", "example.test/custom-adapter:1"} {
-				if !strings.Contains(ready.Message, want) {
-					t.Errorf("Ready message %q does not say %q", ready.Message, want)
-				}
-			}
-			break
+		ready = apimeta.FindStatusCondition(ss.Status.Conditions, cantusv1alpha1.ConditionReady)
+		if ready == nil || ready.Reason != cantusv1alpha1.ReasonApplyFailed {
+			return fmt.Errorf("conditions %+v", ss.Status.Conditions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ApplyFailed after 60s: %+v", ss.Status.Conditions)
+		return nil
+	})
+	t.Logf("Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+	for _, want := range []string{"cantus-operator-restricted-workloads", "adapterImages", "example.test/custom-adapter:1"} {
+		if !strings.Contains(ready.Message, want) {
+			t.Errorf("Ready message %q does not say %q", ready.Message, want)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 	err := admin.Get(ctx, client.ObjectKey{Namespace: "tenant-image", Name: "custom"}, &appsv1.Deployment{})
 	if !apierrors.IsNotFound(err) {

@@ -49,6 +49,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.ExitUnderShort()
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -79,6 +79,7 @@ func modulePathOf(gomod []byte) string {
 // package-lock.json and otherwise runs `npm ci` (a fresh install takes ~20 s).
 func Dir(t testing.TB) string {
 	t.Helper()
+	skipUnderShort(t)
 	root := ModuleRoot(t)
 	installOnce.Do(func() {
 		script := filepath.Join(root, "hack", "npm-peers.sh")
@@ -103,10 +104,20 @@ func Dir(t testing.TB) string {
 	return peersDir
 }
 
+// skipUnderShort skips a test that runs a peer on Node under -short (make test-unit):
+// the fast loop runs without the npm install and without node.
+func skipUnderShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs an npm peer on node, which -short (make test-unit) leaves out; make test runs it")
+	}
+}
+
 // Node returns the machine's node (Node 20+), which runs the SDK client, the inspector
 // and server-everything.
 func Node(t testing.TB) string {
 	t.Helper()
+	skipUnderShort(t)
 	p, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("peers: node is not on PATH: %v", err)

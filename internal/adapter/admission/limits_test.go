@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Calls past the concurrency limit wait for a slot; past the waiting limit, or after
@@ -26,10 +28,7 @@ func TestCallLimiterBoundsRunningAndWaitingCalls(t *testing.T) {
 		waited <- "admitted"
 	}()
 	// Let the second call start waiting, then a third finds the queue full.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.waiting.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.EventuallyTrue(t, 10*time.Second, "the second call to wait in the queue", func() bool { return l.waiting.Load() == 0 })
 	r, reason := l.Acquire(ctx)
 	if r == nil || !strings.HasPrefix(textOf(r), "server_busy: too many calls are waiting") || reason != RejectedQueueFull {
 		t.Fatalf("third call = %v (%s), want server_busy (queue full)", r, reason)

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // subscribableRemote is a real mcp-go server that offers resource subscriptions,
@@ -99,24 +100,28 @@ func (d *deliveries) notify(session, uri string) error {
 	return nil
 }
 
-// expect waits for the deliveries want (in any order) and then a little longer for
-// any other, which fails the test.
-func (d *deliveries) expect(t *testing.T, want ...string) {
+// expect waits for the deliveries want (in any order). Then, when barrier is set, it
+// sends that update, whose deliveries the test knows (barrierWant), and waits for them
+// too: a listener delivers a remote's updates in order, so a delivery that should not
+// have happened arrives before the barrier's and shows as one too many. Without a
+// barrier it checks that nothing more has arrived.
+func (d *deliveries) expect(t *testing.T, barrier func(), barrierWant []string, want ...string) {
 	t.Helper()
 	var got []string
-	deadline := time.After(5 * time.Second)
 	for len(got) < len(want) {
-		select {
-		case g := <-d.got:
-			got = append(got, g)
-		case <-deadline:
-			t.Fatalf("got updates %v, want %v", got, want)
+		got = append(got, testkit.Receive(t, 5*time.Second, fmt.Sprintf("updates %v (got %v)", want, got), d.got))
+	}
+	want = append(want, barrierWant...)
+	if barrier != nil {
+		barrier()
+		for len(got) < len(want) {
+			got = append(got, testkit.Receive(t, 5*time.Second, fmt.Sprintf("updates %v (got %v)", want, got), d.got))
 		}
 	}
 	select {
 	case g := <-d.got:
 		got = append(got, g)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -149,17 +154,6 @@ func newTestSubscriptions(t *testing.T, d *deliveries) (*Subscriptions, *Pool) {
 	return subs, pool
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Sessions subscribed to one URI share one subscription at the remote; an update
 // reaches them and no other session; the last one to leave ends it at the remote.
 func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
@@ -184,23 +178,24 @@ func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
 		t.Errorf("Count() = %d upstream, %d clients; want 1, 2", up, clients)
 	}
 
+	again := func() { remote.update(uri) }
 	remote.update(uri)
-	d.expect(t, "a "+uri, "b "+uri) // not c
+	d.expect(t, again, []string{"a " + uri, "b " + uri}, "a "+uri, "b "+uri) // not c
 	remote.update("test://other")
-	d.expect(t)
+	d.expect(t, again, []string{"a " + uri, "b " + uri})
 
 	subs.Unsubscribe("a", uri)
 	subs.Unsubscribe("c", uri) // never subscribed: a no-op
 	remote.update(uri)
-	d.expect(t, "b "+uri)
+	d.expect(t, again, []string{"b " + uri}, "b "+uri)
 	if _, n := remote.counts(uri); n != 0 {
 		t.Errorf("the remote got %d resources/unsubscribe while a session is still subscribed", n)
 	}
 
 	subs.SessionEnded("b")
-	waitUntil(t, "the remote is unsubscribed", func() bool { _, n := remote.counts(uri); return n == 1 })
-	remote.update(uri)
-	d.expect(t)
+	testkit.EventuallyTrue(t, 5*time.Second, "the remote is unsubscribed", func() bool { _, n := remote.counts(uri); return n == 1 })
+	remote.update(uri) // to no one: the remote has no subscriber left to send it to
+	d.expect(t, nil, nil)
 	if up, clients := subs.Count(); up != 0 || clients != 0 {
 		t.Errorf("Count() = %d upstream, %d clients after everyone left; want 0, 0", up, clients)
 	}
@@ -209,9 +204,9 @@ func TestSubscriptions_SharedAtTheRemoteAndCounted(t *testing.T) {
 	if err := subs.Subscribe(ctx, "c", it, uri); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the second subscribe", func() bool { n, _ := remote.counts(uri); return n == 2 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the second subscribe", func() bool { n, _ := remote.counts(uri); return n == 2 })
 	remote.update(uri)
-	d.expect(t, "c "+uri)
+	d.expect(t, again, []string{"c " + uri}, "c "+uri)
 }
 
 // A skill's file moved under a prefix is subscribed under its remote URI, and the
@@ -229,8 +224,9 @@ func TestSubscriptions_TranslateAMovedURI(t *testing.T) {
 	if n, _ := remote.counts("skill://notes/SKILL.md"); n != 1 {
 		t.Fatalf("the remote got %d subscribes of its own URI, want 1", n)
 	}
+	again := func() { remote.update("skill://notes/SKILL.md") }
 	remote.update("skill://notes/SKILL.md")
-	d.expect(t, "a skill://team/notes/SKILL.md")
+	d.expect(t, again, []string{"a skill://team/notes/SKILL.md"}, "a skill://team/notes/SKILL.md")
 }
 
 // The bounds: per session, and per gateway at the remotes.
@@ -328,18 +324,14 @@ func TestSubscriptions_ListenStreams(t *testing.T) {
 	subs.Unsubscribe(key, "test://2") // a session naming the stream's key: a no-op
 
 	remote.update("test://2")
-	select {
-	case uri := <-streamGot:
-		if uri != "test://2" {
-			t.Errorf("the stream got an update of %s, want test://2", uri)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the stream got no update of test://2")
+	if uri := testkit.Receive(t, 5*time.Second, "the stream's update of test://2", streamGot); uri != "test://2" {
+		t.Errorf("the stream got an update of %s, want test://2", uri)
 	}
-	d.expect(t) // no session subscribed to test://2
+	// No session subscribed to test://2; session a's test://1 is the barrier.
+	d.expect(t, func() { remote.update("test://1") }, []string{"a test://1"})
 
 	subs.CloseStream(key)
-	waitUntil(t, "the remote is unsubscribed from test://2", func() bool { _, n := remote.counts("test://2"); return n == 1 })
+	testkit.EventuallyTrue(t, 5*time.Second, "the remote is unsubscribed from test://2", func() bool { _, n := remote.counts("test://2"); return n == 1 })
 	if _, n := remote.counts("test://1"); n != 0 {
 		t.Errorf("closing the stream ended test://1 at the remote while session a still holds it")
 	}

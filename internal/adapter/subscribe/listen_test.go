@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // A listen stream adds the established URIs to mcp-go's acknowledgement, even when
@@ -26,20 +28,20 @@ func TestListenStream_AcknowledgesThenUpdates(t *testing.T) {
 	if err := stream.notify("test://doc"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // the deliverer wakes, and must wait for the acknowledgement
+	// The deliverer takes the wake-up, and must wait for the acknowledgement.
+	testkit.EventuallyTrue(t, 5*time.Second, "the deliverer to take the wake-up", func() bool { return len(stream.wake) == 0 })
 	ack := `event: message` + "\n" + `data: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"},"notifications":{"toolsListChanged":true}}}` + "\n\n"
 	for _, piece := range []string{ack[:30], ack[30:]} {
 		if _, err := stream.Write([]byte(piece)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(body(stream), "notifications/resources/updated") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no update written after the acknowledgement:\n%s", body(stream))
+	testkit.Eventually(t, 5*time.Second, "the update written after the acknowledgement", func() error {
+		if b := body(stream); !strings.Contains(b, "notifications/resources/updated") {
+			return fmt.Errorf("the stream holds:\n%s", b)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := stream.Write([]byte(`event: message` + "\n" + `data: {"jsonrpc":"2.0","id":"L1","result":{}}` + "\n\n")); err != nil {
 		t.Fatal(err)
 	}

@@ -186,6 +186,7 @@ func TestRefreshAfterExpiryRotatesTheRefreshToken(t *testing.T) {
 	cfg := appConfig(ts)
 	first := connect(t, ts, cfg)
 	exp := parse(t, ts, first.AccessToken).Expiry.Time()
+	// Waits out the access token's real lifetime: x/oauth2 judges expiry by the clock.
 	time.Sleep(time.Until(exp) + 100*time.Millisecond)
 
 	// x/oauth2 refreshes an expired token by itself.
@@ -339,6 +340,8 @@ func TestMetadataAdvertisesTheCodeFlow(t *testing.T) {
 func TestExpiredRefreshTokenIsRefused(t *testing.T) {
 	ts := startAS(t, tokenservice.Options{RefreshTokenLifetime: time.Second})
 	tok := connect(t, ts, appConfig(ts))
+	// Waits out the refresh token's real 1 s lifetime: the token service judges expiry by
+	// the clock.
 	time.Sleep(1100 * time.Millisecond)
 	if status, body := refresh(t, ts, tok.RefreshToken); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Fatalf("an expired refresh token: %d %v", status, body)

@@ -160,6 +160,7 @@ func TestCallerCredentials_RemoteChecksEveryRequest(t *testing.T) {
 		t.Fatal("a token the token service did not sign was accepted")
 	}
 	s.header.Store("Bearer " + tok)
+	// Waits out the token's real lifetime: the remote judges expiry by the clock.
 	time.Sleep(2100 * time.Millisecond)
 	if _, err := s.whoami(t); err == nil {
 		t.Fatal("an expired token was accepted")

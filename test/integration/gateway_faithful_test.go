@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -32,7 +34,7 @@ func everythingGateway(t *testing.T, ctx context.Context, transport cantusv1alph
 func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1alpha1.ImportTransport, transport cantusv1alpha1.Transport) (direct, gateway string) {
 	t.Helper()
 	g := NewWithT(t)
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
@@ -97,7 +99,7 @@ func TestGatewayServesImportedDefinitionsAsTheRemoteDefinedThem(t *testing.T) {
 func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
@@ -199,6 +201,7 @@ func testProgressThroughGateway(t *testing.T, imported cantusv1alpha1.ImportTran
 func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
 	t.Helper()
 	seen := make(chan string, 4)
+	testEnded := testkit.Context(t, 5*time.Minute).Done()
 	s := server.NewMCPServer("notifying", "1.0.0", server.WithLogging())
 	s.AddTool(mcp.NewTool("work"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		srv := server.ServerFromContext(ctx)
@@ -211,7 +214,7 @@ func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
 		case <-ctx.Done():
 			seen <- "cancelled: " + context.Cause(ctx).Error()
 			return nil, ctx.Err()
-		case <-time.After(30 * time.Second):
+		case <-testEnded: // never cancelled: the test fails on the call's answer
 			return mcp.NewToolResultText("finished"), nil
 		}
 	})
@@ -226,7 +229,7 @@ func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
 func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)

@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/controller"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -21,6 +23,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -30,7 +33,7 @@ import (
 func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns, otherNS := newNamespace(t), newNamespace(t)
+	ns, otherNS := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
 	for _, sa := range []struct{ ns, name string }{{ns, "visitor"}, {ns, "librarian"}, {otherNS, "auditor"}} {
 		g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.ns, Name: sa.name}})).To(Succeed())
 	}
@@ -46,7 +49,7 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	t.Cleanup(stopWatching)
 	go func() { _ = revocations.Start(watchCtx) }()
-	startManagerVerifying(t, local.New(nil), &MCPVerifier{}, func(r *SkillServerReconciler) {
+	startManagerVerifying(t, local.New(nil), &controller.MCPVerifier{}, func(r *controller.SkillServerReconciler) {
 		r.Issuer, r.Revocations, r.IssuerChanged = issuer, revocations, changed
 	})
 

@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
 // A remote re-exported by a gateway that adds a tool says so with list_changed: the
@@ -19,7 +20,7 @@ import (
 func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 
 	remote := server.NewMCPServer("growing-remote", "1.0.0", server.WithToolCapabilities(true))
@@ -44,7 +45,7 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
 	// The session's GET stream must be open before the change, or there is no one to tell.
-	time.Sleep(2 * time.Second)
+	srv.waitStreamOpen(t)
 	changedAt := time.Now()
 	addTool("second_tool")
 	g.Eventually(func() []string {

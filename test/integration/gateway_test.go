@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/controller"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -20,6 +22,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -32,10 +35,10 @@ func startGatewayManager(t *testing.T) {
 	if err := mgr.Add(adapters); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	runManager(t, mgr)
@@ -66,7 +69,7 @@ func remoteLibrary(t *testing.T) *httptest.Server {
 func TestGatewayReexportsImportedTools(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
@@ -119,7 +122,7 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 func TestGatewayReportsNameCollisions(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
@@ -172,7 +175,7 @@ func hostileRemote(t *testing.T) *httptest.Server {
 func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	remote := hostileRemote(t)

@@ -1,4 +1,4 @@
-package controller
+package integration
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
@@ -153,7 +154,7 @@ func TestGatewayReExportsResourcesTemplatesAndPrompts(t *testing.T) {
 func TestImportListsEverythingsContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
@@ -179,7 +180,7 @@ func TestImportListsEverythingsContent(t *testing.T) {
 func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
@@ -228,7 +229,7 @@ func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
 	allowLoopback(t, ns)
 	startGatewayManager(t)
 	forms := "# Forms\nfield: <value> & more\n"

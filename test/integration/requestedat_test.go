@@ -1,0 +1,44 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cantus-dev/cantus-operator/internal/controller"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+)
+
+// A verified server is not verified again until asked: the annotation alone (the
+// generation does not move) verifies its pods once more and records the request handled.
+func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := kubekit.NewNamespace(t, k8sClient)
+	verifier := &countingLister{ToolLister: &controller.MCPVerifier{}}
+	startManagerVerifying(t, local.New(nil), verifier)
+	ss := newSkillServer(ns, "asked", templateSkill("search_book", "found: {{ .title }}"))
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	g.Eventually(getSkillServer(ctx, ns, "asked")).Should(haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+	verifiedOnce := verifier.calls.Load()
+	g.Expect(verifiedOnce).To(BeNumerically(">", 0))
+
+	got, err := getSkillServer(ctx, ns, "asked")()
+	g.Expect(err).NotTo(HaveOccurred())
+	generation := got.Generation
+	requestReconcile(g, ctx, got, "1700000000")
+	g.Eventually(func() (string, error) {
+		ss, err := getSkillServer(ctx, ns, "asked")()
+		return ss.Status.LastHandledReconcileAt, err
+	}).Should(Equal("1700000000"))
+	g.Expect(verifier.calls.Load()).To(BeNumerically(">", verifiedOnce), "the request verified the pods again")
+	got, _ = getSkillServer(ctx, ns, "asked")()
+	g.Expect(got.Generation).To(Equal(generation), "an annotation does not move the generation")
+	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+}

@@ -1,0 +1,225 @@
+// Package integration holds the end-to-end tests of the operator with its data plane in
+// the loop: the controllers on envtest and the adapters they start running in this
+// process (internal/workload/local), gateways re-exporting remotes, callers calling
+// through them. They live apart from internal/controller so that the controller's own
+// tests link nothing of the data plane (internal/adapter).
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/controller"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+)
+
+var (
+	restConfig *rest.Config
+	k8sClient  crclient.WithWatch
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	// Reconciles take longer than gomega's default second on a busy 2-core machine;
+	// a test that waits on the API server waits long enough not to flake.
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	testenv.ExitUnderShort()
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	restConfig = cfg
+	k8sClient, err = crclient.NewWithWatch(cfg, crclient.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// newTestManager returns a manager on the test control plane; several run one after
+// another in one process, so controller names may repeat.
+func newTestManager(t *testing.T) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The manager's own cache and client settings, so every test runs under them.
+		Cache:  controller.CacheOptions(),
+		Client: controller.ClientOptions(),
+	})
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	return mgr
+}
+
+// runManager runs mgr until the test ends.
+func runManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// startManager runs the SkillServer controller with the given runtime until the test ends.
+func startManager(t *testing.T, rt workload.Runtime) {
+	t.Helper()
+	startManagerVerifying(t, rt, &controller.MCPVerifier{})
+}
+
+// startManagerVerifying runs the SkillServer controller with a given verifier of the pods
+// (nil: none); configure may set more of the reconciler.
+func startManagerVerifying(t *testing.T, rt workload.Runtime, verifier controller.ToolLister, configure ...func(*controller.SkillServerReconciler)) {
+	t.Helper()
+	mgr := newTestManager(t)
+	if adapters, ok := rt.(*local.Runtime); ok {
+		adapters.Reader = mgr.GetAPIReader()
+		if err := mgr.Add(adapters); err != nil {
+			t.Fatalf("add local runtime: %v", err)
+		}
+	}
+	if kube, ok := rt.(*workload.Kubernetes); ok {
+		kube.Client, kube.APIReader = controller.ChildClient(mgr), mgr.GetAPIReader()
+	}
+	r := &controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: rt, Recorder: mgr.GetEventRecorder("cantus-operator"), Verifier: verifier}
+	if err := r.UseContentCache(mgr); err != nil {
+		t.Fatalf("content cache: %v", err)
+	}
+	for _, c := range configure {
+		c(r)
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatalf("set up controller: %v", err)
+	}
+	runManager(t, mgr)
+}
+
+func templateSkill(name, text string) cantusv1alpha1.Skill {
+	return cantusv1alpha1.Skill{
+		Name:        name,
+		Description: "test skill " + name,
+		InputSchema: &cantusv1alpha1.ToolInputSchema{Type: "object", Raw: []byte(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`)},
+		Template:    &cantusv1alpha1.TemplateBackend{Text: text},
+	}
+}
+
+func newSkillServer(ns, name string, skills ...cantusv1alpha1.Skill) *cantusv1alpha1.SkillServer {
+	return &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       cantusv1alpha1.SkillServerSpec{Skills: skills},
+	}
+}
+
+// getSkillServer returns a function for Eventually that reads a SkillServer afresh.
+func getSkillServer(ctx context.Context, ns, name string) func() (*cantusv1alpha1.SkillServer, error) {
+	return func() (*cantusv1alpha1.SkillServer, error) {
+		ss := &cantusv1alpha1.SkillServer{}
+		err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, ss)
+		return ss, err
+	}
+}
+
+// haveCondition matches a SkillServer whose condition has the given status and reason.
+func haveCondition(condType string, status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
+		for _, c := range ss.Status.Conditions {
+			if c.Type == condType {
+				return fmt.Sprintf("%s/%s", c.Status, c.Reason)
+			}
+		}
+		return "absent"
+	}, Equal(fmt.Sprintf("%s/%s", status, reason)))
+}
+
+// callTool calls one tool with mcp-go's client, pinned to a protocol version that
+// initializes the classic way (the unpinned client probes server/discover first).
+func callTool(ctx context.Context, url, transportName, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	return callToolWithHeaders(ctx, url, transportName, tool, args, nil)
+}
+
+func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	err := withClient(ctx, url, transportName, headers, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+		return err
+	})
+	return res, err
+}
+
+// withClient runs use with an initialized mcp-go client of the server at url, pinned to
+// a protocol version that initializes the classic way (the unpinned client probes
+// server/discover first).
+func withClient(ctx context.Context, url, transportName string, headers map[string]string, use func(context.Context, *client.Client) error) error {
+	var trans transport.Interface
+	var err error
+	if transportName == cantusv1alpha1.TransportSSE.String() {
+		trans, err = transport.NewSSE(url, transport.WithHeaders(headers))
+	} else {
+		trans, err = transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
+	}
+	if err != nil {
+		return fmt.Errorf("transport: %w", err)
+	}
+	c := client.NewClient(trans, client.WithProtocolVersion("2025-06-18"))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("start client: %w", err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: "2025-06-18",
+		ClientInfo:      mcp.Implementation{Name: "cantus-test", Version: "0"},
+	}}); err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	return use(ctx, c)
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var text string
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	return text
+}
+
+func reconcileRequest(obj crclient.Object) ctrl.Request {
+	return ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(obj)}
+}
