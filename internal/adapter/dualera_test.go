@@ -17,6 +17,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
@@ -347,7 +348,7 @@ func TestDualEraGateway_ModernOnlyRemoteServesReadsAndPrompts(t *testing.T) {
 	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{resource}, Prompts: []adapterconfig.ImportedItem{prompt}}
 	gw := serve(t, cfg)
 	c := connect(t, gw.baseURL, protocol20251125, nil)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	read := mcp.ReadResourceRequest{}
 	read.Params.URI = dualera.ResourceURI
 	res, err := c.ReadResource(ctx, read)
@@ -397,7 +398,7 @@ func TestDualEraGateway_PassThroughAnswersModernCallsAsMCPGoDoes(t *testing.T) {
 	} {
 		passed := call(tc.tool, tc.args, "")
 		served := call(tc.tool, tc.args, `,"io.modelcontextprotocol/logLevel":"emergency"`)
-		if !jsonEqual(t, passed, served) {
+		if !testkit.JSONEqual(t, passed, served) {
 			t.Errorf("%s %s: the pass-through answered\n%s\nmcp-go\n%s", tc.tool, tc.args, passed, served)
 		}
 		if !strings.Contains(string(passed), `"test-server"`) || !strings.Contains(string(passed), `"resultType":"complete"`) {
