@@ -248,10 +248,11 @@ func TestDualEraGateway_RequestStateTamperedReplayedOrForAnotherToolIsRefused(t 
 	}
 }
 
-// A 2025-11-25 caller of a dual-era remote keeps the 2025-11-25 session.
+// A 2025-11-25 caller of a dual-era remote keeps the 2025-11-25 session (a tool that
+// relays nothing).
 func TestDualEraGateway_LegacyCallerKeepsTheLegacySession(t *testing.T) {
 	remote := dualera.Start(t, dualera.Both)
-	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, plainDualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
 	calls := remote.Calls(dualera.ToolEcho)
@@ -490,4 +491,24 @@ func TestDualEraGateway_RemoteThatStoppedServingModernGetsTheCallInLegacy(t *tes
 			t.Errorf("%s: the remote got %+v, want a refused 2026-07-28 call and the 2025-11-25 one", name, calls)
 		}
 	}
+}
+
+// A 2025-11-25 caller of a relaying tool of a dual-era remote whose 2025-11-25 side
+// keeps no session (a stateless mcp-go server) is served through 2026-07-28: the
+// remote's input request is asked of the caller on its session, and the answer
+// completes the call (natively, the answer could not find its way back to the remote).
+func TestDualEraGateway_LegacyCallerOfStatelessDualRemoteIsAskedThroughModern(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	answers := &confirmer{}
+	c := eliciting(t, gw.baseURL, protocol20251125, answers)
+	wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
+	if asked := answers.got(); len(asked) != 1 {
+		t.Errorf("the caller was asked %q, want one elicitation", asked)
+	}
+	calls := remote.Calls(dualera.ToolConfirm)
+	if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[1].RequestState != dualera.StateAsked {
+		t.Errorf("the remote got %+v, want a 2026-07-28 call and its retry", calls)
+	}
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
 }

@@ -37,6 +37,24 @@ import (
 // nothing else.
 func (t *Tool) upstreamModern(ctx context.Context) bool { return upstreamModern(ctx, t.Backend) }
 
+// relaysOnlyModern says whether a relaying call of an older caller goes to the remote in
+// 2026-07-28 although the remote serves the caller's era too: when the remote's
+// 2025-11-25 session has no id (a stateless server, as every dual-era mcp-go server
+// is), the answer to a request it sends on a call's stream could not find its way back
+// to it, while an input-required result of 2026-07-28 needs no session (the gateway
+// asks the caller on its own session, where it can).
+func (t *Tool) relaysOnlyModern(ctx context.Context) bool {
+	if !t.relays() || !t.Backend.ServesModern() || server.IsModernRequest(ctx) || t.remote.callers != nil {
+		return false
+	}
+	conn, err := t.remote.acquire(ctx)
+	if err != nil {
+		return false // the legacy path reports it
+	}
+	defer t.remote.release(conn)
+	return conn.sess.ID() == ""
+}
+
 func upstreamModern(ctx context.Context, b *adapterconfig.RemoteBackend) bool {
 	if !b.ServesModern() {
 		return false

@@ -522,7 +522,7 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 		// The user connected, or says so: the call is made anew.
 		req.Params.RequestState, req.Params.InputResponses = "", nil
 	}
-	if t.upstreamModern(ctx) {
+	if t.upstreamModern(ctx) || t.relaysOnlyModern(ctx) {
 		return t.callModern(ctx, req, args)
 	}
 	return t.callLegacy(ctx, req, args)
