@@ -52,26 +52,39 @@ inspector() {
 # each caller's service-account token at a token service (RFC 8693) for a token for the
 # remote, which answers with the subject it saw; a caller of an import that takes each
 # caller's own key is told which Secret to create, and once it exists its call goes
-# through. Each answer is a line of .demo/demo.log.
+# through; a caller of an import in connect mode is given a link, its user signs in at
+# the remote's authorization server through it, and its call then goes through as that
+# user. Each answer is a line of .demo/demo.log.
 caller_credentials() {
   say "agents act as their users at a remote: each caller's token exchanged (RFC 8693), or its own key"
   local jwks="${DEMO}/cluster-jwks.json" issuer
   kubectl get --raw /openid/v1/jwks >"${jwks}"
   issuer="$(kubectl get --raw /.well-known/openid-configuration | sed -n 's/.*"issuer":"\([^"]*\)".*/\1/p')"
-  ( umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${DEMO}/gateway-client-secret" )
+  ( umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${DEMO}/gateway-client-secret"
+    head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${DEMO}/connect-client-secret" )
   rm -f "${DEMO}/callerremote.env"
   go build -o "${ROOT}/bin/callerremote" "${ROOT}/hack/callerremote"
+  # Without --connect-base-url the operator's connect links and callback are on the
+  # catalog's address: the operator is registered there beforehand, with that callback.
+  local catalog; catalog="$(cat "${DEMO}/catalog-address")"
   nohup "${ROOT}/bin/callerremote" -cluster-issuer "${issuer}" -cluster-jwks "${jwks}" \
     -client-secret-file "${DEMO}/gateway-client-secret" -api-keys "probe-key-5c1f=cantus-probe,carol-key-77d2=carol" \
+    -connect-redirect "https://${catalog}/connect/v1/callback" -connect-secret-file "${DEMO}/connect-client-secret" \
+    -users "dave=dave-password-3b9e" \
     -out "${DEMO}/callerremote.env" >"${DEMO}/callerremote.log" 2>&1 &
   echo $! >"${DEMO}/callerremote.pid"
   wait_for_file "${DEMO}/callerremote.env" "${DEMO}/callerremote.log"
-  local TOKEN_ENDPOINT REMOTE TOKEN_ISSUER
+  local TOKEN_ENDPOINT REMOTE TOKEN_ISSUER CONNECT_REMOTE CONNECT_CLIENT_ID CONTROL
   # shellcheck disable=SC1091
   source "${DEMO}/callerremote.env"
   echo "token service ${TOKEN_ENDPOINT}, remote ${REMOTE}"
   kubectl create secret generic whoami-client --from-file=secret="${DEMO}/gateway-client-secret" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl create secret generic whoami-probe --from-literal=token="Bearer probe-key-5c1f" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl create secret generic whoami-connect-client --from-file=secret="${DEMO}/connect-client-secret" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  # The key that encrypts connected accounts at rest, in the operator's namespace.
+  kubectl create namespace cantus-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl -n cantus-system create secret generic cantus-connect-keys \
+    --from-literal=k1="$(head -c 32 /dev/urandom | base64 | tr -d '\n')" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -f - <<YAML
 apiVersion: cantus.dev/v1alpha1
 kind: RemoteToolImport
@@ -100,6 +113,18 @@ spec:
     perCallerSecret: {}
 ---
 apiVersion: cantus.dev/v1alpha1
+kind: RemoteToolImport
+metadata: {name: whoami-connect, namespace: default}
+spec:
+  url: ${CONNECT_REMOTE}
+  headers:
+  - name: Authorization
+    valueFrom: {name: whoami-probe, key: token}
+  callerCredentials:            # calls: the account each caller's user connected
+    connect:                    # the authorization server comes from the remote's RFC 9728 metadata
+      client: {clientID: ${CONNECT_CLIENT_ID}, clientSecret: {name: whoami-connect-client, key: secret}}
+---
+apiVersion: cantus.dev/v1alpha1
 kind: SkillServer
 metadata: {name: agents, namespace: default}
 spec:
@@ -108,14 +133,15 @@ spec:
   imports:
   - {name: whoami, prefix: ex_}
   - {name: whoami-keys, prefix: key_}
+  - {name: whoami-connect, prefix: my_}
 YAML
-  kubectl wait --for=condition=Ready remotetoolimport/whoami remotetoolimport/whoami-keys --timeout=60s
+  kubectl wait --for=condition=Ready remotetoolimport/whoami remotetoolimport/whoami-keys remotetoolimport/whoami-connect --timeout=60s
   kubectl wait --for=condition=Ready skillserver/agents --timeout=60s
-  kubectl get remotetoolimports whoami whoami-keys -o wide
+  kubectl get remotetoolimports whoami whoami-keys whoami-connect -o wide
   local agents audience
   agents="$(kubectl get skillserver agents -o jsonpath='{.status.url}')"
   audience="agents.default.skillserver.cantus.dev"
-  for who in alice bob carol; do
+  for who in alice bob carol dave; do
     kubectl create serviceaccount "${who}" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   done
   : >"${DEMO}/demo.log"
@@ -143,6 +169,19 @@ YAML
     sleep 0.5
   done
   echo "${answer}" | tee -a "${DEMO}/demo.log"
+
+  echo "-- dave calls my_whoami, with no account connected at the remote yet"
+  told="$(inspector "${agents}" --method tools/call --tool-name my_whoami \
+    --header "Authorization: Bearer $(kubectl create token dave --audience "${audience}")" || true)"
+  local link
+  link="$(echo "${told}" | grep -o 'https://[^ "\\]*/connect/v1/start[^ "\\]*' | head -n1)"
+  echo "connect: ${link}" | tee -a "${DEMO}/demo.log"
+  echo "-- dave's user opens the link and signs in at the remote's authorization server"
+  curl -sf -X POST -G --data-urlencode "url=${link}" --data-urlencode user=dave \
+    --data-urlencode password=dave-password-3b9e "${CONTROL}/login"
+  inspector "${agents}" --method tools/call --tool-name my_whoami \
+    --header "Authorization: Bearer $(kubectl create token dave --audience "${audience}")" \
+    | grep -o 'remote saw subject=[^"]*' | tee -a "${DEMO}/demo.log"
 }
 
 # discovery_search shows a gateway that lists a few tools and finds the rest: in Search

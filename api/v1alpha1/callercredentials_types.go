@@ -24,7 +24,7 @@ const (
 // remote, so that the remote sees who acts rather than one shared account. The
 // credential is sent in Header; spec.headers stay the import's service identity, used by
 // the operator's probes.
-// +kubebuilder:validation:XValidation:rule="[has(self.tokenExchange), has(self.perCallerSecret)].exists_one(x, x)",message="callerCredentials takes exactly one of tokenExchange or perCallerSecret"
+// +kubebuilder:validation:XValidation:rule="[has(self.tokenExchange), has(self.perCallerSecret), has(self.connect)].exists_one(x, x)",message="callerCredentials takes exactly one of tokenExchange, perCallerSecret or connect"
 type CallerCredentials struct {
 	// Header carries the caller's credential to the remote.
 	// +kubebuilder:default=Authorization
@@ -44,6 +44,12 @@ type CallerCredentials struct {
 	// cantus.dev/caller=<caller>.
 	// +optional
 	PerCallerSecret *PerCallerSecret `json:"perCallerSecret,omitempty"`
+
+	// Connect lets each caller's user connect their own account at the remote's
+	// authorization server (OAuth 2.1 authorization code with PKCE); the operator keeps
+	// the tokens, encrypted, and refreshes them.
+	// +optional
+	Connect *Connect `json:"connect,omitempty"`
 }
 
 // TokenExchange is an RFC 8693 token exchange at an OAuth token endpoint.
@@ -117,7 +123,7 @@ type PerCallerSecret struct {
 // CallerCredentialsStatus says how an import's callers get their credential, without
 // any credential, caller list or subject in it.
 type CallerCredentialsStatus struct {
-	// Mode is TokenExchange or PerCallerSecret.
+	// Mode is TokenExchange, PerCallerSecret or Connect.
 	// +optional
 	Mode string `json:"mode,omitempty"`
 	// TokenEndpointChecked is true when the token endpoint passed the ToolSourcePolicy
@@ -134,6 +140,37 @@ type CallerCredentialsStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	TokenEndpointAddresses []string `json:"tokenEndpointAddresses,omitempty"`
+	// AuthorizationServer is the issuer where callers connect (connect mode): as
+	// configured, or discovered from the remote's protected-resource metadata.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	AuthorizationServer string `json:"authorizationServer,omitempty"`
+	// AuthorizationServerChecked is true when the authorization server's metadata was read
+	// and its endpoints passed the ToolSourcePolicy check at the last probe.
+	// +optional
+	AuthorizationServerChecked bool `json:"authorizationServerChecked,omitempty"`
+	// AuthorizationServerDiscovered is true when the authorization server was found in
+	// the remote's protected-resource metadata (RFC 9728) rather than configured.
+	// +optional
+	AuthorizationServerDiscovered bool `json:"authorizationServerDiscovered,omitempty"`
+	// Endpoints are the authorization server's endpoints the operator uses, as checked.
+	// +optional
+	Endpoints *AuthorizationServerEndpoints `json:"endpoints,omitempty"`
+	// Client says which OAuth client the operator connects callers as: PreRegistered,
+	// ClientIDMetadataDocument or DynamicRegistration.
+	// +optional
+	Client string `json:"client,omitempty"`
+	// Connected counts the callers with a connected account at the last probe.
+	// +optional
+	Connected int32 `json:"connected,omitempty"`
+	// ReconnectNeeded counts the callers whose account must be connected again (its
+	// refresh failed, or the key that encrypts it is gone) at the last probe.
+	// +optional
+	ReconnectNeeded int32 `json:"reconnectNeeded,omitempty"`
+	// FailedRefreshes counts the refreshes that failed since the operator started
+	// (this replica), at the last probe.
+	// +optional
+	FailedRefreshes int32 `json:"failedRefreshes,omitempty"`
 }
 
 // Bounds of spec.callerCredentials.tokenExchange.maxCacheTTL, as its CEL rule says.
@@ -176,10 +213,14 @@ func (p *PerCallerSecret) ValuePrefixOrDefault() string {
 	return *p.ValuePrefix
 }
 
-// Mode is CallerCredentialsModeTokenExchange or CallerCredentialsModePerCallerSecret.
+// Mode is CallerCredentialsModeTokenExchange, CallerCredentialsModePerCallerSecret or
+// CallerCredentialsModeConnect.
 func (c *CallerCredentials) Mode() string {
-	if c.TokenExchange != nil {
+	switch {
+	case c.TokenExchange != nil:
 		return CallerCredentialsModeTokenExchange
+	case c.Connect != nil:
+		return CallerCredentialsModeConnect
 	}
 	return CallerCredentialsModePerCallerSecret
 }
@@ -211,4 +252,5 @@ const (
 const (
 	CallerCredentialsModeTokenExchange   = "TokenExchange"
 	CallerCredentialsModePerCallerSecret = "PerCallerSecret"
+	CallerCredentialsModeConnect         = "Connect"
 )

@@ -33,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/gomemlimit"
@@ -78,6 +79,7 @@ type options struct {
 	// admissionParams, when set, is the ConfigMap of the admission policy's parameters
 	// (config/admission/params.yaml): what the policy would refuse is refused first.
 	admissionParams *types.NamespacedName
+	connect         connectOptions
 }
 
 // issuerRefresh is how often the operator reads the cluster's service-account issuer
@@ -189,6 +191,7 @@ func main() {
 		opts.admissionParams = &types.NamespacedName{Namespace: ns, Name: name}
 		return nil
 	})
+	bindConnectFlags(&opts.connect)
 	watchNamespaces := flag.String("watch-namespaces", "", "comma-separated namespaces the operator watches and writes in, on the namespaced Roles of config/rbac/namespaced; empty: the whole cluster (the ClusterRole)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -272,7 +275,8 @@ func run(opts options) error {
 		Workers:       opts.serverWorkers,
 		// The catalog's audience too: a catalog token handed to a tenant's server would
 		// let its owner read the catalog as the agent.
-		APIAudiences: append(opts.apiAudiences, opts.catalogAud),
+		// And the connect audience: only gateways' own tokens for the operator have it.
+		APIAudiences: append(opts.apiAudiences, opts.catalogAud, adapterconfig.ConnectAudience),
 	}
 	var admission *controller.AdmissionParams
 	if opts.admissionParams != nil && opts.runtime == "kubernetes" {
@@ -289,13 +293,14 @@ func run(opts options) error {
 		return fmt.Errorf("set up SkillServer controller: %w", err)
 	}
 
-	if err := (&controller.RemoteToolImportReconciler{
+	imports := &controller.RemoteToolImportReconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                mgr.GetEventRecorder("cantus-operator"),
 		Bridges:                 bridges,
 		MaxConcurrentHandshakes: opts.maxHandshakes,
 		AdmissionParams:         admission,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := imports.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RemoteToolImport controller: %w", err)
 	}
 
@@ -308,8 +313,21 @@ func run(opts options) error {
 		if err != nil {
 			return fmt.Errorf("catalog review client: %w", err)
 		}
-		handler := catalog.NewHandler(&catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}, &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud, Issuer: issuer}, ctrl.Log.WithName("catalog"))
-		if err := mgr.Add(&catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Handler: handler, Log: ctrl.Log.WithName("catalog")}); err != nil {
+		callers := &catalog.Authorizer{Client: reviewClient, Audience: opts.catalogAud, Issuer: issuer}
+		cat := &catalog.Catalog{Reader: mgr.GetClient(), RegistryDomain: cmp.Or(opts.registryDomain, opts.clusterDomain)}
+		handler := catalog.NewHandler(cat, callers, ctrl.Log.WithName("catalog"))
+		listener := &catalog.Runnable{Addr: opts.catalogAddr, CertDir: opts.catalogCertDir, Log: ctrl.Log.WithName("catalog"), Hosts: catalogHosts(opts)}
+		if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+			// Every replica serves the same self-signed certificate, which gateways trust.
+			listener.SelfSigned = &catalog.SelfSignedSecret{Client: reviewClient, Namespace: ns, Name: "cantus-catalog-self-signed"}
+		}
+		if err := listener.Prepare(context.Background()); err != nil {
+			return err
+		}
+		if listener.Handler, err = setUpConnect(mgr, opts, reviewClient, cat, handler, listener, servers, imports, callers); err != nil {
+			return err
+		}
+		if err := mgr.Add(listener); err != nil {
 			return fmt.Errorf("add catalog: %w", err)
 		}
 	}
@@ -341,6 +359,9 @@ func newRuntimes(mgr ctrl.Manager, opts options) (workload.Runtime, controller.B
 	case "local":
 		adapters := local.New(mgr.GetAPIReader())
 		adapters.MemoryDir = opts.localMemoryDir
+		// Gateways' tokens for the operator's connect endpoint, as the kubelet would
+		// project them.
+		adapters.MintToken = local.MintToken(mgr.GetClient())
 		if err := mgr.Add(adapters); err != nil {
 			return nil, nil, fmt.Errorf("add local runtime: %w", err)
 		}

@@ -98,6 +98,10 @@ type Tool struct {
 	// says how the gateway gets each caller's own credential for the remote
 	// (TokenExchange or PerCallerSecret): calls reach the remote as the caller.
 	CallerCredentials string `json:"callerCredentials,omitempty"`
+	// Connect, for an imported tool whose import is in connect mode, says that the
+	// caller's user must connect an account at the remote's authorization server first,
+	// where, and whether the caller has.
+	Connect *ConnectInfo `json:"connect,omitempty"`
 }
 
 // Ref names a server as namespace/name.
@@ -106,6 +110,9 @@ func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
 // Catalog reads the cluster's SkillServers and RemoteToolImports.
 type Catalog struct {
 	Reader client.Reader
+	// Accounts, when set, says whether the viewing caller has connected an account for
+	// an import in connect mode.
+	Accounts AccountStates
 	// RegistryDomain is the DNS domain, reversed, that begins the names of the registry
 	// API (registry.go): cluster.local (the default) names SkillServer team-a/books
 	// local.cluster.team-a/books.
@@ -143,6 +150,7 @@ func (c *Catalog) Servers(ctx context.Context, who Viewer) ([]Server, error) {
 		out = append(out, serverEntry(ss, c.rendered.of(ss).Config, imports, who))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref() < out[j].Ref() })
+	c.setConnectStates(ctx, out, who)
 	return out, nil
 }
 
@@ -170,6 +178,9 @@ type importedTools struct {
 	tools map[string]cantusv1alpha1.DiscoveredTool
 	// callerCredentials maps "namespace/import" to the mode of its callerCredentials.
 	callerCredentials map[string]string
+	// authorizationServers maps "namespace/import" in connect mode to where callers
+	// connect ("" while not discovered).
+	authorizationServers map[string]string
 }
 
 func (c *Catalog) importSchemas(ctx context.Context) (importedTools, error) {
@@ -177,13 +188,16 @@ func (c *Catalog) importSchemas(ctx context.Context) (importedTools, error) {
 	if err := c.Reader.List(ctx, list); err != nil {
 		return importedTools{}, fmt.Errorf("list RemoteToolImports: %w", err)
 	}
-	out := importedTools{tools: map[string]cantusv1alpha1.DiscoveredTool{}, callerCredentials: map[string]string{}}
+	out := importedTools{tools: map[string]cantusv1alpha1.DiscoveredTool{}, callerCredentials: map[string]string{}, authorizationServers: map[string]string{}}
 	for _, imp := range list.Items {
 		for _, t := range imp.Status.Tools {
 			out.tools[imp.Namespace+"/"+imp.Name+"/"+t.Name] = t
 		}
 		if cc := imp.Spec.CallerCredentials; cc != nil {
 			out.callerCredentials[imp.Namespace+"/"+imp.Name] = cc.Mode()
+			if cc.Connect != nil {
+				out.authorizationServers[imp.Namespace+"/"+imp.Name] = connectServerOf(&imp)
+			}
 		}
 	}
 	return out, nil
@@ -283,6 +297,9 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served
 		}
 		importRef := ss.Namespace + "/" + strings.TrimPrefix(served.Source, "import:")
 		t.CallerCredentials = imports.callerCredentials[importRef]
+		if server, ok := imports.authorizationServers[importRef]; ok {
+			t.Connect = connectInfo(importRef, server)
+		}
 		if d, ok := imports.tools[importRef+"/"+remote]; ok {
 			t.Title, t.Description, t.Clipped = d.Title, d.Description, d.Clipped
 			t.Digest, t.Approval = d.Digest, string(d.Approval)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -28,6 +29,28 @@ type Runnable struct {
 	CertDir string
 	Handler http.Handler
 	Log     logr.Logger
+	// SelfSigned, when set and CertDir is empty, keeps the self-signed certificate in a
+	// Secret, so that every replica serves the same one and gateways can trust it.
+	SelfSigned *SelfSignedSecret
+	// Hosts are names the self-signed certificate is valid for besides localhost.
+	Hosts []string
+
+	ca       atomic.Pointer[[]byte]
+	prepared *tls.Config
+}
+
+// Prepare makes (or reads) the self-signed certificate before the listener starts, so
+// that CA has it from the first reconcile on. Nothing to do with CertDir.
+func (r *Runnable) Prepare(ctx context.Context) error {
+	if r.CertDir != "" {
+		return nil
+	}
+	cfg, err := r.tlsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	r.prepared = cfg
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -35,9 +58,12 @@ func (r *Runnable) NeedLeaderElection() bool { return false }
 
 // Start implements manager.Runnable.
 func (r *Runnable) Start(ctx context.Context) error {
-	tlsConfig, err := r.tlsConfig(ctx)
-	if err != nil {
-		return err
+	tlsConfig := r.prepared
+	if tlsConfig == nil {
+		var err error
+		if tlsConfig, err = r.tlsConfig(ctx); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", r.Addr)
 	if err != nil {
@@ -60,7 +86,7 @@ func (r *Runnable) Start(ctx context.Context) error {
 func (r *Runnable) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if r.CertDir == "" {
-		cert, err := selfSigned()
+		cert, err := r.selfSignedCertificate(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +106,7 @@ func (r *Runnable) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func selfSigned() (tls.Certificate, error) {
+func selfSigned(hosts ...string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("catalog: generate key: %w", err)
@@ -88,7 +114,7 @@ func selfSigned() (tls.Certificate, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: "cantus-catalog"},
-		DNSNames:     []string{"localhost", "cantus-catalog"},
+		DNSNames:     append([]string{"localhost", "cantus-catalog"}, hosts...),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore:    time.Now().Add(-time.Minute),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),

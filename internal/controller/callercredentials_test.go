@@ -44,10 +44,10 @@ func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 		}, "callerCredentials is refused for stdio imports"},
 		"both": {func(imp *cantusv1alpha1.RemoteToolImport) {
 			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: exchange, PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-		}, "exactly one of tokenExchange or perCallerSecret"},
+		}, "exactly one of tokenExchange, perCallerSecret or connect"},
 		"neither": {func(imp *cantusv1alpha1.RemoteToolImport) {
 			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Header: "X-Api-Key"}
-		}, "exactly one of tokenExchange or perCallerSecret"},
+		}, "exactly one of tokenExchange, perCallerSecret or connect"},
 	}
 	for name, c := range cases {
 		imp := newImport(ns, name, "https://remote.example/mcp")

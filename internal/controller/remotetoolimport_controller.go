@@ -76,6 +76,9 @@ type RemoteToolImportReconciler struct {
 	// MetadataReader reads Secrets by metadata from the manager's cache, to count an
 	// import's per-caller Secrets (SetupWithManager sets it to that cache when nil).
 	MetadataReader client.Reader
+	// Connect, when set, are the operator's connect endpoints; nil: imports in connect
+	// mode are refused (ConnectUnavailable).
+	Connect *ConnectSettings
 
 	statuses    writtenStatuses
 	probeTokens probeTokens
@@ -132,6 +135,10 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		decision = checkTokenEndpoint(ctx, checker, imp, decision)
 		decision = checkProbeTokenEndpoint(ctx, checker, imp, decision)
 	}
+	var connectChecked *connectCheck
+	if decision.Allowed {
+		decision, connectChecked = r.checkConnect(ctx, checker, imp, decision)
+	}
 	setSourceAllowed(imp, decision)
 	if !decision.Allowed {
 		setCallerCredentialsStatus(imp, nil, 0)
@@ -139,15 +146,31 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 		clearContent(imp)
 		r.stopWatching(client.ObjectKeyFromObject(imp))
 		var result ctrl.Result
-		if decision.Reason == cantusv1alpha1.ReasonPodNotAdmitted {
+		switch decision.Reason {
+		case cantusv1alpha1.ReasonPodNotAdmitted:
 			result.RequeueAfter = admissionRecheck // the parameters are not watched
+		case cantusv1alpha1.ReasonAuthorizationServerUnknown:
+			result.RequeueAfter = retryDelay(imp) // its metadata may come back
 		}
 		return result, r.forgetBridge(ctx, client.ObjectKeyFromObject(imp))
 	}
 
 	opts, reason, err := r.probeOptions(ctx, imp, checker)
+	if err == nil {
+		reason, err = r.withProbeIdentity(ctx, imp, connectChecked, &opts)
+	}
 	if err != nil {
 		setPrerequisiteMissing(imp, reason, err.Error())
+		if reason == cantusv1alpha1.ReasonProbeIdentityNotConnected {
+			// Its service account connects through the endpoints checked now, which the
+			// connect pages read from the status.
+			if err := r.recordCallerCredentials(ctx, imp, decision); err != nil {
+				return ctrl.Result{}, err
+			}
+			if err := r.setConnectStatus(ctx, imp, connectChecked); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		return ctrl.Result{RequeueAfter: retryDelay(imp)}, nil
 	}
 	if opts.URL == "" { // a stdio bridge still starting
@@ -160,6 +183,9 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	probedAt := r.now()
 	recordProbe(imp, probeOutcome(err), probedAt)
 	if err := r.recordCallerCredentials(ctx, imp, decision); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.setConnectStatus(ctx, imp, connectChecked); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err != nil {

@@ -65,6 +65,12 @@ func explainProbeIdentity(imp *cantusv1alpha1.RemoteToolImport, err error) {
 		return
 	}
 	how := "give it spec.probeCredentials.clientCredentials (an OAuth client of the operator's own) or a key in spec.headers"
+	if cc := imp.Spec.CallerCredentials; cc.Connect != nil {
+		how = "give it spec.callerCredentials.connect.probeIdentity (a token Secret, or a service account that connected its own account), spec.probeCredentials.clientCredentials or a key in spec.headers"
+		if cc.Connect.ProbeIdentity != nil {
+			how = "the credential of spec.callerCredentials.connect.probeIdentity was refused: check that its user may read the remote"
+		}
+	}
 	if probeGrant(imp) != nil {
 		how = "the token of spec.probeCredentials was refused: check that its client may read the remote (audience, scopes)"
 	}

@@ -136,7 +136,7 @@ func (r *SkillServerReconciler) metadataReader() client.Reader {
 // applyCallerKeys writes the gateway's caller-keys Secret when its imports need it, and
 // reports on it in the CallerCredentialsReady condition.
 func (r *SkillServerReconciler) applyCallerKeys(ctx context.Context, ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1.RemoteToolImport, report render.Imports) error {
-	if len(report.PerCallerSecret) == 0 {
+	if len(report.PerCallerSecret) == 0 && len(report.Connect) == 0 {
 		setCallerCredentialsReady(ss, report, callerKeys{})
 		return r.clearCallerKeys(ctx, ss)
 	}
@@ -144,6 +144,7 @@ func (r *SkillServerReconciler) applyCallerKeys(ctx context.Context, ss *cantusv
 	if err != nil {
 		return err
 	}
+	r.addConnectCA(report, &keys)
 	r.announceSkipped(ss, keys.skipped)
 	if keys.tooLarge != "" {
 		setCallerCredentialsReady(ss, report, keys)

@@ -62,6 +62,11 @@ type SkillServerReconciler struct {
 	// service-account tokens) besides the issuer URL and the usual in-cluster ones: no
 	// SkillServer may accept tokens issued for them.
 	APIAudiences []string
+	// ConnectEndpoint is the operator's token endpoint for gateways
+	// (adapterconfig.ConnectTokenPath) as gateways reach it; ConnectCA gives the CA
+	// bundle it is served with, published to them. Empty: no connect endpoint.
+	ConnectEndpoint string
+	ConnectCA       func() []byte
 	// AdmissionParams, when set, are the parameters of the admission policy that bounds
 	// the operator: a server whose pods it would refuse is refused before anything is
 	// applied. Nil: no policy is known, and none is checked.
@@ -206,7 +211,7 @@ func (r *SkillServerReconciler) inputsOf(ctx context.Context, ss *cantusv1alpha1
 	if err != nil {
 		return render.Inputs{}, err
 	}
-	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy, ReservedAudiences: r.reservedAudiences(cluster)}, nil
+	return render.Inputs{Imports: imports, Cluster: cluster, AuditPolicy: auditPolicy, ReservedAudiences: r.reservedAudiences(cluster), ConnectEndpoint: r.ConnectEndpoint}, nil
 }
 
 // importsOf reads the RemoteToolImports the SkillServer re-exports, by name.

@@ -43,6 +43,9 @@ func callerCredentials(imp *cantusv1alpha1.RemoteToolImport, dir string) (*adapt
 		return nil, nil
 	}
 	out := &adapterconfig.CallerCredentials{Header: spec.HeaderOrDefault()}
+	if spec.Connect != nil {
+		return connectCredentials(imp, out, dir)
+	}
 	if p := spec.PerCallerSecret; p != nil {
 		out.ValuePrefix = p.ValuePrefixOrDefault()
 		out.PerCallerSecret = &adapterconfig.PerCallerSecret{
@@ -109,6 +112,11 @@ func refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, imp *cantusv1alpha1
 	}
 	if te := spec.TokenExchange; te != nil && te.ActorTokenAudience != "" {
 		if reason, message := refuseActorAudience(ss, imp.Name, te.ActorTokenAudience, reserved); reason != "" {
+			return reason, message
+		}
+	}
+	if spec.Connect != nil {
+		if reason, message := refuseConnect(ss, imp); reason != "" {
 			return reason, message
 		}
 	}

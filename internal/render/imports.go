@@ -76,6 +76,9 @@ type Imports struct {
 	// PerCallerSecret names the served imports whose callers' keys come from per-caller
 	// Secrets: the operator gathers them into CallerKeysSecretName.
 	PerCallerSecret []string
+	// Connect names the served imports in connect mode: the operator publishes its
+	// serving CA in CallerKeysSecretName (key ConnectCAKey) for them.
+	Connect []string
 }
 
 // reexport re-exports the tools of the imports in spec.imports. imports holds the
@@ -109,6 +112,9 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 		out.files = append(out.files, files...)
 		if cc := imp.Spec.CallerCredentials; cc != nil && cc.PerCallerSecret != nil {
 			out.perCallerSecret(ss, spec.Name)
+		}
+		if cc := imp.Spec.CallerCredentials; cc != nil && cc.Connect != nil {
+			out.connect(ss, spec.Name)
 		}
 		for _, t := range imp.Status.Tools {
 			if !selected(spec, t.Name) {
@@ -170,7 +176,7 @@ func (out *reexported) refuseCallerCredentials(ss *cantusv1alpha1.SkillServer, i
 // perCallerSecret mounts the server's caller-keys Secret, once, for the imports whose
 // callers' keys it gathers.
 func (out *reexported) perCallerSecret(ss *cantusv1alpha1.SkillServer, importName string) {
-	if len(out.report.PerCallerSecret) == 0 {
+	if len(out.report.PerCallerSecret) == 0 && len(out.report.Connect) == 0 {
 		out.files = append(out.files, File{Path: CallerKeysDir, Secret: CallerKeysSecretName(ss.Name), AllKeys: true})
 	}
 	if !slices.Contains(out.report.PerCallerSecret, importName) {

@@ -34,6 +34,9 @@ type Inputs struct {
 	// Content is the server's agent skills, resources, resource templates and prompts,
 	// rendered from its ConfigMaps by RenderContent.
 	Content Content
+	// ConnectEndpoint is the operator's token endpoint for gateways
+	// (adapterconfig.ConnectTokenPath), which imports in connect mode use.
+	ConnectEndpoint string
 }
 
 // Result is a SkillServer rendered: what the runtimes apply and what the status reports.
@@ -122,6 +125,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	cfg.Discovery = discoveryConfig(ss.Spec.Discovery)
 	in.Content.Apply(&cfg, ContentMountPath)
 	importedContent := reexportContent(ss, in.Imports, &cfg, in.ReservedAudiences...)
+	setConnectEndpoint(&cfg, in.ConnectEndpoint)
 	out.Config = &cfg
 	out.Files = slices.Concat(imported.files, auth.Files)
 	out.Report = Report{

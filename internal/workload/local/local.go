@@ -45,8 +45,14 @@ type Runtime struct {
 	// MemoryDir holds the memory tools' files, one folder per SkillServer.
 	MemoryDir string
 
+	// MintToken, when set, mints the service-account tokens the kubernetes runtime
+	// projects (the connect token of a gateway, an actor token), with the TokenRequest
+	// API; nil: servers that need one are refused.
+	MintToken func(ctx context.Context, namespace, account, audience string, seconds int64) (string, time.Time, error)
+
 	mu      sync.Mutex
 	servers map[types.NamespacedName]*localServer
+	tokens  tokens
 }
 
 var (
@@ -79,12 +85,12 @@ func (l *Runtime) OwnedTypes() []client.Object { return nil }
 func (l *Runtime) Apply(ctx context.Context, d workload.Desired) (workload.Observation, error) {
 	ss := d.SkillServer
 	key := client.ObjectKeyFromObject(ss)
-	files, err := l.readFiles(ctx, ss.Namespace, d.Files)
+	files, err := l.readFiles(ctx, ss, d.Files)
 	if err != nil {
 		return workload.Observation{}, err
 	}
 	callerKeys := slices.ContainsFunc(d.Files, func(f render.File) bool { return f.AllKeys })
-	hash := d.ConfigHash + "/" + digest(fmt.Sprint(files))
+	hash := d.ConfigHash + "/" + digest(fmt.Sprint(withoutTokens(files, d.Files)))
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -217,6 +223,14 @@ func callerCredentialsOnHost(in *adapterconfig.CallerCredentials, moved map[stri
 		onHost.Dir = moved[p.Dir]
 		out.PerCallerSecret = &onHost
 	}
+	if c := in.Connect; c != nil {
+		onHost := *c
+		onHost.TokenFile = moved[c.TokenFile]
+		if dir, ok := moved[render.CallerKeysDir]; ok && c.CAFile != "" {
+			onHost.CAFile = filepath.Join(dir, filepath.Base(c.CAFile))
+		}
+		out.Connect = &onHost
+	}
 	if x := in.TokenExchange; x != nil {
 		onHost := *x
 		onHost.ClientSecretFile = moved[x.ClientSecretFile]
@@ -317,11 +331,20 @@ func authOnHost(auth *adapterconfig.AuthConfig, moved map[string]string) *adapte
 }
 
 // readFiles reads the Secret and ConfigMap keys the kubernetes runtime would project.
-func (l *Runtime) readFiles(ctx context.Context, namespace string, files []render.File) (map[string][]byte, error) {
+func (l *Runtime) readFiles(ctx context.Context, ss *cantusv1alpha1.SkillServer, files []render.File) (map[string][]byte, error) {
+	namespace := ss.Namespace
 	out := map[string][]byte{}
 	for _, f := range files {
 		if f.ServiceAccountTokenAudience != "" {
-			return nil, errors.New("an actor token (spec.callerCredentials.tokenExchange.actorTokenAudience of a re-exported import) needs the kubernetes runtime, which projects the pod's service-account token")
+			if l.MintToken == nil {
+				return nil, errors.New("a service-account token file (an actor token, or a gateway's connect token) needs the kubernetes runtime, which projects the pod's service-account token, or a local runtime that mints tokens")
+			}
+			token, err := l.token(ctx, client.ObjectKeyFromObject(ss), serviceAccountOf(ss), f)
+			if err != nil {
+				return nil, err
+			}
+			out[f.Path] = token
+			continue
 		}
 		if f.AllKeys {
 			if err := l.readAllKeys(ctx, namespace, f, out); err != nil {
@@ -427,8 +450,12 @@ func (l *Runtime) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Start implements manager.Runnable so that the manager stops the adapters on exit.
+// Start implements manager.Runnable so that the manager stops the adapters on exit; it
+// renews the tokens it minted meanwhile.
 func (l *Runtime) Start(ctx context.Context) error {
+	if l.MintToken != nil {
+		go l.renewTokens(ctx)
+	}
 	<-ctx.Done()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -441,6 +468,21 @@ func shutdownLocal(ctx context.Context, s *localServer) error {
 	}
 	<-s.done
 	return s.adapter.Close()
+}
+
+// withoutTokens leaves out the minted tokens, which change without the config changing:
+// their files are rewritten in place.
+func withoutTokens(values map[string][]byte, files []render.File) map[string][]byte {
+	out := make(map[string][]byte, len(values))
+	for k, v := range values {
+		out[k] = v
+	}
+	for _, f := range files {
+		if f.ServiceAccountTokenAudience != "" {
+			delete(out, f.Path)
+		}
+	}
+	return out
 }
 
 // digest lets the local runtime notice changed files without keeping their values.
