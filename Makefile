@@ -120,11 +120,12 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 10s); make test run
 	@FUZZTIME="$(FUZZTIME)" hack/fuzz.sh
 
 .PHONY: bench
-bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (tools/call, also to a remote tool that takes 1 ms; resources/read of a 64 KiB resource and prompts/get) and beside a bare reverse proxy, the memory tool's ops/s, and what acting as each caller costs a gateway (cached token exchange against a static header, a cache miss, memory per caller at 10,000 callers).
+bench: build ## Print the adapter's throughput and latency beside a bare mcp-go server (tools/call, and resources/read of a 64 KiB skill file), the gateway beside a direct call (tools/call, also to a remote tool that takes 1 ms; resources/read of a 64 KiB resource and prompts/get) and beside a bare reverse proxy, the memory tool's ops/s, what acting as each caller costs a gateway (cached token exchange against a static header, a cache miss, memory per caller at 10,000 callers), and a gateway's tools/call in each protocol era against a bare reverse proxy to a dual-era remote.
 	go run ./hack/bench -hop
 	go run ./hack/bench -only gateway -remote-delay 1ms
 	go test -run '^$$' -bench . -benchtime 2s ./internal/memory/
 	go test -run '^$$' -bench CallerCredentialsGateway -benchtime 1x ./internal/adapter/ | grep -v -e '^{' -e 'registered route'
+	go test -run '^$$' -bench DualEraGateway -benchtime 1x ./internal/adapter/ | grep '^protocol'
 	go test -run '^$$' -bench CallerCredentials -benchtime 2s ./internal/callercred/
 
 QUERIES ?= hack/discoverybench/queries.jsonl

@@ -298,6 +298,14 @@ type RemoteToolImportStatus struct {
 	// Approval says which definitions are approved and how the remote's differ.
 	// +optional
 	Approval *ApprovalStatus `json:"approval,omitempty"`
+	// Eras are the MCP protocol eras the remote served at the last successful
+	// handshake, newest first: "2026-07-28" (stateless, server/discover) and/or
+	// "2025-11-25" (initialize and sessions). Gateways call it in each caller's era
+	// where it serves that era. Empty for a handshake before eras were recorded.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	// +optional
+	Eras []string `json:"eras,omitempty"`
 	// BridgeURL is where the stdio bridge serves the command (stdio imports only). Under
 	// the kubernetes runtime it names the bridge Service by its cluster IP, so the
 	// operator and gateways reach it without cluster DNS.
@@ -315,6 +323,7 @@ type RemoteToolImportStatus struct {
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="DefinitionsApproved")].status`
+// +kubebuilder:printcolumn:name="Eras",type=string,JSONPath=`.status.eras`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`,priority=1
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.serverInfo.name`,priority=1
 // +kubebuilder:printcolumn:name="Callers",type=string,JSONPath=`.status.callerCredentials.mode`,priority=1

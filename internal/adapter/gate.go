@@ -264,3 +264,9 @@ func (g *gatewayServer) RemoteTool(name string) *gateway.Tool {
 func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	return (*Server)(g).runCall((*Server)(g).requestContext(r.Context(), r), name, run)
 }
+
+// ServerInfo implements gateway.Server.
+func (g *gatewayServer) ServerInfo() json.RawMessage {
+	info, _ := json.Marshal(mcp.Implementation{Name: g.cfg.Server.Name, Version: g.cfg.Server.Version})
+	return info
+}

@@ -197,6 +197,13 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		s.declared = gateway.NewDeclared()
 	}
 	s.remotes.LimitCallerShare(share)
+	if cfg.RequestStateKeyFile != "" {
+		key, err := gateway.ReadRequestStateKey(cfg.RequestStateKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		s.remotes.UseRequestStateKey(key)
+	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
 		return nil, fmt.Errorf("remote tools: %w", err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -40,6 +41,13 @@ type Config struct {
 	Transport string     `json:"transport"`
 	Port      int32      `json:"port"`
 	Stateless bool       `json:"stateless"`
+	// RequestStateKeyFile, when set, is a file holding the key (at least 32 bytes,
+	// surrounding whitespace dropped) that MACs the requestStates a gateway gives its
+	// callers of protocol 2026-07-28 when a remote asks them for input: every replica
+	// reads the same key (a Secret), so a caller's retry may land on any of them.
+	// Unset, each process makes a random key, and a retry must reach the replica that
+	// asked.
+	RequestStateKeyFile string `json:"requestStateKeyFile,omitempty"`
 	// BearerTokenFile, when set, is a file holding the tokens clients may present, one
 	// per line, so that an old and a new token overlap while clients move over. A
 	// changed file is enforced without a restart.
@@ -280,6 +288,28 @@ type RemoteBackend struct {
 	// CallerCredentials, when set, makes every request to the remote carry the
 	// credential of the caller it serves, on a session of that caller's own.
 	CallerCredentials *CallerCredentials `json:"callerCredentials,omitempty"`
+	// Eras are the protocol eras the remote serves this tool in (EraLegacy,
+	// EraModern), as the operator's probe found them; empty means EraLegacy only,
+	// as for every remote before eras were recorded. A caller is forwarded in its
+	// own era where the remote serves it, and translated into the other otherwise.
+	Eras []string `json:"eras,omitempty"`
+}
+
+// Protocol eras of a remote (RemoteBackend.Eras): EraLegacy is the newest revision
+// with the initialize handshake and sessions, EraModern the stateless one.
+const (
+	EraLegacy = "2025-11-25"
+	EraModern = "2026-07-28"
+)
+
+// ServesModern says whether the remote serves the tool in EraModern.
+func (r *RemoteBackend) ServesModern() bool {
+	return slices.Contains(r.Eras, EraModern) && r.Transport != TransportSSE
+}
+
+// ServesLegacy says whether the remote serves the tool in EraLegacy.
+func (r *RemoteBackend) ServesLegacy() bool {
+	return len(r.Eras) == 0 || slices.Contains(r.Eras, EraLegacy)
 }
 
 // The requests a remote may have relayed to the caller (RemoteBackend.Relay), named

@@ -208,6 +208,11 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 			problems = append(problems, fmt.Sprintf("remote.relay: %q is not a request the gateway relays: use %q, %q or %q", kind, RelayElicitation, RelaySampling, RelayRoots))
 		}
 	}
+	for i, era := range r.Eras {
+		if (era != EraLegacy && era != EraModern) || slices.Index(r.Eras, era) != i {
+			problems = append(problems, fmt.Sprintf("remote.eras: %q is not an era, or is named twice: use %q and/or %q", ClipName(era), EraLegacy, EraModern))
+		}
+	}
 	for _, a := range r.Addresses {
 		if _, err := netip.ParseAddr(a); err != nil {
 			problems = append(problems, fmt.Sprintf("remote.addresses: %q is not an IP address", a))

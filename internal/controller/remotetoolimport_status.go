@@ -127,6 +127,7 @@ func handshakeReason(code string) string {
 func setHandshakeSucceeded(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Result, tools []mcpclient.Tool, now time.Time) (added, removed []string) {
 	added, removed = diffToolNames(imp.Status.Tools, tools)
 	imp.Status.ServerInfo = remoteServerInfo(res)
+	imp.Status.Eras = statusEras(res)
 	imp.Status.Tools, imp.Status.ToolsTruncated = statusTools(tools)
 	imp.Status.ToolCount = int32(len(tools))
 	imp.Status.CatalogDigest = mcpclient.Digest(tools)

@@ -215,6 +215,11 @@ type exchange struct {
 	// session is the Mcp-Session-Id, protocol the MCP-Protocol-Version and
 	// lastEventID the Last-Event-ID to send ("" for none).
 	session, protocol, lastEventID string
+	// mcpMethod and mcpName are the Mcp-Method and Mcp-Name headers of a request of
+	// protocol 2026-07-28 (SEP-2243); "" for none.
+	mcpMethod, mcpName string
+	// paramHeaders are the Mcp-Param-* headers of a 2026-07-28 tools/call.
+	paramHeaders map[string]string
 }
 
 // send makes the request r, following redirects as the policy says (followRedirect):
@@ -267,7 +272,8 @@ func (r exchange) stepAt(u *url.URL) string {
 // buildRequest builds r for u: the configured headers and the session go only where
 // they are trusted.
 func (c *Client) buildRequest(ctx context.Context, r exchange, u *url.URL) (*http.Request, error) {
-	h := Headers{Accept: r.accept, ProtocolVersion: r.protocol, LastEventID: r.lastEventID, UserAgent: c.userAgent}
+	h := Headers{Accept: r.accept, ProtocolVersion: r.protocol, LastEventID: r.lastEventID, UserAgent: c.userAgent,
+		Method: r.mcpMethod, Name: r.mcpName, Params: r.paramHeaders}
 	var configured map[string]string
 	if c.trusted(u) {
 		configured, h.SessionID = c.opts.Headers, r.session
@@ -379,7 +385,8 @@ func (c *Client) statusError(resp *http.Response, method string, session string)
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return c.fail(ReasonHTTPError, fmt.Sprintf("%s from %s: redirects are followed only within %s and only when they keep the method",
 			status, from, Origin(c.url)), nil)
-	case hasRPC && (method == "initialize" || strings.HasSuffix(method, "/list")):
+	case hasRPC && (method == "initialize" || strings.HasSuffix(method, "/list") || sentModern(resp.Request)):
+		// A server of protocol 2026-07-28 answers a JSON-RPC error with a 4xx status.
 		return &RPCError{Code: rpc.Error.Code, Message: c.redact(rpc.Error.Message), Data: rpc.Error.Data, status: status}
 	}
 	detail := fmt.Sprintf("%s from %s", status, from)

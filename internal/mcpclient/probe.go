@@ -71,7 +71,18 @@ type Result struct {
 	// Content is what the server serves besides tools, listed when it announced the
 	// capability (prompts, resources).
 	Content Content `json:"content"`
+	// Eras are the protocol eras the server serves (EraModern, EraLegacy), newest
+	// first. Everything above is what it serves in EraLegacy when it serves that era,
+	// else in EraModern.
+	Eras []string `json:"eras,omitempty"`
+	// ModernTools are the tools it lists to a client of protocol 2026-07-28, when it
+	// serves that era (it may list more there than in EraLegacy: tools that ask for
+	// input with input-required results).
+	ModernTools []Tool `json:"modernTools,omitempty"`
 }
+
+// Serves reports whether the server serves era.
+func (r *Result) Serves(era string) bool { return slices.Contains(r.Eras, era) }
 
 // Probe runs the operator's handshake on one Client and Session: New, Connect
 // (initialize, notifications/initialized; over SSE the stream first), ListTools
@@ -84,11 +95,32 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 		return nil, handshakeFailure(err)
 	}
 	defer c.CloseIdleConnections()
-	s, err := c.Connect(ctx)
+	modern, err := probeModern(ctx, c, opts)
 	if err != nil {
 		return nil, handshakeFailure(err)
 	}
+	s, err := c.Connect(ctx)
+	if err != nil {
+		if modern == nil {
+			return nil, handshakeFailure(err)
+		}
+		// A server of protocol 2026-07-28 only: what it serves is what it listed there.
+		return modern, nil
+	}
 	defer s.Close()
+	res, err := probeSession(ctx, s, opts)
+	if err != nil {
+		return nil, handshakeFailure(err)
+	}
+	res.Eras = []string{EraLegacy}
+	if modern != nil {
+		res.Eras, res.ModernTools = Eras(), modern.ModernTools
+	}
+	return res, nil
+}
+
+// probeSession lists what the server serves on s.
+func probeSession(ctx context.Context, s *Session, opts Options) (*Result, error) {
 	info := s.ServerInfo()
 	res := &Result{
 		ServerName:      info.Name,
@@ -100,12 +132,52 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 		Tools:           []Tool{},
 	}
 	if slices.Contains(info.Capabilities, "tools") {
+		var err error
 		if res.Tools, err = s.ListTools(ctx, opts.MaxTools); err != nil {
-			return nil, handshakeFailure(err)
+			return nil, err
 		}
 	}
 	res.Content = listContent(ctx, s, info, opts.MaxContentItems)
 	return res, nil
+}
+
+// probeModern asks the server whether it serves protocol 2026-07-28 (server/discover)
+// and, when it does, what it lists there; nil when it does not, or fails to (the
+// handshake then goes on in EraLegacy, as for every server before that era). A
+// failure that initialize would meet as well (no connection, TLS, a refused redirect
+// or credentials) ends the handshake here. server/discover gets at most a third of
+// the handshake's budget, so that a server that never answers it leaves time for
+// initialize.
+func probeModern(ctx context.Context, c *Client, opts Options) (*Result, error) {
+	if c.opts.Transport != TransportStreamableHTTP {
+		return nil, nil
+	}
+	s := c.Modern(RequestMeta{})
+	discoverCtx, cancel := context.WithTimeout(ctx, max(c.opts.HandshakeTimeout/3, time.Millisecond))
+	d, err := s.Discover(discoverCtx)
+	cancel()
+	if conclusive(err) {
+		return nil, err
+	}
+	if err != nil || !d.Serves(EraModern) {
+		return nil, nil
+	}
+	res, err := probeSession(ctx, s, opts)
+	if err != nil {
+		return nil, nil
+	}
+	res.ProtocolVersion, res.Eras, res.ModernTools = EraModern, []string{EraModern}, res.Tools
+	return res, nil
+}
+
+// conclusive is true for a failure of server/discover that says nothing of the era:
+// initialize would fail the same way.
+func conclusive(err error) bool {
+	switch ReasonOf(err) {
+	case ReasonConnectionRefused, ReasonDNSError, ReasonTLSError, ReasonRedirectRefused, ReasonUnauthorized:
+		return true
+	}
+	return false
 }
 
 // handshakeBudget is what the handshake has: timeout (DefaultTimeout when unset), or

@@ -75,7 +75,7 @@ func TestProbeAdapter(t *testing.T) {
 
 			var sawList, sawDelete bool
 			for _, r := range rec.all() {
-				if r.rpcMethod == "tools/list" {
+				if r.rpcMethod == "tools/list" && r.header.Get(HeaderMethod) == "" { // the 2025-11-25 listing
 					sawList = true
 					if v := r.header.Get("MCP-Protocol-Version"); v != ProtocolVersion {
 						t.Errorf("tools/list carried MCP-Protocol-Version %q, want %q", v, ProtocolVersion)

@@ -54,6 +54,10 @@ type Session struct {
 	// (Listen).
 	onNotification func(Message)
 
+	// modern, set on a session of protocol 2026-07-28 (Client.Modern), makes every
+	// request stateless: it carries its own _meta and the headers of SEP-2243.
+	modern *RequestMeta
+
 	lost      chan struct{}
 	lostOnce  sync.Once
 	lostErr   *Error
@@ -296,6 +300,13 @@ type CallOptions struct {
 	// own and may block until the call's context ends. Unset, or over SSE, such
 	// requests are refused as this client offers no capabilities.
 	Ask func(ctx context.Context, request Message) (json.RawMessage, *ErrorObject)
+	// Meta, on a session of protocol 2026-07-28, replaces the session's _meta for
+	// this call (the caller's protocol version, log level and capabilities).
+	Meta *RequestMeta
+	// InputResponses (a JSON object) and RequestState answer an input-required
+	// result of an earlier call (protocol 2026-07-28, SEP-2322).
+	InputResponses json.RawMessage
+	RequestState   string
 }
 
 // CallToolWith is CallTool with options. When ctx ends before the answer, the server
@@ -307,7 +318,7 @@ func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMe
 	if !json.Valid(args) {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "the arguments are not JSON", NotProcessed: true}
 	}
-	params := callParams{Name: name, Arguments: args}
+	params := callParams{Name: name, Arguments: args, InputResponses: opts.InputResponses, RequestState: opts.RequestState}
 	if tc := tracing.MetaOf(ctx); tc.Traceparent != "" {
 		params.Meta = &callMeta{Meta: tc}
 	}
@@ -327,7 +338,7 @@ func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMe
 			s.mu.Unlock()
 		}()
 	}
-	return s.requestAsking(ctx, "tools/call", params, notify, opts.Ask)
+	return s.requestAsking(ctx, "tools/call", params, notify, opts.Ask, opts.Meta)
 }
 
 // CallToolAlone makes one call on a session of its own, closed after it. Every request
@@ -358,9 +369,11 @@ func (c *Client) CallToolAlone(ctx context.Context, name string, args json.RawMe
 }
 
 type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Meta      *callMeta       `json:"_meta,omitempty"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           *callMeta       `json:"_meta,omitempty"`
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	RequestState   string          `json:"requestState,omitempty"`
 }
 
 // callMeta is a tools/call's params._meta: the progress token when progress is asked
@@ -373,17 +386,25 @@ type callMeta struct {
 // request sends one JSON-RPC request and returns its result. notify, when set,
 // receives the notifications the server sends on the request's own stream.
 func (s *Session) request(ctx context.Context, method string, params any, notify func(Message)) (json.RawMessage, error) {
-	return s.requestAsking(ctx, method, params, notify, nil)
+	return s.requestAsking(ctx, method, params, notify, nil, nil)
 }
 
 // requestAsking is request whose server requests on the request's own stream ask
 // answers (see CallOptions.Ask); nil refuses them.
-func (s *Session) requestAsking(ctx context.Context, method string, params any, notify func(Message), ask askFunc) (json.RawMessage, error) {
+// meta, on a session of protocol 2026-07-28, replaces the session's _meta.
+func (s *Session) requestAsking(ctx context.Context, method string, params any, notify func(Message), ask askFunc, meta *RequestMeta) (json.RawMessage, error) {
 	if !s.Alive() {
 		return nil, s.notSentBecauseLost()
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	var modern *modernRequest
+	if s.modern != nil {
+		var err error
+		if modern, params, err = s.modernRequest(method, params, meta); err != nil {
+			return nil, &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode the request: " + err.Error(), NotProcessed: true, Err: err}
+		}
+	}
 	id, body, err := s.c.encodeRequest(method, params)
 	if err != nil {
 		return nil, &Error{Reason: ReasonInvalidConfig, Detail: "cannot encode the request: " + err.Error(), NotProcessed: true, Err: err}
@@ -392,13 +413,15 @@ func (s *Session) requestAsking(ctx context.Context, method string, params any, 
 	if s.sseEndpoint != nil {
 		result, err = s.requestSSE(ctx, id, method, body)
 	} else {
-		result, err = s.requestStreamable(ctx, id, method, body, notify, ask)
+		result, err = s.requestStreamable(ctx, id, method, body, notify, ask, modern)
 	}
 	var e *Error
 	if errors.As(err, &e) && e.SessionLost {
 		s.markLost(e)
 	}
-	if err != nil && ctx.Err() != nil && method != "initialize" && (e == nil || !e.NotProcessed) {
+	if err != nil && ctx.Err() != nil && method != "initialize" && s.modern == nil && (e == nil || !e.NotProcessed) {
+		// (A request of protocol 2026-07-28 is cancelled by ending its stream, which
+		// the end of ctx did.)
 		// The spec forbids cancelling initialize; any other request may be working on.
 		// The notice outlives the caller's context, which is already done.
 		go s.cancelUpstream(context.WithoutCancel(ctx), id, ctx.Err())
@@ -450,9 +473,13 @@ func (s *Session) send(ctx context.Context, method string, params any) error {
 
 // ---- streamable HTTP ----
 
-func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message), ask askFunc) (json.RawMessage, error) {
-	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
-		session: s.id, protocol: s.ProtocolVersion()})
+func (s *Session) requestStreamable(ctx context.Context, id int64, method string, body []byte, notify func(Message), ask askFunc, modern *modernRequest) (json.RawMessage, error) {
+	ex := exchange{what: method, method: http.MethodPost, url: s.endpoint, body: body, accept: AcceptAnswer,
+		session: s.id, protocol: s.ProtocolVersion()}
+	if modern != nil {
+		ex.protocol, ex.mcpMethod, ex.mcpName, ex.paramHeaders = modern.protocol, method, modern.name, modern.params
+	}
+	resp, err := s.c.send(ctx, ex)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,10 @@ const (
 	HeaderSessionID       = "Mcp-Session-Id"
 	HeaderProtocolVersion = "MCP-Protocol-Version"
 	HeaderLastEventID     = "Last-Event-ID"
+	// HeaderMethod and HeaderName mirror a 2026-07-28 request's method and the name
+	// (or URI) it acts on (SEP-2243), so that proxies can route without the body.
+	HeaderMethod = "Mcp-Method"
+	HeaderName   = "Mcp-Name"
 )
 
 // Media types of MCP messages.

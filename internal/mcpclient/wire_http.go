@@ -154,6 +154,11 @@ type Headers struct {
 	ProtocolVersion string // MCP-Protocol-Version
 	LastEventID     string // Last-Event-ID, to resume an event stream
 	UserAgent       string
+	Method          string // Mcp-Method (protocol 2026-07-28)
+	Name            string // Mcp-Name (protocol 2026-07-28), encoded already
+	// Params are Mcp-Param-* headers (protocol 2026-07-28, a tool's x-mcp-header
+	// parameters), encoded already; other names are not sent.
+	Params map[string]string
 }
 
 // NewRequest builds a request to u: the configured headers first (nil for none), then
@@ -173,7 +178,7 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 	req.URL, req.Host = &target, u.Host
 	// Every request of a gateway's calls passes here: the values share one backing
 	// array, instead of one allocation per header.
-	const own = 6
+	const own = 8
 	values := make([]string, 0, len(configured)+own)
 	header := make(http.Header, len(configured)+own)
 	set := func(name, value string) {
@@ -193,6 +198,13 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 	set(canonicalProtocolVersion, h.ProtocolVersion)
 	set(canonicalLastEventID, h.LastEventID)
 	set("User-Agent", h.UserAgent)
+	set(HeaderMethod, h.Method)
+	set(HeaderName, h.Name)
+	for name, value := range h.Params {
+		if name = http.CanonicalHeaderKey(name); strings.HasPrefix(name, canonicalParamPrefix) && ValidHeaderName(name) && ValidHeaderValue(value) {
+			set(name, value)
+		}
+	}
 	req.Header = header
 	return req, nil
 }
@@ -202,6 +214,7 @@ func NewRequest(ctx context.Context, method string, u *url.URL, body []byte, con
 var (
 	canonicalProtocolVersion = http.CanonicalHeaderKey(HeaderProtocolVersion)
 	canonicalLastEventID     = http.CanonicalHeaderKey(HeaderLastEventID)
+	canonicalParamPrefix     = http.CanonicalHeaderKey("Mcp-Param-")
 )
 
 // MediaType is the media type of resp's Content-Type, "" when it has none (or one

@@ -358,6 +358,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		URL:       imp.Spec.URL,
 		Transport: string(imp.Spec.Transport),
 		Timeout:   adapterconfig.Duration{Duration: DefaultRemoteCallTimeout},
+		Eras:      erasOf(imp),
 	}
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)

@@ -288,13 +288,24 @@ func (it *Item) Complete(ctx context.Context, argument, resolved any) (json.RawM
 }
 
 // forwardRequest runs do on a pooled session within the item's timeout, retried as
-// withSession retries. The error is a *ForwardError.
+// withSession retries; or, where the item's remote is spoken to in protocol 2026-07-28
+// (upstreamModern), on a stateless session of that era. The error is a *ForwardError.
 func (r *remote) forwardRequest(ctx context.Context, it *Item, do func(context.Context, *mcpclient.Session) (json.RawMessage, error)) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, it.Backend.Timeout.Duration)
 	defer cancel()
-	raw, client, err := r.withSession(ctx, "item", it.Key, func(ctx context.Context, conn *remoteConn) (json.RawMessage, error) {
-		return do(ctx, conn.sess)
-	})
+	var raw json.RawMessage
+	var client *mcpclient.Client
+	var err error
+	if upstreamModern(ctx, it.Backend) {
+		meta := upstreamMeta(ctx, it.Backend.Relay)
+		raw, client, err = r.withClient(ctx, "item", it.Key, func(ctx context.Context, c *mcpclient.Client) (json.RawMessage, error) {
+			return do(ctx, c.Modern(*meta))
+		})
+	} else {
+		raw, client, err = r.withSession(ctx, "item", it.Key, func(ctx context.Context, conn *remoteConn) (json.RawMessage, error) {
+			return do(ctx, conn.sess)
+		})
+	}
 	var rpcErr *mcpclient.RPCError
 	switch {
 	case err == nil:

@@ -29,6 +29,10 @@ type Tool struct {
 	Arguments func(mcp.CallToolRequest) ([]byte, *mcp.CallToolResult)
 
 	remote *remote
+	// paramTool is the remote's definition when its inputSchema marks arguments
+	// x-mcp-header, whose values a call of protocol 2026-07-28 mirrors in Mcp-Param-*
+	// headers; nil otherwise. Set by Pool.Prepare.
+	paramTool *mcp.Tool
 }
 
 // Metrics count the gateway's connects and retries per remote (its URL without the

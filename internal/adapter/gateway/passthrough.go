@@ -37,6 +37,9 @@ type Server interface {
 	// RunCall runs one call of the tool name, made by the request r, as the server runs
 	// every call (authorization, limits, metrics, audit), and returns its result.
 	RunCall(r *http.Request, name string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult
+	// ServerInfo is the server's name and version as a JSON Implementation, which a
+	// result of protocol 2026-07-28 carries in its _meta.
+	ServerInfo() json.RawMessage
 }
 
 // forwardableCall is a tools/call request as passThrough takes it.
@@ -55,15 +58,24 @@ type forwardableCall struct {
 // can forward as is, and reports whether it did; when it did not, nothing is written.
 // The server asks only where it applies: the streamable HTTP transport, stateless.
 func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server) bool {
-	if !mayCall(body) || !legacyProtocol(r) {
+	if !mayCall(body) || !JSONContentType(r.Header.Get("Content-Type")) {
 		return false
 	}
-	if !JSONContentType(r.Header.Get("Content-Type")) {
+	modern := modernProtocol(r)
+	if !modern && !legacyProtocol(r) {
 		return false
 	}
 	var call forwardableCall
 	if json.Unmarshal(body, &call) != nil || call.JSONRPC != mcp.JSONRPC_VERSION || call.Method != string(mcp.MethodToolsCall) ||
-		!ValidRequestID(call.ID) || len(call.Params.Meta) > 0 {
+		!ValidRequestID(call.ID) {
+		return false
+	}
+	var meta *mcpclient.RequestMeta
+	if modern {
+		if meta = plainModernCall(r, &call); meta == nil {
+			return false
+		}
+	} else if len(call.Params.Meta) > 0 {
 		return false
 	}
 	t := srv.RemoteTool(call.Params.Name)
@@ -71,13 +83,26 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		// A relaying call may end in an input-required result, which mcp-go shapes.
 		return false
 	}
+	if modern && !t.passesModern() || !modern && !t.Backend.ServesLegacy() {
+		// Forwarded in the other era, or with more than this path checks: mcp-go serves it.
+		return false
+	}
 	out := &answerWriter{w: w, id: call.ID}
+	if modern {
+		out.serverInfo = srv.ServerInfo()
+	}
 	var passed json.RawMessage
 	var failure *CallFailure // a caller who must connect is answered -32042
 	result := srv.RunCall(r, t.Name, func(ctx context.Context) *mcp.CallToolResult {
 		ctx, failure = WithCallFailure(ctx)
 		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: call.Params.Name, RawArguments: call.Params.Arguments}}
-		raw, failed := t.forwardCall(ctx, req, out.notify)
+		var raw json.RawMessage
+		var failed *mcp.CallToolResult
+		if modern {
+			raw, failed = t.forwardModernCall(ctx, req, meta)
+		} else {
+			raw, failed = t.forwardCall(ctx, req, out.notify)
+		}
 		if failed != nil {
 			return failed
 		}
@@ -163,6 +188,9 @@ func JSONContentType(contentType string) bool {
 type answerWriter struct {
 	w  http.ResponseWriter
 	id json.RawMessage
+	// serverInfo, set for a call of protocol 2026-07-28, goes in every result's _meta
+	// in place of the remote's, as mcp-go puts it there.
+	serverInfo json.RawMessage
 
 	mu       sync.Mutex
 	streamed bool
@@ -247,6 +275,9 @@ func (a *answerWriter) answerError(err error) {
 
 // answer writes the JSON-RPC response carrying result, which is valid JSON.
 func (a *answerWriter) answer(result json.RawMessage) {
+	if a.serverInfo != nil {
+		result = modernResult(result, a.serverInfo)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.done = true

@@ -59,6 +59,9 @@ type relaySettings struct {
 	// sessions is true for a stateful server, whose older callers can be asked.
 	sessions bool
 	waiting  waitingCalls
+	// states seals the requestStates of input-required results from remotes of
+	// protocol 2026-07-28 (requeststate.go).
+	states *stateSealer
 }
 
 // waitingCalls are the calls waiting for their caller's answer, by requestState: at

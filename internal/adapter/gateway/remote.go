@@ -87,7 +87,7 @@ type Pool struct {
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful}, tokens: tokens}
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: newStateSealer()}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -118,6 +118,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		}
 		next[key] = r
 		t.remote = r
+		t.paramTool = paramToolOf(t.Backend)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Linked{}, err
@@ -521,6 +522,15 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 		// The user connected, or says so: the call is made anew.
 		req.Params.RequestState, req.Params.InputResponses = "", nil
 	}
+	if t.upstreamModern(ctx) || t.relaysOnlyModern(ctx) {
+		return t.callModern(ctx, req, args)
+	}
+	return t.callLegacy(ctx, req, args)
+}
+
+// callLegacy forwards a call on the remote's 2025-11-25 session (a caller of
+// 2026-07-28 is translated).
+func (t *Tool) callLegacy(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
 	if t.relays() {
 		return t.callRelaying(ctx, req, args)
 	}

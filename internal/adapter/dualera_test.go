@@ -1,0 +1,514 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
+)
+
+const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
+
+// dualEraTools re-export the fixture's tools as team.*, served in eras by the remote,
+// relaying elicitation.
+func dualEraTools(url string, eras ...string) []adapterconfig.Tool {
+	tools := plainDualEraTools(url, eras...)
+	for _, tool := range tools {
+		tool.Remote.Relay = []string{adapterconfig.RelayElicitation}
+	}
+	return tools
+}
+
+// plainDualEraTools are dualEraTools relaying nothing.
+func plainDualEraTools(url string, eras ...string) []adapterconfig.Tool {
+	tools := []adapterconfig.Tool{
+		remoteTool("team.echo", echoSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolEcho),
+		remoteTool("team.confirm", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolConfirm),
+		remoteTool("team.modern_only", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolModernOnly),
+	}
+	for _, tool := range tools {
+		tool.Remote.Eras = eras
+	}
+	return tools
+}
+
+// confirmer answers the fixture's elicitation with {"ok":true}.
+type confirmer struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *confirmer) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, req.Params.Message)
+	c.mu.Unlock()
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"ok": true}}}, nil
+}
+
+func (c *confirmer) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.asked...)
+}
+
+// eliciting connects an mcp-go client of protocol ("" negotiates 2026-07-28) that
+// declares elicitation and answers it with c.
+func eliciting(t *testing.T, baseURL, protocol string, c *confirmer) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(baseURL + adapterconfig.PathMCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []client.ClientOption{client.WithClientCapabilities(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}}),
+		client.WithElicitationHandler(c)}
+	if protocol != "" {
+		opts = append(opts, client.WithProtocolVersion(protocol))
+	}
+	cl, err := startClient(t, client.NewClient(tr, opts...), protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// modernCall posts a tools/call of protocol 2026-07-28 with extra params members and
+// returns its result.
+func modernCall(t *testing.T, baseURL, tool, extra string) json.RawMessage {
+	t.Helper()
+	return modernCallAs(t, baseURL, tool, extra, nil)
+}
+
+// modernCallAs is modernCall with headers (a caller's token).
+func modernCallAs(t *testing.T, baseURL, tool, extra string, headers map[string]string) json.RawMessage {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/logLevel":"debug"}`
+	args := `{}`
+	if tool == "team.echo" {
+		args = `{"text":"hi"}`
+	}
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` + meta + extra + `}}`
+	all := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}
+	for k, v := range headers {
+		all[k] = v
+	}
+	reply := postRPC(t, baseURL+adapterconfig.PathMCP, all, msg)
+	body := reply.body
+	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
+		body = body[i+len("data: "):]
+		if j := bytes.IndexByte(body, '\n'); j >= 0 {
+			body = body[:j]
+		}
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Result == nil {
+		t.Fatalf("HTTP %d %s: no result", reply.status, reply.body)
+	}
+	return answer.Result
+}
+
+type inputRequired struct {
+	ResultType    string                     `json:"resultType"`
+	RequestState  string                     `json:"requestState"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	IsError       bool                       `json:"isError"`
+	Content       []struct{ Text string }    `json:"content"`
+}
+
+func parseResult(t *testing.T, raw json.RawMessage) inputRequired {
+	t.Helper()
+	var r inputRequired
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return r
+}
+
+func (r inputRequired) text() string {
+	var parts []string
+	for _, c := range r.Content {
+		parts = append(parts, c.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// A 2026-07-28 caller (mcp-go's client) through a stateless gateway completes the
+// remote's input-required round trip: it is asked the remote's elicitation, and its
+// retry reaches the remote in 2026-07-28 with the remote's own requestState. Every
+// request the remote got was of 2026-07-28, with the gateway's clientInfo and the
+// caller's elicitation capability.
+func TestDualEraGateway_ModernCallerCompletesTheRemotesInputRequiredRoundTrip(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	answers := &confirmer{}
+	c := eliciting(t, gw.baseURL, "", answers)
+	res := callTool(t, c, "team.confirm", map[string]any{})
+	if res.IsError || textOf(res) != `confirmed: accept {"ok":true}` {
+		t.Fatalf("got %q (isError %v), want the remote's confirmation", textOf(res), res.IsError)
+	}
+	if asked := answers.got(); len(asked) != 1 || asked[0] != "Confirm?" {
+		t.Errorf("the caller was asked %q, want the remote's one elicitation", asked)
+	}
+	calls := remote.Calls(dualera.ToolConfirm)
+	if len(calls) != 2 || calls[0].RequestState != "" || calls[1].RequestState != dualera.StateAsked {
+		t.Fatalf("the remote got %+v, want a call and a retry with its own requestState", calls)
+	}
+	for _, call := range calls {
+		if call.ProtocolHeader != adapterconfig.EraModern || call.McpMethod != "tools/call" || call.McpName != dualera.ToolConfirm ||
+			call.MetaString(mcp.MetaKeyProtocolVersion) != adapterconfig.EraModern ||
+			!strings.Contains(string(call.Meta[mcp.MetaKeyClientInfo]), `"cantus-adapter"`) ||
+			!strings.Contains(string(call.Meta[mcp.MetaKeyClientCapabilities]), `"elicitation"`) {
+			t.Errorf("the remote got %+v, want 2026-07-28 with its headers, the gateway's clientInfo and the caller's elicitation", call)
+		}
+	}
+	if n := len(remote.Requests(string(mcp.MethodInitialize))); n != 0 {
+		t.Errorf("the remote got %d initialize requests, want none (requests: %s)", n, remote.Methods())
+	}
+}
+
+// The remote gets the caller's protocol version and log level, the caller's
+// capabilities that the import relays (elicitation, not sampling), and the gateway's
+// clientInfo, not the caller's.
+func TestDualEraGateway_UpstreamMetaCarriesTheCallersLevelAndRelayedCapabilities(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	if r := parseResult(t, modernCall(t, gw.baseURL, "team.echo", "")); r.text() != "echo: hi" {
+		t.Fatalf("got %q, want the echo", r.text())
+	}
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 {
+		t.Fatalf("the remote got %d calls", len(calls))
+	}
+	got := calls[0]
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(got.Meta[mcp.MetaKeyClientCapabilities], &caps)
+	if got.MetaString(mcp.MetaKeyLogLevel) != "debug" || got.MetaString(mcp.MetaKeyProtocolVersion) != adapterconfig.EraModern ||
+		caps["elicitation"] == nil || caps["sampling"] != nil || strings.Contains(string(got.Meta[mcp.MetaKeyClientInfo]), "raw-caller") {
+		t.Errorf("the remote got _meta %s, want logLevel debug, elicitation only and the gateway's clientInfo", mustJSON(got.Meta))
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// The requestState the caller gets wraps the remote's, unreadable; a tampered one,
+// one replayed, and one used for another tool are refused with a tool error and
+// never reach the remote; the good one reaches it once, with the remote's state.
+func TestDualEraGateway_RequestStateTamperedReplayedOrForAnotherToolIsRefused(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	first := parseResult(t, modernCall(t, gw.baseURL, "team.confirm", ""))
+	if first.ResultType != string(mcp.ResultTypeInputRequired) || first.InputRequests[dualera.ElicitationKey] == nil {
+		t.Fatalf("first answer %+v, want input_required with the remote's elicitation", first)
+	}
+	if first.RequestState == dualera.StateAsked || strings.Contains(first.RequestState, dualera.StateAsked) || first.RequestState == "" {
+		t.Fatalf("requestState %q, want the gateway's own wrapping the remote's", first.RequestState)
+	}
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}`
+	retry := func(tool, state string) inputRequired {
+		return parseResult(t, modernCall(t, gw.baseURL, tool, answer+`,"requestState":`+mustJSON(state)))
+	}
+	refused := func(what string, r inputRequired, fragment string) {
+		t.Helper()
+		if !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), fragment) {
+			t.Errorf("%s: got %+v, want %s…%s", what, r, gateway.MarkerInputRefused, fragment)
+		}
+	}
+	tampered := []byte(first.RequestState)
+	tampered[len("cantus-mrtr.")+3] ^= 1
+	refused("tampered", retry("team.confirm", string(tampered)), "not one this gateway gave")
+	refused("another tool", retry("team.echo", first.RequestState), "another tool")
+	if ok := retry("team.confirm", first.RequestState); ok.IsError || ok.text() != `confirmed: accept {"ok":true}` {
+		t.Fatalf("the good retry got %+v, want the confirmation", ok)
+	}
+	refused("replayed", retry("team.confirm", first.RequestState), "used already")
+	if calls := remote.Calls(dualera.ToolConfirm); len(calls) != 2 || calls[1].RequestState != dualera.StateAsked {
+		t.Errorf("the remote got %d calls of confirm (%+v), want the first and one good retry", len(calls), calls)
+	}
+	if n := len(remote.Calls(dualera.ToolEcho)); n != 0 {
+		t.Errorf("the remote got %d calls of echo, want none", n)
+	}
+}
+
+// A 2025-11-25 caller of a dual-era remote keeps the 2025-11-25 session (a tool that
+// relays nothing).
+func TestDualEraGateway_LegacyCallerKeepsTheLegacySession(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, plainDualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraLegacy || calls[0].McpMethod != "" {
+		t.Errorf("the remote got %+v, want one call on a 2025-11-25 session", calls)
+	}
+	if n := len(remote.Requests(string(mcp.MethodInitialize))); n == 0 {
+		t.Errorf("the remote got no initialize request, want the 2025-11-25 session's")
+	}
+}
+
+// A remote of 2025-11-25 only (no eras recorded) serves 2026-07-28 callers translated,
+// as before.
+func TestDualEraGateway_LegacyOnlyRemoteServesModernCallersTranslated(t *testing.T) {
+	remote := dualera.Start(t, dualera.LegacyOnly)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL)...))
+	c := connect(t, gw.baseURL, "", nil)
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraLegacy {
+		t.Errorf("the remote got %+v, want one call of 2025-11-25", calls)
+	}
+}
+
+// A tool a remote serves only in 2026-07-28 is called in that era for a 2025-11-25
+// caller too.
+func TestDualEraGateway_ModernOnlyToolServesLegacyCallersTranslated(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	tools := dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)
+	tools[2].Remote.Eras = []string{adapterconfig.EraModern}
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools...))
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	wantSuccess(t, callTool(t, c, "team.modern_only", map[string]any{}), "modern")
+	calls := remote.Calls(dualera.ToolModernOnly)
+	if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraModern {
+		t.Errorf("the remote got %+v, want one call of 2026-07-28", calls)
+	}
+}
+
+// A 2025-11-25 caller of a 2026-07-28-only remote on a stateful gateway is asked the
+// remote's input request on its session, and the answer completes the call; on a
+// stateless gateway the call is refused, saying why.
+func TestDualEraGateway_LegacyCallerIsAskedOnItsSessionOnlyWhenStateful(t *testing.T) {
+	remote := dualera.Start(t, dualera.ModernOnly)
+	stateful := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern)...))
+	answers := &confirmer{}
+	c := eliciting(t, stateful.baseURL, protocol20251125, answers)
+	wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
+	if asked := answers.got(); len(asked) != 1 {
+		t.Errorf("the caller was asked %q, want one elicitation on its session", asked)
+	}
+
+	stateless := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...))
+	c = eliciting(t, stateless.baseURL, protocol20251125, &confirmer{})
+	res := callTool(t, c, "team.confirm", map[string]any{})
+	wantToolError(t, res, gateway.MarkerCallFailed, "stateless")
+}
+
+// A tool whose remote definition marks an argument x-mcp-header is called in
+// 2026-07-28 with the Mcp-Param-* header the remote requires (SEP-2243), and the
+// result names the gateway, not the remote, as its server.
+func TestDualEraGateway_ParamHeadersReachTheRemoteAndTheResultNamesTheGateway(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	tool := remoteTool("team.region", dualera.RegionSchema, remote.URL, adapterconfig.TransportStreamableHTTP, dualera.ToolRegion)
+	tool.Remote.Eras = []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	tool.Remote.Definition = json.RawMessage(`{"inputSchema":` + dualera.RegionSchema + `}`)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tool))
+	msg := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"team.region","arguments":{"region":"eu-west"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+		"Mcp-Name": "team.region", "Mcp-Param-Region": "eu-west"}, msg)
+	if !strings.Contains(string(reply.body), "region: eu-west") {
+		t.Fatalf("HTTP %d %s, want the remote's answer", reply.status, reply.body)
+	}
+	calls := remote.Calls(dualera.ToolRegion)
+	if len(calls) != 1 || calls[0].Header.Get("Mcp-Param-Region") != "eu-west" || calls[0].ProtocolHeader != adapterconfig.EraModern {
+		t.Errorf("the remote got %+v, want one 2026-07-28 call with Mcp-Param-Region", calls)
+	}
+	if strings.Contains(string(reply.body), `"name":"dualera"`) || !strings.Contains(string(reply.body), `"test-server"`) {
+		t.Errorf("the result's _meta names %s, want the gateway (test-server) as its server", reply.body)
+	}
+}
+
+// A remote of 2026-07-28 only serves its imported resource and prompt through the
+// gateway: reads and gets go to it in that era, for a 2025-11-25 caller too.
+func TestDualEraGateway_ModernOnlyRemoteServesReadsAndPrompts(t *testing.T) {
+	remote := dualera.Start(t, dualera.ModernOnly)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
+	resource := importedItem(dualera.ResourceURI, `{"uri":"docs://guide","name":"guide"}`, remote.URL, "")
+	prompt := importedItem("team.hello", `{"name":"hello"}`, remote.URL, dualera.PromptName)
+	for _, it := range []*adapterconfig.ImportedItem{&resource, &prompt} {
+		it.Remote.Eras = []string{adapterconfig.EraModern}
+	}
+	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{resource}, Prompts: []adapterconfig.ImportedItem{prompt}}
+	gw := serve(t, cfg)
+	c := connect(t, gw.baseURL, protocol20251125, nil)
+	ctx := testkit.Context(t, testTimeout)
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = dualera.ResourceURI
+	res, err := c.ReadResource(ctx, read)
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	if text, ok := res.Contents[0].(mcp.TextResourceContents); !ok || text.Text != "guide text" {
+		t.Errorf("read %+v, want the remote's guide text", res.Contents[0])
+	}
+	get := mcp.GetPromptRequest{}
+	get.Params.Name = "team.hello"
+	got, err := c.GetPrompt(ctx, get)
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("prompt: %v %+v", err, got)
+	}
+	for _, method := range []string{"resources/read", "prompts/get"} {
+		reqs := remote.Requests(method)
+		if len(reqs) != 1 || reqs[0].ProtocolHeader != adapterconfig.EraModern || reqs[0].McpName == "" {
+			t.Errorf("the remote got %s as %+v, want one of 2026-07-28 with Mcp-Name", method, reqs)
+		}
+	}
+}
+
+// A plain 2026-07-28 call of a tool that relays nothing is answered by the
+// pass-through exactly as mcp-go answers one it serves (a call with a log level, which
+// the pass-through leaves to mcp-go): the remote's result with the gateway named in
+// _meta and a resultType. A failed remote result is marked as mcp-go's path marks it.
+func TestDualEraGateway_PassThroughAnswersModernCallsAsMCPGoDoes(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, plainDualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	call := func(tool, args, meta string) json.RawMessage {
+		msg := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
+		reply := postRPC(t, gw.baseURL+adapterconfig.PathMCP, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}, msg)
+		var answer struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result == nil {
+			t.Fatalf("HTTP %d %s: no result", reply.status, reply.body)
+		}
+		return answer.Result
+	}
+	for _, tc := range []struct{ tool, args string }{
+		{"team.echo", `{"text":"hi"}`},
+		{"team.echo", `{"text":7}`},     // refused by the gateway's validation
+		{"team.modern_only", `{"x":1}`}, // answered by the remote
+	} {
+		passed := call(tc.tool, tc.args, "")
+		served := call(tc.tool, tc.args, `,"io.modelcontextprotocol/logLevel":"emergency"`)
+		if !testkit.JSONEqual(t, passed, served) {
+			t.Errorf("%s %s: the pass-through answered\n%s\nmcp-go\n%s", tc.tool, tc.args, passed, served)
+		}
+		if !strings.Contains(string(passed), `"test-server"`) || !strings.Contains(string(passed), `"resultType":"complete"`) {
+			t.Errorf("%s: %s does not name the gateway or has no resultType", tc.tool, passed)
+		}
+	}
+	calls := remote.Calls(dualera.ToolEcho)
+	if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[0].MetaString(mcp.MetaKeyLogLevel) != "" ||
+		calls[1].MetaString(mcp.MetaKeyLogLevel) != "emergency" {
+		t.Errorf("the remote got %+v, want two 2026-07-28 calls of echo, the second with the log level", calls)
+	}
+}
+
+// A requestState given to one caller is refused to another (each authenticated by its
+// own service-account token), and the remote never sees the other's retry; the caller
+// it was given to completes the round trip with it.
+func TestDualEraGateway_RequestStateOfAnotherCallerIsRefused(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key)
+	cfg.Tools = dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)
+	gw := serve(t, cfg)
+	ada := bearerHeader(key.saToken(t, "agents", "ada", "uid-ada", "room"))
+	bo := bearerHeader(key.saToken(t, "agents", "bo", "uid-bo", "room"))
+	first := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", "", ada))
+	if first.ResultType != string(mcp.ResultTypeInputRequired) {
+		t.Fatalf("ada's call got %+v, want input_required", first)
+	}
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, bo)); !r.IsError ||
+		!strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), "another caller") {
+		t.Errorf("bo's retry with ada's state got %+v, want it refused as another caller's", r)
+	}
+	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, ada)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
+		t.Errorf("ada's retry got %+v, want the confirmation", r)
+	}
+	if n := len(remote.Calls(dualera.ToolConfirm)); n != 2 {
+		t.Errorf("the remote got %d calls of confirm, want ada's two", n)
+	}
+}
+
+// Two gateways reading one requestStateKeyFile take each other's requestStates (a
+// retry may land on any replica); a key file that is missing or too short stops the
+// server from starting.
+func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	keyFile := filepath.Join(t.TempDir(), "mrtr-key")
+	if err := os.WriteFile(keyFile, []byte("a-key-of-more-than-thirty-two-bytes-for-tests\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *running {
+		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...)
+		cfg.RequestStateKeyFile = keyFile
+		return serve(t, cfg)
+	}
+	one, two := replica(), replica()
+	first := parseResult(t, modernCall(t, one.baseURL, "team.confirm", ""))
+	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCall(t, two.baseURL, "team.confirm", answer)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
+		t.Errorf("the retry on the other replica got %+v, want the confirmation", r)
+	}
+	for _, content := range []string{"", "short"} {
+		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...)
+		cfg.RequestStateKeyFile = filepath.Join(t.TempDir(), "key")
+		if content != "" {
+			if err := os.WriteFile(cfg.RequestStateKeyFile, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := NewServer(cfg); err == nil || !strings.Contains(err.Error(), "request state key file") {
+			t.Errorf("key file %q: NewServer got %v, want it refused", content, err)
+		}
+	}
+}
+
+// A remote whose handshake found 2026-07-28 but that refuses the era now (the
+// operator has not probed it again yet) gets the call in 2025-11-25 instead, once
+// it refused the version.
+// Both the pass-through (a tool relaying nothing) and mcp-go's path (a relaying one)
+// do so.
+func TestDualEraGateway_RemoteThatStoppedServingModernGetsTheCallInLegacy(t *testing.T) {
+	for name, tools := range map[string]func(string, ...string) []adapterconfig.Tool{"pass-through": plainDualEraTools, "relaying": dualEraTools} {
+		remote := dualera.Start(t, dualera.LegacyOnly)
+		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, tools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+		c := eliciting(t, gw.baseURL, "", &confirmer{})
+		wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+		calls := remote.Calls(dualera.ToolEcho)
+		if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[1].ProtocolHeader != adapterconfig.EraLegacy {
+			t.Errorf("%s: the remote got %+v, want a refused 2026-07-28 call and the 2025-11-25 one", name, calls)
+		}
+	}
+}
+
+// A 2025-11-25 caller of a relaying tool of a dual-era remote whose 2025-11-25 side
+// keeps no session (a stateless mcp-go server) is served through 2026-07-28: the
+// remote's input request is asked of the caller on its session, and the answer
+// completes the call (natively, the answer could not find its way back to the remote).
+func TestDualEraGateway_LegacyCallerOfStatelessDualRemoteIsAskedThroughModern(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...))
+	answers := &confirmer{}
+	c := eliciting(t, gw.baseURL, protocol20251125, answers)
+	wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
+	if asked := answers.got(); len(asked) != 1 {
+		t.Errorf("the caller was asked %q, want one elicitation", asked)
+	}
+	calls := remote.Calls(dualera.ToolConfirm)
+	if len(calls) != 2 || calls[0].ProtocolHeader != adapterconfig.EraModern || calls[1].RequestState != dualera.StateAsked {
+		t.Errorf("the remote got %+v, want a 2026-07-28 call and its retry", calls)
+	}
+	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+}
