@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -53,6 +54,9 @@ func checkOIDCCaller(imp *cantusv1alpha1.RemoteToolImport, issuer string) string
 	return fmt.Sprintf("an OIDC caller connects only where the import's authorization server is its own identity provider: %s is not %s, and the operator cannot verify who signs in at another identity provider", as, issuer)
 }
 
+// idTokenClockSkew is how far ahead of the operator's the identity provider's clock may be.
+const idTokenClockSkew = 30 * time.Second
+
 // idTokenCheck is what an ID token returned to the callback must say.
 type idTokenCheck struct {
 	issuer, clientID, nonce, subject string
@@ -70,7 +74,12 @@ func verifyIDToken(ctx context.Context, raw string, c idTokenCheck) error {
 	if c.jwksURL == "" {
 		return errors.New("the authorization server's metadata has no jwks_uri to check ID tokens with")
 	}
-	v := rp.NewIDTokenVerifier(c.issuer, c.clientID, rp.NewRemoteKeySet(c.http, c.jwksURL), rp.WithNonce(func(context.Context) string { return c.nonce }))
+	v := rp.NewIDTokenVerifier(c.issuer, c.clientID, rp.NewRemoteKeySet(c.http, c.jwksURL),
+		rp.WithNonce(func(context.Context) string { return c.nonce }),
+		// The identity provider's clock may run a little ahead of the operator's: an
+		// ID token just issued would otherwise be "issued in the future". (The
+		// verifier also asks that much more life of exp, which a fresh token has.)
+		rp.WithIssuedAtOffset(idTokenClockSkew))
 	claims, err := rp.VerifyIDToken[*oidc.IDTokenClaims](ctx, raw, v)
 	if err != nil {
 		return fmt.Errorf("the ID token: %w", err)

@@ -162,10 +162,12 @@ func TestCallerCredentials_ConnectOIDCCallerRefusesAnotherUsersSignIn(t *testing
 
 	told, err := callAs(ctx, gatewayURL, caller)
 	g.Expect(err).NotTo(HaveOccurred())
+	revocations := w.ts.Revocations()
 	status, page := w.openConnectLink(ctx, t, told, "carol", "probe-pass")
 	g.Expect(status).To(Equal(http.StatusForbidden), page)
 	g.Expect(page).To(ContainSubstring("signed in as a different user than the agent"))
 	g.Expect(tokenAccountSecrets(t, w.opsNS)).To(BeEmpty(), "nothing is stored")
+	g.Expect(w.ts.Revocations()).To(BeNumerically(">", revocations), "the refused sign-in's tokens are revoked")
 	g.Expect(w.logs.String()).To(ContainSubstring("another subject than the OIDC caller"))
 	g.Expect(refusedSignIns(t, w.ns, "other_subject")).To(Equal(1.0), "the refusal is counted")
 	for _, s := range append(w.ts.IssuedTokens(), w.ts.IssuedRefreshTokens()...) {
