@@ -319,6 +319,8 @@ func TestCallerCredentials_ConnectLinkExpires(t *testing.T) {
 	}
 }
 
+// OIDC callers of another identity provider than the import's authorization server
+// are refused, saying why: who signs in there cannot be verified.
 func TestCallerCredentials_ConnectRefusesOtherGatewaysAndOIDCCallers(t *testing.T) {
 	f := newFixture(t)
 	if status, _ := f.fetch(f.token("other", adapterconfig.ConnectAudience), f.request()); status != http.StatusForbidden {
@@ -329,8 +331,9 @@ func TestCallerCredentials_ConnectRefusesOtherGatewaysAndOIDCCallers(t *testing.
 	}
 	req := f.request()
 	req.Caller = adapterconfig.OIDCCaller("https://idp.example", "alice")
-	if status, resp := f.fetch(f.gwToken, req); status != http.StatusForbidden || !strings.Contains(resp.Message, "OIDC") {
-		t.Fatalf("an OIDC caller: want 403 naming OIDC, got %d %+v", status, resp)
+	if status, resp := f.fetch(f.gwToken, req); status != http.StatusForbidden || resp.Error != "caller_refused" ||
+		!strings.Contains(resp.Message, "cannot verify who signs in at another identity provider") {
+		t.Fatalf("an OIDC caller of another identity provider: want 403 caller_refused saying why, got %d %+v", status, resp)
 	}
 	req = f.request()
 	req.Import = f.ns + "/elsewhere"

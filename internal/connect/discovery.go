@@ -19,6 +19,8 @@ type ServerMetadata struct {
 	TokenEndpoint         string `json:"token_endpoint"`
 	RevocationEndpoint    string `json:"revocation_endpoint,omitempty"`
 	RegistrationEndpoint  string `json:"registration_endpoint,omitempty"`
+	// JWKSURI holds the keys the server signs ID tokens with.
+	JWKSURI string `json:"jwks_uri,omitempty"`
 	// MetadataDocuments: the server says it takes Client ID Metadata Documents.
 	MetadataDocuments bool `json:"client_id_metadata_document_supported,omitempty"`
 	// Discovered: the issuer came from the remote's protected-resource metadata.

@@ -19,10 +19,14 @@ var (
 		Name: "cantus_connect_failed_refreshes_total",
 		Help: "Refreshes of connected accounts that failed, by RemoteToolImport.",
 	}, []string{"namespace", "import"})
+	refusedSignIns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cantus_connect_refused_sign_ins_total",
+		Help: "Connects of OIDC callers whose sign-in was refused, by RemoteToolImport and reason (other_subject: signed in as another user than the caller; else what failed in the ID token).",
+	}, []string{"namespace", "import", "reason"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(accountsGauge, failedRefreshes)
+	ctrlmetrics.Registry.MustRegister(accountsGauge, failedRefreshes, refusedSignIns)
 }
 
 func countFailedRefresh(imp *cantusv1alpha1.RemoteToolImport) {

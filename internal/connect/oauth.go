@@ -128,9 +128,22 @@ func (h *Handler) httpClientFor(ctx context.Context, namespace string) (*http.Cl
 }
 
 // authCodeURL is where the user is sent to authorize: code flow with S256 PKCE, the
-// remote as the RFC 8707 resource.
-func (c *oauthClient) authCodeURL(state, verifier string) string {
-	return c.config.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", c.resource))
+// remote as the RFC 8707 resource, and, with an ID token nonce, OpenID Connect's nonce
+// (the scopes then hold openid: see askForIDToken).
+func (c *oauthClient) authCodeURL(state, verifier, idNonce string) string {
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", c.resource)}
+	if idNonce != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("nonce", idNonce))
+	}
+	return c.config.AuthCodeURL(state, opts...)
+}
+
+// askForIDToken adds the openid scope, so that the sign-in returns an ID token that
+// says who signed in.
+func (c *oauthClient) askForIDToken() {
+	if !slices.Contains(c.config.Scopes, "openid") {
+		c.config.Scopes = append(c.config.Scopes, "openid")
+	}
 }
 
 // exchange trades the authorization code for the caller's tokens.

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -46,6 +48,15 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Started, p.State, p.RedirectURI = true, randomString(), redirectURI
+	if issuer, _, ok := oidcCaller(p.Caller); ok {
+		// The import may have changed since the link was handed out.
+		if why := checkOIDCCaller(imp, issuer); why != "" {
+			page(w, http.StatusForbidden, "Cannot connect", "This link cannot connect an account: "+why+".")
+			return
+		}
+		p.IDNonce = randomString()
+		oc.askForIDToken()
+	}
 	// Saved over the version read: of two opens of the link, one wins.
 	if err := h.Store.savePending(ctx, secret.Name, p, secret); err != nil {
 		if apierrors.IsConflict(errors.Unwrap(err)) || apierrors.IsConflict(err) {
@@ -56,7 +67,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	digest := strings.TrimPrefix(secret.Name, pendingName(""))
-	http.Redirect(w, r, oc.authCodeURL(digest+"."+p.State, p.Verifier), http.StatusFound)
+	http.Redirect(w, r, oc.authCodeURL(digest+"."+p.State, p.Verifier, p.IDNonce), http.StatusFound)
 }
 
 // callback is ConnectCallback: the authorization server sends the browser back with a
@@ -98,6 +109,12 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		page(w, http.StatusBadGateway, "Not connected", "The authorization server did not give the tokens. Ask your agent to try again to get a new link.")
 		return
 	}
+	if p.IDNonce != "" {
+		oc.askForIDToken()
+		if !h.signedInAsCaller(w, r, imp, oc, p, tok) {
+			return
+		}
+	}
 	acct := &Account{
 		Import: p.Import, Caller: p.Caller, AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, Issued: h.now(),
 		Issuer: oc.issuer, TokenURL: oc.config.Endpoint.TokenURL, RevokeURL: oc.revokeURL, ClientID: oc.config.ClientID,
@@ -110,6 +127,48 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Log.Info("an account was connected", "import", p.Import)
 	page(w, http.StatusOK, "Connected", "Your account is connected to "+p.Import+". Go back to your agent: its next call goes through.")
+}
+
+// signedInAsCaller checks, for an OIDC caller, that the user who signed in is the
+// caller: the ID token of the sign-in, verified against the authorization server's
+// keys (read through the import's policy-checked client), must name the caller's
+// subject. When not, it answers the page, logs and counts the refusal; the pending
+// connect is used up already and nothing is stored.
+func (h *Handler) signedInAsCaller(w http.ResponseWriter, r *http.Request, imp *cantusv1alpha1.RemoteToolImport, oc *oauthClient, p *pending, tok *oauth2.Token) bool {
+	err := h.checkSignIn(r.Context(), imp, oc, p, tok)
+	if err == nil {
+		return true
+	}
+	// The tokens the sign-in gave are not kept: revoke them where the server offers it.
+	if rerr := oc.revoke(oc.withHTTPClient(r.Context()), &Account{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, RevokeURL: oc.revokeURL}); rerr != nil {
+		h.Log.Info("revoking a refused sign-in's token failed", "import", p.Import, "error", rerr.Error())
+	}
+	reason := idTokenFailure(err)
+	refusedSignIns.WithLabelValues(imp.Namespace, imp.Name, reason).Inc()
+	if errors.Is(err, errOtherSubject) {
+		h.Log.Info("a connect was refused: the user signed in as another subject than the OIDC caller's", "import", p.Import, "reason", reason)
+		page(w, http.StatusForbidden, "Not connected", "You signed in as a different user than the agent's. Nothing was connected. "+
+			"Ask your agent to try again to get a new link, and sign in as the same user the agent acts for.")
+		return false
+	}
+	h.Log.Info("a connect was refused: the sign-in's ID token could not be verified", "import", p.Import, "reason", reason)
+	page(w, http.StatusBadGateway, "Not connected", "The operator could not verify who signed in (the authorization server's ID token). Nothing was connected. Ask your agent to try again to get a new link.")
+	return false
+}
+
+// checkSignIn verifies the sign-in's ID token and that it names the OIDC caller's
+// subject; the import must still have the caller's issuer as its authorization server.
+func (h *Handler) checkSignIn(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, oc *oauthClient, p *pending, tok *oauth2.Token) error {
+	issuer, subject, _ := oidcCaller(p.Caller)
+	if why := checkOIDCCaller(imp, issuer); why != "" {
+		return errors.New(why)
+	}
+	md, err := Discover(ctx, oc.http, "", oc.issuer)
+	if err != nil {
+		return err
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	return verifyIDToken(ctx, raw, idTokenCheck{issuer: oc.issuer, clientID: oc.config.ClientID, nonce: p.IDNonce, subject: subject, jwksURL: md.JWKSURI, http: oc.http})
 }
 
 // redactedError is an OAuth error without the response body, which may echo a code.

@@ -122,7 +122,7 @@ func (h *Handler) token(w http.ResponseWriter, r *http.Request) {
 		refuse(w, status, "forbidden", why)
 		return
 	}
-	if why := h.checkCaller(ctx, req.Caller); why != "" {
+	if why := h.checkCaller(ctx, imp, req.Caller); why != "" {
 		refuse(w, http.StatusForbidden, "caller_refused", why)
 		return
 	}
@@ -275,14 +275,18 @@ func splitServiceAccountUser(username string) (namespace, name string, ok bool) 
 	return namespace, name, ok && namespace != "" && name != ""
 }
 
-// checkCaller refuses callers connect mode does not serve: OIDC callers (the callback
-// cannot yet make the user sign in as the caller's subject, so a link could connect
-// someone else's account to them), and service accounts that no longer exist with the
-// UID the identity names (their account is forgotten).
-func (h *Handler) checkCaller(ctx context.Context, caller string) string {
+// checkCaller refuses callers connect mode does not serve: OIDC callers whose identity
+// provider is not the import's authorization server (the operator could not verify
+// that the user who connects is the caller, so a link could connect someone else's
+// account to them), other callers that are not service accounts, and service accounts
+// that no longer exist with the UID the identity names (their account is forgotten).
+func (h *Handler) checkCaller(ctx context.Context, imp *cantusv1alpha1.RemoteToolImport, caller string) string {
+	if issuer, _, ok := oidcCaller(caller); ok {
+		return checkOIDCCaller(imp, issuer)
+	}
 	namespace, name, uid, ok := serviceAccountCaller(caller)
 	if !ok {
-		return "connect mode serves service-account callers only: for OIDC callers the operator cannot yet make sure the user who connects is the caller"
+		return "connect mode serves service-account and OIDC callers only"
 	}
 	sa := &metav1.PartialObjectMetadata{}
 	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))

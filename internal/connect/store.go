@@ -83,6 +83,9 @@ type pending struct {
 	// must bring back.
 	Started     bool   `json:"started,omitempty"`
 	RedirectURI string `json:"redirectURI,omitempty"`
+	// IDNonce, for an OIDC caller, is the nonce the ID token of the sign-in must hold:
+	// it binds that token to this connect.
+	IDNonce string `json:"idNonce,omitempty"`
 }
 
 // Store keeps accounts and pending connects in Secrets of Namespace, read from the API
