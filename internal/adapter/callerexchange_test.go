@@ -36,6 +36,13 @@ type exchangeWorld struct {
 
 func startExchangeWorld(t *testing.T, audience string) *exchangeWorld {
 	t.Helper()
+	return startExchangeWorldWith(t, audience, nil)
+}
+
+// startExchangeWorldWith is startExchangeWorld with the gateway's config changed by
+// tweak before it serves.
+func startExchangeWorldWith(t *testing.T, audience string, tweak func(*adapterconfig.Config)) *exchangeWorld {
+	t.Helper()
 	w := &exchangeWorld{cluster: tokenservice.NewTrustedIssuer(t, "https://kubernetes.default.svc.cluster.local"), logs: &logBuffer{}}
 	w.tokens = tokenservice.Start(t, tokenservice.Options{
 		Trusted: []*tokenservice.TrustedIssuer{w.cluster},
@@ -57,6 +64,9 @@ func startExchangeWorld(t *testing.T, audience string) *exchangeWorld {
 	w.cfg.Auth = &adapterconfig.AuthConfig{Issuers: []adapterconfig.Issuer{{
 		Kind: adapterconfig.IssuerServiceAccount, URL: w.cluster.URL, Audiences: []string{"room"}, JWKS: w.cluster.JWKS(t),
 	}}}
+	if tweak != nil {
+		tweak(w.cfg)
+	}
 	w.gateway = serve(t, w.cfg, WithLogger(funcr.New(w.logs.add, funcr.Options{Verbosity: 9})))
 	return w
 }
