@@ -13,7 +13,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
@@ -90,19 +89,16 @@ type Connector struct {
 	tokenFile  string
 	maxTTL     time.Duration
 	refresh    time.Duration
-	timeout    time.Duration
-	now        func() time.Time
 	httpClient *http.Client
 
-	scope   string
-	cache   *Cache
-	flights singleflight.Group
-	series  *connectSeries
+	// lookup's scope is the operator's endpoint and the import.
+	lookup
+	series *connectSeries
 	// refused are the callers whose last token the remote refused: their next fetch
 	// asks the operator to refresh rather than hand the same token out again.
 	refused *lru.Cache[string, struct{}]
 
-	hits, misses, fetches, failures atomic.Uint64
+	fetches, failures atomic.Uint64
 }
 
 // NewConnector checks cfg and makes a connector for the import importRef
@@ -131,8 +127,8 @@ func NewConnector(importRef string, cfg *adapterconfig.Connect, o Options) (*Con
 	}
 	c := &Connector{
 		importRef: importRef, endpoint: cfg.Endpoint, host: u.Host, tokenFile: cfg.TokenFile,
-		maxTTL: DefaultConnectMaxCacheTTL, refresh: o.RefreshBefore, timeout: o.Timeout, now: o.Now,
-		httpClient: hc, scope: "connect\x00" + cfg.Endpoint + "\x00" + importRef, cache: o.Cache, refused: refused,
+		maxTTL: DefaultConnectMaxCacheTTL, refresh: o.RefreshBefore, httpClient: hc, refused: refused,
+		lookup: lookup{scope: "connect\x00" + cfg.Endpoint + "\x00" + importRef, cache: o.Cache, timeout: o.Timeout, now: o.Now},
 	}
 	if c.refresh <= 0 {
 		c.refresh = DefaultRefreshBefore
@@ -146,6 +142,7 @@ func NewConnector(importRef string, cfg *adapterconfig.Connect, o Options) (*Con
 		}
 	}
 	c.series = o.Metrics.connectSeries(cmpOr(o.Name, importRef))
+	c.counted = c.series
 	return c, nil
 }
 
@@ -157,45 +154,17 @@ func (c *Connector) Token(ctx context.Context, callerIdentity string) (string, e
 	if callerIdentity == "" {
 		return "", errors.New("the caller has no identity of its own (a static token, or none), so it has no connected account")
 	}
-	key := cacheKey{scope: c.scope, caller: callerIdentity}
-	if tok, ok := c.fresh(key); ok {
-		c.hits.Add(1)
-		c.series.hit()
-		return tok, nil
+	tok, err := c.token(ctx, callerIdentity, c.fetch)
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return "", &ConnectError{Host: c.host, err: fmt.Errorf("waiting for the operator: %w", err)}
 	}
-	c.misses.Add(1)
-	c.series.miss()
-	flight := c.flights.DoChan(callerIdentity, func() (any, error) {
-		if tok, ok := c.fresh(key); ok {
-			return tok, nil
-		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-		defer cancel()
-		return c.fetch(fctx, key)
-	})
-	select {
-	case r := <-flight:
-		if r.Err != nil {
-			return "", r.Err
-		}
-		return r.Val.(string), nil
-	case <-ctx.Done():
-		return "", &ConnectError{Host: c.host, err: fmt.Errorf("waiting for the operator: %w", ctx.Err())}
-	}
-}
-
-func (c *Connector) fresh(key cacheKey) (string, bool) {
-	ent, ok := c.cache.get(key)
-	if !ok || c.now().UnixNano() >= ent.expires {
-		return "", false
-	}
-	return ent.token, true
+	return tok, err
 }
 
 // Forget drops the caller's token (the remote refused it, or the caller is revoked);
 // the next fetch tells the operator the last token was refused, so that it refreshes.
 func (c *Connector) Forget(callerIdentity string) {
-	c.cache.remove(cacheKey{scope: c.scope, caller: callerIdentity})
+	c.forget(callerIdentity)
 	c.refused.Add(callerIdentity, struct{}{})
 }
 

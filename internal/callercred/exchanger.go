@@ -23,7 +23,6 @@ import (
 
 	"github.com/zitadel/oidc/v3/pkg/client/tokenexchange"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
@@ -76,19 +75,14 @@ type Exchanger struct {
 	actorFile  string
 	maxTTL     time.Duration
 	refresh    time.Duration
-	timeout    time.Duration
-	now        func() time.Time
 	httpClient *http.Client
 	auth       *clientAuth
 
-	// scope is the part of every cache key that is not the caller: token endpoint,
-	// client, audience, resource and scopes.
-	scope   string
-	cache   *Cache
-	flights singleflight.Group
-	series  *series
+	// lookup's scope is the token endpoint, client, audience, resource and scopes.
+	lookup
+	series *series
 
-	hits, misses, exchanges, failures atomic.Uint64
+	exchanges, failures atomic.Uint64
 }
 
 // NewExchanger checks cfg and makes an exchanger for it.
@@ -119,15 +113,17 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 		actorFile:  cfg.ActorTokenFile,
 		maxTTL:     cfg.MaxCacheTTL.Duration,
 		refresh:    o.RefreshBefore,
-		timeout:    o.Timeout,
-		now:        o.Now,
 		httpClient: hc,
 		auth: &clientAuth{
 			clientID: cfg.ClientID, secretFile: cfg.ClientSecretFile, keyFile: cfg.PrivateKeyFile,
 			audience: cmpOr(cfg.Issuer, cfg.TokenEndpoint),
 		},
-		scope: strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00"),
-		cache: o.Cache,
+		lookup: lookup{
+			scope:   strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00"),
+			cache:   o.Cache,
+			timeout: o.Timeout,
+			now:     o.Now,
+		},
 	}
 	if e.maxTTL <= 0 {
 		e.maxTTL = DefaultMaxCacheTTL
@@ -144,6 +140,7 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 		}
 	}
 	e.series = o.Metrics.series(cmpOr(o.Name, withoutQuery(cfg.Resource)))
+	e.counted = e.series
 	return e, nil
 }
 
@@ -187,48 +184,18 @@ func (e *Exchanger) Token(ctx context.Context, callerIdentity, subjectToken stri
 	if subjectToken == "" {
 		return "", errors.New("the caller presented no token to exchange")
 	}
-	key := cacheKey{scope: e.scope, caller: callerIdentity}
-	if tok, ok := e.fresh(key); ok {
-		e.hits.Add(1)
-		e.series.hit()
-		return tok, nil
-	}
-	e.misses.Add(1)
-	e.series.miss()
-	// The exchange is shared by every call of this caller waiting on it, so no one
-	// call's context may cancel it; each waiter still leaves when its own ends.
-	flight := e.flights.DoChan(callerIdentity, func() (any, error) {
-		if tok, ok := e.fresh(key); ok {
-			return tok, nil
-		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
-		defer cancel()
-		return e.exchange(fctx, key, subjectToken)
+	tok, err := e.token(ctx, callerIdentity, func(ctx context.Context, key cacheKey) (string, error) {
+		return e.exchange(ctx, key, subjectToken)
 	})
-	select {
-	case r := <-flight:
-		if r.Err != nil {
-			return "", r.Err
-		}
-		return r.Val.(string), nil
-	case <-ctx.Done():
-		return "", fmt.Errorf("waiting for the token exchange at %s: %w", e.host, ctx.Err())
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return "", fmt.Errorf("waiting for the token exchange at %s: %w", e.host, err)
 	}
-}
-
-func (e *Exchanger) fresh(key cacheKey) (string, bool) {
-	ent, ok := e.cache.get(key)
-	if !ok || e.now().UnixNano() >= ent.expires {
-		return "", false
-	}
-	return ent.token, true
+	return tok, err
 }
 
 // Forget drops the caller's token (a revoked caller, or the remote answered 401 to
 // it): the next call exchanges again.
-func (e *Exchanger) Forget(callerIdentity string) {
-	e.cache.remove(cacheKey{scope: e.scope, caller: callerIdentity})
-}
+func (e *Exchanger) Forget(callerIdentity string) { e.forget(callerIdentity) }
 
 // Len is the number of tokens in the exchanger's cache (all exchangers', when shared).
 func (e *Exchanger) Len() int { return e.cache.Len() }
