@@ -123,8 +123,13 @@ type Keys struct {
 	readAt time.Time
 }
 
-// defaultKeysRefresh is how soon a changed key Secret is read again.
-const defaultKeysRefresh = 30 * time.Second
+// defaultKeysRefresh is how soon a changed key Secret is read again; a missing or
+// unreadable one is read again after missingKeysRefresh, so that a Secret created just
+// after a read is used at once rather than refused for the whole refresh.
+const (
+	defaultKeysRefresh = 30 * time.Second
+	missingKeysRefresh = time.Second
+)
 
 // Ring is the current key ring, or ErrNoKeys.
 func (k *Keys) Ring(ctx context.Context) (*KeyRing, error) {
@@ -133,6 +138,9 @@ func (k *Keys) Ring(ctx context.Context) (*KeyRing, error) {
 	refresh := k.Refresh
 	if refresh == 0 {
 		refresh = defaultKeysRefresh
+	}
+	if k.err != nil {
+		refresh = min(refresh, missingKeysRefresh)
 	}
 	if !k.readAt.IsZero() && time.Since(k.readAt) < refresh {
 		return k.ring, k.err
