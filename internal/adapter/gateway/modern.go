@@ -256,14 +256,9 @@ func (r *remote) forwardModern(ctx context.Context, t *Tool, args []byte, opts m
 // session: do runs with the client in use (the caller's own for an import with
 // callerCredentials), and is retried once as withSession retries.
 func (r *remote) withClient(ctx context.Context, key, name string, do func(context.Context, *mcpclient.Client) (json.RawMessage, error)) (json.RawMessage, *mcpclient.Client, error) {
-	if r.callers != nil {
-		own, err := r.callers.remoteFor(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		r = own
-	} else {
-		r.refresh(false)
+	r, err := r.forCaller(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	for retried := false; ; retried = true {
 		r.mu.Lock()

@@ -571,6 +571,17 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 	}
 }
 
+// forCaller is the remote a request of ctx goes to: for an import with
+// callerCredentials the caller's own, just synced with the parent's files and the
+// caller's credential; otherwise r, its files re-read if they changed.
+func (r *remote) forCaller(ctx context.Context) (*remote, error) {
+	if r.callers != nil {
+		return r.callers.remoteFor(ctx)
+	}
+	r.refresh(false)
+	return r, nil
+}
+
 // withSession runs do on a pooled session, retried at most once on a new session: when
 // the remote provably did not process it (no connection, unknown session, refused
 // credentials that a re-read of the files changed), or refused the connect for
@@ -580,16 +591,9 @@ func (r *remote) forwardOnce(ctx context.Context, t *Tool, args []byte, opts mcp
 // *mcpclient.RPCError), nil otherwise. key and name say in the debug log what was
 // retried.
 func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
-	if r.callers != nil {
-		// The caller's own remote, just synced with the parent's files and the
-		// caller's credential.
-		own, err := r.callers.remoteFor(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		r = own
-	} else {
-		r.refresh(false)
+	r, err = r.forCaller(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	for retried := false; ; retried = true {
 		conn, err := r.acquire(ctx)
