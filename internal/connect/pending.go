@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"golang.org/x/oauth2"
@@ -81,18 +80,11 @@ func startURL(base, digest, nonce string) string {
 // savePending creates a pending connect, or replaces previous (as read: a concurrent
 // change makes this fail rather than be overwritten).
 func (s *Store) savePending(ctx context.Context, name string, p *pending, previous *corev1.Secret) error {
-	keyID, box, err := s.seal(ctx, name, p)
+	secret, err := s.sealedSecret(ctx, name, p, previous, kindPending, p.Import, p.Caller)
 	if err != nil {
 		return err
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
-	if previous != nil {
-		secret = previous.DeepCopy()
-	}
-	secret.Labels = labelsFor(kindPending, p.Import, p.Caller, keyID)
 	secret.Annotations = map[string]string{annotationExpires: p.ExpiresAt.UTC().Format(time.RFC3339)}
-	secret.Type = corev1.SecretTypeOpaque
-	secret.Data = map[string][]byte{dataKey: box}
 	if previous == nil {
 		err = s.Client.Create(ctx, secret)
 	} else {

@@ -212,23 +212,33 @@ func serviceAccountCaller(caller string) (namespace, name, uid string, ok bool) 
 	return namespace, name, uid, true
 }
 
-// save writes caller's account: created, or replacing the Secret last read (update
-// with its resourceVersion, so that a concurrent writer's change is never lost).
-func (s *Store) save(ctx context.Context, acct *Account, previous *corev1.Secret) error {
-	name := AccountName(acct.Import, acct.Caller)
-	keyID, box, err := s.seal(ctx, name, acct)
+// sealedSecret is the Secret named name that holds v encrypted with the newest key:
+// previous (as read, so that its resourceVersion guards the update) or a new one,
+// labelled as kind for import and caller.
+func (s *Store) sealedSecret(ctx context.Context, name string, v any, previous *corev1.Secret, kind, importRef, caller string) (*corev1.Secret, error) {
+	keyID, box, err := s.seal(ctx, name, v)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
 	if previous != nil {
 		secret = previous.DeepCopy()
 	}
-	secret.Labels = labelsFor(kindAccount, acct.Import, acct.Caller, keyID)
-	secret.Labels[LabelState] = StateConnected
-	delete(secret.Annotations, annotationRefreshing)
+	secret.Labels = labelsFor(kind, importRef, caller, keyID)
 	secret.Type = corev1.SecretTypeOpaque
 	secret.Data = map[string][]byte{dataKey: box}
+	return secret, nil
+}
+
+// save writes caller's account: created, or replacing the Secret last read (update
+// with its resourceVersion, so that a concurrent writer's change is never lost).
+func (s *Store) save(ctx context.Context, acct *Account, previous *corev1.Secret) error {
+	secret, err := s.sealedSecret(ctx, AccountName(acct.Import, acct.Caller), acct, previous, kindAccount, acct.Import, acct.Caller)
+	if err != nil {
+		return err
+	}
+	secret.Labels[LabelState] = StateConnected
+	delete(secret.Annotations, annotationRefreshing)
 	if previous == nil {
 		err := s.Client.Create(ctx, secret)
 		if apierrors.IsAlreadyExists(err) {
