@@ -69,7 +69,7 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	got = reconcileImport(t, r, stored)
 	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionSourceAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonProbeTokenEndpointNotAllowed))
 
-	expectNoValueInStatusOrEvents(t, ns, append([]string{clientSecret}, ts.IssuedTokens()...)...)
+	kubekit.ExpectNoValueInStatusOrEvents(t, k8sClient, ns, append([]string{clientSecret}, ts.IssuedTokens()...)...)
 }
 
 // probeCredentials without callerCredentials are refused by the API server: gateways

@@ -104,7 +104,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	g.Expect(newKey).NotTo(Equal(saKey))
 	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
 
-	expectNoValueInStatusOrEvents(t, ns, saValue, oidcValue, newValue)
+	kubekit.ExpectNoValueInStatusOrEvents(t, k8sClient, ns, saValue, oidcValue, newValue)
 
 	// A gateway that no longer serves the import keeps no caller's key.
 	gw, err = getSkillServer(ctx, ns, "gw")()

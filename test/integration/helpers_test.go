@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,38 +302,6 @@ const renewSchemaV2 = `{"type":"object","properties":{"title":{"type":"string"},
 
 func kubernetesReconciler() *controller.SkillServerReconciler {
 	return &controller.SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
-}
-
-// expectNoValueInStatusOrEvents greps every SkillServer's and RemoteToolImport's status,
-// and every event, of the namespace for the exact values.
-func expectNoValueInStatusOrEvents(t *testing.T, ns string, values ...string) {
-	t.Helper()
-	ctx := context.Background()
-	var servers cantusv1alpha1.SkillServerList
-	var imports cantusv1alpha1.RemoteToolImportList
-	var events eventsv1.EventList
-	var legacy corev1.EventList
-	for _, list := range []crclient.ObjectList{&servers, &imports, &events, &legacy} {
-		if err := k8sClient.List(ctx, list, crclient.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var statuses []any
-	for _, s := range servers.Items {
-		statuses = append(statuses, s.Status)
-	}
-	for _, i := range imports.Items {
-		statuses = append(statuses, i.Status)
-	}
-	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range values {
-		if strings.Contains(string(data), v) {
-			t.Errorf("the value %q shows in a status or an event", v)
-		}
-	}
 }
 
 func eventNotes(ctx context.Context, ns, reason string) []string {

@@ -7,13 +7,18 @@ package kubekit
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
 // namespaceTimeout bounds the create and the delete of a namespace.
@@ -39,4 +44,37 @@ func NewNamespace(t testing.TB, c client.Client) string {
 		}
 	})
 	return ns.Name
+}
+
+// ExpectNoValueInStatusOrEvents fails t when any of values shows in the status of a
+// SkillServer or RemoteToolImport of namespace ns, or in an event there: the tests of
+// caller credentials grep them for the exact tokens and secrets they issued.
+func ExpectNoValueInStatusOrEvents(t testing.TB, c client.Client, ns string, values ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var servers cantusv1alpha1.SkillServerList
+	var imports cantusv1alpha1.RemoteToolImportList
+	var events eventsv1.EventList
+	var legacy corev1.EventList
+	for _, list := range []client.ObjectList{&servers, &imports, &events, &legacy} {
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var statuses []any
+	for _, s := range servers.Items {
+		statuses = append(statuses, s.Status)
+	}
+	for _, i := range imports.Items {
+		statuses = append(statuses, i.Status)
+	}
+	data, err := json.Marshal([]any{statuses, events.Items, legacy.Items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if strings.Contains(string(data), v) {
+			t.Errorf("the value %q shows in a status or an event", v)
+		}
+	}
 }
