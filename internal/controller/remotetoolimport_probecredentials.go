@@ -138,9 +138,13 @@ func (r *RemoteToolImportReconciler) probeToken(ctx context.Context, imp *cantus
 	if grant.Audience != "" {
 		cfg.EndpointParams.Set("audience", grant.Audience)
 	}
+	// A transport of its own (the policy's dialer, no proxy), used once per token
+	// lifetime: its connection is closed afterwards rather than left idle.
+	transport := &http.Transport{DialContext: checker.DialContext, Proxy: nil, TLSHandshakeTimeout: timeout}
+	defer transport.CloseIdleConnections()
 	hc := &http.Client{
 		Timeout:       timeout,
-		Transport:     &http.Transport{DialContext: checker.DialContext, Proxy: nil, TLSHandshakeTimeout: timeout},
+		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	token, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, hc))
