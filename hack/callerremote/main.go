@@ -1,7 +1,7 @@
 // Command callerremote serves, for `make demo`, a remote MCP server that knows who calls
 // it and an OAuth token service in front of it, both on loopback: the token service
-// (zitadel's op, internal/testenv/tokenservice) exchanges the cluster's service-account
-// tokens (RFC 8693) for tokens for the remote, and the remote (internal/testenv/whoami)
+// (zitadel's op, test/testenv/tokenservice) exchanges the cluster's service-account
+// tokens (RFC 8693) for tokens for the remote, and the remote (test/testenv/whoami)
 // checks every token and answers its whoami tool with the subject (and actor) it saw.
 // It also takes static API keys, for the per-caller Secret import and the operator's
 // probe. With -connect-redirect it also serves a second remote, an RFC 9728 protected
@@ -34,8 +34,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 func main() {

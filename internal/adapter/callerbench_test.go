@@ -22,8 +22,8 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 // BenchmarkCallerCredentialsGateway prints what acting as each caller costs a gateway,

@@ -21,8 +21,8 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
 	"github.com/cantus-dev/cantus-operator/test/peers"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 const gatewayConnectToken = "gateway-connect-sa-token-7731"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
+	"github.com/cantus-dev/cantus-operator/test/testenv/dualera"
 )
 
 // BenchmarkDualEraGateway_CallAgainstAReverseProxy prints the throughput of a

@@ -16,8 +16,8 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/test/testenv/dualera"
 )
 
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`

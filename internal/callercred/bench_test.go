@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 )
 
 // BenchmarkCallerCredentialsExchangeCache is the cost of a call's credential when the

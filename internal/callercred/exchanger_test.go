@@ -26,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 )
 
 const (

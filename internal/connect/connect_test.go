@@ -31,7 +31,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/catalog"
 	"github.com/cantus-dev/cantus-operator/internal/connect"
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 var k8s client.Client

@@ -10,9 +10,9 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 // A status computed from an object older than the stored one (the API server answers

@@ -11,7 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	. "github.com/cantus-dev/cantus-operator/internal/mcpclient"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/dualera"
+	"github.com/cantus-dev/cantus-operator/test/testenv/dualera"
 )
 
 func sortedToolNames(tools []Tool) []string {

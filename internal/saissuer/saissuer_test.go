@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 // The keys come from a real API server: envtest's kube-apiserver signs service-account

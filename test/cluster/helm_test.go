@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 // The Helm chart, rendered for the image the node runs, is accepted by the node's API

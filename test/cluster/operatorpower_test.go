@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 // operatorCredentialsTestAgent marks this test's requests in the audit log, which

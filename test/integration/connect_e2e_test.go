@@ -43,11 +43,11 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 // connectLink finds the connect link in what a caller was told.

@@ -17,8 +17,8 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 // oidcGatewayAudience is the audience the OIDC gateway's callers' tokens are for.

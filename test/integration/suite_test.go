@@ -28,9 +28,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
-	"github.com/cantus-dev/cantus-operator/internal/testenv"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
+	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 var (

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 )
 
 // documentServer serves a Client ID Metadata Document over HTTPS at /client.json, made

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/internal/testenv/whoami"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 const redirect = "http://127.0.0.1:9/callback"

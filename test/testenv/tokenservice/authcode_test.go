@@ -15,7 +15,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.org/x/oauth2"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
-	"github.com/cantus-dev/cantus-operator/internal/testenv/tokenservice"
+	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 )
 
 // post sends a token request form as any OAuth client would, and decodes the answer.

@@ -322,7 +322,7 @@ func defaultScope(next http.Handler) http.Handler {
 }
 
 const (
-	tokenPath = "/oauth/token" //nolint:gosec // G101: a URL path, not a credential
+	tokenPath = "/oauth/token"
 	keysPath  = "/keys"
 )
 
