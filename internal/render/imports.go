@@ -68,6 +68,9 @@ type Imports struct {
 	// Withheld names the imported tools not served because their new or changed
 	// definitions wait for approval at their import (spec.approval.mode Manual).
 	Withheld []string
+	// RenamedAppTools names the served tools that open an MCP App view and are served
+	// under another name than their remote's: the view's own calls use the remote's.
+	RenamedAppTools []string
 	// CallerCredentials is true when an import the server names has
 	// spec.callerCredentials; CallerCredentialsRefused names those not served because
 	// the server cannot act for its callers there.
@@ -154,6 +157,10 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 		served := cantusv1alpha1.ServedTool{Name: name, Source: "import:" + c.spec.Name}
 		if name != c.tool.Name {
 			served.RemoteName = c.tool.Name
+			if view := appView(c.tool); view != "" {
+				out.report.RenamedAppTools = append(out.report.RenamedAppTools,
+					fmt.Sprintf("%q (remote %q of import %s, view %s)", adapterconfig.ClipName(name), adapterconfig.ClipName(c.tool.Name), c.spec.Name, adapterconfig.ClipName(view)))
+			}
 		}
 		out.report.Served = append(out.report.Served, served)
 	}
