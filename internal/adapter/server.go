@@ -120,6 +120,8 @@ type Server struct {
 	auth *access.Authenticator
 	// filter lets in the callers auth accepts and cuts their lists.
 	filter *admission.Filter
+	// found are the tools find_tools found for each session (Search mode).
+	found *foundTools
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
 	// shutdown closes them only after the calls are done.
@@ -225,6 +227,7 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		Config: &s.cfg, Filter: s.filter, Log: s.log, Subscriptions: s.subscriptions,
 		PostToBackend: s.postToBackend, Streamable: func() bool { return s.streamable != nil },
 	})
+	s.found = newFoundTools()
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
