@@ -239,12 +239,12 @@ YAML
   inspector "${desk}" --method tools/list | grep '"name"'
   echo "-- find_tools: \"a customer wants their money back for order 1042\""
   inspector "${desk}" --method tools/call --tool-name find_tools \
-    --tool-arg 'query="a customer wants their money back for order 1042"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | head -n 2
+    --tool-arg 'query="a customer wants their money back for order 1042"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | awk '!seen[$0]++' | head -n 2
   echo "-- call_tool refund_order"
   inspector "${desk}" --method tools/call --tool-name call_tool --tool-arg 'name="refund_order"' --tool-arg 'arguments={"order":"1042"}'
   echo "-- find_tools: \"check whether the library has the book Solaris\" (an imported tool)"
   inspector "${desk}" --method tools/call --tool-name find_tools \
-    --tool-arg 'query="check whether the library has the book Solaris"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | head -n 2
+    --tool-arg 'query="check whether the library has the book Solaris"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | awk '!seen[$0]++' | head -n 2
   echo "-- call_tool lib_search_book"
   inspector "${desk}" --method tools/call --tool-name call_tool --tool-arg 'name="lib_search_book"' --tool-arg 'arguments={"title":"Solaris"}'
 }
