@@ -263,8 +263,6 @@ func Open(cfg Config) (*Store, error) {
 // interrupted after its change (settleIntent), measures the memories and purges
 // the trash.
 func (s *Store) recover() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	unlock, err := s.lockExclusive()
 	if err != nil {
 		return err
