@@ -614,22 +614,11 @@ func (r *SkillServerReconciler) watchContent(mgr ctrl.Manager, b *builder.Builde
 }
 
 func (r *SkillServerReconciler) serversReadingContent(ctx context.Context, cm client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{contentConfigMapIndex: cm.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a content ConfigMap")
-		return nil
-	}
-	return requestsFor(list.Items)
+	return r.serversIndexed(ctx, cm, contentConfigMapIndex, cm.GetName(), "that read a content ConfigMap")
 }
 
 func (r *SkillServerReconciler) serversWithImageSkills(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that mount skills from images")
-		return nil
-	}
-	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
-		return !dependsOnPolicyMode(&ss) && !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
+	return r.serversWhere(ctx, "that mount skills from images", func(ss *cantusv1alpha1.SkillServer) bool {
+		return dependsOnPolicyMode(ss) || slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
 	})
-	return requestsFor(list.Items)
 }
