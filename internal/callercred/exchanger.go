@@ -58,6 +58,20 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// withDefaults fills in what o leaves to its defaults.
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.RefreshBefore <= 0 {
+		o.RefreshBefore = DefaultRefreshBefore
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
 // Stats are an exchanger's counts since it was made.
 type Stats struct {
 	Hits, Misses uint64
@@ -97,9 +111,7 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 	if err := checkClient(cfg); err != nil {
 		return nil, err
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
+	o = o.withDefaults()
 	hc, err := httpClient(cfg.Addresses, cfg.CAFile, o.Timeout)
 	if err != nil {
 		return nil, err
@@ -118,29 +130,16 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 			clientID: cfg.ClientID, secretFile: cfg.ClientSecretFile, keyFile: cfg.PrivateKeyFile,
 			audience: cmpOr(cfg.Issuer, cfg.TokenEndpoint),
 		},
-		lookup: lookup{
-			scope:   strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00"),
-			cache:   o.Cache,
-			timeout: o.Timeout,
-			now:     o.Now,
-		},
 	}
 	if e.maxTTL <= 0 {
 		e.maxTTL = DefaultMaxCacheTTL
 	}
-	if e.refresh <= 0 {
-		e.refresh = DefaultRefreshBefore
+	remote := cmpOr(o.Name, withoutQuery(cfg.Resource))
+	scope := strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00")
+	if err := e.lookup.init(scope, remote, o); err != nil {
+		return nil, err
 	}
-	if e.now == nil {
-		e.now = time.Now
-	}
-	if e.cache == nil {
-		if e.cache, err = NewCache(o.CacheSize, o.Metrics); err != nil {
-			return nil, err
-		}
-	}
-	e.series = o.Metrics.series(cmpOr(o.Name, withoutQuery(cfg.Resource)))
-	e.counted = e.series
+	e.series = o.Metrics.series(remote)
 	return e, nil
 }
 
