@@ -237,7 +237,7 @@ func (c *Connector) interpret(status int, answer *adapterconfig.ConnectTokenResp
 		return "", 0, &ConnectError{Host: c.host, Status: status, err: errors.New("the answer is not a connect token response")}
 	}
 	secrets := []string{bearer, answer.AccessToken}
-	return "", 0, &ConnectError{Host: c.host, Status: status, Code: clip(redact(answer.Error, secrets)), Message: clip(redact(answer.Message, secrets))}
+	return "", 0, &ConnectError{Host: c.host, Status: status, Code: clipped(redact(answer.Error, secrets)), Message: clipped(redact(answer.Message, secrets))}
 }
 
 // connectRequired checks the connect URL the operator gave: the caller is sent to it,
@@ -252,7 +252,7 @@ func (c *Connector) connectRequired(answer *adapterconfig.ConnectTokenResponse) 
 	if answer.ExpiresIn > 0 {
 		expires = c.now().Add(time.Duration(answer.ExpiresIn) * time.Second)
 	}
-	return &ConnectRequired{Import: c.importRef, URL: answer.ConnectURL, Expires: expires, Message: clip(answer.Message)}
+	return &ConnectRequired{Import: c.importRef, URL: answer.ConnectURL, Expires: expires, Message: clipped(answer.Message)}
 }
 
 // transportError keeps the network's words but not the URL's query (there is none to

@@ -267,7 +267,7 @@ func (e *Exchanger) check(resp *oidc.TokenExchangeResponse, subjectToken, actor 
 	case resp.IssuedTokenType != "" && resp.IssuedTokenType != oidc.AccessTokenType && resp.IssuedTokenType != oidc.JWTTokenType:
 		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's issued_token_type is %q, not an access token", resp.IssuedTokenType)}
 	case resp.TokenType != "" && !strings.EqualFold(resp.TokenType, oidc.BearerToken):
-		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's token_type is %q, not Bearer", clip(resp.TokenType))}
+		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's token_type is %q, not Bearer", clipped(resp.TokenType))}
 	case resp.AccessToken == subjectToken || (actor != "" && resp.AccessToken == actor):
 		return &ExchangeError{Host: e.host, err: ErrPassThrough}
 	case sharesAudience(resp.AccessToken, subjectToken):
