@@ -128,7 +128,7 @@ func NewConnector(importRef string, cfg *adapterconfig.Connect, o Options) (*Con
 		maxTTL: DefaultConnectMaxCacheTTL, refresh: o.RefreshBefore, httpClient: hc, refused: refused,
 	}
 	remote := cmpOr(o.Name, importRef)
-	if err := c.lookup.init("connect\x00"+cfg.Endpoint+"\x00"+importRef, remote, o); err != nil {
+	if err := c.initLookup("connect\x00"+cfg.Endpoint+"\x00"+importRef, remote, o); err != nil {
 		return nil, err
 	}
 	c.series = o.Metrics.connectSeries(remote)

@@ -136,7 +136,7 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 	}
 	remote := cmpOr(o.Name, withoutQuery(cfg.Resource))
 	scope := strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00")
-	if err := e.lookup.init(scope, remote, o); err != nil {
+	if err := e.initLookup(scope, remote, o); err != nil {
 		return nil, err
 	}
 	e.series = o.Metrics.series(remote)

@@ -23,10 +23,10 @@ type lookup struct {
 	hits, misses atomic.Uint64
 }
 
-// init readies the lookup of an owner whose cache keys start with scope and whose
+// initLookup readies the lookup of an owner whose cache keys start with scope and whose
 // metrics are labelled remote; o has its defaults (withDefaults). Without a shared
 // cache the owner gets one of its own.
-func (l *lookup) init(scope, remote string, o Options) error {
+func (l *lookup) initLookup(scope, remote string, o Options) error {
 	l.scope, l.timeout, l.now = scope, o.Timeout, o.Now
 	l.counted = o.Metrics.lookupSeries(remote)
 	l.cache = o.Cache
