@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +28,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
-	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // Paths inside the adapter container.
@@ -319,7 +319,7 @@ func (k *Kubernetes) tracingEnvFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.E
 	env["OTEL_RESOURCE_ATTRIBUTES"] = attrs
 	env["OTEL_SERVICE_NAME"] = "cantus-adapter"
 	out := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(env))
-	for _, name := range tracing.SortedNames(env) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, corev1ac.EnvVar().WithName(name).WithValue(env[name]))
 	}
 	return out
