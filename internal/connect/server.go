@@ -267,12 +267,7 @@ func GatewayServiceAccount(ss *cantusv1alpha1.SkillServer) string {
 }
 
 func splitServiceAccountUser(username string) (namespace, name string, ok bool) {
-	rest, found := strings.CutPrefix(username, "system:serviceaccount:")
-	if !found {
-		return "", "", false
-	}
-	namespace, name, ok = strings.Cut(rest, ":")
-	return namespace, name, ok && namespace != "" && name != ""
+	return cutPair(username, "system:serviceaccount:", ":")
 }
 
 // checkCaller refuses callers connect mode does not serve: OIDC callers whose identity
