@@ -238,12 +238,7 @@ func (r *SkillServerReconciler) serversUsingCallerSecret(ctx context.Context, se
 	if !ok || name == "" {
 		return nil
 	}
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{importRefIndex: name}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
-		return nil
-	}
-	return requestsFor(list.Items)
+	return r.serversIndexed(ctx, secret, importRefIndex, name, "that re-export an import")
 }
 
 // serversOfCaller are the servers that gather a per-caller Secret naming the service

@@ -126,9 +126,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	before := ss.DeepCopy()
 	defer func() {
 		summarizeSkillServerReady(ss)
-		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
-		result, retErr = requeueIfStale(ctx, result, retErr)
-		retErr = stalledAsTerminal(before, ss, result, retErr)
+		result, retErr = r.statusWriter().finish(ctx, before, ss, skillServerStatus, result, retErr)
 		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)
@@ -333,24 +331,13 @@ func authSecrets(obj client.Object) []string {
 }
 
 func (r *SkillServerReconciler) serversReadingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{authSecretIndex: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a Secret")
-		return nil
-	}
-	return append(requestsFor(list.Items), r.serversUsingCallerSecret(ctx, secret)...)
+	return append(r.serversIndexed(ctx, secret, authSecretIndex, secret.GetName(), "that read a Secret"), r.serversUsingCallerSecret(ctx, secret)...)
 }
 
 // serversTrustingServiceAccounts are every server that accepts service-account tokens,
 // after the cluster issuer's keys rotated.
 func (r *SkillServerReconciler) serversTrustingServiceAccounts(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that accept service-account tokens")
-		return nil
-	}
-	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool { return !render.ServesServiceAccountTokens(&ss) })
-	return requestsFor(list.Items)
+	return r.serversWhere(ctx, "that accept service-account tokens", render.ServesServiceAccountTokens)
 }
 
 const importRefIndex = "cantus.dev/import-refs"
@@ -365,11 +352,31 @@ func importRefs(obj client.Object) []string {
 }
 
 func (r *SkillServerReconciler) serversReexporting(ctx context.Context, imp client.Object) []reconcile.Request {
+	return r.serversIndexed(ctx, imp, importRefIndex, imp.GetName(), "that re-export an import")
+}
+
+// serversIndexed are the SkillServers in obj's namespace whose index holds value: the
+// servers that name obj (a Secret, a content ConfigMap, an import). what ends the log
+// line of a failed list.
+func (r *SkillServerReconciler) serversIndexed(ctx context.Context, obj client.Object, index, value, what string) []reconcile.Request {
 	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(imp.GetNamespace()), client.MatchingFields{importRefIndex: imp.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: value}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers "+what)
 		return nil
 	}
+	return requestsFor(list.Items)
+}
+
+// serversWhere are the SkillServers of every namespace for which concerned is true:
+// those a cluster-wide object (a policy, the issuer's keys) may change. what ends the
+// log line of a failed list.
+func (r *SkillServerReconciler) serversWhere(ctx context.Context, what string, concerned func(*cantusv1alpha1.SkillServer) bool) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers "+what)
+		return nil
+	}
+	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool { return !concerned(&ss) })
 	return requestsFor(list.Items)
 }
 
