@@ -199,8 +199,10 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	hadCatalog := imp.Status.CatalogDigest != ""
 	previous := imp.Status.DeepCopy()
-	tools := filterTools(res.Tools, imp.Spec.Tools)
+	catalog := catalogOf(res).filtered(imp.Spec.Tools)
+	tools := catalog.tools
 	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
+	catalog.record(imp)
 	contentChange := setContentDiscovered(imp, res, tools)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
