@@ -103,10 +103,15 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 		removeCondition(ss, cantusv1alpha1.ConditionImportedToolsServable)
 		return
 	}
-	if len(imports.Skipped) == 0 {
+	switch {
+	case len(imports.Skipped) == 0 && len(imports.NotRelayed) > 0:
+		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonCapabilitiesNotRelayed,
+			fmt.Sprintf("%d imported tools left out because their remotes list them only to clients with capabilities that spec.imports[].relay does not relay (the others are served): %s; relay those to serve them",
+				len(imports.NotRelayed), listAtMost(imports.NotRelayed, 10, "; ")))
+	case len(imports.Skipped) == 0:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable,
 			"every imported tool is served as its remote defined it")
-	} else {
+	default:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped,
 			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s",
 				len(imports.Skipped), listAtMost(imports.Skipped, 10, "; ")))
