@@ -202,8 +202,8 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	catalog := catalogOf(res).filtered(imp.Spec.Tools)
 	tools := catalog.tools
 	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
-	catalog.record(imp)
 	contentChange := setContentDiscovered(imp, res, tools)
+	catalog.record(imp)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))

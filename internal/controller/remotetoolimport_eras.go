@@ -95,10 +95,11 @@ func (c eraCatalog) filtered(f *cantusv1alpha1.ToolFilter) eraCatalog {
 	return c
 }
 
-// digest is status.catalogDigest: that of the tools' definitions, and, when a tool is
-// defined otherwise in 2026-07-28, of those definitions as well.
-func (c eraCatalog) digest() string {
-	main := mcpclient.Digest(c.tools)
+// coverEras makes base, the catalog digest of the tools' (main) definitions and the
+// content, cover the definitions tools have in 2026-07-28 where those differ; base
+// itself when none does, so that no digest changes for a remote that defines its tools
+// alike in both eras.
+func (c eraCatalog) coverEras(base string) string {
 	var others []mcpclient.Tool
 	for _, t := range c.tools {
 		if o, ok := c.other[t.Name]; ok {
@@ -106,16 +107,16 @@ func (c eraCatalog) digest() string {
 		}
 	}
 	if len(others) == 0 {
-		return main
+		return base
 	}
-	return definition.Sum([]any{main, []string{mcpclient.EraModern, mcpclient.Digest(others)}})
+	return definition.Sum([]any{base, []string{mcpclient.EraModern, mcpclient.Digest(others)}})
 }
 
-// record sets what the catalog adds to the status setHandshakeSucceeded wrote of its
-// tools: the catalog digest over every era, and each tool's eras, definition in the
-// other era and needs.
+// record adds what the catalog knows to the status setHandshakeSucceeded and
+// setContentDiscovered wrote: the catalog digest over every era, and each tool's
+// eras, definition in the other era and needs.
 func (c eraCatalog) record(imp *cantusv1alpha1.RemoteToolImport) {
-	imp.Status.CatalogDigest = c.digest()
+	imp.Status.CatalogDigest = c.coverEras(imp.Status.CatalogDigest)
 	c.annotate(imp.Status.Tools, imp.Status.Eras)
 }
 

@@ -10,7 +10,8 @@
 //     elicitation answered, when the retry brings that state back;
 //   - modern_only {}: listed, and callable, only in 2026-07-28; answers "modern";
 //   - versioned {}: listed in every era, described LegacyDescription in 2025-11-25
-//     and ModernDescription in 2026-07-28; answers "versioned";
+//     and ModernDescription in 2026-07-28 (or as DescribeModern says); answers
+//     "versioned";
 //   - region {region}: its argument is marked x-mcp-header "Region" (SEP-2243), so a
 //     call of 2026-07-28 without a matching Mcp-Param-Region header is refused;
 //     answers "region: <region>".
@@ -95,12 +96,28 @@ type Remote struct {
 
 	mu       sync.Mutex
 	requests []Request
+	// modernDescription describes versioned in 2026-07-28 (DescribeModern).
+	modernDescription string
+}
+
+// DescribeModern changes how versioned is described to clients of 2026-07-28 from
+// then on: its definition changes in that era only.
+func (r *Remote) DescribeModern(description string) {
+	r.mu.Lock()
+	r.modernDescription = description
+	r.mu.Unlock()
+}
+
+func (r *Remote) describedModern() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.modernDescription
 }
 
 // Start runs a fixture serving eras until the test ends.
 func Start(t testing.TB, eras Eras) *Remote {
 	t.Helper()
-	r := &Remote{}
+	r := &Remote{modernDescription: ModernDescription}
 	filter := server.WithToolFilter(func(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		modern := server.IsModernRequest(ctx)
 		out := tools[:0:0]
@@ -109,7 +126,7 @@ func Start(t testing.TB, eras Eras) *Remote {
 			case tool.Name == ToolModernOnly && !modern:
 				continue
 			case tool.Name == ToolVersioned && modern:
-				tool.Description = ModernDescription
+				tool.Description = r.describedModern()
 			}
 			out = append(out, tool)
 		}
