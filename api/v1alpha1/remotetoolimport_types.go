@@ -251,8 +251,9 @@ type DiscoveredTool struct {
 	Eras []string `json:"eras,omitempty"`
 	// EraDefinitions are the tool's definitions in the eras whose definition differs
 	// from the one above (which is that of 2025-11-25 when the remote lists the tool
-	// there). Each is digested on its own; the catalog and definitions digests cover
-	// them, so approving a digest approves every era.
+	// there). Each is digested and approved on its own; the catalog and definitions
+	// digests cover them, so approving a digest approves every era, and a change in
+	// one era withholds the tool in that era.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1
 	// +optional
@@ -280,6 +281,10 @@ type EraDefinition struct {
 	Definition *runtime.RawExtension `json:"definition,omitempty"`
 	// Digest is the item digest of that definition.
 	Digest string `json:"digest"`
+	// Approval is that of this definition (see DiscoveredTool.Approval): a gateway
+	// serves the tool in this era only when it is not Pending.
+	// +optional
+	Approval ItemApproval `json:"approval,omitempty"`
 }
 
 // RemoteToolImportStatus is what the operator observed of the remote.

@@ -131,11 +131,13 @@ func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Too
 }
 
 // eraItems are the definitions a tool of the status has in other eras, as approval
-// sees them: each shares the tool's approval state.
+// sees them: each approved on its own (a gateway serves the tool in an era whose
+// definition is pending to nobody).
 func eraItems(d *cantusv1alpha1.DiscoveredTool) []servedItem {
 	out := make([]servedItem, 0, len(d.EraDefinitions))
-	for _, e := range d.EraDefinitions {
-		it := servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: d.Name, Digest: e.Digest, Era: e.Era}, state: &d.Approval}
+	for i := range d.EraDefinitions {
+		e := &d.EraDefinitions[i]
+		it := servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: d.Name, Digest: e.Digest, Era: e.Era}, state: &e.Approval}
 		if e.Definition != nil {
 			t := mcpclient.Tool{Name: d.Name, Raw: e.Definition.Raw}
 			it.approved.Members, it.texts = t.MemberDigests(), t.MemberTexts()
@@ -225,22 +227,9 @@ func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.
 		approvedByKey[approvedKey(it)] = it
 	}
 	for _, it := range seen.items {
-		approved := false
+		*it.state = cantusv1alpha1.ItemPending
 		if a, ok := approvedByKey[approvedKey(it.approved)]; ok && a.Digest == it.approved.Digest {
-			approved = true
-		}
-		switch {
-		case it.approved.Era != "":
-			// The item's definition in another era shares its state: it is served
-			// (in either era) only when both are approved. Its main definition comes
-			// first in seen.items.
-			if !approved {
-				*it.state = cantusv1alpha1.ItemPending
-			}
-		case approved:
 			*it.state = cantusv1alpha1.ItemApproved
-		default:
-			*it.state = cantusv1alpha1.ItemPending
 		}
 	}
 	changes := definitionChanges(seen, approvedByKey, oldTexts(before, prev, approvedByKey))

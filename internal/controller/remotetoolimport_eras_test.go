@@ -86,7 +86,8 @@ func TestImportOfDualEraRemote_ListsTheUnionOfBothErasTools(t *testing.T) {
 
 // In Manual mode one definitions digest approves the tools of both eras, the
 // definition a tool has in 2026-07-28 among them; a change of that definition alone
-// is withheld until approved again, and status.approval.changes names its era.
+// is withheld (in that era) until approved again, and status.approval.changes names
+// its era.
 func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithheld(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -108,6 +109,9 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	g.Expect(approved).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved))
 	for _, tool := range approved.Status.Tools {
 		g.Expect(tool.Approval).To(Equal(cantusv1alpha1.ItemApproved), "tool %s", tool.Name)
+		for _, def := range tool.EraDefinitions {
+			g.Expect(def.Approval).To(Equal(cantusv1alpha1.ItemApproved), "tool %s in %s", tool.Name, def.Era)
+		}
 	}
 	g.Expect(approved.Status.Approval.Approved).To(ContainElement(And(
 		HaveField("Name", dualera.ToolVersioned), HaveField("Era", mcpclient.EraModern))), "the 2026-07-28 definition is among the approved items")
@@ -116,8 +120,10 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	changed := reconcileImport(t, r, approved)
 	g.Expect(changed).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, cantusv1alpha1.ReasonChangePending))
 	tools := statusToolsByName(changed)
-	g.Expect(tools[dualera.ToolVersioned].Approval).To(Equal(cantusv1alpha1.ItemPending))
-	g.Expect(tools[dualera.ToolVersioned].Description).To(Equal(dualera.LegacyDescription), "its 2025-11-25 definition did not change")
+	versioned := tools[dualera.ToolVersioned]
+	g.Expect(versioned.EraDefinitions[0].Approval).To(Equal(cantusv1alpha1.ItemPending), "its 2026-07-28 definition is withheld")
+	g.Expect(versioned.Approval).To(Equal(cantusv1alpha1.ItemApproved), "its 2025-11-25 definition did not change")
+	g.Expect(versioned.Description).To(Equal(dualera.LegacyDescription))
 	g.Expect(tools[dualera.ToolEcho].Approval).To(Equal(cantusv1alpha1.ItemApproved))
 	g.Expect(changed.Status.Approval.Changes).To(ConsistOf(And(HaveField("Name", dualera.ToolVersioned), HaveField("Era", mcpclient.EraModern),
 		HaveField("Change", cantusv1alpha1.DefinitionChanged))))

@@ -28,15 +28,15 @@ func erasOf(imp *cantusv1alpha1.RemoteToolImport) []string {
 // toolEras are the eras of served (those the gateway may call the import in) that the
 // remote lists the tool in, and its definition in 2026-07-28 where that differs from
 // its main one. A tool whose definition of 2026-07-28 the status left out (too large)
-// is not served in that era, unless it is listed in no other.
+// or that waits for approval is not served in that era.
 func toolEras(d cantusv1alpha1.DiscoveredTool, served []string) ([]string, json.RawMessage) {
 	if len(d.Eras) == 0 || len(served) == 0 {
 		return served, nil
 	}
 	var modern json.RawMessage
 	for _, e := range d.EraDefinitions {
-		if e.Era == adapterconfig.EraModern && e.Definition != nil {
-			modern = eraDefinition(d, e.Definition.Raw)
+		if e.Era == adapterconfig.EraModern && e.Definition != nil && e.Approval != cantusv1alpha1.ItemPending {
+			modern = eraDefinition(e, e.Definition.Raw)
 		}
 	}
 	missing := modern == nil && slices.ContainsFunc(d.EraDefinitions, func(e cantusv1alpha1.EraDefinition) bool { return e.Era == adapterconfig.EraModern })
@@ -56,15 +56,15 @@ func toolEras(d cantusv1alpha1.DiscoveredTool, served []string) ([]string, json.
 }
 
 // eraDefinition is what a gateway serves of a tool's definition of another era: the
-// entry without its name, and, for an approved tool, only the members its digest
-// covers.
-func eraDefinition(d cantusv1alpha1.DiscoveredTool, raw json.RawMessage) json.RawMessage {
+// entry without its name, and, when that definition was approved, only the members its
+// digest covers.
+func eraDefinition(e cantusv1alpha1.EraDefinition, raw json.RawMessage) json.RawMessage {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(raw, &members) != nil || members == nil {
 		return nil
 	}
 	delete(members, "name")
-	if d.Approval == cantusv1alpha1.ItemApproved {
+	if e.Approval == cantusv1alpha1.ItemApproved {
 		members = approvedMembers(definition.ToolKind, members)
 	}
 	out, err := json.Marshal(members)

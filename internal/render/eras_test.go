@@ -92,3 +92,32 @@ func TestReexport_LeavesOutToolsNeedingCapabilitiesTheImportDoesNotRelay(t *test
 		t.Errorf("not relayed %q, want %q", out.report.NotRelayed, want)
 	}
 }
+
+// A tool whose 2026-07-28 definition waits for approval is served in 2025-11-25 only,
+// with its approved definition there; approved, the 2026-07-28 one is served with the
+// members its digest covers.
+func TestReexport_WithholdsAPendingDefinitionInItsEraOnly(t *testing.T) {
+	both := []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	imp := readyImportOf("dual", "versioned")
+	imp.Status.Eras = both
+	tool := &imp.Status.Tools[0]
+	tool.Eras, tool.Approval = both, cantusv1alpha1.ItemApproved
+	tool.EraDefinitions = []cantusv1alpha1.EraDefinition{{Era: adapterconfig.EraModern, Digest: "d", Approval: cantusv1alpha1.ItemPending,
+		Definition: &runtime.RawExtension{Raw: []byte(`{"name":"versioned","description":"modern","inputSchema":{"type":"object"},"x-extra":1}`)}}}
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "dual"}}
+	render := func() *adapterconfig.RemoteBackend {
+		out := reexport(ss, map[string]*cantusv1alpha1.RemoteToolImport{"dual": imp}, nil)
+		if len(out.tools) != 1 {
+			t.Fatalf("served %d tools, want versioned", len(out.tools))
+		}
+		return out.tools[0].Remote
+	}
+	if b := render(); !slices.Equal(b.Eras, []string{adapterconfig.EraLegacy}) || len(b.ModernDefinition) != 0 || b.ListedTo(adapterconfig.EraModern) {
+		t.Errorf("pending: eras %v, modern definition %s; want 2025-11-25 only", b.Eras, b.ModernDefinition)
+	}
+	tool.EraDefinitions[0].Approval = cantusv1alpha1.ItemApproved
+	if b := render(); !slices.Equal(b.Eras, both) || string(b.ModernDefinition) != `{"description":"modern","inputSchema":{"type":"object"}}` {
+		t.Errorf("approved: eras %v, modern definition %s; want both, without the member no digest covers", b.Eras, b.ModernDefinition)
+	}
+}
