@@ -63,7 +63,7 @@ func TestToolNeeds_ListsOnceMoreWhenNothingDependsOnCapabilities(t *testing.T) {
 	}
 }
 
-// A listing that fails fails the search, as any failure of the handshake does.
+// A failed listing ends the search with its error, as any failure of the handshake does.
 func TestToolNeeds_AFailedListingIsReported(t *testing.T) {
 	boom := errors.New("boom")
 	failing := func(context.Context, []string) ([]Tool, error) { return nil, boom }
