@@ -55,7 +55,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				s.serveListen(w, r, gb, body, msg.ID, next)
 				return
 			}
-			if defs := s.state.Load().defs; len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
+			if defs := s.state.Load().definitionsFor(r); len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
 				lw := gateway.NewListAnswerWriter(w, defs)
 				defer lw.Finish()
 				w = lw
@@ -269,4 +269,14 @@ func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.C
 func (g *gatewayServer) ServerInfo() json.RawMessage {
 	info, _ := json.Marshal(mcp.Implementation{Name: g.cfg.Server.Name, Version: g.cfg.Server.Version})
 	return info
+}
+
+// definitionsFor are the imported tools' entries listed to the caller of r: those of
+// protocol 2026-07-28 to a caller of that era (by its MCP-Protocol-Version, which
+// mcp-go checks against the request's _meta).
+func (set *toolSet) definitionsFor(r *http.Request) gateway.Definitions {
+	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+		return set.modernDefs
+	}
+	return set.defs
 }

@@ -237,8 +237,10 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 type toolSet struct {
 	tools  []*compiledTool // config order
 	byName map[string]*compiledTool
-	// defs are the imported tools' tools/list entries, as their remotes defined them.
-	defs gateway.Definitions
+	// defs are the imported tools' tools/list entries, as their remotes defined them;
+	// modernDefs those listed to callers of protocol 2026-07-28 (defs where no remote
+	// defines a tool otherwise in that era).
+	defs, modernDefs gateway.Definitions
 	// remote is true when a tool forwards to a remote.
 	remote bool
 	// withheld maps the tools withheld until their definitions are approved to the
@@ -251,6 +253,7 @@ type toolSet struct {
 func newToolSet(tools []*compiledTool, withheld []adapterconfig.WithheldTool) *toolSet {
 	remotes := gatewayToolsOf(tools)
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
+	set.modernDefs = gateway.ModernDefinitionsOf(remotes, set.defs)
 	for _, t := range tools {
 		set.byName[t.Name] = t
 	}
@@ -369,6 +372,24 @@ func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
 	return listed
 }
 
+// listedInEra leaves out of a tools/list answer the imported tools the caller's
+// protocol era does not list: their remotes list them only in the other era.
+func (s *Server) listedInEra(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	set := s.state.Load()
+	if !set.remote {
+		return tools
+	}
+	era := gateway.CallerEra(ctx)
+	listed := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		if ct := set.byName[t.Name]; ct != nil && ct.Remote != nil && !ct.Remote.ListedTo(era) {
+			continue
+		}
+		listed = append(listed, t)
+	}
+	return listed
+}
+
 // toolHandler serves a call of a configured tool, looked up in the current set at call
 // time.
 func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
@@ -438,7 +459,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.listedInMode(ctx, s.listedTools(result.Tools))
+		result.Tools = s.listedInMode(ctx, s.listedInEra(ctx, s.listedTools(result.Tools)))
 	})
 	if s.declared != nil {
 		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {

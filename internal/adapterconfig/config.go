@@ -293,6 +293,15 @@ type RemoteBackend struct {
 	// as for every remote before eras were recorded. A caller is forwarded in its
 	// own era where the remote serves it, and translated into the other otherwise.
 	Eras []string `json:"eras,omitempty"`
+	// RemoteEras are the eras the remote serves at all (its import's status.eras);
+	// empty: Eras. A tool the remote does not list in an era it serves (Eras lacks it)
+	// is not listed to, nor called by, callers of that era: the remote lists it only
+	// to the other. Callers of an era the remote does not serve get the tool
+	// translated.
+	RemoteEras []string `json:"remoteEras,omitempty"`
+	// ModernDefinition is the remote's definition of the tool in EraModern where it
+	// differs from Definition: tools/list serves it to the callers of that era.
+	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
 }
 
 // Protocol eras of a remote (RemoteBackend.Eras): EraLegacy is the newest revision
@@ -310,6 +319,20 @@ func (r *RemoteBackend) ServesModern() bool {
 // ServesLegacy says whether the remote serves the tool in EraLegacy.
 func (r *RemoteBackend) ServesLegacy() bool {
 	return len(r.Eras) == 0 || slices.Contains(r.Eras, EraLegacy)
+}
+
+// ListedTo says whether the tool is listed to (and may be called by) a caller of era:
+// the remote lists it in that era, or does not serve that era at all (the caller is
+// then translated into the remote's).
+func (r *RemoteBackend) ListedTo(era string) bool {
+	served := r.RemoteEras
+	if len(served) == 0 {
+		served = r.Eras
+	}
+	if era == EraModern {
+		return r.ServesModern() || !slices.Contains(served, EraModern) || r.Transport == TransportSSE
+	}
+	return r.ServesLegacy() || !slices.Contains(served, EraLegacy)
 }
 
 // The requests a remote may have relayed to the caller (RemoteBackend.Relay), named

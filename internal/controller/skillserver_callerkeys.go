@@ -204,6 +204,23 @@ func (r *SkillServerReconciler) announceSkipped(ss *cantusv1alpha1.SkillServer, 
 	}
 }
 
+// announceNotRelayed tells, once per change, which imported tools are left out because
+// their remote lists them only to clients with capabilities the import does not relay
+// (ImportedToolsServable names them too).
+func (r *SkillServerReconciler) announceNotRelayed(ss *cantusv1alpha1.SkillServer, tools []string) {
+	sum := sha256.Sum256([]byte(strings.Join(tools, "\n")))
+	digest := hex.EncodeToString(sum[:8])
+	key := client.ObjectKeyFromObject(ss)
+	if previous, _ := r.notRelayedTools.Swap(key, digest); previous == digest || (previous == nil && len(tools) == 0) {
+		return
+	}
+	if len(tools) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(ss, nil, corev1.EventTypeWarning, cantusv1alpha1.ReasonCapabilitiesNotRelayed, "Reconcile",
+			"%d imported tools are not served: their remotes list them only to clients with capabilities spec.imports[].relay does not relay: %s",
+			len(tools), listAtMost(tools, 10, "; "))
+	}
+}
+
 // setCallerCredentialsReady says whether the gateway can act for its callers at every
 // import it serves with spec.callerCredentials; absent when none has any.
 func setCallerCredentialsReady(ss *cantusv1alpha1.SkillServer, report render.Imports, keys callerKeys) {

@@ -80,6 +80,9 @@ type SkillServerReconciler struct {
 	// skippedCallerKeys holds, per server, a digest of the per-caller Secrets last
 	// announced as not used, so that the event is sent once per change.
 	skippedCallerKeys sync.Map
+	// notRelayedTools holds, per server, a digest of the imported tools last announced
+	// as left out for capabilities their import does not relay.
+	notRelayedTools sync.Map
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -157,6 +160,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.announceNotRelayed(ss, rendered.Report.Imports.NotRelayed)
 	if !setRendered(ss, rendered.Report, rendered.Config != nil) {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.

@@ -514,6 +514,11 @@ func (r *remote) close() {
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
 func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	if era := CallerEra(ctx); !t.Backend.ListedTo(era) {
+		// Not listed to this caller: its remote lists the tool only in the other era.
+		return mcp.NewToolResultError(fmt.Sprintf("tool %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of %s",
+			t.Name, era, t.Backend.Import, otherEra(era)))
+	}
 	if ours, declined := t.connectRetry(ctx, req); ours {
 		if declined {
 			return mcp.NewToolResultError(fmt.Sprintf("%s: the user declined to connect an account for import %s, so the call cannot act as them; nothing was sent to the remote",
@@ -526,6 +531,14 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 		return t.callModern(ctx, req, args)
 	}
 	return t.callLegacy(ctx, req, args)
+}
+
+// otherEra is the era that is not era.
+func otherEra(era string) string {
+	if era == adapterconfig.EraModern {
+		return adapterconfig.EraLegacy
+	}
+	return adapterconfig.EraModern
 }
 
 // callLegacy forwards a call on the remote's 2025-11-25 session (a caller of
