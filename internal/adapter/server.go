@@ -197,12 +197,8 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		s.declared = gateway.NewDeclared()
 	}
 	s.remotes.LimitCallerShare(share)
-	if cfg.RequestStateKeyFile != "" {
-		key, err := gateway.ReadRequestStateKey(cfg.RequestStateKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		s.remotes.UseRequestStateKey(key)
+	if err := s.remotes.UseRequestStateKeyFile(cfg.RequestStateKeyFile); err != nil {
+		return nil, err
 	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {

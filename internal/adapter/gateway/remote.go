@@ -87,7 +87,9 @@ type Pool struct {
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: newStateSealer()}, tokens: tokens}
+	states := newStateSealer()
+	states.log = log
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
