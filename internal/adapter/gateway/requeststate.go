@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // When a remote answers a forwarded call with an input-required result (protocol
@@ -40,7 +42,7 @@ import (
 const (
 	requestStatePrefix = "cantus-mrtr."
 	// requestStateTTL is how long a caller has to answer what a remote asked.
-	requestStateTTL = 10 * time.Minute
+	requestStateTTL = adapterconfig.RequestStateTTL
 	// maxUsedRequestStates bounds the states a replica remembers as used.
 	maxUsedRequestStates = 1 << 16
 	// MinRequestStateKeyBytes is the shortest key a key file may hold.
@@ -51,10 +53,6 @@ const (
 	// maxRemoteStateBytes bounds the remote's state a sealed state carries.
 	maxRemoteStateBytes = 16 << 10
 )
-
-// RequestStateTTL is how long a requestState the gateway gives stays good: a key
-// rotated away must keep opening states for this long.
-const RequestStateTTL = requestStateTTL
 
 // MarkerInputRefused begins the error result of a retry whose requestState the gateway
 // refuses.
