@@ -142,6 +142,10 @@ func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Co
 		if s.declared != nil {
 			ctx = gateway.WithDeclared(ctx, s.declared)
 		}
+		if id := presentedSessionID(r); id != "" && sessionsBound(&s.cfg) {
+			// Its remote calls go on upstream sessions of this session's own.
+			ctx = gateway.WithDownstreamSession(ctx, id)
+		}
 	}
 	return callContext(ctx, r)
 }

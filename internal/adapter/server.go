@@ -439,6 +439,13 @@ func (s *Server) listHooks() *server.Hooks {
 			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
 		})
 	}
+	if sessionsBound(&s.cfg) {
+		// A session that ended (DELETE, a closed sse stream, mcp-go's idle sweep) ends
+		// its upstream sessions.
+		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
+			s.remotes.EndSession(session.SessionID())
+		})
+	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
