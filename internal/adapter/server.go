@@ -445,6 +445,15 @@ func (s *Server) listHooks() *server.Hooks {
 		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
 			s.remotes.EndSession(session.SessionID())
 		})
+		// Every answer on a session comes as an event stream, as remotes on the
+		// official SDKs answer: each event has an id in the session's event store, so a
+		// client whose connection broke resumes with Last-Event-ID, and several POSTs
+		// are several streams (SEP-1699). A gateway thereby answers as its remotes do.
+		hooks.AddOnRegisterSession(func(_ context.Context, session server.ClientSession) {
+			if streamable, ok := session.(server.SessionWithStreamableHTTPConfig); ok {
+				streamable.UpgradeToSSEWhenReceiveNotification()
+			}
+		})
 	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
