@@ -87,6 +87,9 @@ func WithBearerToken(token string) Option {
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
 	cfg adapterconfig.Config
+	// eventStore keeps the events of a stateful streamable HTTP server's streams; nil
+	// otherwise.
+	eventStore *eventstore.Store
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
 	// content serves what is served besides tools (skills, resources, prompts);
@@ -500,7 +503,8 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Resumable streams: a client whose connection broke resumes with
 			// Last-Event-ID; the store is bounded, since a session a client abandons
 			// without DELETE keeps recording.
-			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
+			s.eventStore = eventstore.New(eventstore.Limits{})
+			opts = append(opts, server.WithEventStore(s.eventStore))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))
