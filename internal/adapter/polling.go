@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -47,10 +48,21 @@ func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve fun
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	ctx = mcpclient.WithStreamPaused(eventstore.WithPriming(ctx, priming), pw.pause)
 	done := make(chan struct{})
+	var panicked any
 	go func() {
 		defer close(done)
 		defer s.eventStore.Finish(sessionID, priming)
 		defer cancel()
+		defer func() {
+			// Handed to the request's goroutine, where net/http handles it as ever;
+			// after a pause, the request is over and the panic is logged here.
+			if v := recover(); v != nil {
+				panicked = v
+				if err, isErr := v.(error); pw.end() && (!isErr || !errors.Is(err, http.ErrAbortHandler)) {
+					s.log.Error(fmt.Errorf("%v", v), "a call whose stream was ended to poll panicked", "stack", string(debug.Stack()))
+				}
+			}
+		}()
 		serve(pw, r.WithContext(ctx))
 	}()
 	select {
@@ -58,11 +70,16 @@ func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve fun
 	case <-r.Context().Done():
 		cancel()
 		pw.end()
+		return
 	case retry := <-pw.paused:
-		if id := s.eventStore.Prime(sessionID, priming); id == "" || !pw.endWithPriming(id, retry) {
-			// The call ended meanwhile, or its answer is no event stream: served whole.
-			<-done
+		if id := s.eventStore.Prime(sessionID, priming); id != "" && pw.endWithPriming(id, retry) {
+			return
 		}
+		// The call ended meanwhile, or its answer is no event stream: served whole.
+		<-done
+	}
+	if panicked != nil {
+		panic(panicked)
 	}
 }
 
@@ -156,9 +173,11 @@ func (p *pausableWriter) endWithPriming(id string, retry time.Duration) bool {
 	return true
 }
 
-// end stops every later write: the request is over.
-func (p *pausableWriter) end() {
+// end stops every later write: the request is over. It reports whether the stream was
+// ended already.
+func (p *pausableWriter) end() (already bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ended = true
+	already, p.ended = p.ended, true
+	return already
 }
