@@ -87,6 +87,9 @@ func WithBearerToken(token string) Option {
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
 	cfg adapterconfig.Config
+	// eventStore keeps the events of a stateful streamable HTTP server's streams; nil
+	// otherwise.
+	eventStore *eventstore.Store
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
 	// content serves what is served besides tools (skills, resources, prompts);
@@ -199,12 +202,8 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		s.declared = gateway.NewDeclared()
 	}
 	s.remotes.LimitCallerShare(share)
-	if cfg.RequestStateKeyFile != "" {
-		key, err := gateway.ReadRequestStateKey(cfg.RequestStateKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		s.remotes.UseRequestStateKey(key)
+	if err := s.remotes.UseRequestStateKeyFile(cfg.RequestStateKeyFile); err != nil {
+		return nil, err
 	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
@@ -467,6 +466,22 @@ func (s *Server) listHooks() *server.Hooks {
 			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
 		})
 	}
+	if sessionsBound(&s.cfg) {
+		// A session that ended (DELETE, a closed sse stream, mcp-go's idle sweep) ends
+		// its upstream sessions.
+		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
+			s.remotes.EndSession(session.SessionID())
+		})
+		// Every answer on a session comes as an event stream, as remotes on the
+		// official SDKs answer: each event has an id in the session's event store, so a
+		// client whose connection broke resumes with Last-Event-ID, and several POSTs
+		// are several streams (SEP-1699). A gateway thereby answers as its remotes do.
+		hooks.AddOnRegisterSession(func(_ context.Context, session server.ClientSession) {
+			if streamable, ok := session.(server.SessionWithStreamableHTTPConfig); ok {
+				streamable.UpgradeToSSEWhenReceiveNotification()
+			}
+		})
+	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
@@ -512,7 +527,8 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Resumable streams: a client whose connection broke resumes with
 			// Last-Event-ID; the store is bounded, since a session a client abandons
 			// without DELETE keeps recording.
-			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
+			s.eventStore = eventstore.New(eventstore.Limits{})
+			opts = append(opts, server.WithEventStore(s.eventStore))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))

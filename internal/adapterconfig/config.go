@@ -47,6 +47,9 @@ type Config struct {
 	// reads the same key (a Secret), so a caller's retry may land on any of them.
 	// Unset, each process makes a random key, and a retry must reach the replica that
 	// asked.
+	// The file holds one key per line: the first seals, every one opens (a key rotated
+	// away stays for RequestStateTTL, so that the states it sealed still open). A
+	// changed file is read again without a restart.
 	RequestStateKeyFile string `json:"requestStateKeyFile,omitempty"`
 	// BearerTokenFile, when set, is a file holding the tokens clients may present, one
 	// per line, so that an old and a new token overlap while clients move over. A
@@ -396,3 +399,7 @@ func Load(path string) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// RequestStateTTL is how long a requestState a gateway gives a caller stays good: a key
+// rotated away must keep opening states for this long.
+const RequestStateTTL = 10 * time.Minute

@@ -62,7 +62,7 @@ func eraDescription(t *testing.T, tool cantusv1alpha1.DiscoveredTool, era string
 func TestImportOfDualEraRemote_ListsTheUnionOfBothErasTools(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
 	imp := newImport(ns, "dual", remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
@@ -92,7 +92,7 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
 	r := importReconciler()
 	imp := newImport(ns, "dual", remote.URL)

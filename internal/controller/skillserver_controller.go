@@ -166,7 +166,7 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 		// keeps running the last good config, so nothing is lost.
 		return ctrl.Result{}, nil
 	}
-	observed, err := r.apply(ctx, ss, inputs, rendered, content)
+	observed, keysDue, err := r.apply(ctx, ss, inputs, rendered, content)
 	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
 		// Someone else's object is not watched: look again now and then, without the
 		// error backoff's churn.
@@ -183,18 +183,24 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	setObserved(ss, observed, rendered.Hash, rendered.Report.Imports.Served)
 	setDiscovery(ss, rendered.Config)
 	retry := r.verifyIfNeeded(ctx, ss, observed, rendered.Config, verified)
-	return ctrl.Result{RequeueAfter: retry}, nil
+	return ctrl.Result{RequeueAfter: sooner(retry, keysDue)}, nil
 }
 
-// apply writes the caller-keys Secret, which the pods mount, and then the workload.
-func (r *SkillServerReconciler) apply(ctx context.Context, ss *cantusv1alpha1.SkillServer, inputs render.Inputs, rendered render.Result, content contentRender) (workload.Observation, error) {
+// apply writes the caller-keys and request state Secrets, which the pods mount, and
+// then the workload. keysDue is when a rotated request state key is to be dropped.
+func (r *SkillServerReconciler) apply(ctx context.Context, ss *cantusv1alpha1.SkillServer, inputs render.Inputs, rendered render.Result, content contentRender) (_ workload.Observation, keysDue time.Duration, _ error) {
 	if err := r.applyCallerKeys(ctx, ss, inputs.Imports, rendered.Report.Imports); err != nil {
-		return workload.Observation{}, err
+		return workload.Observation{}, 0, err
 	}
-	return r.applyWorkload(ctx, workload.Desired{
+	keysDue, err := r.applyRequestStateKeys(ctx, ss)
+	if err != nil {
+		return workload.Observation{}, 0, err
+	}
+	observed, err := r.applyWorkload(ctx, workload.Desired{
 		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
 		ImageSkills: content.content.ImageSkills,
 	}, content)
+	return observed, keysDue, err
 }
 
 // inputsOf gathers what rendering reads from the cluster: the imports the server
@@ -335,7 +341,7 @@ func authSecrets(obj client.Object) []string {
 }
 
 func (r *SkillServerReconciler) serversReadingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	return append(r.serversIndexed(ctx, secret, authSecretIndex, secret.GetName(), "that read a Secret"), r.serversUsingCallerSecret(ctx, secret)...)
+	return slices.Concat(r.serversIndexed(ctx, secret, authSecretIndex, secret.GetName(), "that read a Secret"), r.serversUsingCallerSecret(ctx, secret), serverOfRequestStateSecret(secret))
 }
 
 // serversTrustingServiceAccounts are every server that accepts service-account tokens,
