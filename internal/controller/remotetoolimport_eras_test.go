@@ -23,3 +23,17 @@ func TestHandshakeSucceeded_RecordsTheErasOfTheProbe(t *testing.T) {
 		t.Errorf("status.eras %v after a 2025-11-25-only probe, want that era", imp.Status.Eras)
 	}
 }
+
+// A successful handshake records the extensions the remote announced in either era,
+// sorted and once each: those of server/discover (the Tasks extension) with those of
+// initialize.
+func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
+	imp := &cantusv1alpha1.RemoteToolImport{}
+	res := &mcpclient.Result{Eras: mcpclient.Eras(), Extensions: []string{"io.modelcontextprotocol/skills"},
+		ModernExtensions: []string{"io.modelcontextprotocol/tasks", "io.modelcontextprotocol/skills"}}
+	setHandshakeSucceeded(imp, res, nil, time.Now())
+	want := []string{"io.modelcontextprotocol/skills", "io.modelcontextprotocol/tasks"}
+	if got := imp.Status.ServerInfo.Extensions; !slices.Equal(got, want) {
+		t.Errorf("serverInfo.extensions %v, want %v", got, want)
+	}
+}

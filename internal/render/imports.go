@@ -367,6 +367,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		Timeout:   adapterconfig.Duration{Duration: DefaultRemoteCallTimeout},
 		Eras:      erasOf(imp),
 	}
+	b.Extensions = extensionsOf(imp)
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
 	} else {
