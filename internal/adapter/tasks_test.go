@@ -346,3 +346,24 @@ func TestTasksGateway_CallerThatDidNotDeclareTheExtensionGetsNoTask(t *testing.T
 		t.Errorf("a remote that did not advertise tasks got %+v and the caller %s, want the extension not declared upstream", calls, raw)
 	}
 }
+
+// A request about a task whose Mcp-Name or Mcp-Method header disagrees with its body is
+// refused -32020 (SEP-2243), and the remote never sees it.
+func TestTasksGateway_TaskRequestWhoseHeadersDisagreeIsRefused(t *testing.T) {
+	remote := taskremote.Start(t)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, taskTools(remote.URL)...))
+	c := taskCaller{url: gw.baseURL, declares: true}
+	handle := c.call(t).TaskID
+	status, raw, failed := c.send(t, "tasks/get", "another-task", `"taskId":`+mustJSON(handle))
+	if failed == nil || failed.Code != -32020 || status != http.StatusBadRequest {
+		t.Errorf("a poll naming another task in Mcp-Name got HTTP %d %s %+v, want -32020", status, raw, failed)
+	}
+	c.headers = map[string]string{"Mcp-Method": "tools/call"}
+	status, raw, failed = c.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
+	if failed == nil || failed.Code != -32020 || status != http.StatusBadRequest {
+		t.Errorf("a poll whose Mcp-Method says tools/call got HTTP %d %s %+v, want -32020", status, raw, failed)
+	}
+	if n := len(remote.Requests("tasks/get")); n != 0 {
+		t.Errorf("the remote got %d polls, want none", n)
+	}
+}

@@ -287,6 +287,9 @@ func ServeTask(w http.ResponseWriter, r *http.Request, body []byte, srv Server) 
 	case !modernProtocol(r) || version != r.Header.Get(mcp.HeaderProtocolVersion):
 		a.fail(mcp.INVALID_REQUEST, "a task is reached in protocol 2026-07-28: the MCP-Protocol-Version header and the _meta's protocolVersion must name it", nil)
 		return true
+	case r.Header.Get(mcp.HeaderMethod) != req.Method || r.Header.Get(mcp.HeaderName) != req.Params.TaskID:
+		a.fail(mcp.HEADER_MISMATCH, "the Mcp-Method and Mcp-Name headers must name the request's method and taskId (SEP-2243)", nil)
+		return true
 	case !declaresTasks(&caps):
 		a.fail(mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, req.Method+" needs the "+ExtensionTasks+" extension, which this request's _meta did not declare",
 			map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionTasks: map[string]any{}}}})
@@ -379,9 +382,11 @@ func (t *Tool) taskAnswer(method string, raw json.RawMessage, handle string, cli
 	_ = json.Unmarshal(members["status"], &status)
 	switch status {
 	case statusInputRequired:
-		if err := t.checkTaskInputRequests(members["inputRequests"]); err != nil {
+		requests, err := t.taskInputRequests(members["inputRequests"])
+		if err != nil {
 			return nil, err
 		}
+		members["inputRequests"] = requests
 	case statusCompleted:
 		if failed, ok := failedToolResult(members["result"], client); ok {
 			members["result"] = failed
@@ -390,21 +395,33 @@ func (t *Tool) taskAnswer(method string, raw json.RawMessage, handle string, cli
 	return json.Marshal(members)
 }
 
-// checkTaskInputRequests refuses input requests a task asks of its caller that the
-// import does not relay, as a forwarded call's are refused.
-func (t *Tool) checkTaskInputRequests(raw json.RawMessage) error {
-	var requests map[string]struct {
-		Method string `json:"method"`
-	}
+// taskInputRequests are the input requests a task asks of its caller as the caller
+// gets them: refused unless the import relays each one's kind, and a sampling request
+// with includeContext "none", as askCaller passes an input-required result's on.
+func (t *Tool) taskInputRequests(raw json.RawMessage) (json.RawMessage, error) {
+	var requests map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &requests); err != nil {
-		return fmt.Errorf("the remote's task asks for input the gateway cannot pass on: %s", clip.Line(err.Error(), 200))
+		return nil, fmt.Errorf("the remote's task asks for input the gateway cannot pass on: %s", clip.Line(err.Error(), 200))
 	}
-	for _, input := range requests {
-		if kind := relayedMethods[input.Method]; kind == "" || !slices.Contains(t.Backend.Relay, kind) {
-			return errors.New(t.unrelayed(input.Method).Message)
+	for key, rawRequest := range requests {
+		var input mcp.InputRequest
+		if err := json.Unmarshal(rawRequest, &input); err != nil {
+			return nil, fmt.Errorf("the remote's task asks for input the gateway cannot pass on: %s", clip.Line(err.Error(), 200))
 		}
+		if kind := relayedMethods[string(input.Method)]; kind == "" || !slices.Contains(t.Backend.Relay, kind) {
+			return nil, errors.New(t.unrelayed(string(input.Method)).Message)
+		}
+		if input.Sampling == nil {
+			continue // passed on as the remote sent it
+		}
+		input.Sampling.IncludeContext = "none"
+		encoded, err := json.Marshal(input)
+		if err != nil {
+			return nil, err
+		}
+		requests[key] = encoded
 	}
-	return nil
+	return json.Marshal(requests)
 }
 
 // failedToolResult is a task's result raw marked as remoteResult marks a failed one;
@@ -438,7 +455,8 @@ type taskAnswer struct {
 }
 
 // fail answers with the JSON-RPC error code, message and data (nil for none); HTTP 400
-// for a missing capability, as SEP-2575 answers it.
+// for a missing capability and for headers that do not match the body, as SEP-2575
+// and SEP-2243 answer them.
 func (a taskAnswer) fail(code int, message string, data any) {
 	details := map[string]any{"code": code, "message": message}
 	if data != nil {
@@ -449,7 +467,7 @@ func (a taskAnswer) fail(code int, message string, data any) {
 		return
 	}
 	status := http.StatusOK
-	if code == mcp.MISSING_REQUIRED_CLIENT_CAPABILITY {
+	if code == mcp.MISSING_REQUIRED_CLIENT_CAPABILITY || code == mcp.HEADER_MISMATCH {
 		status = http.StatusBadRequest
 	}
 	a.w.Header().Set("Content-Type", "application/json")
