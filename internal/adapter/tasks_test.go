@@ -280,7 +280,8 @@ func TestTasksGateway_HandleOfAnotherCallerIsRefused(t *testing.T) {
 	}
 }
 
-// A handle altered in any part, or made up, is refused, and the remote never sees it.
+// A handle altered in any part, made up, or a taskId that is no handle is refused, and
+// the remote never sees it.
 func TestTasksGateway_TamperedHandleIsRefused(t *testing.T) {
 	remote := taskremote.Start(t)
 	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, taskTools(remote.URL)...))
@@ -302,6 +303,7 @@ func TestTasksGateway_TamperedHandleIsRefused(t *testing.T) {
 		"payload changed": "cantus-task." + base64.RawURLEncoding.EncodeToString(altered) + "." + mac,
 		"mac changed":     "cantus-task." + body + "." + strings.Repeat("A", len(mac)),
 		"made up":         "cantus-task.e30.AAAA",
+		"not a handle":    "a-task-of-the-remote",
 	}
 	for what, bad := range forged {
 		_, raw, failed := c.send(t, "tasks/get", bad, `"taskId":`+mustJSON(bad))
@@ -335,6 +337,9 @@ func TestTasksGateway_CallerThatDidNotDeclareTheExtensionGetsNoTask(t *testing.T
 		status, _, failed := taskCaller{url: gw.baseURL}.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
 		if failed == nil || failed.Code != -32021 || status != http.StatusBadRequest || !strings.Contains(string(failed.Data), adapterconfig.ExtensionTasks) {
 			t.Errorf("relay %v: an undeclared poll got HTTP %d %+v, want -32021 naming the extension", relay, status, failed)
+		}
+		if _, _, failed := (taskCaller{url: gw.baseURL}).send(t, "tasks/cancel", "gate-test", `"taskId":"gate-test"`); failed == nil || failed.Code != -32021 {
+			t.Errorf("relay %v: an undeclared cancel of an unknown task got %+v, want -32021", relay, failed)
 		}
 	}
 	remote := taskremote.Start(t)

@@ -267,15 +267,17 @@ func isTaskMethod(method string) bool {
 }
 
 // ServeTask answers body, the POST of r, when it is a tasks/get, tasks/update or
-// tasks/cancel of a task handle (a taskId this gateway handed out), and reports
-// whether it did; anything else it leaves to mcp-go, writing nothing.
+// tasks/cancel of protocol 2026-07-28, and reports whether it did. The tasks of that
+// era a gateway knows are those it handed out (handles); a request about any other
+// taskId, or one that does not declare the extension, is refused as the extension
+// says. Requests of older eras it leaves to mcp-go, writing nothing: mcp-go has the
+// tasks of 2025-11-25 of its own.
 func ServeTask(w http.ResponseWriter, r *http.Request, body []byte, srv Server) bool {
-	if !bytes.Contains(body, []byte(taskHandlePrefix)) {
+	if !modernProtocol(r) || !bytes.Contains(body, []byte("tasks/")) {
 		return false
 	}
 	var req taskRequest
-	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || !ValidRequestID(req.ID) || !isTaskMethod(req.Method) ||
-		!strings.HasPrefix(req.Params.TaskID, taskHandlePrefix) {
+	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || !ValidRequestID(req.ID) || !isTaskMethod(req.Method) {
 		return false
 	}
 	a := taskAnswer{w: w, id: req.ID}
@@ -284,8 +286,8 @@ func ServeTask(w http.ResponseWriter, r *http.Request, body []byte, srv Server) 
 	_ = json.Unmarshal(req.Params.Meta[mcp.MetaKeyProtocolVersion], &version)
 	_ = json.Unmarshal(req.Params.Meta[mcp.MetaKeyClientCapabilities], &caps)
 	switch {
-	case !modernProtocol(r) || version != r.Header.Get(mcp.HeaderProtocolVersion):
-		a.fail(mcp.INVALID_REQUEST, "a task is reached in protocol 2026-07-28: the MCP-Protocol-Version header and the _meta's protocolVersion must name it", nil)
+	case version != r.Header.Get(mcp.HeaderProtocolVersion):
+		a.fail(mcp.HEADER_MISMATCH, "the MCP-Protocol-Version header and the _meta's protocolVersion must name the same version", nil)
 		return true
 	case r.Header.Get(mcp.HeaderMethod) != req.Method || r.Header.Get(mcp.HeaderName) != req.Params.TaskID:
 		a.fail(mcp.HEADER_MISMATCH, "the Mcp-Method and Mcp-Name headers must name the request's method and taskId (SEP-2243)", nil)
@@ -296,14 +298,17 @@ func ServeTask(w http.ResponseWriter, r *http.Request, body []byte, srv Server) 
 		return true
 	}
 	peeked, ok := peekTask(req.Params.TaskID)
+	if !strings.HasPrefix(req.Params.TaskID, taskHandlePrefix) {
+		ok = false
+	}
 	t := srv.RemoteTool(peeked.Tool)
 	if !ok || t == nil || !t.Backend.ServesTasks() {
-		a.fail(mcp.INVALID_PARAMS, "Failed to find the task: "+errTaskForged.Error(), nil)
+		a.fail(mcp.INVALID_PARAMS, "Failed to retrieve the task: "+errTaskForged.Error(), nil)
 		return true
 	}
 	remoteID, err := t.remote.relay.states.openTask(req.Params.TaskID, callerOf(r.Context()), t)
 	if err != nil {
-		a.fail(mcp.INVALID_PARAMS, "Failed to find the task: "+err.Error(), nil)
+		a.fail(mcp.INVALID_PARAMS, "Failed to retrieve the task: "+err.Error(), nil)
 		return true
 	}
 	relayed := relayedCapabilities(&caps, t.Backend.Relay)
