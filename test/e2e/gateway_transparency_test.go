@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +44,21 @@ var statelessMayRefuse = map[string]struct {
 // fixtureGaps are the scenarios the conformance fixture does not pass directly, and
 // why. The test fails when one of them starts passing (so the list stays true), and
 // still requires every check that passes directly to pass through the gateways.
-var fixtureGaps = map[string]string{}
+var fixtureGaps = map[string]string{
+	"tasks-lifecycle":              gapNoTasks,
+	"tasks-capability-negotiation": gapNoTasks,
+	"tasks-wire-fields":            gapNoTasks,
+	"tasks-request-state-removal":  gapNoTasks,
+	"tasks-mrtr-input":             gapNoTasks,
+	"tasks-request-headers":        gapNoTasks,
+	"tasks-dispatch-and-envelope":  gapNoTasks,
+	"tasks-required-task-error":    gapNoTasks,
+	"tasks-mrtr-composition":       gapNoTasks,
+	"tasks-status-notifications":   "the scenario records only a SKIPPED check, against any server",
+}
+
+// gapNoTasks: the fixture does not implement the Tasks extension yet.
+const gapNoTasks = "the fixture does not serve the io.modelcontextprotocol/tasks extension (SEP-2663) yet: mcp-go v1.2.1 has only the experimental tasks of 2025-11-25"
 
 // gatewayGap is a scenario a gateway fails today although it passes directly: what
 // the gateway does wrong, per kind of gateway ("" where that gateway passes).
@@ -53,7 +66,47 @@ type gatewayGap struct{ stateful, stateless string }
 
 // knownGaps are today's real gateway failures, each with its diagnosis. They are
 // logged, not failed; a gap that closes fails the test until it is taken off the list.
-var knownGaps = map[string]gatewayGap{}
+var knownGaps = map[string]gatewayGap{
+	"server-stateless": {stateful: gapModernOnlyAndListChanged, stateless: gapModernOnlyAndListChanged},
+	// The relaying path loses notifications; the same import without relay passes
+	// all three through (checked by hand on both gateways).
+	"tools-call-with-logging":  {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
+	"tools-call-with-progress": {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
+	// The input-required tools and prompt are listed only to 2026-07-28 clients.
+	"input-required-result-basic-elicitation":       {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-basic-sampling":          {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-basic-list-roots":        {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-request-state":           {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-multiple-input-requests": {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-multi-round":             {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-missing-input-response":  {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-non-tool-request":        {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-result-type":             {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-tampered-state":          {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-capability-check":        {stateful: gapModernOnly, stateless: gapModernOnly},
+	"input-required-result-ignore-extra-params":     {stateful: gapModernOnly, stateless: gapModernOnly},
+	"server-sse-polling": {stateful: "the gateway resumes the remote's closed stream itself (mcpclient, session.go: the resumed event stream) " +
+		"and answers its caller's POST with JSON: no priming event, no retry field, no close, so server-sse-priming-event, " +
+		"server-sse-retry-field and server-sse-disconnect-resume are not reached (issue 37 item 3: resumable streams through the gateway)"},
+}
+
+// The diagnoses of knownGaps shared by several scenarios.
+const (
+	gapModernOnly = "the import serves only what the remote lists to a 2025-11-25 client: mcpclient.Probe takes Tools and Content " +
+		"from the 2025-11-25 session (internal/mcpclient/probe.go:111-117; ModernTools is recorded but unused), the controller " +
+		"records those (remotetoolimport_controller.go:202, filterTools(res.Tools)) and the renderer serves status.tools " +
+		"(internal/render/imports.go:119), so the tools and the prompt the remote lists only in 2026-07-28 answer \"not found\" " +
+		"(issue 37 item 1)"
+	gapModernOnlyAndListChanged = gapModernOnly + "; sep-2575-server-rejects-undeclared-capability, -missing-capability-http-400, " +
+		"-http-server-no-independent-requests-on-stream and -server-no-log-without-loglevel call such tools. Besides, the two " +
+		"list-changed SHOULD checks warn: the gateway serves the lists of its config and passes the remote's list_changed to " +
+		"no listen stream, and the operator does not yet keep a stream to the import and re-probe on list_changed (issue 37 clarifications)"
+	gapRelayLosesNotifications = "an import with relay calls the remote on a goroutine of its own (internal/adapter/gateway/relay.go:164-170) " +
+		"and passes its notifications on only while a round's forwarder is stored (relay.go:174-180), which await stores after the " +
+		"call has started (relay.go:227) and clears when the answer comes (relay.go:229): 1 or 2 of the 3 notifications/message " +
+		"or notifications/progress the tool sends never reach the caller (seen: the first, the middle or the last). The same " +
+		"import without relay (remote.go:538-540, forwarder set before the call) passes all three"
+)
 
 // TestGatewayTransparency runs every server scenario of the conformance suite against
 // the project's dual-era conformance fixture directly, then through a stateful and a
@@ -89,14 +142,25 @@ type outcome struct {
 	err    error
 }
 
-// passes says the scenario passed: at least one check, none failed or warned.
+// summary lists the checks as ID=STATUS, for the log.
+func (o outcome) summary() string {
+	parts := make([]string, 0, len(o.checks))
+	for _, c := range o.checks {
+		parts = append(parts, c.ID+"="+c.Status)
+	}
+	return strings.Join(parts, " ")
+}
+
+// passes says the scenario passed: a check succeeded and none failed or warned (a run
+// of INFO and SKIPPED checks only tested nothing).
 func (o outcome) passes() bool {
-	if o.err != nil || len(o.checks) == 0 {
+	if o.err != nil {
 		return false
 	}
-	return !slices.ContainsFunc(o.checks, func(c peers.Check) bool {
-		return c.Status == peers.CheckFailure || c.Status == peers.CheckWarning
-	})
+	return slices.ContainsFunc(o.checks, func(c peers.Check) bool { return c.Status == peers.CheckSuccess }) &&
+		!slices.ContainsFunc(o.checks, func(c peers.Check) bool {
+			return c.Status == peers.CheckFailure || c.Status == peers.CheckWarning
+		})
 }
 
 // lost are the checks that pass in direct and do not pass in o, except those in
@@ -148,6 +212,9 @@ func (o outcome) describe(id string) string {
 // gap or fixture gap that no longer is one.
 func judgeTransparency(t *testing.T, scenario string, runs map[string]outcome) {
 	direct := runs[targetDirect]
+	for _, target := range []string{targetDirect, targetStateful, targetStateless} {
+		t.Logf("%s %s", target, runs[target].summary())
+	}
 	why, isFixtureGap := fixtureGaps[scenario]
 	switch {
 	case direct.err != nil:
@@ -202,34 +269,41 @@ func problems(o outcome) []string {
 	return out
 }
 
-// transparencyParallelism bounds the suite's processes running at once.
-const transparencyParallelism = 6
-
-// runEverywhere runs every scenario against every target, a few at a time, and
-// returns the outcomes by scenario and target.
+// runEverywhere runs the whole suite against every target at once (one process per
+// target: a process per scenario costs minutes of CPU) and returns the outcomes by
+// scenario and target.
 func runEverywhere(t *testing.T, ctx context.Context, scenarios []string, targets map[string]string) map[string]map[string]outcome {
 	t.Helper()
 	runner := peers.NewConformanceRunner(t)
+	type suiteRun struct {
+		target string
+		checks map[string][]peers.Check
+		err    error
+		took   time.Duration
+	}
+	runs := make(chan suiteRun, len(targets))
+	for target, url := range targets {
+		go func() {
+			began := time.Now()
+			checks, err := runner.RunSuite(ctx, url)
+			runs <- suiteRun{target: target, checks: checks, err: err, took: time.Since(began)}
+		}()
+	}
 	results := map[string]map[string]outcome{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, transparencyParallelism)
 	for _, scenario := range scenarios {
 		results[scenario] = map[string]outcome{}
-		for target, url := range targets {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				checks, err := runner.Run(ctx, url, scenario)
-				mu.Lock()
-				results[scenario][target] = outcome{checks: checks, err: err}
-				mu.Unlock()
-			}()
+	}
+	for range targets {
+		run := <-runs
+		t.Logf("the suite against %s took %s", run.target, run.took.Round(100*time.Millisecond))
+		for _, scenario := range scenarios {
+			o := outcome{checks: run.checks[scenario], err: run.err}
+			if run.err == nil && o.checks == nil {
+				o.err = fmt.Errorf("the suite left no checks for %s", scenario)
+			}
+			results[scenario][run.target] = o
 		}
 	}
-	wg.Wait()
 	return results
 }
 
@@ -261,7 +335,8 @@ func transparencyTable(scenarios []string, results map[string]map[string]outcome
 	return b.String()
 }
 
-// cellOf says how a run that did not pass went: F failures, W warnings, of N checks.
+// cellOf says how a run that did not pass went: F failures, W warnings, of N checks;
+// "untested" when it recorded only INFO and SKIPPED checks.
 func cellOf(o outcome) string {
 	if o.err != nil {
 		return "error"
@@ -269,6 +344,9 @@ func cellOf(o outcome) string {
 	counts := map[string]int{}
 	for _, c := range o.checks {
 		counts[c.Status]++
+	}
+	if counts[peers.CheckSuccess]+counts[peers.CheckFailure]+counts[peers.CheckWarning] == 0 {
+		return "untested"
 	}
 	return fmt.Sprintf("%dF%dW/%d", counts[peers.CheckFailure], counts[peers.CheckWarning], len(o.checks))
 }

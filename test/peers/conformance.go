@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -79,23 +80,55 @@ func NewConformanceRunner(t testing.TB) *ConformanceRunner {
 func (c *ConformanceRunner) Run(ctx context.Context, url, scenario string) ([]Check, error) {
 	out := c.dir()
 	r := run(ctx, out, nil, c.node, c.cli, "server", "--url", url, "--scenario", scenario, "-o", out)
-	checks, _, err := readChecksOf(out, fmt.Sprintf("conformance scenario %s against %s", scenario, url), r)
+	checks, _, err := readChecksOf(out, fmt.Sprintf("conformance scenario %s against %s", scenario, url), r, "*")
 	return checks, err
+}
+
+// RunSuite runs every server scenario of the suite (--suite all) against url in one
+// process, which is far quicker than a process per scenario, and returns the checks of
+// each scenario by its name.
+func (c *ConformanceRunner) RunSuite(ctx context.Context, url string) (map[string][]Check, error) {
+	out := c.dir()
+	r := run(ctx, out, nil, c.node, c.cli, "server", "--url", url, "--suite", "all", "-o", out)
+	dirs, _ := filepath.Glob(filepath.Join(out, "server-*"))
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("the conformance suite against %s left no scenario folders in %s:\n%s", url, out, r.describe())
+	}
+	byScenario := map[string][]Check{}
+	for _, dir := range dirs {
+		name := suiteScenarioName(filepath.Base(dir))
+		checks, _, err := readChecksOf(filepath.Dir(dir), "conformance scenario "+name+" against "+url, r, filepath.Base(dir))
+		if err != nil {
+			return nil, err
+		}
+		byScenario[name] = append(byScenario[name], checks...)
+	}
+	return byScenario, nil
+}
+
+// suiteTimestamp ends the folder of each scenario a suite run writes:
+// server-<scenario>-2026-12-06T18-49-59-189Z.
+var suiteTimestamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$`)
+
+// suiteScenarioName is the scenario a suite run's folder holds.
+func suiteScenarioName(folder string) string {
+	return suiteTimestamp.ReplaceAllString(strings.TrimPrefix(folder, "server-"), "")
 }
 
 // readChecks reads every checks.json a conformance run left under dir and returns the
 // checks and the files they came from; a run that left none fails the test.
 func readChecks(t testing.TB, dir, what string, r result) ([]Check, []string) {
 	t.Helper()
-	checks, files, err := readChecksOf(dir, what, r)
+	checks, files, err := readChecksOf(dir, what, r, "*")
 	if err != nil {
 		t.Fatalf("peers: %v", err)
 	}
 	return checks, files
 }
 
-func readChecksOf(dir, what string, r result) ([]Check, []string, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+// readChecksOf reads the checks.json of the folders of dir that match glob.
+func readChecksOf(dir, what string, r result, glob string) ([]Check, []string, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, glob, "checks.json"))
 	if len(files) == 0 {
 		return nil, nil, fmt.Errorf("%s left no checks.json in %s:\n%s", what, dir, r.describe())
 	}

@@ -74,6 +74,8 @@ type Remote struct {
 	mcp *server.MCPServer
 	// key signs the requestState of the tampered-state tool.
 	key []byte
+	// reconnections are the calls of test_reconnection awaiting their resumption.
+	reconnections reconnections
 }
 
 // Start runs the fixture until the test ends.
@@ -106,7 +108,8 @@ func Start(t testing.TB) *Remote {
 	r.addModernTools()
 	r.addResources()
 	r.addPrompts()
-	handler := server.NewStreamableHTTPServer(r.mcp, server.WithEventStore(server.NewInMemoryEventStore()))
+	// Stateful: a terminated session is remembered and answered 404 (server-session-lifecycle).
+	handler := server.NewStreamableHTTPServer(r.mcp, server.WithStateful(true), server.WithEventStore(server.NewInMemoryEventStore()))
 	srv := httptest.NewServer(r.intercept(handler))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -164,8 +167,18 @@ func (r *Remote) addContentTools() {
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultError("This tool intentionally returns an error for testing"), nil
 		})
+	// Answered before mcp-go for a session (polling.go); mcp-go answers other callers.
+	s.AddTool(mcp.NewTool(reconnectionTool, mcp.WithDescription("Closes its stream mid-call; the result comes when the client resumes (SEP-1699).")),
+		text(reconnectionText))
 	s.AddTool(mcp.NewTool("test_tool_with_logging", mcp.WithDescription("Logs three messages while it runs.")), logThrice)
 	s.AddTool(mcp.NewTool("test_tool_with_progress", mcp.WithDescription("Reports progress 0, 50 and 100 of 100.")), reportProgress)
+	// SEP-2243: region travels in the Mcp-Param-Region header too, which a call of
+	// 2026-07-28 must repeat exactly (http-custom-header-server-validation).
+	s.AddTool(mcp.NewToolWithRawSchema("test_custom_header", "Answers the region it was called for; the region is repeated in a header.",
+		[]byte(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`)),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("region: " + req.GetString("region", "")), nil
+		})
 	s.AddTool(mcp.NewToolWithRawSchema("json_schema_2020_12_tool", "Has an input schema of JSON Schema 2020-12 (SEP-1613, SEP-2106).", []byte(schema2020)),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			args, _ := json.Marshal(req.GetArguments())

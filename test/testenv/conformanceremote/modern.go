@@ -195,11 +195,15 @@ func listChanged(method mcp.MCPMethod) server.ToolHandlerFunc {
 	}
 }
 
-// intercept answers, before mcp-go, the two refusals whose JSON-RPC error mcp-go's
-// tool handlers cannot shape: -32021 with data.requiredCapabilities (a handler's error
-// becomes -32603 without data), and -32602 for an altered requestState.
+// intercept answers, before mcp-go, the refusals of 2026-07-28 whose JSON-RPC error
+// mcp-go's handlers cannot shape: -32021 with data.requiredCapabilities (a handler's
+// error becomes -32603 without data), -32602 for an altered requestState, and -32602
+// with data.uri for a resource it does not serve (SEP-2164).
 func (r *Remote) intercept(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.reconnections.resume(w, req) {
+			return
+		}
 		if req.Method != http.MethodPost {
 			next.ServeHTTP(w, req)
 			return
@@ -210,7 +214,8 @@ func (r *Remote) intercept(next http.Handler) http.Handler {
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		if r.refuse(w, body) {
+		var c call
+		if json.Unmarshal(body, &c) == nil && (r.reconnections.closeMidCall(w, req, c) || r.refuse(w, c)) {
 			return
 		}
 		next.ServeHTTP(w, req)
@@ -223,6 +228,7 @@ type call struct {
 	Method string          `json:"method"`
 	Params struct {
 		Name         string `json:"name"`
+		URI          string `json:"uri"`
 		RequestState string `json:"requestState"`
 		Meta         struct {
 			ProtocolVersion    string                     `json:"io.modelcontextprotocol/protocolVersion"`
@@ -231,9 +237,15 @@ type call struct {
 	} `json:"params"`
 }
 
-func (r *Remote) refuse(w http.ResponseWriter, body []byte) bool {
-	var c call
-	if json.Unmarshal(body, &c) != nil || c.Method != string(mcp.MethodToolsCall) || c.Params.Meta.ProtocolVersion == "" {
+func (r *Remote) refuse(w http.ResponseWriter, c call) bool {
+	if c.Params.Meta.ProtocolVersion == "" {
+		return false
+	}
+	if c.Method == string(mcp.MethodResourcesRead) && !r.serves(c.Params.URI) {
+		writeError(w, c.ID, mcp.INVALID_PARAMS, "Resource not found", map[string]any{"uri": c.Params.URI})
+		return true
+	}
+	if c.Method != string(mcp.MethodToolsCall) {
 		return false
 	}
 	switch {
@@ -246,6 +258,14 @@ func (r *Remote) refuse(w http.ResponseWriter, body []byte) bool {
 		return true
 	}
 	return false
+}
+
+// serves says whether uri is a resource of the fixture or one of its template's.
+func (r *Remote) serves(uri string) bool {
+	if _, ok := r.mcp.ListResources()[uri]; ok {
+		return true
+	}
+	return strings.HasPrefix(uri, "test://template/") && strings.HasSuffix(uri, "/data")
 }
 
 func writeError(w http.ResponseWriter, id json.RawMessage, code int, message string, data any) {
