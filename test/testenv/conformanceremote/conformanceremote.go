@@ -76,6 +76,8 @@ type Remote struct {
 	key []byte
 	// reconnections are the calls of test_reconnection awaiting their resumption.
 	reconnections reconnections
+	// tasks are the tasks of the Tasks extension (tasks.go).
+	tasks tasks
 }
 
 // Start runs the fixture until the test ends.
@@ -91,6 +93,7 @@ func Start(t testing.TB) *Remote {
 		server.WithPromptCapabilities(true),
 		server.WithLogging(),
 		server.WithCompletions(),
+		server.WithExtensions(map[string]any{TasksExtension: map[string]any{}}),
 		server.WithPromptCompletionProvider(noCompletions{}),
 		server.WithResourceCompletionProvider(noCompletions{}),
 		// SEP-2549: list and read results of 2026-07-28 carry caching hints.
@@ -106,6 +109,7 @@ func Start(t testing.TB) *Remote {
 	r.addContentTools()
 	r.addAskingTools()
 	r.addModernTools()
+	r.addTaskTools()
 	r.addResources()
 	r.addPrompts()
 	// Stateful: a terminated session is remembered and answered 404 (server-session-lifecycle).

@@ -215,7 +215,7 @@ func (r *Remote) intercept(next http.Handler) http.Handler {
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		var c call
-		if json.Unmarshal(body, &c) == nil && (r.reconnections.closeMidCall(w, req, c) || r.refuse(w, c)) {
+		if json.Unmarshal(body, &c) == nil && (r.reconnections.closeMidCall(w, req, c) || r.tasks.serve(w, req, body) || r.refuse(w, c)) {
 			return
 		}
 		next.ServeHTTP(w, req)
@@ -269,6 +269,11 @@ func (r *Remote) serves(uri string) bool {
 }
 
 func writeError(w http.ResponseWriter, id json.RawMessage, code int, message string, data any) {
+	writeErrorStatus(w, http.StatusBadRequest, id, code, message, data)
+}
+
+// writeErrorStatus answers a JSON-RPC error with an HTTP status, as 2026-07-28 wants.
+func writeErrorStatus(w http.ResponseWriter, status int, id json.RawMessage, code int, message string, data any) {
 	rpcErr := map[string]any{"code": code, "message": message}
 	if data != nil {
 		rpcErr["data"] = data
@@ -277,6 +282,6 @@ func writeError(w http.ResponseWriter, id json.RawMessage, code int, message str
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcErr})
 }
