@@ -209,11 +209,12 @@ func (c *updatesClient) receivedNothing(t *testing.T, why string) {
 
 // TestGatewayRelaysResourceSubscriptions: mcp-go clients of a stateful gateway (the
 // real adapter binary) subscribe, through it, to a resource of a remote that offers
-// subscriptions. Two subscribers make one subscription at the remote; an update the
+// subscriptions. Each client's subscription is held on its session's own upstream
+// session, so two subscribers make two subscriptions at the remote; an update the
 // remote sends reaches both and not a client that did not subscribe; after
-// unsubscribing, none arrive; the remote restarting (it forgets the session) is
-// followed by a new subscription there, and updates resume. A URI no import serves is
-// refused with an error naming it.
+// unsubscribing, none arrive, and the remote is unsubscribed for that session only;
+// the remote restarting (it forgets the sessions) is followed by a new subscription
+// there, and updates resume. A URI no import serves is refused with an error naming it.
 func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 	ctx := testkit.Context(t, gatewayTimeout)
 	remote := startSubscribableRemote(t)
@@ -228,16 +229,16 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 			t.Fatalf("client %s: subscribe %s: %v\n%s", name, subscribedDoc, err, gw.Logs())
 		}
 	}
-	if n, _ := remote.counts(subscribedDoc); n != 1 {
-		t.Errorf("two clients subscribed to %s made %d subscriptions at the remote, want 1", subscribedDoc, n)
+	if n, _ := remote.counts(subscribedDoc); n != 2 {
+		t.Errorf("two clients subscribed to %s made %d subscriptions at the remote, want one per session", subscribedDoc, n)
 	}
 
 	t.Run("an update reaches the subscribers only", func(t *testing.T) {
 		var latencies []time.Duration
 		for range 5 {
 			sent := time.Now()
-			if n := remote.update(subscribedDoc); n != 1 {
-				t.Fatalf("the remote has %d subscribers of %s, want the gateway's one session", n, subscribedDoc)
+			if n := remote.update(subscribedDoc); n != 2 {
+				t.Fatalf("the remote has %d subscribers of %s, want the two clients' upstream sessions", n, subscribedDoc)
 			}
 			for name, c := range map[string]*updatesClient{"a": a, "b": b} {
 				if u := c.next(t, "client "+name+"'s update of "+subscribedDoc); u.uri != subscribedDoc {
@@ -273,9 +274,10 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 
 	t.Run("after unsubscribing no more arrive", func(t *testing.T) {
 		a.unsubscribe(t, ctx, subscribedDoc)
-		if _, n := remote.counts(subscribedDoc); n != 0 {
-			t.Errorf("the remote got %d unsubscribes while client b is still subscribed", n)
-		}
+		testkit.EventuallyTrue(t, gatewayTimeout, "a's upstream session to be unsubscribed", func() bool {
+			_, n := remote.counts(subscribedDoc)
+			return n == 1
+		})
 		remote.update(subscribedDoc)
 		if u := b.next(t, "client b's update after a unsubscribed"); u.uri != subscribedDoc {
 			t.Fatalf("client b: got %+v after a unsubscribed", u)
@@ -314,7 +316,7 @@ func TestGatewayRelaysResourceSubscriptions(t *testing.T) {
 		b.unsubscribe(t, ctx, subscribedDoc)
 		testkit.EventuallyTrue(t, gatewayTimeout, "the remote to be unsubscribed", func() bool {
 			_, n := remote.counts(subscribedDoc)
-			return n == 1
+			return n == 2
 		})
 		if n := remote.update(subscribedDoc); n != 0 {
 			t.Errorf("the remote still has %d subscribers of %s", n, subscribedDoc)
@@ -344,8 +346,8 @@ func TestStatelessGatewayRefusesSubscriptions(t *testing.T) {
 // TestGatewaySubscriptionServerEverything: the official TypeScript SDK client
 // subscribes through a stateful gateway to a resource of server-everything, then calls
 // its toggle-subscriber-updates tool through the gateway; server-everything sends
-// updates to the session the tool was called on, which is the gateway's pooled session
-// holding the subscription, and the client receives them.
+// updates to the session the tool was called on, which is the client session's own
+// upstream session, holding its subscription too, and the client receives them.
 func TestGatewaySubscriptionServerEverything(t *testing.T) {
 	ctx := testkit.Context(t, gatewayTimeout)
 	everything := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"

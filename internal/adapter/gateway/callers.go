@@ -350,6 +350,9 @@ type callerState struct {
 	base       *mcpclient.Client
 	lastCaller atomic.Pointer[access.Caller]
 	lastUsed   atomic.Int64
+	// listening counts the subscription listeners holding a stream on this remote's
+	// session: a downstream session's remote is not idle while one does.
+	listening atomic.Int32
 	// mustConnect is set when renewing a refused credential found that the caller must
 	// connect its account again: the refused call is answered with that.
 	mustConnect atomic.Pointer[CallerCredentialError]

@@ -111,7 +111,7 @@ func (s *sessionRemotes) closeIdle() {
 		case now := <-tick.C:
 			s.mu.Lock()
 			for _, id := range s.cache.Keys() {
-				if r, ok := s.cache.Peek(id); ok && now.Sub(time.Unix(0, r.lastUsed.Load())) > sessionRemotesIdle {
+				if r, ok := s.cache.Peek(id); ok && r.listening.Load() == 0 && now.Sub(time.Unix(0, r.lastUsed.Load())) > sessionRemotesIdle {
 					s.cache.Remove(id)
 				}
 			}

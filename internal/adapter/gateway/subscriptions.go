@@ -174,7 +174,7 @@ func (h *Subscriptions) CloseStream(key string) {
 // SubscribeStream subscribes the open listen stream to uri, which it serves, as
 // Subscribe does a session.
 func (h *Subscriptions) SubscribeStream(ctx context.Context, key string, it *Item, uri string) error {
-	sub, err := h.add(key, callerKeyOf(ctx), true, it, uri)
+	sub, err := h.add(key, callerKeyOf(ctx), true, it, it.remote, uri)
 	if err != nil || sub == nil {
 		return err
 	}
@@ -214,7 +214,13 @@ func (h *Subscriptions) removeAllLocked(key string) {
 // *ForwardError.
 func (h *Subscriptions) Subscribe(ctx context.Context, session string, it *Item, uri string) error {
 	h.awaitSession(ctx, session)
-	sub, err := h.add(session, callerKeyOf(ctx), false, it, uri)
+	// On a stateful gateway the subscription is held on the session's own upstream
+	// session, where whatever else the session set at the remote applies to it.
+	at, err := it.remote.forRequest(ctx)
+	if err != nil {
+		return &ForwardError{Message: fmt.Sprintf("%s%v (import %s)", MarkerCallFailed, err, it.Backend.Import)}
+	}
+	sub, err := h.add(session, callerKeyOf(ctx), false, it, at, uri)
 	if err != nil || sub == nil {
 		return err
 	}
@@ -311,7 +317,7 @@ func (h *Subscriptions) Retarget(route func(uri string) *Item) {
 	for session, mine := range h.bySession {
 		for uri, sub := range mine {
 			it := route(uri)
-			if it != nil && it.Backend.Subscribe && it.remote == sub.listener.remote && it.remoteURI(uri) == sub.remoteURI {
+			if it != nil && it.Backend.Subscribe && it.remote == sub.listener.origin && it.remoteURI(uri) == sub.remoteURI {
 				continue
 			}
 			h.removeLocked(session, uri)
@@ -330,6 +336,8 @@ func (h *Subscriptions) Retarget(route func(uri string) *Item) {
 			subscribe := h.Subscribe
 			if m.stream {
 				subscribe = h.SubscribeStream
+			} else {
+				ctx = WithDownstreamSession(ctx, m.session)
 			}
 			if err := subscribe(ctx, m.session, m.it, m.uri); err != nil {
 				h.log.Info("a subscription ended: subscribing at the remote that serves it since the reload failed", "uri", m.uri, "error", err.Error())
@@ -347,9 +355,10 @@ func (it *Item) remoteURI(uri string) string {
 }
 
 // add records the subscription of the session, or of the listen stream when stream is
-// true, of caller to uri and returns it, nil when the session had it already. A
-// session is its first subscription's caller's until it ends.
-func (h *Subscriptions) add(session, caller string, stream bool, it *Item, uri string) (*subscription, error) {
+// true, of caller to uri, held at the remote at (the item's, or the session's own),
+// and returns it, nil when the session had it already. A session is its first
+// subscription's caller's until it ends.
+func (h *Subscriptions) add(session, caller string, stream bool, it *Item, at *remote, uri string) (*subscription, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -371,7 +380,7 @@ func (h *Subscriptions) add(session, caller string, stream bool, it *Item, uri s
 		return nil, &SubscriptionError{Message: fmt.Sprintf("this session is subscribed to %d resources, the most a session may be; unsubscribe from one first", h.maxPerSession)}
 	}
 	remoteURI := it.remoteURI(uri)
-	l := h.listeners[it.remote]
+	l := h.listeners[at]
 	var sub *subscription
 	if l != nil {
 		sub = l.wanted[remoteURI]
@@ -388,7 +397,7 @@ func (h *Subscriptions) add(session, caller string, stream bool, it *Item, uri s
 			return nil, &SubscriptionError{Message: fmt.Sprintf("this gateway holds %d subscriptions at its remotes, the most it may; try again later", h.maxUpstream)}
 		}
 		if l == nil {
-			l = h.startListenerLocked(it.remote)
+			l = h.startListenerLocked(at, it.remote)
 		}
 		sub = &subscription{listener: l, remoteURI: remoteURI, subscribers: map[subscriber]struct{}{}, ready: make(chan struct{})}
 		l.wanted[remoteURI] = sub
@@ -576,8 +585,10 @@ func (h *Subscriptions) updated(l *listener, remoteURI string) {
 
 // listener holds the gateway's subscriptions at one remote (see the top of this file).
 type listener struct {
-	hub    *Subscriptions
-	remote *remote
+	hub *Subscriptions
+	// remote holds the subscriptions: origin, the items' remote, or on a stateful
+	// gateway one downstream session's own remote of it.
+	remote, origin *remote
 	ctx    context.Context
 	stop   context.CancelFunc
 	// wake is poked when wanted changes.
@@ -586,11 +597,15 @@ type listener struct {
 	wanted map[string]*subscription
 }
 
-func (h *Subscriptions) startListenerLocked(r *remote) *listener {
+func (h *Subscriptions) startListenerLocked(r, origin *remote) *listener {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &listener{hub: h, remote: r, ctx: ctx, stop: stop, wake: make(chan struct{}, 1), wanted: map[string]*subscription{}}
+	l := &listener{hub: h, remote: r, origin: origin, ctx: ctx, stop: stop, wake: make(chan struct{}, 1), wanted: map[string]*subscription{}}
 	h.listeners[r] = l
-	go l.run()
+	r.listening.Add(1)
+	go func() {
+		defer r.listening.Add(-1)
+		l.run()
+	}()
 	return l
 }
 

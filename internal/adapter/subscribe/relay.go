@@ -130,7 +130,9 @@ func (r *Relay) Answer(w http.ResponseWriter, req *http.Request, id json.RawMess
 		jsonrpc.WriteAnswer(w, id, &jsonrpc.Answer{Result: struct{}{}})
 		return true
 	}
-	jsonrpc.WriteAnswer(w, id, r.subscribe(gateway.WithCallerKey(req.Context(), admission.CallerKey(req)), session, uri))
+	// The session's own upstream sessions hold its subscriptions on a stateful gateway.
+	ctx := gateway.WithDownstreamSession(gateway.WithCallerKey(req.Context(), admission.CallerKey(req)), session)
+	jsonrpc.WriteAnswer(w, id, r.subscribe(ctx, session, uri))
 	return true
 }
 
