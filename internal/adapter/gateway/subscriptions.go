@@ -589,8 +589,8 @@ type listener struct {
 	// remote holds the subscriptions: origin, the items' remote, or on a stateful
 	// gateway one downstream session's own remote of it.
 	remote, origin *remote
-	ctx    context.Context
-	stop   context.CancelFunc
+	ctx            context.Context
+	stop           context.CancelFunc
 	// wake is poked when wanted changes.
 	wake chan struct{}
 	// wanted are the subscriptions to hold, by URI at the remote; guarded by hub.mu.
