@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -608,5 +609,19 @@ func TestDualEraGateway_AToolNeedingElicitationIsListedOnlyToCallersThatCanBeAsk
 				t.Error("a 2025-11-25 caller declaring nothing is listed team.confirm")
 			}
 		})
+	}
+}
+
+// In Search mode the find meta-tool finds for each caller only what it is listed: a
+// 2025-11-25 caller does not find the tool a dual-era remote lists only in 2026-07-28,
+// a 2026-07-28 caller does.
+func TestDualEraGateway_FindFindsOnlyWhatTheCallersEraIsListed(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, searchMode(configWith(adapterconfig.TransportStreamableHTTP, true, eraTools(remote.URL)...)))
+	if names, _ := find(t, connect(t, gw.baseURL, "", nil), "modern_only", 20); !slices.Contains(names, "team.modern_only") {
+		t.Errorf("a 2026-07-28 caller found %v, want team.modern_only among them", names)
+	}
+	if names, _ := find(t, connect(t, gw.baseURL, protocol20251125, nil), "modern_only", 20); slices.Contains(names, "team.modern_only") {
+		t.Errorf("a 2025-11-25 caller found %v, want no team.modern_only", names)
 	}
 }
