@@ -625,3 +625,28 @@ func TestDualEraGateway_FindFindsOnlyWhatTheCallersEraIsListed(t *testing.T) {
 		t.Errorf("a 2025-11-25 caller found %v, want no team.modern_only", names)
 	}
 }
+
+// A reload that changes only the eras an imported tool is listed in tells connected
+// sessions the list changed, and the tool leaves a 2025-11-25 caller's list.
+func TestDualEraGateway_AReloadChangingAToolsErasTellsSessions(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	both := []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	tools := eraTools(remote.URL)
+	tools[1].Remote.Eras = both // modern_only, as if the remote listed it in both eras
+	srv, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, false, tools...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseURL, streams := servedWithStreams(t, srv)
+	c, changed := listening(t, baseURL, adapterconfig.TransportStreamableHTTP, streams)
+	if !slices.Contains(listedNames(t, c), "team.modern_only") {
+		t.Fatal("team.modern_only is not listed while its remote lists it in 2025-11-25")
+	}
+	if err := srv.Reload(configWith(adapterconfig.TransportStreamableHTTP, false, eraTools(remote.URL)...)); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	testkit.Receive(t, testTimeout, "notifications/tools/list_changed after the tool's eras changed", changed)
+	if slices.Contains(listedNames(t, c), "team.modern_only") {
+		t.Error("team.modern_only is still listed to a 2025-11-25 caller after its remote listed it in 2026-07-28 only")
+	}
+}
