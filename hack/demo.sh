@@ -196,16 +196,20 @@ YAML
 
 # discovery_search shows a gateway that lists a few tools and finds the rest: in Search
 # mode tools/list holds the pinned tools and find_tools/call_tool; find_tools ranks the
-# tools by a task description (BM25 over names, descriptions and parameters), and
-# call_tool calls what was found through the same path as a direct call.
+# declared and the imported tools by a task description (BM25 over names, descriptions
+# and parameters), and call_tool calls what was found through the same path as a direct
+# call.
 discovery_search() {
-  say "progressive discovery: a server in Search mode finds a tool by a task description"
+  say "progressive discovery: a gateway in Search mode finds a tool by a task description"
   kubectl apply -f - <<'YAML'
 apiVersion: cantus.dev/v1alpha1
 kind: SkillServer
 metadata: {name: help-desk, namespace: default}
 spec:
   discovery: {mode: Search, pinned: ["open_ticket"]}
+  imports:
+  - name: library-import
+    prefix: lib_
   skills:
   - name: open_ticket
     description: Open a support ticket for a customer problem.
@@ -235,9 +239,14 @@ YAML
   inspector "${desk}" --method tools/list | grep '"name"'
   echo "-- find_tools: \"a customer wants their money back for order 1042\""
   inspector "${desk}" --method tools/call --tool-name find_tools \
-    --tool-arg 'query="a customer wants their money back for order 1042"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | head -n 2
+    --tool-arg 'query="a customer wants their money back for order 1042"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | awk '!seen[$0]++' | head -n 2
   echo "-- call_tool refund_order"
   inspector "${desk}" --method tools/call --tool-name call_tool --tool-arg 'name="refund_order"' --tool-arg 'arguments={"order":"1042"}'
+  echo "-- find_tools: \"check whether the library has the book Solaris\" (an imported tool)"
+  inspector "${desk}" --method tools/call --tool-name find_tools \
+    --tool-arg 'query="check whether the library has the book Solaris"' --tool-arg 'limit=2' | grep -o '"name": *"[a-z_]*"' | awk '!seen[$0]++' | head -n 2
+  echo "-- call_tool lib_search_book"
+  inspector "${desk}" --method tools/call --tool-name call_tool --tool-arg 'name="lib_search_book"' --tool-arg 'arguments={"title":"Solaris"}'
 }
 
 up() {

@@ -200,6 +200,11 @@ const (
 	// an object schema or too costly to validate); they are left out and named, and the
 	// rest are served.
 	ConditionImportedToolsServable = "ImportedToolsServable"
+	// ConditionAppViewsCallable is False when imported tools that open an MCP App view
+	// (_meta.ui.resourceUri) are served under another name (a prefix or a rename): the
+	// view calls tools by the names its remote gave them, so its calls will fail. The
+	// tools are still served; it warns without making the server un-Ready.
+	ConditionAppViewsCallable = "AppViewsCallable"
 )
 
 // Reasons of ImportsResolved, ToolNamesUnique and ImportedToolsServable, in that order.
@@ -213,6 +218,12 @@ const (
 	// ReasonCapabilitiesNotRelayed: imported tools are left out because their remote
 	// lists them only to clients declaring capabilities the import does not relay.
 	ReasonCapabilitiesNotRelayed = "CapabilitiesNotRelayed"
+)
+
+// Reasons of AppViewsCallable.
+const (
+	ReasonAppToolsKeepTheirNames = "AppToolsKeepTheirNames"
+	ReasonAppToolsRenamed        = "AppToolsRenamed"
 )
 
 // GetConditions returns the SkillServer's status conditions.

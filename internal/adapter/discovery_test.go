@@ -12,10 +12,12 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/admission"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -393,5 +395,70 @@ func TestDiscovery_GatewayFindsAndCallsImportedTools(t *testing.T) {
 	}
 	if n := runs.Load(); n != 2 {
 		t.Errorf("the remote ran team.count %d times, want 2", n)
+	}
+}
+
+// A client that keeps a session is told when find_tools found it tools
+// (notifications/tools/list_changed, on the find's own stream), and its tools/list then
+// holds them beside the pinned ones, so it can offer them to its model directly. The
+// list of another session does not change, a find that finds nothing new announces
+// nothing, and a stateless client's list stays the pinned tools.
+func TestDiscovery_FoundToolsJoinTheSessionsList(t *testing.T) {
+	srv := serve(t, searchMode(configWith(adapterconfig.TransportStreamableHTTP, false, bookTools()...)))
+	c := connect(t, srv.baseURL, protocol20251125, nil)
+	changed := make(chan struct{}, 8)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+			changed <- struct{}{}
+		}
+	})
+	other := connect(t, srv.baseURL, protocol20251125, nil)
+
+	got, _ := find(t, c, "what time does the library open", 1)
+	if !slices.Equal(got, []string{"list_branches"}) {
+		t.Fatalf("found %v, want [list_branches]", got)
+	}
+	testkit.Receive(t, testTimeout, "notifications/tools/list_changed after the find", changed)
+	if listed := listNames(t, c); !slices.Equal(listed, []string{"call_tool", "find_tools", "list_branches"}) {
+		t.Fatalf("the finding session lists %v", listed)
+	}
+	if listed := listNames(t, other); !slices.Equal(listed, []string{"call_tool", "find_tools"}) {
+		t.Fatalf("another session lists %v", listed)
+	}
+	find(t, c, "what time does the library open", 1)
+	if len(changed) > 0 {
+		t.Fatal("a find of nothing new announced a list change")
+	}
+
+	stateless := serve(t, searchMode(configWith(adapterconfig.TransportStreamableHTTP, true, bookTools()...)))
+	sc := connect(t, stateless.baseURL, "", nil)
+	find(t, sc, "what time does the library open", 1)
+	if listed := listNames(t, sc); !slices.Equal(listed, []string{"call_tool", "find_tools"}) {
+		t.Fatalf("a stateless client lists %v", listed)
+	}
+}
+
+// A session's list gains at most maxFoundPerSession found tools; finds beyond them
+// still answer.
+func TestDiscovery_FoundToolsPerSessionAreBounded(t *testing.T) {
+	found := newFoundTools()
+	names := make([]string, maxFoundPerSession+5)
+	for i := range names {
+		names[i] = fmt.Sprintf("tool_%d", i)
+	}
+	if !found.add("s1", names) {
+		t.Fatal("nothing added")
+	}
+	kept := 0
+	for _, n := range names {
+		if found.keep("s1", n) {
+			kept++
+		}
+	}
+	if kept != maxFoundPerSession {
+		t.Fatalf("kept %d found tools, want %d", kept, maxFoundPerSession)
+	}
+	if found.add("s1", []string{"one_more"}) || found.keep("s2", "tool_0") || found.keep("", "tool_0") {
+		t.Fatal("a full session gained a tool, or another session sees the first's")
 	}
 }

@@ -443,22 +443,28 @@ func TestDualEraGateway_RequestStateOfAnotherCallerIsRefused(t *testing.T) {
 }
 
 // Two gateways reading one requestStateKeyFile take each other's requestStates (a
-// retry may land on any replica); a key file that is missing or too short stops the
-// server from starting.
+// retry may land on any replica), and a gateway with another key refuses them; a key
+// file that is missing or too short stops the server from starting.
 func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T) {
 	remote := dualera.Start(t, dualera.Both)
-	keyFile := filepath.Join(t.TempDir(), "mrtr-key")
+	keyFile, otherKeyFile := filepath.Join(t.TempDir(), "mrtr-key"), filepath.Join(t.TempDir(), "other-key")
 	if err := os.WriteFile(keyFile, []byte("a-key-of-more-than-thirty-two-bytes-for-tests\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	replica := func() *running {
+	if err := os.WriteFile(otherKeyFile, []byte("another-key-of-more-than-thirty-two-bytes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func(keyFile string) *running {
 		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...)
 		cfg.RequestStateKeyFile = keyFile
 		return serve(t, cfg)
 	}
-	one, two := replica(), replica()
+	one, two, other := replica(keyFile), replica(keyFile), replica(otherKeyFile)
 	first := parseResult(t, modernCall(t, one.baseURL, "team.confirm", ""))
 	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCall(t, other.baseURL, "team.confirm", answer)); !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) {
+		t.Errorf("the retry on a gateway with another key got %+v, want the state refused", r)
+	}
 	if r := parseResult(t, modernCall(t, two.baseURL, "team.confirm", answer)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
 		t.Errorf("the retry on the other replica got %+v, want the confirmation", r)
 	}

@@ -29,6 +29,7 @@ const maxMCPRequestBytes = 16 << 20
 func (s *Server) gateMCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
+		var method string
 		var gb *gatedBody // a POST's
 		switch r.Method {
 		case http.MethodDelete:
@@ -45,6 +46,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			msg := admission.ReadMessage(body)
+			method = msg.Method
 			if s.overCallerRate(w, r, msg) {
 				return
 			}
@@ -78,14 +80,25 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			remote := s.state.Load().remote
+			if remote && s.streamable != nil && gateway.ServeTask(w, r, body, (*gatewayServer)(s)) {
+				return
+			}
 			if remote && s.streamable != nil && s.cfg.Stateless && gateway.PassThrough(w, r, body, (*gatewayServer)(s)) {
 				return
 			}
 			if remote && s.streamable != nil {
 				// A forwarded call may pass the remote's notifications on (see
-				// gateway.EventWatch).
-				gb.events = gateway.WatchEvents(w)
-				w = gb.events
+				// gateway.EventWatch), and end its stream as the remote did (polling.go).
+				serve := func(w http.ResponseWriter, r *http.Request) {
+					gb.events = gateway.WatchEvents(w)
+					next.ServeHTTP(gb.events, r)
+				}
+				if s.pausesStream(r, method) {
+					s.servePausable(w, r, serve)
+				} else {
+					serve(w, r)
+				}
+				return
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -141,6 +154,10 @@ func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Co
 		ctx = gateway.WithCallerKey(ctx, admission.CallerKey(r))
 		if s.declared != nil {
 			ctx = gateway.WithDeclared(ctx, s.declared)
+		}
+		if id := presentedSessionID(r); id != "" && sessionsBound(&s.cfg) {
+			// Its remote calls go on upstream sessions of this session's own.
+			ctx = gateway.WithDownstreamSession(ctx, id)
 		}
 	}
 	return callContext(ctx, r)

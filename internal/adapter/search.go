@@ -145,19 +145,21 @@ func (s *Server) metaTools(search *searchSet) []server.ServerTool {
 	}
 }
 
-// listedInMode keeps, in Search mode, the pinned tools the caller may call and the
-// meta-tools; otherwise every tool the caller may call.
+// listedInMode keeps, in Search mode, the pinned tools the caller may call, those
+// find_tools found for its session, and the meta-tools; otherwise every tool the
+// caller may call.
 func (s *Server) listedInMode(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	search := s.state.Load().search
 	if search == nil {
 		return s.filter.VisibleTools(ctx, tools)
 	}
+	session := sessionOf(ctx, sessionsBound(&s.cfg))
 	var meta, pinned []mcp.Tool
 	for _, t := range tools {
 		switch {
 		case search.cfg.IsMetaTool(t.Name):
 			meta = append(meta, t)
-		case search.cfg.Pins(t.Name):
+		case search.cfg.Pins(t.Name), s.found.keep(session, t.Name):
 			pinned = append(pinned, t)
 		}
 	}
@@ -213,9 +215,16 @@ func (s *Server) findTools(ctx context.Context, req mcp.CallToolRequest) *mcp.Ca
 	}
 	answer := findAnswer{Tools: make([]json.RawMessage, 0, len(found.Tools)), Matches: make([]findMatch, 0, len(found.Tools)), Skills: found.Skills,
 		Call: fmt.Sprintf(`call a found tool with %s {"name": <its name>, "arguments": {...}}, or by its name`, search.cfg.CallToolName)}
+	names := make([]string, 0, len(found.Tools))
 	for _, f := range found.Tools {
 		answer.Tools = append(answer.Tools, f.Definition)
 		answer.Matches = append(answer.Matches, findMatch{Name: f.Name, Reason: f.Reason, Score: f.Score})
+		names = append(names, f.Name)
+	}
+	if s.found.add(sessionOf(ctx, sessionsBound(&s.cfg)), names) {
+		if err := announceListChanged(ctx, s.mcp); err != nil {
+			s.log.V(1).Info("could not tell the session its tool list changed", "error", err.Error())
+		}
 	}
 	text, err := json.Marshal(answer)
 	if err != nil {

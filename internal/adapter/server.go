@@ -87,6 +87,9 @@ func WithBearerToken(token string) Option {
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
 	cfg adapterconfig.Config
+	// eventStore keeps the events of a stateful streamable HTTP server's streams; nil
+	// otherwise.
+	eventStore *eventstore.Store
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
 	// content serves what is served besides tools (skills, resources, prompts);
@@ -120,6 +123,8 @@ type Server struct {
 	auth *access.Authenticator
 	// filter lets in the callers auth accepts and cuts their lists.
 	filter *admission.Filter
+	// found are the tools find_tools found for each session (Search mode).
+	found *foundTools
 
 	// sse is set for the sse transport; its streams carry the answers to calls, so
 	// shutdown closes them only after the calls are done.
@@ -197,12 +202,8 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		s.declared = gateway.NewDeclared()
 	}
 	s.remotes.LimitCallerShare(share)
-	if cfg.RequestStateKeyFile != "" {
-		key, err := gateway.ReadRequestStateKey(cfg.RequestStateKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		s.remotes.UseRequestStateKey(key)
+	if err := s.remotes.UseRequestStateKeyFile(cfg.RequestStateKeyFile); err != nil {
+		return nil, err
 	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
@@ -225,6 +226,7 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		Config: &s.cfg, Filter: s.filter, Log: s.log, Subscriptions: s.subscriptions,
 		PostToBackend: s.postToBackend, Streamable: func() bool { return s.streamable != nil },
 	})
+	s.found = newFoundTools()
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
 	return s, nil
@@ -305,6 +307,14 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
 	opts = append(opts, s.content.Options()...)
+	if s.servesTasks() {
+		exts := s.content.Extensions()
+		if exts == nil {
+			exts = map[string]any{}
+		}
+		exts[gateway.ExtensionTasks] = map[string]any{}
+		opts = append(opts, server.WithExtensions(exts))
+	}
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)
@@ -465,6 +475,22 @@ func (s *Server) listHooks() *server.Hooks {
 			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
 		})
 	}
+	if sessionsBound(&s.cfg) {
+		// A session that ended (DELETE, a closed sse stream, mcp-go's idle sweep) ends
+		// its upstream sessions.
+		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
+			s.remotes.EndSession(session.SessionID())
+		})
+		// Every answer on a session comes as an event stream, as remotes on the
+		// official SDKs answer: each event has an id in the session's event store, so a
+		// client whose connection broke resumes with Last-Event-ID, and several POSTs
+		// are several streams (SEP-1699). A gateway thereby answers as its remotes do.
+		hooks.AddOnRegisterSession(func(_ context.Context, session server.ClientSession) {
+			if streamable, ok := session.(server.SessionWithStreamableHTTPConfig); ok {
+				streamable.UpgradeToSSEWhenReceiveNotification()
+			}
+		})
+	}
 	s.content.Hooks(hooks)
 	s.subscriptions.Hooks(hooks)
 	return hooks
@@ -510,7 +536,8 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Resumable streams: a client whose connection broke resumes with
 			// Last-Event-ID; the store is bounded, since a session a client abandons
 			// without DELETE keeps recording.
-			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
+			s.eventStore = eventstore.New(eventstore.Limits{})
+			opts = append(opts, server.WithEventStore(s.eventStore))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))

@@ -47,6 +47,9 @@ type Config struct {
 	// reads the same key (a Secret), so a caller's retry may land on any of them.
 	// Unset, each process makes a random key, and a retry must reach the replica that
 	// asked.
+	// The file holds one key per line: the first seals, every one opens (a key rotated
+	// away stays for RequestStateTTL, so that the states it sealed still open). A
+	// changed file is read again without a restart.
 	RequestStateKeyFile string `json:"requestStateKeyFile,omitempty"`
 	// BearerTokenFile, when set, is a file holding the tokens clients may present, one
 	// per line, so that an old and a new token overlap while clients move over. A
@@ -306,6 +309,21 @@ type RemoteBackend struct {
 	// the remote lists the tool only to clients declaring, all among Relay: the tool
 	// is listed to a caller only when the gateway can ask it each.
 	Needs []string `json:"needs,omitempty"`
+	// Extensions are the extensions of protocol 2026-07-28 the remote advertised in
+	// server/discover that a gateway passes through to its callers; only
+	// ExtensionTasks is one today.
+	Extensions []string `json:"extensions,omitempty"`
+}
+
+// ExtensionTasks is the Tasks extension (SEP-2663): a remote may answer a tools/call
+// of a caller that declared it with a task, which the caller polls (tasks/get),
+// answers (tasks/update) or cancels (tasks/cancel).
+const ExtensionTasks = "io.modelcontextprotocol/tasks"
+
+// ServesTasks says whether the remote offers the Tasks extension, in protocol
+// 2026-07-28, which has it.
+func (r *RemoteBackend) ServesTasks() bool {
+	return r.ServesModern() && slices.Contains(r.Extensions, ExtensionTasks)
 }
 
 // Protocol eras of a remote (RemoteBackend.Eras): EraLegacy is the newest revision
@@ -400,3 +418,7 @@ func Load(path string) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// RequestStateTTL is how long a requestState a gateway gives a caller stays good: a key
+// rotated away must keep opening states for this long.
+const RequestStateTTL = 10 * time.Minute

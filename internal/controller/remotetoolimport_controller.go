@@ -106,9 +106,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	before := imp.DeepCopy()
 	defer func() {
 		summarizeImportReady(imp)
-		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
-		result, retErr = requeueIfStale(ctx, result, retErr)
-		retErr = stalledAsTerminal(before, imp, result, retErr)
+		result, retErr = r.statusWriter().finish(ctx, before, imp, importStatus, result, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }

@@ -63,7 +63,7 @@ func eraDescription(t *testing.T, tool cantusv1alpha1.DiscoveredTool, era string
 func TestImportOfDualEraRemote_ListsTheUnionOfBothErasTools(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
 	imp := newImport(ns, "dual", remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
@@ -93,7 +93,7 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
 	r := importReconciler()
 	imp := newImport(ns, "dual", remote.URL)
@@ -145,5 +145,19 @@ func TestVerify_DoesNotExpectCapabilityBoundTools(t *testing.T) {
 	}
 	if got := capabilityBoundTools(nil); got != nil {
 		t.Errorf("without a config: %v, want none", got)
+	}
+}
+
+// A successful handshake records the extensions the remote announced in either era,
+// sorted and once each: those of server/discover (the Tasks extension) with those of
+// initialize.
+func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
+	imp := &cantusv1alpha1.RemoteToolImport{}
+	res := &mcpclient.Result{Eras: mcpclient.Eras(), Extensions: []string{"io.modelcontextprotocol/skills"},
+		ModernExtensions: []string{"io.modelcontextprotocol/tasks", "io.modelcontextprotocol/skills"}}
+	setHandshakeSucceeded(imp, res, nil, time.Now())
+	want := []string{"io.modelcontextprotocol/skills", "io.modelcontextprotocol/tasks"}
+	if got := imp.Status.ServerInfo.Extensions; !slices.Equal(got, want) {
+		t.Errorf("serverInfo.extensions %v, want %v", got, want)
 	}
 }

@@ -67,7 +67,7 @@ func setGroupsPrefixed(ss *cantusv1alpha1.SkillServer, groups *render.GroupsRepo
 // warningConditions are conditions that warn without making the server un-Ready; a
 // change of one to False is recorded as a Warning event, so that `kubectl events` shows
 // it where the Ready transitions are.
-var warningConditions = []string{cantusv1alpha1.ConditionGroupsPrefixed, cantusv1alpha1.ConditionAudiencesAllowed}
+var warningConditions = []string{cantusv1alpha1.ConditionGroupsPrefixed, cantusv1alpha1.ConditionAudiencesAllowed, cantusv1alpha1.ConditionAppViewsCallable}
 
 // kubernetesAudiences are the audiences API servers are commonly configured with
 // (--api-audiences defaults to the issuer, which is often the in-cluster URL).

@@ -52,6 +52,7 @@ func setRendered(ss *cantusv1alpha1.SkillServer, report render.Report, rendered 
 	if rendered {
 		setSchemaPortable(ss, report.NonPortableKeys)
 		setImportsResolved(ss, report.Imports)
+		setAppViewsCallable(ss, report.Imports.RenamedAppTools)
 		setImportedContentServed(ss, report.ImportedContent)
 		setGroupsPrefixed(ss, report.Groups)
 	}
@@ -199,4 +200,22 @@ func withheldNote(withheld []string) string {
 	}
 	return fmt.Sprintf("; %d imported tools are withheld until their imports' owners approve their new or changed definitions (see the imports' DefinitionsApproved): %s",
 		len(withheld), listAtMost(withheld, 10, ", "))
+}
+
+// setAppViewsCallable warns when imported tools that open an MCP App view are served
+// under new names: a view calls its tools by the names its remote gave them, which the
+// server does not serve.
+func setAppViewsCallable(ss *cantusv1alpha1.SkillServer, renamed []string) {
+	if len(ss.Spec.Imports) == 0 {
+		removeCondition(ss, cantusv1alpha1.ConditionAppViewsCallable)
+		return
+	}
+	if len(renamed) == 0 {
+		setCondition(ss, cantusv1alpha1.ConditionAppViewsCallable, metav1.ConditionTrue, cantusv1alpha1.ReasonAppToolsKeepTheirNames,
+			"every imported tool that opens an MCP App view is served under its remote's name")
+		return
+	}
+	setCondition(ss, cantusv1alpha1.ConditionAppViewsCallable, metav1.ConditionFalse, cantusv1alpha1.ReasonAppToolsRenamed,
+		fmt.Sprintf("served, but calls made by their MCP App views will fail, because a view calls tools by the names its remote gave them: %s; "+
+			"re-export the import without a prefix or rename for its views to work", listAtMost(renamed, 10, "; ")))
 }

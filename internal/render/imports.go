@@ -68,6 +68,9 @@ type Imports struct {
 	// Withheld names the imported tools not served because their new or changed
 	// definitions wait for approval at their import (spec.approval.mode Manual).
 	Withheld []string
+	// RenamedAppTools names the served tools that open an MCP App view and are served
+	// under another name than their remote's: the view's own calls use the remote's.
+	RenamedAppTools []string
 	// NotRelayed names the imported tools left out because their remote lists them
 	// only to clients declaring capabilities (elicitation, sampling, roots) that
 	// spec.imports[].relay does not relay: the remote would ask their callers for
@@ -164,6 +167,10 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 		served := cantusv1alpha1.ServedTool{Name: name, Source: "import:" + c.spec.Name}
 		if name != c.tool.Name {
 			served.RemoteName = c.tool.Name
+			if view := appView(c.tool); view != "" {
+				out.report.RenamedAppTools = append(out.report.RenamedAppTools,
+					fmt.Sprintf("%q (remote %q of import %s, view %s)", adapterconfig.ClipName(name), adapterconfig.ClipName(c.tool.Name), c.spec.Name, adapterconfig.ClipName(view)))
+			}
 		}
 		out.report.Served = append(out.report.Served, served)
 	}
@@ -384,6 +391,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		Eras:      erasOf(imp),
 	}
 	b.RemoteEras = b.Eras
+	b.Extensions = extensionsOf(imp)
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
 	} else {

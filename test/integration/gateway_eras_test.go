@@ -13,6 +13,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/dualera"
 )
 
@@ -63,7 +64,7 @@ func TestGatewayOfADualEraImportListsEachEraItsOwnTools(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remote := dualera.Start(t, dualera.Both)
 	imp := newImport(ns, "dual", remote.URL)
@@ -84,7 +85,7 @@ func TestGatewayOfADualEraImportListsEachEraItsOwnTools(t *testing.T) {
 	res, err := modern.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "d_" + dualera.ToolModernOnly, Arguments: map[string]any{}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeFalse())
-	g.Expect(resultText(res)).To(Equal("modern"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("modern"))
 
 	legacy := eraClient(t, ctx, served.Status.URL, mcp.ProtocolVersion20251125)
 	listed, err = eraListing(ctx, legacy)

@@ -35,7 +35,7 @@ func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1a
 	t.Helper()
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
 		cantusv1alpha1.ImportTransportStreamableHTTP: "/mcp", cantusv1alpha1.ImportTransportSSE: "/sse"}[imported]
@@ -102,7 +102,7 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
@@ -232,7 +232,7 @@ func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)
 	g.Expect(k8sClient.Create(ctx, newImport(ns, "notifying", remoteURL))).To(Succeed())

@@ -325,9 +325,30 @@ func StartServerEverything(t testing.TB, ctx context.Context, transport string) 
 		t.Fatalf("peers: server-everything transport %q: use %q or %q", transport, TransportStreamableHTTP, TransportSSE)
 	}
 	pkg := moduleFile(t, "@modelcontextprotocol/server-everything")
+	return startNodeServer(t, ctx, "server-everything "+mode, pkg, "dist/index.js", mode)
+}
+
+// StartMCPAppServer runs @modelcontextprotocol/server-basic-vanillajs (the MCP Apps
+// extension's basic example: a tool get-time whose _meta.ui.resourceUri names the view
+// ui://get-time/mcp-app.html, served as a resource) on a free port, and returns its
+// streamable HTTP endpoint http://127.0.0.1:PORT/mcp. Stopped at test cleanup.
+func StartMCPAppServer(t testing.TB, ctx context.Context) (endpoint string) {
+	t.Helper()
+	Dir(t) // installs test/mcp-peers/apps too
+	pkg := filepath.Join(ModuleRoot(t), "test", "mcp-peers", "apps", "node_modules", "@modelcontextprotocol", "server-basic-vanillajs")
+	if _, err := os.Stat(pkg); err != nil {
+		t.Fatalf("peers: the MCP Apps example is not installed (hack/npm-peers.sh): %v", err)
+	}
+	return startNodeServer(t, ctx, "server-basic-vanillajs", pkg, "dist/index.js") + "/mcp"
+}
+
+// startNodeServer runs script (args) with node in dir, listening on the free port it
+// is given in PORT, and returns http://127.0.0.1:PORT once it accepts connections.
+func startNodeServer(t testing.TB, ctx context.Context, name, dir, script string, args ...string) (baseURL string) {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(Node(t), "dist/index.js", mode)
-	cmd.Dir = pkg
+	cmd := exec.Command(Node(t), append([]string{script}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
 	cmd.WaitDelay = waitDelay
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -339,7 +360,7 @@ func StartServerEverything(t testing.TB, ctx context.Context, transport string) 
 		_ = c.Close()
 		return "http://" + addr
 	}
-	return startServer(t, ctx, "server-everything "+mode, cmd, nil, probe).BaseURL
+	return startServer(t, ctx, name, cmd, nil, probe).BaseURL
 }
 
 // freePort asks the kernel for a free TCP port (on all interfaces, as server-everything

@@ -86,6 +86,7 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	defer fwd.flush()
 	opts.Progress, opts.Notify = progressToken != nil, fwd.notify()
 	opts.Meta.ParamHeaders = t.paramHeaders(args)
+	t.declareTasksUpstream(ctx, opts.Meta)
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
 	if failed != nil {
 		if failed == errNotModern && opts.RequestState == "" && t.Backend.ServesLegacy() {
@@ -98,6 +99,9 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	}
 	if inputRequired(raw) {
 		return t.askCaller(ctx, raw, caller)
+	}
+	if taskCreated(raw) {
+		return t.answerTask(ctx, raw, opts.Meta)
 	}
 	res := remoteResult(raw, client)
 	if res.Meta != nil {
@@ -384,6 +388,12 @@ func (t *Tool) forwardModernCall(ctx context.Context, req mcp.CallToolRequest, m
 	case inputRequired(raw):
 		// The import relays nothing (else mcp-go serves the call): refused.
 		return nil, t.askCaller(ctx, raw, callerOf(ctx))
+	case taskCreated(raw):
+		task, err := t.handOverTask(ctx, raw, meta)
+		if err != nil {
+			return nil, mcp.NewToolResultError(MarkerRemoteError + err.Error())
+		}
+		return task, nil
 	case !successfulToolResult(raw):
 		return nil, remoteResult(raw, client)
 	}

@@ -87,7 +87,9 @@ type Pool struct {
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: newStateSealer()}, tokens: tokens}
+	states := newStateSealer()
+	states.log = log
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -160,8 +162,10 @@ type remote struct {
 	// callers, for an import that sends each caller's credential, are the callers'
 	// own remotes; every request goes through one of them, never through r's session.
 	callers *callerRemotes
-	// callerState is set on a caller's own remote.
+	// callerState is set on a caller's own remote, and on a downstream session's.
 	callerState
+	// sessions are the downstream sessions' remotes (sessions.go), made on first use.
+	sessions *sessionRemotes
 
 	mu         sync.Mutex
 	headers    map[string]string // as last read from the files
@@ -500,6 +504,9 @@ func (r *remote) close() {
 	if r.callers != nil {
 		go r.callers.close()
 	}
+	if r.sessions != nil {
+		go r.sessions.close()
+	}
 	if c := r.current; c != nil {
 		r.current = nil
 		r.retireLocked(c)
@@ -595,6 +602,21 @@ func (r *remote) forCaller(ctx context.Context) (*remote, error) {
 	return r, nil
 }
 
+// forRequest is the remote a request of ctx goes to on a session: the caller's
+// (forCaller), or on a stateful gateway that of the request's downstream session.
+func (r *remote) forRequest(ctx context.Context) (*remote, error) {
+	r, err := r.forCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.forSession(ctx)
+	if err != nil || s == r {
+		return s, err
+	}
+	s.refresh(false)
+	return s, nil
+}
+
 // withSession runs do on a pooled session, retried at most once on a new session: when
 // the remote provably did not process it (no connection, unknown session, refused
 // credentials that a re-read of the files changed), or refused the connect for
@@ -604,7 +626,7 @@ func (r *remote) forCaller(ctx context.Context) (*remote, error) {
 // *mcpclient.RPCError), nil otherwise. key and name say in the debug log what was
 // retried.
 func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
-	r, err = r.forCaller(ctx)
+	r, err = r.forRequest(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -677,6 +699,11 @@ func (r *remote) otherCredentials(ctx context.Context, used *mcpclient.Client) b
 	r.mu.Unlock()
 	if moved {
 		return true
+	}
+	if r.ofSession {
+		// A downstream session's remote: its parent's files or credential, renewed.
+		r.parent.otherCredentials(ctx, used)
+		return r.refresh(false) != used
 	}
 	if r.parent != nil {
 		// A caller's remote: its credential is renewed (re-exchanged, or re-read) too.
