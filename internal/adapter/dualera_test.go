@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -582,5 +583,76 @@ func TestDualEraGateway_EachCallerIsListedWhatTheRemoteListsToItsEra(t *testing.
 			}
 			wantSuccess(t, callTool(t, legacy, "team.versioned", map[string]any{}), "versioned")
 		})
+	}
+}
+
+// A tool its remote lists only to clients declaring elicitation is listed to the
+// callers the gateway can ask for it, as the remote lists it to its own clients: a
+// caller that declared elicitation (of 2026-07-28, or of 2025-11-25 on a stateful
+// gateway), and not one that did not, nor a 2025-11-25 caller of a stateless gateway,
+// which cannot be asked.
+func TestDualEraGateway_AToolNeedingElicitationIsListedOnlyToCallersThatCanBeAsked(t *testing.T) {
+	for _, stateless := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stateless", false: "stateful"}[stateless], func(t *testing.T) {
+			remote := dualera.Start(t, dualera.Both)
+			tools := dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)
+			tools[1].Remote.Needs = []string{adapterconfig.RelayElicitation}
+			gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, stateless, tools...))
+			listed := func(c *client.Client) bool {
+				_, ok := listedDescriptions(t, c)["team.confirm"]
+				return ok
+			}
+			if !listed(eliciting(t, gw.baseURL, "", &confirmer{})) {
+				t.Error("a 2026-07-28 caller declaring elicitation is not listed team.confirm")
+			}
+			if listed(connect(t, gw.baseURL, "", nil)) {
+				t.Error("a 2026-07-28 caller declaring nothing is listed team.confirm")
+			}
+			if got := listed(eliciting(t, gw.baseURL, protocol20251125, &confirmer{})); got == stateless {
+				t.Errorf("a 2025-11-25 caller declaring elicitation is listed team.confirm: %v, want %v", got, !stateless)
+			}
+			if listed(connect(t, gw.baseURL, protocol20251125, nil)) {
+				t.Error("a 2025-11-25 caller declaring nothing is listed team.confirm")
+			}
+		})
+	}
+}
+
+// In Search mode the find meta-tool finds for each caller only what it is listed: a
+// 2025-11-25 caller does not find the tool a dual-era remote lists only in 2026-07-28,
+// a 2026-07-28 caller does.
+func TestDualEraGateway_FindFindsOnlyWhatTheCallersEraIsListed(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	gw := serve(t, searchMode(configWith(adapterconfig.TransportStreamableHTTP, true, eraTools(remote.URL)...)))
+	if names, _ := find(t, connect(t, gw.baseURL, "", nil), "modern_only", 20); !slices.Contains(names, "team.modern_only") {
+		t.Errorf("a 2026-07-28 caller found %v, want team.modern_only among them", names)
+	}
+	if names, _ := find(t, connect(t, gw.baseURL, protocol20251125, nil), "modern_only", 20); slices.Contains(names, "team.modern_only") {
+		t.Errorf("a 2025-11-25 caller found %v, want no team.modern_only", names)
+	}
+}
+
+// A reload that changes only the eras an imported tool is listed in tells connected
+// sessions the list changed, and the tool leaves a 2025-11-25 caller's list.
+func TestDualEraGateway_AReloadChangingAToolsErasTellsSessions(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	both := []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	tools := eraTools(remote.URL)
+	tools[1].Remote.Eras = both // modern_only, as if the remote listed it in both eras
+	srv, err := NewServer(configWith(adapterconfig.TransportStreamableHTTP, false, tools...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseURL, streams := servedWithStreams(t, srv)
+	c, changed := listening(t, baseURL, adapterconfig.TransportStreamableHTTP, streams)
+	if !slices.Contains(listedNames(t, c), "team.modern_only") {
+		t.Fatal("team.modern_only is not listed while its remote lists it in 2025-11-25")
+	}
+	if err := srv.Reload(configWith(adapterconfig.TransportStreamableHTTP, false, eraTools(remote.URL)...)); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	testkit.Receive(t, testTimeout, "notifications/tools/list_changed after the tool's eras changed", changed)
+	if slices.Contains(listedNames(t, c), "team.modern_only") {
+		t.Error("team.modern_only is still listed to a 2025-11-25 caller after its remote listed it in 2026-07-28 only")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
@@ -181,11 +182,22 @@ func diffToolSets(old, next *toolSet) toolDiff {
 	return d
 }
 
-// sameListing reports whether a and b have the same tools/list entry.
+// sameListing reports whether a and b have the same tools/list entry, listed to the
+// same callers.
 func sameListing(a, b *compiledTool) bool {
 	ja, errA := json.Marshal(listing.Tool(&a.Tool))
 	jb, errB := json.Marshal(listing.Tool(&b.Tool))
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb) && sameRemoteListing(a.Remote, b.Remote)
+}
+
+// sameRemoteListing reports whether two remote backends list their tool alike: the
+// same definitions, to callers of the same eras and capabilities.
+func sameRemoteListing(a, b *adapterconfig.RemoteBackend) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return bytes.Equal(a.Definition, b.Definition) && bytes.Equal(a.ModernDefinition, b.ModernDefinition) &&
+		slices.Equal(a.Eras, b.Eras) && slices.Equal(a.RemoteEras, b.RemoteEras) && slices.Equal(a.Needs, b.Needs)
 }
 
 func backendOf(t *compiledTool) [3]any {

@@ -198,6 +198,9 @@ func (s *Server) findTools(ctx context.Context, req mcp.CallToolRequest) *mcp.Ca
 			if _, withheld := set.withheld[name]; withheld {
 				return false
 			}
+			if t := set.byName[name]; t != nil && t.gateway != nil && !t.gateway.ListedTo(ctx) {
+				return false // not listed to this caller (its era, or what it can be asked)
+			}
 			return s.filter.Allows(ctx, access.ItemTool, name)
 		},
 		Skill: func(path string) bool { return s.filter.Allows(ctx, access.ItemSkill, path) },

@@ -379,17 +379,18 @@ func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
 	return listed
 }
 
-// listedInEra leaves out of a tools/list answer the imported tools the caller's
-// protocol era does not list: their remotes list them only in the other era.
-func (s *Server) listedInEra(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+// listedToCaller leaves out of a tools/list answer the imported tools the caller
+// could not use: those its remote lists only in the other protocol era, and those its
+// remote lists only to clients able to answer what the gateway cannot ask this caller
+// (gateway.Tool.ListedTo).
+func (s *Server) listedToCaller(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	set := s.state.Load()
 	if !set.remote {
 		return tools
 	}
-	era := gateway.CallerEra(ctx)
 	listed := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {
-		if ct := set.byName[t.Name]; ct != nil && ct.Remote != nil && !ct.Remote.ListedTo(era) {
+		if ct := set.byName[t.Name]; ct != nil && ct.gateway != nil && !ct.gateway.ListedTo(ctx) {
 			continue
 		}
 		listed = append(listed, t)
@@ -466,7 +467,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.listedInMode(ctx, s.listedInEra(ctx, s.listedTools(result.Tools)))
+		result.Tools = s.listedInMode(ctx, s.listedToCaller(ctx, s.listedTools(result.Tools)))
 	})
 	if s.declared != nil {
 		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {

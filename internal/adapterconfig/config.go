@@ -305,6 +305,10 @@ type RemoteBackend struct {
 	// ModernDefinition is the remote's definition of the tool in EraModern where it
 	// differs from Definition: tools/list serves it to the callers of that era.
 	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
+	// Needs are the client capabilities (RelayElicitation, RelaySampling, RelayRoots)
+	// the remote lists the tool only to clients declaring, all among Relay: the tool
+	// is listed to a caller only when the gateway can ask it each.
+	Needs []string `json:"needs,omitempty"`
 	// Extensions are the extensions of protocol 2026-07-28 the remote advertised in
 	// server/discover that a gateway passes through to its callers; only
 	// ExtensionTasks is one today.

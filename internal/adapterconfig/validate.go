@@ -208,6 +208,11 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 			problems = append(problems, fmt.Sprintf("remote.relay: %q is not a request the gateway relays: use %q, %q or %q", kind, RelayElicitation, RelaySampling, RelayRoots))
 		}
 	}
+	for _, kind := range r.Needs {
+		if !slices.Contains(r.Relay, kind) {
+			problems = append(problems, fmt.Sprintf("remote.needs: %q is not relayed (remote.relay): a tool whose remote asks its callers for what the gateway does not relay cannot be served", ClipName(kind)))
+		}
+	}
 	problems = append(problems, erasProblems("remote.eras", r.Eras)...)
 	problems = append(problems, erasProblems("remote.remoteEras", r.RemoteEras)...)
 	for i, ext := range r.Extensions {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/dualera"
@@ -129,6 +130,22 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 		HaveField("Change", cantusv1alpha1.DefinitionChanged))))
 	g.Expect(changed.Status.Approval.PendingDigest).NotTo(Equal(digest))
 	g.Expect(changed.Status.CatalogDigest).NotTo(Equal(approved.Status.CatalogDigest), "the catalog digest covers the 2026-07-28 definitions")
+}
+
+// The verifier, which declares no client capability, does not expect to be listed the
+// imported tools a gateway lists only to callers it can ask for one.
+func TestVerify_DoesNotExpectCapabilityBoundTools(t *testing.T) {
+	cfg := &adapterconfig.Config{Tools: []adapterconfig.Tool{
+		{Name: "se_echo", Remote: &adapterconfig.RemoteBackend{}},
+		{Name: "se_trigger-elicitation-request", Remote: &adapterconfig.RemoteBackend{Relay: []string{"elicitation"}, Needs: []string{"elicitation"}}},
+		{Name: "local", Template: &adapterconfig.TemplateBackend{Text: "x"}},
+	}}
+	if got := capabilityBoundTools(cfg); !slices.Equal(got, []string{"se_trigger-elicitation-request"}) {
+		t.Errorf("capability-bound tools %v, want se_trigger-elicitation-request", got)
+	}
+	if got := capabilityBoundTools(nil); got != nil {
+		t.Errorf("without a config: %v, want none", got)
+	}
 }
 
 // A successful handshake records the extensions the remote announced in either era,

@@ -142,7 +142,7 @@ func (r *SkillServerReconciler) verify(ctx context.Context, ss *cantusv1alpha1.S
 	if err != nil {
 		return r.notVerified(ss, cantusv1alpha1.ReasonNotAnswering, fmt.Sprintf("no MCP answer from the adapter at %s: %v", obs.ProbeURL, err))
 	}
-	want, got := sets.New(listedToolNames(ss, cfg)...), sets.New(servedNames(served)...)
+	want, got := sets.New(listedToolNames(ss, cfg)...).Delete(capabilityBoundTools(cfg)...), sets.New(servedNames(served)...)
 	if !want.Equal(got) {
 		missing, extra := sets.List(want.Difference(got)), sets.List(got.Difference(want))
 		return r.notVerified(ss, cantusv1alpha1.ReasonToolsMismatch, toolsMismatchMessage(len(served), missing, extra))
@@ -197,6 +197,22 @@ func toolsMismatchMessage(served int, missing, extra []string) string {
 	}
 	parts = append(parts, "pods that still run an older config pick up the new one within a minute or two")
 	return strings.Join(parts, "; ")
+}
+
+// capabilityBoundTools are the imported tools a gateway lists only to callers it can
+// ask for a capability (remote.needs): the verifier declares none, so it is not listed
+// them.
+func capabilityBoundTools(cfg *adapterconfig.Config) []string {
+	if cfg == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range cfg.Tools {
+		if t.Remote != nil && len(t.Remote.Needs) > 0 {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 func servedNames(tools []mcpclient.Tool) []string {

@@ -86,7 +86,10 @@ func TestReexport_LeavesOutToolsNeedingCapabilitiesTheImportDoesNotRelay(t *test
 		served = append(served, tool.Name)
 	}
 	if !slices.Equal(served, []string{"echo", "trigger-elicitation-request"}) {
-		t.Errorf("served %v, want echo and trigger-elicitation-request", served)
+		t.Fatalf("served %v, want echo and trigger-elicitation-request", served)
+	}
+	if needs := out.tools[1].Remote.Needs; !slices.Equal(needs, []string{"elicitation"}) {
+		t.Errorf("trigger-elicitation-request needs %v, want elicitation (listed only to callers the gateway can ask)", needs)
 	}
 	if want := []string{`"get-roots-list" from import everything (needs roots)`}; !slices.Equal(out.report.NotRelayed, want) {
 		t.Errorf("not relayed %q, want %q", out.report.NotRelayed, want)

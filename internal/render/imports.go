@@ -238,6 +238,7 @@ func (c candidate) adapterTool(served string) adapterconfig.Tool {
 	}
 	backend.Definition = remoteDefinition(c.tool, t.InputSchema)
 	backend.Eras, backend.ModernDefinition = toolEras(c.tool, backend.RemoteEras)
+	backend.Needs = c.tool.RequiresCapabilities
 	return t
 }
 

@@ -13,6 +13,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -25,12 +26,12 @@ var everythingCapabilityTools = map[string]string{
 	"get-roots-list":              "roots",
 }
 
-// listedNames are the names of the tools the TypeScript SDK client, declaring nothing,
-// is listed at url.
-func listedNames(t *testing.T, ctx context.Context, url string) []string {
+// listedNames are the names of the tools the TypeScript SDK client, declaring the
+// capabilities named in declare, is listed at url.
+func listedNames(t *testing.T, ctx context.Context, url string, declare ...string) []string {
 	t.Helper()
 	var names []string
-	for _, tool := range peers.TSClient(t, ctx, peers.TSClientOptions{URL: url}).Tools {
+	for _, tool := range peers.TSClient(t, ctx, peers.TSClientOptions{URL: url, Declare: declare}).Tools {
 		names = append(names, tool.Name)
 	}
 	return names
@@ -40,8 +41,9 @@ func listedNames(t *testing.T, ctx context.Context, url string) []string {
 // it lists only to clients declaring elicitation, sampling or roots; a gateway whose
 // import relays none of them lists none of those tools (it could not serve them: the
 // remote would ask the caller for what the gateway does not pass on) and names them in
-// ImportedToolsServable and an event, while a gateway relaying all three lists them and
-// serves a call of one.
+// ImportedToolsServable and an event, while a gateway relaying all three lists them to
+// callers that declare the capabilities (as server-everything does) and serves a call
+// of one.
 func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -93,10 +95,12 @@ func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 		ContainElement(ContainSubstring("se_trigger-sampling-request")))
 
 	served, _ = getSkillServer(ctx, ns, "relaying")()
-	listed = listedNames(t, ctx, served.Status.URL)
+	listed = listedNames(t, ctx, served.Status.URL, mcpclient.RelayableCapabilities()...)
 	for name := range everythingCapabilityTools {
-		g.Expect(listed).To(ContainElement("se_"+name), "a gateway relaying %s lists %s", everythingCapabilityTools[name], name)
+		g.Expect(listed).To(ContainElement("se_"+name), "a gateway relaying %s lists %s to a caller declaring it", everythingCapabilityTools[name], name)
 	}
+	g.Expect(listedNames(t, ctx, served.Status.URL)).To(ConsistOf(prefixed("se_", listedNames(t, ctx, direct))),
+		"to a caller declaring nothing, the relaying gateway lists what server-everything lists to it")
 	g.Expect(served).To(haveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable))
 	call := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "se_trigger-elicitation-request",
 		Elicit: map[string]any{"color": "red"}})

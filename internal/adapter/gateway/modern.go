@@ -111,14 +111,16 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	return res
 }
 
-// paramToolOf is the remote's definition of the tool when its inputSchema marks an
-// argument x-mcp-header (SEP-2243); nil otherwise, or when it does not parse.
+// paramToolOf is the remote's definition of the tool in protocol 2026-07-28 (its
+// ModernDefinition where it has one) when its inputSchema marks an argument
+// x-mcp-header (SEP-2243); nil otherwise, or when it does not parse.
 func paramToolOf(b *adapterconfig.RemoteBackend) *mcp.Tool {
-	if len(b.Definition) == 0 || !strings.Contains(string(b.Definition), "x-mcp-header") {
+	def := modernDefinitionOf(b)
+	if len(def) == 0 || !strings.Contains(string(def), "x-mcp-header") {
 		return nil
 	}
 	var tool mcp.Tool
-	if json.Unmarshal(b.Definition, &tool) != nil {
+	if json.Unmarshal(def, &tool) != nil {
 		return nil
 	}
 	tool.Name = b.RemoteName
@@ -126,6 +128,15 @@ func paramToolOf(b *adapterconfig.RemoteBackend) *mcp.Tool {
 		return nil
 	}
 	return &tool
+}
+
+// modernDefinitionOf is the definition the remote lists the tool with in protocol
+// 2026-07-28.
+func modernDefinitionOf(b *adapterconfig.RemoteBackend) json.RawMessage {
+	if len(b.ModernDefinition) > 0 {
+		return b.ModernDefinition
+	}
+	return b.Definition
 }
 
 // paramHeaders are the Mcp-Param-* headers of a call of t with args in protocol
@@ -338,7 +349,7 @@ func plainModernCall(r *http.Request, call *forwardableCall) *mcpclient.RequestM
 // ask the caller to connect).
 func (t *Tool) passesModern() bool {
 	return t.Backend.ServesModern() && t.paramTool == nil && t.Backend.CallerCredentials == nil &&
-		!strings.Contains(string(t.Backend.Definition), "x-mcp-header")
+		!strings.Contains(string(modernDefinitionOf(t.Backend)), "x-mcp-header")
 }
 
 // forwardModernCall validates the call's arguments and forwards it in protocol

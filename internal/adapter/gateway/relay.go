@@ -257,6 +257,25 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 	}
 }
 
+// ListedTo says whether the caller of ctx is listed the tool: its remote lists it in
+// the caller's era (or the caller is translated into the remote's), and the gateway
+// can ask the caller what the remote lists it only to clients able to answer
+// (Backend.Needs): a caller that could not be asked could not use the tool.
+func (t *Tool) ListedTo(ctx context.Context) bool {
+	if !t.Backend.ListedTo(CallerEra(ctx)) {
+		return false
+	}
+	if len(t.Backend.Needs) > 0 && t.remote == nil {
+		return false // not linked to its remote: nobody could be asked
+	}
+	for _, kind := range t.Backend.Needs {
+		if why, _ := t.callerCannotAnswer(ctx, kind); why != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // callerCannotAnswer says why the caller of ctx cannot be asked a request of kind, to
 // answer the remote with; missing is true when the caller must be told it lacks the
 // capability (protocol 2026-07-28: MissingRequiredClientCapabilityError).
