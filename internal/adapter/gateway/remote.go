@@ -445,7 +445,13 @@ func (r *remote) connect(f *connectFlight) {
 	default:
 		r.current = &remoteConn{sess: sess, client: client, gone: make(chan struct{})}
 		r.metrics.connects.WithLabelValues(r.name, "succeeded").Inc()
-		r.log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
+		log := r.log
+		if r.ofSession {
+			// One per downstream session on a stateful gateway: at info level, a busy
+			// gateway would log every session its callers open.
+			log = log.V(1)
+		}
+		log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
 			"stateful", sess.ID() != "", "took", time.Since(start).Round(time.Millisecond).String())
 	}
 }
