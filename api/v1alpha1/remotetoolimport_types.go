@@ -193,6 +193,12 @@ type RemoteServerInfo struct {
 	// +listType=atomic
 	// +optional
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Extensions the remote announced, in either era (io.modelcontextprotocol/tasks,
+	// io.modelcontextprotocol/skills, …). A gateway passes the Tasks extension
+	// through when the remote announced it in protocol 2026-07-28.
+	// +listType=atomic
+	// +optional
+	Extensions []string `json:"extensions,omitempty"`
 }
 
 // DiscoveredTool is one remote tool as the remote described it.

@@ -80,6 +80,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			remote := s.state.Load().remote
+			if remote && s.streamable != nil && gateway.ServeTask(w, r, body, (*gatewayServer)(s)) {
+				return
+			}
 			if remote && s.streamable != nil && s.cfg.Stateless && gateway.PassThrough(w, r, body, (*gatewayServer)(s)) {
 				return
 			}

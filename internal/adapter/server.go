@@ -307,6 +307,14 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
 	opts = append(opts, s.content.Options()...)
+	if s.servesTasks() {
+		exts := s.content.Extensions()
+		if exts == nil {
+			exts = map[string]any{}
+		}
+		exts[gateway.ExtensionTasks] = map[string]any{}
+		opts = append(opts, server.WithExtensions(exts))
+	}
 	m := server.NewMCPServer(s.cfg.Server.Name, s.cfg.Server.Version, opts...)
 	if entries := s.serverTools(s.state.Load()); len(entries) > 0 {
 		m.AddTools(entries...)

@@ -305,6 +305,21 @@ type RemoteBackend struct {
 	// ModernDefinition is the remote's definition of the tool in EraModern where it
 	// differs from Definition: tools/list serves it to the callers of that era.
 	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
+	// Extensions are the extensions of protocol 2026-07-28 the remote advertised in
+	// server/discover that a gateway passes through to its callers; only
+	// ExtensionTasks is one today.
+	Extensions []string `json:"extensions,omitempty"`
+}
+
+// ExtensionTasks is the Tasks extension (SEP-2663): a remote may answer a tools/call
+// of a caller that declared it with a task, which the caller polls (tasks/get),
+// answers (tasks/update) or cancels (tasks/cancel).
+const ExtensionTasks = "io.modelcontextprotocol/tasks"
+
+// ServesTasks says whether the remote offers the Tasks extension, in protocol
+// 2026-07-28, which has it.
+func (r *RemoteBackend) ServesTasks() bool {
+	return r.ServesModern() && slices.Contains(r.Extensions, ExtensionTasks)
 }
 
 // Protocol eras of a remote (RemoteBackend.Eras): EraLegacy is the newest revision

@@ -210,6 +210,11 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 	}
 	problems = append(problems, erasProblems("remote.eras", r.Eras)...)
 	problems = append(problems, erasProblems("remote.remoteEras", r.RemoteEras)...)
+	for i, ext := range r.Extensions {
+		if ext != ExtensionTasks || slices.Index(r.Extensions, ext) != i {
+			problems = append(problems, fmt.Sprintf("remote.extensions: %q is not an extension a gateway passes through, or is named twice: use %q", ClipName(ext), ExtensionTasks))
+		}
+	}
 	for _, a := range r.Addresses {
 		if _, err := netip.ParseAddr(a); err != nil {
 			problems = append(problems, fmt.Sprintf("remote.addresses: %q is not an IP address", a))

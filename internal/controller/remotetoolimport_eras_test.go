@@ -130,3 +130,17 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	g.Expect(changed.Status.Approval.PendingDigest).NotTo(Equal(digest))
 	g.Expect(changed.Status.CatalogDigest).NotTo(Equal(approved.Status.CatalogDigest), "the catalog digest covers the 2026-07-28 definitions")
 }
+
+// A successful handshake records the extensions the remote announced in either era,
+// sorted and once each: those of server/discover (the Tasks extension) with those of
+// initialize.
+func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
+	imp := &cantusv1alpha1.RemoteToolImport{}
+	res := &mcpclient.Result{Eras: mcpclient.Eras(), Extensions: []string{"io.modelcontextprotocol/skills"},
+		ModernExtensions: []string{"io.modelcontextprotocol/tasks", "io.modelcontextprotocol/skills"}}
+	setHandshakeSucceeded(imp, res, nil, time.Now())
+	want := []string{"io.modelcontextprotocol/skills", "io.modelcontextprotocol/tasks"}
+	if got := imp.Status.ServerInfo.Extensions; !slices.Equal(got, want) {
+		t.Errorf("serverInfo.extensions %v, want %v", got, want)
+	}
+}

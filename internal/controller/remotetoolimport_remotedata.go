@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -34,20 +35,36 @@ const (
 )
 
 func remoteServerInfo(res *mcpclient.Result) *cantusv1alpha1.RemoteServerInfo {
-	caps := res.Capabilities
-	if len(caps) > maxRemoteCapabilities {
-		caps = caps[:maxRemoteCapabilities]
-	}
-	clipped := make([]string, 0, len(caps))
-	for _, c := range caps {
-		clipped = append(clipped, clip.Bytes(c, maxRemoteVersionBytes))
-	}
 	return &cantusv1alpha1.RemoteServerInfo{
 		Name:            clip.Bytes(res.ServerName, maxRemoteNameBytes),
 		Version:         clip.Bytes(res.ServerVersion, maxRemoteVersionBytes),
 		ProtocolVersion: clip.Bytes(res.ProtocolVersion, maxRemoteVersionBytes),
-		Capabilities:    clipped,
+		Capabilities:    clippedCapabilityNames(res.Capabilities),
+		Extensions:      remoteExtensions(res),
 	}
+}
+
+// clippedCapabilityNames are at most maxRemoteCapabilities of names, each clipped.
+func clippedCapabilityNames(names []string) []string {
+	if len(names) > maxRemoteCapabilities {
+		names = names[:maxRemoteCapabilities]
+	}
+	clipped := make([]string, 0, len(names))
+	for _, c := range names {
+		clipped = append(clipped, clip.Bytes(c, maxRemoteVersionBytes))
+	}
+	return clipped
+}
+
+// remoteExtensions are the extensions the remote announced in either era, sorted;
+// nil for none.
+func remoteExtensions(res *mcpclient.Result) []string {
+	all := slices.Concat(res.Extensions, res.ModernExtensions)
+	if len(all) == 0 {
+		return nil
+	}
+	slices.Sort(all)
+	return clippedCapabilityNames(slices.Compact(all))
 }
 
 // statusTools keeps the tools (names, titles and descriptions clipped, other members

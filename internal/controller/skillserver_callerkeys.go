@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -192,10 +193,7 @@ func (r *SkillServerReconciler) ensureCallerKeysExist(ctx context.Context, ss *c
 // announceSkipped tells, once per change, which per-caller Secrets were left out: an
 // event per reconcile would be a write while nothing changes.
 func (r *SkillServerReconciler) announceSkipped(ss *cantusv1alpha1.SkillServer, skipped []string) {
-	sum := sha256.Sum256([]byte(strings.Join(skipped, "\n")))
-	digest := hex.EncodeToString(sum[:8])
-	key := client.ObjectKeyFromObject(ss)
-	if previous, _ := r.skippedCallerKeys.Swap(key, digest); previous == digest || (previous == nil && len(skipped) == 0) {
+	if !listChanged(&r.skippedCallerKeys, client.ObjectKeyFromObject(ss), skipped) {
 		return
 	}
 	if len(skipped) > 0 && r.Recorder != nil {
@@ -208,10 +206,7 @@ func (r *SkillServerReconciler) announceSkipped(ss *cantusv1alpha1.SkillServer, 
 // their remote lists them only to clients with capabilities the import does not relay
 // (ImportedToolsServable names them too).
 func (r *SkillServerReconciler) announceNotRelayed(ss *cantusv1alpha1.SkillServer, tools []string) {
-	sum := sha256.Sum256([]byte(strings.Join(tools, "\n")))
-	digest := hex.EncodeToString(sum[:8])
-	key := client.ObjectKeyFromObject(ss)
-	if previous, _ := r.notRelayedTools.Swap(key, digest); previous == digest || (previous == nil && len(tools) == 0) {
+	if !listChanged(&r.notRelayedTools, client.ObjectKeyFromObject(ss), tools) {
 		return
 	}
 	if len(tools) > 0 && r.Recorder != nil {
@@ -219,6 +214,16 @@ func (r *SkillServerReconciler) announceNotRelayed(ss *cantusv1alpha1.SkillServe
 			"%d imported tools are not served: their remotes list them only to clients with capabilities spec.imports[].relay does not relay: %s",
 			len(tools), listAtMost(tools, 10, "; "))
 	}
+}
+
+// listChanged records a digest of list as the one last announced for key in last, and
+// says whether it differs from the one announced before; a first list that is empty is
+// no change.
+func listChanged(last *sync.Map, key types.NamespacedName, list []string) bool {
+	sum := sha256.Sum256([]byte(strings.Join(list, "\n")))
+	digest := hex.EncodeToString(sum[:8])
+	previous, _ := last.Swap(key, digest)
+	return previous != digest && (previous != nil || len(list) > 0)
 }
 
 // setCallerCredentialsReady says whether the gateway can act for its callers at every

@@ -118,6 +118,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.statuses.forget(req.NamespacedName)
 			r.contentRenders.forget(req.NamespacedName)
 			r.skippedCallerKeys.Delete(req.NamespacedName)
+			r.notRelayedTools.Delete(req.NamespacedName)
 			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)

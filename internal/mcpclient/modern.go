@@ -136,7 +136,7 @@ func (s *Session) modernRequest(method string, params any, meta *RequestMeta) (*
 }
 
 // nameOf is what Mcp-Name mirrors: params.name of tools/call and prompts/get,
-// params.uri of resources/read.
+// params.uri of resources/read, params.taskId of the Tasks extension's methods.
 func nameOf(method string, members map[string]json.RawMessage) (string, bool) {
 	key := ""
 	switch mcp.MCPMethod(method) {
@@ -144,6 +144,8 @@ func nameOf(method string, members map[string]json.RawMessage) (string, bool) {
 		key = "name"
 	case mcp.MethodResourcesRead:
 		key = "uri"
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel:
+		key = "taskId"
 	default:
 		return "", false
 	}

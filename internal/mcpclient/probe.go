@@ -65,6 +65,9 @@ type Result struct {
 	Capabilities []string `json:"capabilities"`
 	// Extensions are the sorted names of the extensions the server announced.
 	Extensions []string `json:"extensions,omitempty"`
+	// ModernExtensions are those it announced in server/discover, when it serves
+	// protocol 2026-07-28 (the Tasks extension is one of that era).
+	ModernExtensions []string `json:"modernExtensions,omitempty"`
 	// Tools are the tools of every page, in the server's order. A server that does
 	// not announce the tools capability is not asked (and has none).
 	Tools []Tool `json:"tools"`
@@ -121,7 +124,7 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res.Eras = []string{EraLegacy}
 	if modern != nil {
-		res.Eras, res.ModernTools = Eras(), modern.ModernTools
+		res.Eras, res.ModernTools, res.ModernExtensions = Eras(), modern.ModernTools, modern.ModernExtensions
 		res.RequiredCapabilities = mergeNeeds(res.RequiredCapabilities, modern.RequiredCapabilities)
 	}
 	return res, nil
@@ -177,7 +180,7 @@ func probeModern(ctx context.Context, c *Client, opts Options) (*Result, error) 
 	if res.RequiredCapabilities, err = toolNeeds(ctx, res.Tools, opts.Capabilities, modernLister(c, opts.MaxTools)); err != nil {
 		return nil, nil
 	}
-	res.ProtocolVersion, res.Eras, res.ModernTools = EraModern, []string{EraModern}, res.Tools
+	res.ProtocolVersion, res.Eras, res.ModernTools, res.ModernExtensions = EraModern, []string{EraModern}, res.Tools, res.Extensions
 	return res, nil
 }
 

@@ -390,6 +390,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		Eras:      erasOf(imp),
 	}
 	b.RemoteEras = b.Eras
+	b.Extensions = extensionsOf(imp)
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
 	} else {

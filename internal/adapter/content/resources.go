@@ -32,10 +32,19 @@ func (cp *Part) contentOptions(set *Set) []server.ServerOption {
 	if len(set.prompts) > 0 || len(set.imported.prompts) > 0 {
 		opts = append(opts, server.WithPromptCapabilities(true))
 	}
-	if cp.servesSkillMethods() {
-		opts = append(opts, server.WithExtensions(map[string]any{SkillsExtension: map[string]any{"directoryRead": true}}))
+	if exts := cp.Extensions(); len(exts) > 0 {
+		opts = append(opts, server.WithExtensions(exts))
 	}
 	return opts
+}
+
+// Extensions are the extensions the content served advertises (mcp-go's
+// WithExtensions takes all of a server's at once); nil for none.
+func (cp *Part) Extensions() map[string]any {
+	if !cp.servesSkillMethods() {
+		return nil
+	}
+	return map[string]any{SkillsExtension: map[string]any{"directoryRead": true}}
 }
 
 // servesSkillMethods says whether skills/list, skills/get and resources/directory/read

@@ -86,6 +86,7 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	defer fwd.flush()
 	opts.Progress, opts.Notify = progressToken != nil, fwd.notify()
 	opts.Meta.ParamHeaders = t.paramHeaders(args)
+	t.declareTasksUpstream(ctx, opts.Meta)
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
 	if failed != nil {
 		if failed == errNotModern && opts.RequestState == "" && t.Backend.ServesLegacy() {
@@ -98,6 +99,9 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	}
 	if inputRequired(raw) {
 		return t.askCaller(ctx, raw, caller)
+	}
+	if taskCreated(raw) {
+		return t.answerTask(ctx, raw, opts.Meta)
 	}
 	res := remoteResult(raw, client)
 	if res.Meta != nil {
@@ -274,26 +278,9 @@ func (r *remote) withClient(ctx context.Context, key, name string, do func(conte
 		if err == nil {
 			return raw, client, nil
 		}
-		var rpcErr *mcpclient.RPCError
-		if errors.As(err, &rpcErr) {
-			return nil, client, err
+		if answered, final := r.afterFailure(ctx, client, err, retried, key, name); final != nil {
+			return nil, answered, final
 		}
-		var e *mcpclient.Error
-		if !errors.As(err, &e) {
-			return nil, nil, err
-		}
-		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpclient.ReasonUnauthorized {
-			retry = r.otherCredentials(ctx, client)
-		}
-		if !retry {
-			if e.Reason == mcpclient.ReasonUnauthorized {
-				return nil, nil, r.refused(err)
-			}
-			return nil, nil, err
-		}
-		r.metrics.retries.WithLabelValues(r.name).Inc()
-		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
 }
 
@@ -373,6 +360,12 @@ func (t *Tool) forwardModernCall(ctx context.Context, req mcp.CallToolRequest, m
 	case inputRequired(raw):
 		// The import relays nothing (else mcp-go serves the call): refused.
 		return nil, t.askCaller(ctx, raw, callerOf(ctx))
+	case taskCreated(raw):
+		task, err := t.handOverTask(ctx, raw, meta)
+		if err != nil {
+			return nil, mcp.NewToolResultError(MarkerRemoteError + err.Error())
+		}
+		return task, nil
 	case !successfulToolResult(raw):
 		return nil, remoteResult(raw, client)
 	}

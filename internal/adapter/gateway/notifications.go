@@ -119,16 +119,21 @@ type EventWatch struct {
 	queued  int
 	written int
 	changed chan struct{} // closed and replaced when written grows
-	// failure, when set, is the JSON-RPC error (and its HTTP status) that answers
-	// the call instead of the result mcp-go writes: a tool handler can only return
-	// results, and protocol 2026-07-28 wants some failures as errors.
+	// failure, when set, is the JSON-RPC error (and its HTTP status), or the raw
+	// result, that answers the call instead of the result mcp-go writes: a tool
+	// handler can only return a CallToolResult, and protocol 2026-07-28 wants some
+	// failures as errors and some answers in other shapes (a task, tasks.go).
 	failure *answerFailure
 }
 
-// answerFailure is the error a call answers with (EventWatch.failure).
+// answerFailure is what a call answers with in place of mcp-go's answer
+// (EventWatch.failure): an error, or a result.
 type answerFailure struct {
 	status int
 	error  map[string]any
+	// result, when set, answers instead of error: a JSON object, which gets the
+	// _meta members of the result mcp-go wrote (the gateway's serverInfo).
+	result json.RawMessage
 }
 
 // WatchEvents wraps the response w of a POST.
@@ -164,6 +169,18 @@ func (w *EventWatch) failWith(status, code int, message string, data any) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.failure = &answerFailure{status: status, error: map[string]any{"code": code, "message": message, "data": data}}
+	return true
+}
+
+// answerWith makes the call of w answer with result, a JSON object, in place of the
+// result mcp-go writes; false for a nil watch.
+func (w *EventWatch) answerWith(result json.RawMessage) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failure = &answerFailure{status: http.StatusOK, result: result}
 	return true
 }
 
@@ -258,7 +275,11 @@ func (f *answerFailure) replace(p []byte) ([]byte, bool) {
 	if json.Unmarshal(body, &answer) != nil || answer.Method != "" || len(answer.Result) == 0 || !ValidRequestID(answer.ID) {
 		return nil, false
 	}
-	out, err := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": answer.ID, "error": f.error})
+	response := map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": answer.ID, "error": f.error}
+	if f.result != nil {
+		response = map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": answer.ID, "result": withMetaOf(f.result, answer.Result)}
+	}
+	out, err := json.Marshal(response)
 	if err != nil {
 		return nil, false
 	}
@@ -266,6 +287,39 @@ func (f *answerFailure) replace(p []byte) ([]byte, bool) {
 		return append(append([]byte(eventPrefix), out...), "\n\n"...), true
 	}
 	return append(out, '\n'), true
+}
+
+// withMetaOf is result with the _meta members of written (mcp-go's result, which names
+// the gateway) added to its own, written's winning; result as it is when either is
+// not an object.
+func withMetaOf(result, written json.RawMessage) json.RawMessage {
+	var members, writtenMembers map[string]json.RawMessage
+	if json.Unmarshal(result, &members) != nil || members == nil || json.Unmarshal(written, &writtenMembers) != nil {
+		return result
+	}
+	var meta, writtenMeta map[string]json.RawMessage
+	if raw := members["_meta"]; len(raw) > 0 && json.Unmarshal(raw, &meta) != nil {
+		return result
+	}
+	if raw := writtenMembers["_meta"]; len(raw) == 0 || json.Unmarshal(raw, &writtenMeta) != nil || len(writtenMeta) == 0 {
+		return result
+	}
+	if meta == nil {
+		meta = make(map[string]json.RawMessage, len(writtenMeta))
+	}
+	for key, value := range writtenMeta {
+		meta[key] = value
+	}
+	encoded, err := json.Marshal(meta)
+	if err != nil {
+		return result
+	}
+	members["_meta"] = encoded
+	out, err := json.Marshal(members)
+	if err != nil {
+		return result
+	}
+	return out
 }
 
 // missingCapability answers the call of ctx, made with protocol 2026-07-28, with a

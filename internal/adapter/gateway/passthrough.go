@@ -87,6 +87,10 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		// Forwarded in the other era, or with more than this path checks: mcp-go serves it.
 		return false
 	}
+	if modern && t.Backend.ServesTasks() && passesTasksDeclared(&call) {
+		// Declared upstream: the remote may answer with a task (tasks.go).
+		meta.ClientCapabilities = withTasksExtension(meta.ClientCapabilities)
+	}
 	out := &answerWriter{w: w, id: call.ID}
 	if modern {
 		out.serverInfo = srv.ServerInfo()

@@ -662,31 +662,44 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 		if err == nil {
 			return raw, conn.client, nil
 		}
-		var rpcErr *mcpclient.RPCError
-		if errors.As(err, &rpcErr) {
-			return nil, conn.client, err
-		}
 		var e *mcpclient.Error
-		if !errors.As(err, &e) {
-			return nil, nil, err
-		}
-		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
+		if errors.As(err, &e) && (e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized)) {
 			r.drop(conn, e)
 		}
-		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpclient.ReasonUnauthorized {
-			// Worth another try only with other credentials.
-			retry = r.otherCredentials(ctx, conn.client)
+		if answered, final := r.afterFailure(ctx, conn.client, err, retried, key, name); final != nil {
+			return nil, answered, final
 		}
-		if !retry {
-			if e.Reason == mcpclient.ReasonUnauthorized {
-				return nil, nil, r.refused(err)
-			}
-			return nil, nil, err
-		}
-		r.metrics.retries.WithLabelValues(r.name).Inc()
-		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
+}
+
+// afterFailure says what follows a request that failed with err on client: nil to try
+// it once more (the remote provably did not process it, and retried says it was not
+// tried again already; refused credentials only when a re-read found others), or the
+// error to end with and the client whose remote answered it (a JSON-RPC error; nil
+// otherwise). key and name say in the debug log what was retried.
+func (r *remote) afterFailure(ctx context.Context, client *mcpclient.Client, err error, retried bool, key, name string) (answered *mcpclient.Client, final error) {
+	var rpcErr *mcpclient.RPCError
+	if errors.As(err, &rpcErr) {
+		return client, err
+	}
+	var e *mcpclient.Error
+	if !errors.As(err, &e) {
+		return nil, err
+	}
+	retry := e.NotProcessed && !retried && ctx.Err() == nil
+	if retry && e.Reason == mcpclient.ReasonUnauthorized {
+		// Worth another try only with other credentials.
+		retry = r.otherCredentials(ctx, client)
+	}
+	if !retry {
+		if e.Reason == mcpclient.ReasonUnauthorized {
+			return nil, r.refused(err)
+		}
+		return nil, err
+	}
+	r.metrics.retries.WithLabelValues(r.name).Inc()
+	r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
+	return nil, nil
 }
 
 // callOn makes the call on conn's session; a call whose tool relays the remote's
