@@ -2,7 +2,7 @@ package v1alpha1
 
 // AnnotationRotateRequestStateKey asks the operator for a new request state key when
 // it is set (or changed) on a gateway's request state Secret
-// (<skillserver>-request-state): the new key seals from then on, and the previous one
-// keeps opening the requestStates it sealed until they expire, then is dropped. Any new
-// value asks again, e.g. the current time.
+// (<skillserver>-request-state). The new key opens states first, seals them once every
+// pod has it, and the previous key keeps opening the requestStates it sealed until they
+// expire, then is dropped. Any new value asks again, e.g. the current time.
 const AnnotationRotateRequestStateKey = "cantus.dev/rotate-request-state-key"

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -242,4 +243,48 @@ func sseRequest(t *testing.T, method, baseURL string, headers map[string]string,
 		t.Fatalf("%s: HTTP %d %s %s, want an event stream", method, resp.StatusCode, resp.Header.Get("Content-Type"), data)
 	}
 	return resp
+}
+
+// On a stateful gateway the log level a session asks for (logging/setLevel) reaches
+// that session's upstream session, whether it is open already or opens later, and no
+// other session's: each remote session logs at its own caller's level.
+func TestGateway_StatefulSessionLogLevelReachesOnlyItsUpstreamSession(t *testing.T) {
+	s := server.NewMCPServer("levels-remote", "1.0.0", server.WithToolCapabilities(false), server.WithLogging())
+	s.AddTool(mcp.NewTool("level"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		session, _ := server.ClientSessionFromContext(ctx).(server.SessionWithLogging)
+		if session == nil {
+			return mcp.NewToolResultError("no session with a log level"), nil
+		}
+		return mcp.NewToolResultText(string(session.GetLogLevel())), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s))
+	t.Cleanup(hs.Close)
+	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false,
+		remoteTool("team.level", objectSchema, hs.URL+"/mcp", adapterconfig.TransportStreamableHTTP, "level")))
+	setLevel := func(c *client.Client, level mcp.LoggingLevel) {
+		t.Helper()
+		req := mcp.SetLevelRequest{}
+		req.Params.Level = level
+		//nolint:staticcheck // logging/setLevel of 2025-11-25 is what the gateway passes on
+		if err := c.SetLevel(testkit.Context(t, testTimeout), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, later, quiet := connect(t, gw.baseURL, protocol20251125, nil), connect(t, gw.baseURL, protocol20251125, nil), connect(t, gw.baseURL, protocol20251125, nil)
+	before := textOf(callTool(t, quiet, "team.level", nil))
+	if before == string(mcp.LoggingLevelDebug) || before == string(mcp.LoggingLevelWarning) {
+		t.Fatalf("the remote's sessions start at %q, a level the test asks for", before)
+	}
+	callTool(t, open, "team.level", nil) // its upstream session is open
+	setLevel(open, mcp.LoggingLevelDebug)
+	setLevel(later, mcp.LoggingLevelWarning) // its upstream session opens with its first call
+	if got := textOf(callTool(t, open, "team.level", nil)); got != string(mcp.LoggingLevelDebug) {
+		t.Errorf("the session that asked for debug after its first call logs at %q upstream", got)
+	}
+	if got := textOf(callTool(t, later, "team.level", nil)); got != string(mcp.LoggingLevelWarning) {
+		t.Errorf("the session that asked for warning before its first call logs at %q upstream", got)
+	}
+	if got := textOf(callTool(t, quiet, "team.level", nil)); got != before {
+		t.Errorf("a session that asked for no level logs at %q upstream, %q before the others asked", got, before)
+	}
 }

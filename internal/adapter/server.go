@@ -481,6 +481,12 @@ func (s *Server) listHooks() *server.Hooks {
 		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
 			s.remotes.EndSession(session.SessionID())
 		})
+		// The level a session asks for goes to its own upstream sessions.
+		hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+			if session := server.ClientSessionFromContext(ctx); session != nil {
+				s.remotes.SetSessionLogLevel(session.SessionID(), string(req.Params.Level))
+			}
+		})
 		// Every answer on a session comes as an event stream, as remotes on the
 		// official SDKs answer: each event has an id in the session's event store, so a
 		// client whose connection broke resumes with Last-Event-ID, and several POSTs

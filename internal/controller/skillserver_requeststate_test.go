@@ -22,9 +22,9 @@ import (
 // A gateway (a SkillServer with imports) gets a request state Secret it controls,
 // holding one key; its pods read the key from that Secret through the projected
 // import files at the path the adapter config names, and neither the config nor the
-// pod template holds the key. A rotation asked for on the Secret puts a new key first
-// and keeps the previous one after it; a deleted Secret is made again. A server
-// without imports gets none.
+// pod template holds the key. A rotation asked for on the Secret adds a new key after
+// the current one (the steps that follow are timed: TestNextRequestStateKeys_*); a
+// deleted Secret is made again. A server without imports gets none.
 func TestRequestStateKeys_GatewayOwnsASecretItsPodsRead(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -93,13 +93,13 @@ func TestRequestStateKeys_GatewayOwnsASecretItsPodsRead(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
 	g.Eventually(keys, 30*time.Second).Should(And(HaveLen(2), HaveEach(Not(BeEmpty()))))
 	rotated, _ := keys()
-	g.Expect(rotated[0]).NotTo(Equal(first[0]))
-	g.Expect(rotated[1]).To(Equal(first[0]), "the previous key keeps opening the states it sealed")
+	g.Expect(rotated[0]).To(Equal(first[0]), "the current key seals until every pod has the new one")
+	g.Expect(rotated[1]).NotTo(Equal(first[0]))
 
 	g.Expect(k8sClient.Delete(ctx, secret)).To(Succeed())
 	g.Eventually(func() (bool, error) {
 		got, err := keys()
-		return err == nil && len(got) == 1 && got[0] != rotated[0], crclient.IgnoreNotFound(err)
+		return err == nil && len(got) == 1 && got[0] != rotated[0] && got[0] != rotated[1], crclient.IgnoreNotFound(err)
 	}, 30*time.Second).Should(BeTrue(), "a deleted Secret is made again, with a new key")
 
 	g.Eventually(func() error {

@@ -394,6 +394,13 @@ type callMeta struct {
 	tracing.Meta
 }
 
+// SetLogLevel asks the server to send the log messages of level and above on this
+// session (logging/setLevel, 2025-11-25).
+func (s *Session) SetLogLevel(ctx context.Context, level string) error {
+	_, err := s.request(ctx, "logging/setLevel", map[string]string{"level": level}, nil)
+	return err
+}
+
 // request sends one JSON-RPC request and returns its result. notify, when set,
 // receives the notifications the server sends on the request's own stream.
 func (s *Session) request(ctx context.Context, method string, params any, notify func(Message)) (json.RawMessage, error) {

@@ -24,21 +24,29 @@ const (
 	// annotationRotationHandled is the value of AnnotationRotateRequestStateKey last
 	// acted on: a different one asks for a new key.
 	annotationRotationHandled = "cantus.dev/request-state-rotation-handled"
+	// annotationNewKeySealsAt is when the key added by a rotation, second so far (it
+	// opens states, and seals none), becomes the first (RFC 3339).
+	annotationNewKeySealsAt = "cantus.dev/request-state-new-key-seals-at"
 	// annotationPreviousKeyUntil is when the key rotated away last stops opening
 	// states (RFC 3339); the operator then drops it.
 	annotationPreviousKeyUntil = "cantus.dev/request-state-previous-key-until"
 )
 
-// RequestStateKeyOverlap is how long a key rotated away keeps opening states: their
-// expiry, and the kubelet's delay in bringing a changed Secret to every pod.
-const RequestStateKeyOverlap = adapterconfig.RequestStateTTL + 2*time.Minute
+// A rotation goes in two steps, so that no replica ever refuses a state another one
+// sealed: the new key is added second, opening states only, until every pod has it
+// (RequestStateKeyPropagation, the kubelet's delay in bringing a changed Secret to a
+// pod); then it is put first, sealing, and the previous key stays second, opening, for
+// RequestStateKeyOverlap.
+const (
+	RequestStateKeyPropagation = 2 * time.Minute
+	RequestStateKeyOverlap     = adapterconfig.RequestStateTTL + RequestStateKeyPropagation
+)
 
 // EnsureRequestStateKeys makes the gateway's request state Secret
 // (render.RequestStateSecretName), controlled by the SkillServer, hold its keys, one
-// per line, the first sealing: a new random key when there is none; on a rotation asked
-// for with AnnotationRotateRequestStateKey, a new key first and the current one after
-// it for RequestStateKeyOverlap; then the current key alone. It returns how long until
-// a previous key is due to go (0: none is held). A Secret of that name the server does
+// per line, the first sealing: a new random key when there is none, and the steps of a
+// rotation asked for with AnnotationRotateRequestStateKey (nextRequestStateKeys). It
+// returns how long until the next step is due (0: none is). A Secret of that name the server does
 // not control is a NameConflictError, neither read further nor adopted. Keys are never
 // logged nor put in an error.
 func EnsureRequestStateKeys(ctx context.Context, c client.Client, ss *cantusv1alpha1.SkillServer, now time.Time) (time.Duration, error) {
@@ -73,43 +81,63 @@ func EnsureRequestStateKeys(ctx context.Context, c client.Client, ss *cantusv1al
 	if live.Annotations == nil {
 		live.Annotations = map[string]string{}
 	}
-	live.Annotations[annotationRotationHandled] = live.Annotations[cantusv1alpha1.AnnotationRotateRequestStateKey]
-	if next.previousUntil.IsZero() {
-		delete(live.Annotations, annotationPreviousKeyUntil)
-	} else {
-		live.Annotations[annotationPreviousKeyUntil] = next.previousUntil.UTC().Format(time.RFC3339)
+	if next.handled {
+		live.Annotations[annotationRotationHandled] = live.Annotations[cantusv1alpha1.AnnotationRotateRequestStateKey]
 	}
+	setTimeAnnotation(live.Annotations, annotationNewKeySealsAt, next.newKeySealsAt)
+	setTimeAnnotation(live.Annotations, annotationPreviousKeyUntil, next.previousUntil)
 	if err := c.Update(ctx, live); err != nil {
 		return 0, fmt.Errorf("update the request state Secret %s: %w", key.Name, err)
 	}
 	return next.requeue, nil
 }
 
-// requestStateKeys is what a request state Secret is to hold next.
+func setTimeAnnotation(annotations map[string]string, key string, t time.Time) {
+	if t.IsZero() {
+		delete(annotations, key)
+		return
+	}
+	annotations[key] = t.UTC().Format(time.RFC3339)
+}
+
+// requestStateKeys is what a request state Secret is to hold next, and when to look
+// again (0: no step is due).
 type requestStateKeys struct {
-	unchanged     bool
+	unchanged bool
+	// handled records the rotation asked for as acted on.
+	handled       bool
 	keys          [][]byte
+	newKeySealsAt time.Time
 	previousUntil time.Time
 	requeue       time.Duration
 }
 
 // nextRequestStateKeys decides the keys of live at now: a new one when it holds none
-// (emptied by hand), a rotation when one was asked for, the previous key dropped when
-// its time is up; unchanged otherwise.
+// (emptied by hand); on a rotation asked for, a new key second; once every pod has it,
+// the new key first and the previous second; once the previous key's states have
+// expired, the new key alone. Unchanged otherwise. A rotation asked for while one is
+// under way starts once it is done.
 func nextRequestStateKeys(live *corev1.Secret, now time.Time) requestStateKeys {
 	keys := splitKeys(live.Data[render.RequestStateKeysKey])
 	asked := live.Annotations[cantusv1alpha1.AnnotationRotateRequestStateKey]
+	sealsAt, _ := time.Parse(time.RFC3339, live.Annotations[annotationNewKeySealsAt])
 	until, _ := time.Parse(time.RFC3339, live.Annotations[annotationPreviousKeyUntil])
+	rotating := len(keys) > 1 && (!sealsAt.IsZero() || !until.IsZero())
 	switch {
 	case len(keys) == 0:
-		return requestStateKeys{keys: [][]byte{newRequestStateKey()}}
-	case asked != live.Annotations[annotationRotationHandled]:
+		return requestStateKeys{keys: [][]byte{newRequestStateKey()}, handled: true}
+	case !sealsAt.IsZero() && len(keys) > 1 && !now.Before(sealsAt):
 		until = now.Add(RequestStateKeyOverlap)
-		return requestStateKeys{keys: [][]byte{newRequestStateKey(), keys[0]}, previousUntil: until, requeue: until.Sub(now)}
-	case len(keys) > 1 && !now.Before(until):
+		return requestStateKeys{keys: [][]byte{keys[1], keys[0]}, previousUntil: until, requeue: RequestStateKeyOverlap}
+	case !sealsAt.IsZero() && len(keys) > 1:
+		return requestStateKeys{unchanged: true, requeue: sealsAt.Sub(now)}
+	case !until.IsZero() && len(keys) > 1 && !now.Before(until):
 		return requestStateKeys{keys: keys[:1]}
-	case len(keys) > 1:
+	case rotating:
 		return requestStateKeys{unchanged: true, requeue: until.Sub(now)}
+	case asked != live.Annotations[annotationRotationHandled]:
+		sealsAt = now.Add(RequestStateKeyPropagation)
+		return requestStateKeys{keys: [][]byte{keys[0], newRequestStateKey()}, newKeySealsAt: sealsAt, requeue: RequestStateKeyPropagation, handled: true}
 	}
 	return requestStateKeys{unchanged: true}
 }

@@ -52,7 +52,7 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
 	g.Eventually(func() ([]string, error) { s, err := keysOf(); return strings.Fields(s), err }, 30*time.Second).Should(HaveLen(2))
 	rotated, _ := keysOf()
-	g.Expect(strings.Fields(rotated)[1]).To(Equal(strings.TrimSpace(first)))
+	g.Expect(strings.Fields(rotated)[0]).To(Equal(strings.TrimSpace(first)), "the current key seals until every pod has the new one")
 	g.Eventually(hostKeys, 30*time.Second).Should(Equal(rotated))
 	after, err := getSkillServer(ctx, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())

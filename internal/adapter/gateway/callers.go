@@ -342,8 +342,9 @@ func (r *remote) withCallers(cfg *adapterconfig.CallerCredentials, tokens *calle
 type callerState struct {
 	parent *remote
 	// ofSession is set on a downstream session's remote (sessions.go), which sends
-	// what its parent sends: no credential of its own.
+	// what its parent sends: no credential of its own. downstream is that session's id.
 	ofSession  bool
+	downstream string
 	identity   string
 	credHeader string
 	credential string

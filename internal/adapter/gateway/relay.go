@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -62,6 +63,9 @@ type relaySettings struct {
 	// states seals the requestStates of input-required results from remotes of
 	// protocol 2026-07-28 (requeststate.go).
 	states *stateSealer
+	// logLevels are the log levels downstream sessions asked for, by session id
+	// (sessions.go).
+	logLevels *lru.Cache[string, string]
 }
 
 // waitingCalls are the calls waiting for their caller's answer, by requestState: at

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -89,7 +90,8 @@ func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
 	states := newStateSealer()
 	states.log = log
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states}, tokens: tokens}
+	levels, _ := lru.New[string, string](maxSessionRemotes) // errors only for a size <= 0
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states, logLevels: levels}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -430,6 +432,9 @@ func (r *remote) connect(f *connectFlight) {
 	client := f.client
 	start := time.Now()
 	sess, err := client.Connect(context.Background())
+	if err == nil {
+		r.applyLogLevel(sess)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer close(f.done)
@@ -445,7 +450,13 @@ func (r *remote) connect(f *connectFlight) {
 	default:
 		r.current = &remoteConn{sess: sess, client: client, gone: make(chan struct{})}
 		r.metrics.connects.WithLabelValues(r.name, "succeeded").Inc()
-		r.log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
+		log := r.log
+		if r.ofSession {
+			// One per downstream session on a stateful gateway: at info level, a busy
+			// gateway would log every session its callers open.
+			log = log.V(1)
+		}
+		log.Info("remote session opened", "server", sess.Server(), "protocolVersion", sess.ProtocolVersion(),
 			"stateful", sess.ID() != "", "took", time.Since(start).Round(time.Millisecond).String())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // On a stateful gateway every downstream session of protocol 2025-11-25 (or older)
@@ -85,10 +87,18 @@ func (s *sessionRemotes) remoteOf(id string) (*remote, error) {
 	s.sweeping.Do(func() { go s.closeIdle() })
 	p := s.parent
 	r := &remote{key: p.key, name: p.name, importRef: p.importRef, log: p.log, metrics: p.metrics, relay: p.relay,
-		callerState: callerState{parent: p, identity: p.identity, ofSession: true}}
+		callerState: callerState{parent: p, identity: p.identity, ofSession: true, downstream: id}}
 	r.lastUsed.Store(now)
 	s.cache.Add(id, r)
 	return r, nil
+}
+
+// existing is the remote of downstream session id, if it has one.
+func (s *sessionRemotes) existing(id string) *remote {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _ := s.cache.Peek(id)
+	return r
 }
 
 // end closes the remote of downstream session id, if it has one.
@@ -135,16 +145,88 @@ func (s *sessionRemotes) close() {
 // endSession closes the upstream sessions of downstream session id at r and at the
 // callers' remotes of r.
 func (r *remote) endSession(id string) {
-	r.mu.Lock()
-	sessions := r.sessions
-	r.mu.Unlock()
-	if sessions != nil {
+	for _, sessions := range r.sessionRemotesAll() {
 		sessions.end(id)
 	}
+}
+
+// sessionRemotesAll are the session remotes of r and of the callers' remotes of r.
+func (r *remote) sessionRemotesAll() []*sessionRemotes {
+	var out []*sessionRemotes
+	r.mu.Lock()
+	if r.sessions != nil {
+		out = append(out, r.sessions)
+	}
+	r.mu.Unlock()
 	if r.callers != nil {
 		for _, caller := range r.callers.remotes() {
-			caller.endSession(id)
+			out = append(out, caller.sessionRemotesAll()...)
 		}
+	}
+	return out
+}
+
+// sessionLogLevelWait bounds sending a downstream session's log level upstream.
+const sessionLogLevelWait = 10 * time.Second
+
+// SetSessionLogLevel passes the log level downstream session id asked for
+// (logging/setLevel) to its upstream sessions, those open now and those it opens
+// later, so that each remote sends that session the log messages it asked for and no
+// other session's level. A remote that refuses it (it logs nothing) is let be.
+func (p *Pool) SetSessionLogLevel(id, level string) {
+	if id == "" || !p.relay.sessions {
+		return
+	}
+	p.relay.logLevels.Add(id, level)
+	p.mu.Lock()
+	remotes := make([]*remote, 0, len(p.remotes))
+	for _, r := range p.remotes {
+		remotes = append(remotes, r)
+	}
+	p.mu.Unlock()
+	for _, r := range remotes {
+		for _, sessions := range r.sessionRemotesAll() {
+			if s := sessions.existing(id); s != nil {
+				s.sendLogLevel(level)
+			}
+		}
+	}
+}
+
+// sendLogLevel sends level on r's session, if it has one open; one it opens later
+// gets it as it opens (applyLogLevel).
+func (r *remote) sendLogLevel(level string) {
+	r.mu.Lock()
+	c := r.current
+	if c != nil {
+		c.refs++
+	}
+	r.mu.Unlock()
+	if c == nil {
+		return
+	}
+	defer r.release(c)
+	ctx, cancel := context.WithTimeout(context.Background(), sessionLogLevelWait)
+	defer cancel()
+	if err := c.sess.SetLogLevel(ctx, level); err != nil {
+		r.log.V(1).Info("the remote did not take a session's log level", "error", err.Error())
+	}
+}
+
+// applyLogLevel sends a new upstream session of a downstream session the log level
+// that session asked for, if it asked.
+func (r *remote) applyLogLevel(sess *mcpclient.Session) {
+	if !r.ofSession {
+		return
+	}
+	level, ok := r.relay.logLevels.Get(r.downstream)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sessionLogLevelWait)
+	defer cancel()
+	if err := sess.SetLogLevel(ctx, level); err != nil {
+		r.log.V(1).Info("the remote did not take a session's log level", "error", err.Error())
 	}
 }
 
@@ -163,4 +245,5 @@ func (p *Pool) EndSession(id string) {
 	for _, r := range remotes {
 		r.endSession(id)
 	}
+	p.relay.logLevels.Remove(id)
 }
