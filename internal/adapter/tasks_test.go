@@ -317,24 +317,23 @@ func TestTasksGateway_TamperedHandleIsRefused(t *testing.T) {
 }
 
 // A caller that does not declare the extension never gets a task: the remote hears the
-// call without it (and refuses it, as this remote runs the tool only as a task), on
-// every path; a remote that did not advertise the extension is not told of it either.
+// call without it and refuses it (this remote runs the tool only as a task), and the
+// caller gets the remote's -32021 as sent, on every path; a remote that did not advertise the extension is not told of it either.
 // A request about a task that does not declare the extension is refused -32021.
 func TestTasksGateway_CallerThatDidNotDeclareTheExtensionGetsNoTask(t *testing.T) {
 	for _, relay := range [][]string{nil, {adapterconfig.RelayElicitation}} {
 		remote := taskremote.Start(t)
 		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, taskTools(remote.URL, relay...)...))
-		_, raw, failed := taskCaller{url: gw.baseURL}.send(t, "tools/call", "work.job", `"name":"work.job","arguments":{}`)
-		var got gatewayTask
-		_ = json.Unmarshal(raw, &got)
-		if got.ResultType == "task" || got.TaskID != "" || (failed == nil && !got.IsError) {
-			t.Errorf("relay %v: the undeclared call got %s %+v, want no task", relay, raw, failed)
+		status, raw, failed := taskCaller{url: gw.baseURL}.send(t, "tools/call", "work.job", `"name":"work.job","arguments":{}`)
+		if raw != nil || failed == nil || failed.Code != -32021 || status != http.StatusBadRequest ||
+			!strings.Contains(string(failed.Data), adapterconfig.ExtensionTasks) {
+			t.Errorf("relay %v: the undeclared call got HTTP %d %s %+v, want no task but the remote's -32021 naming the extension", relay, status, raw, failed)
 		}
 		if calls := remote.Requests("tools/call"); len(calls) != 1 || calls[0].Declared {
 			t.Errorf("relay %v: the remote got %+v, want one call without the extension", relay, calls)
 		}
 		handle := taskCaller{url: gw.baseURL, declares: true}.call(t).TaskID
-		status, _, failed := taskCaller{url: gw.baseURL}.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
+		status, _, failed = taskCaller{url: gw.baseURL}.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
 		if failed == nil || failed.Code != -32021 || status != http.StatusBadRequest || !strings.Contains(string(failed.Data), adapterconfig.ExtensionTasks) {
 			t.Errorf("relay %v: an undeclared poll got HTTP %d %+v, want -32021 naming the extension", relay, status, failed)
 		}
