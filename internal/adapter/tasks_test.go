@@ -371,3 +371,31 @@ func TestTasksGateway_TaskRequestWhoseHeadersDisagreeIsRefused(t *testing.T) {
 		t.Errorf("the remote got %d polls, want none", n)
 	}
 }
+
+// A request about a task runs as a call of its tool: once the authorization rules no
+// longer let its caller call the tool (a reload), its polls are refused, and the remote
+// never hears them.
+func TestTasksGateway_PollIsAuthorizedAsACallOfTheTool(t *testing.T) {
+	remote := taskremote.Start(t)
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key, adapterconfig.AuthorizationRule{Tools: []string{"work.*"}, ServiceAccounts: []string{"agents/ada"}})
+	cfg.Tools = taskTools(remote.URL)
+	gw := serve(t, cfg)
+	ada := taskCaller{url: gw.baseURL, declares: true, headers: bearerHeader(key.saToken(t, "agents", "ada", "uid-ada", "room"))}
+	handle := ada.call(t).TaskID
+	if got := ada.get(t, handle); got.Status != "working" {
+		t.Fatalf("ada's poll got %s, want her task", got.raw)
+	}
+	revoked := identityConfig(t, key, adapterconfig.AuthorizationRule{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/ada"}})
+	revoked.Tools = taskTools(remote.URL)
+	if err := gw.Reload(revoked); err != nil {
+		t.Fatal(err)
+	}
+	_, raw, failed := ada.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
+	if failed == nil || failed.Code != -32600 || raw != nil || !strings.HasPrefix(failed.Message, "not_allowed: tool \"work.job\"") {
+		t.Errorf("ada's poll after the rules changed got %s %+v, want it refused as her call of work.job would be", raw, failed)
+	}
+	if n := len(remote.Requests("tasks/get")); n != 1 {
+		t.Errorf("the remote got %d polls, want ada's first one only", n)
+	}
+}
