@@ -82,6 +82,11 @@ type ApprovedItem struct {
 	Name string `json:"name"`
 	// Digest is the item's digest (64 hex digits).
 	Digest string `json:"digest"`
+	// Era, when set, says the record is of the item's definition in that protocol
+	// era, which differs from its definition in the other (a tool of a dual-era
+	// remote): the item is approved in both eras by one definitions digest.
+	// +optional
+	Era string `json:"era,omitempty"`
 	// Members maps each member of the definition (title, description, inputSchema, …)
 	// to the first 16 hex digits of its digest.
 	// +optional
@@ -93,6 +98,10 @@ type DefinitionChange struct {
 	Kind   string               `json:"kind"`
 	Name   string               `json:"name"`
 	Change DefinitionChangeKind `json:"change"`
+	// Era names the protocol era of a change to an item's definition in that era
+	// (ApprovedItem.Era).
+	// +optional
+	Era string `json:"era,omitempty"`
 	// Members are the members of a Changed item that differ, old and new text clipped.
 	// +listType=atomic
 	// +optional

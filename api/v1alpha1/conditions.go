@@ -215,6 +215,9 @@ const (
 	ReasonNameCollision   = "NameCollision"
 	ReasonAllServable     = "AllServable"
 	ReasonToolsSkipped    = "ToolsSkipped"
+	// ReasonCapabilitiesNotRelayed: imported tools are left out because their remote
+	// lists them only to clients declaring capabilities the import does not relay.
+	ReasonCapabilitiesNotRelayed = "CapabilitiesNotRelayed"
 )
 
 // Reasons of AppViewsCallable.

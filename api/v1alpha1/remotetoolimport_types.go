@@ -246,6 +246,51 @@ type DiscoveredTool struct {
 	// an owner approves it; see status.approval).
 	// +optional
 	Approval ItemApproval `json:"approval,omitempty"`
+	// Eras are the protocol eras the remote lists the tool in, newest first, when it
+	// serves more than one: a gateway lists the tool to a caller of an era the remote
+	// serves only when the remote lists it there ("2026-07-28" alone: a tool of the
+	// stateless era, such as one that asks for input with input-required results).
+	// Empty: every era of status.eras.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	// +optional
+	Eras []string `json:"eras,omitempty"`
+	// EraDefinitions are the tool's definitions in the eras whose definition differs
+	// from the one above (which is that of 2025-11-25 when the remote lists the tool
+	// there). Each is digested and approved on its own; the catalog and definitions
+	// digests cover them, so approving a digest approves every era, and a change in
+	// one era withholds the tool in that era.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1
+	// +optional
+	EraDefinitions []EraDefinition `json:"eraDefinitions,omitempty"`
+	// RequiresCapabilities are the client capabilities (elicitation, roots, sampling)
+	// the remote lists the tool only to clients declaring: a gateway serves it only
+	// where its spec.imports[].relay relays them, since the remote asks its caller
+	// for them.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	// +optional
+	RequiresCapabilities []string `json:"requiresCapabilities,omitempty"`
+}
+
+// EraDefinition is a tool's definition in one protocol era, where it differs from the
+// tool's definition in status.tools.
+type EraDefinition struct {
+	// Era is the protocol era, "2026-07-28" or "2025-11-25".
+	Era string `json:"era"`
+	// Definition is the tools/list entry as the remote sent it in that era (left out,
+	// and the tool not served in that era, when it exceeds its size limit).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +optional
+	Definition *runtime.RawExtension `json:"definition,omitempty"`
+	// Digest is the item digest of that definition.
+	Digest string `json:"digest"`
+	// Approval is that of this definition (see DiscoveredTool.Approval): a gateway
+	// serves the tool in this era only when it is not Pending.
+	// +optional
+	Approval ItemApproval `json:"approval,omitempty"`
 }
 
 // RemoteToolImportStatus is what the operator observed of the remote.

@@ -39,6 +39,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/gomemlimit"
+	"github.com/cantus-dev/cantus-operator/internal/periodic"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
@@ -251,25 +252,18 @@ func configDigest(path string) ([sha256.Size]byte, []byte) {
 // itself does not see. A config that cannot be read, parsed or applied is logged once
 // per content and the one being served stays.
 func watchConfig(ctx context.Context, flags *serveFlags, last [sha256.Size]byte, srv *adapter.Server, log logr.Logger) {
-	ticker := time.NewTicker(flags.reloadEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	periodic.Run(ctx, flags.reloadEvery, func() {
 		digest, data := configDigest(flags.config)
 		if data == nil || digest == last {
 			// A file missing for a moment (mid-update) is no change.
-			continue
+			return
 		}
 		last = digest
 		log.Info("config file changed; reloading", "path", flags.config, "sha256", hex.EncodeToString(digest[:8]))
 		var cfg adapterconfig.Config
 		if err := json.Unmarshal(data, &cfg); err != nil {
 			log.Error(err, "the new config does not parse; still serving the previous one", "path", flags.config)
-			continue
+			return
 		}
 		if flags.portSet {
 			cfg.Port = int32(flags.port)
@@ -277,7 +271,7 @@ func watchConfig(ctx context.Context, flags *serveFlags, last [sha256.Size]byte,
 		if err := srv.Reload(&cfg); err != nil {
 			log.Error(err, "the new config was not applied; still serving the previous one", "path", flags.config)
 		}
-	}
+	})
 }
 
 // newLogger writes JSON lines to stderr; logr verbosity n maps to slog level -n.

@@ -442,22 +442,28 @@ func TestDualEraGateway_RequestStateOfAnotherCallerIsRefused(t *testing.T) {
 }
 
 // Two gateways reading one requestStateKeyFile take each other's requestStates (a
-// retry may land on any replica); a key file that is missing or too short stops the
-// server from starting.
+// retry may land on any replica), and a gateway with another key refuses them; a key
+// file that is missing or too short stops the server from starting.
 func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T) {
 	remote := dualera.Start(t, dualera.Both)
-	keyFile := filepath.Join(t.TempDir(), "mrtr-key")
+	keyFile, otherKeyFile := filepath.Join(t.TempDir(), "mrtr-key"), filepath.Join(t.TempDir(), "other-key")
 	if err := os.WriteFile(keyFile, []byte("a-key-of-more-than-thirty-two-bytes-for-tests\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	replica := func() *running {
+	if err := os.WriteFile(otherKeyFile, []byte("another-key-of-more-than-thirty-two-bytes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func(keyFile string) *running {
 		cfg := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern, adapterconfig.EraLegacy)...)
 		cfg.RequestStateKeyFile = keyFile
 		return serve(t, cfg)
 	}
-	one, two := replica(), replica()
+	one, two, other := replica(keyFile), replica(keyFile), replica(otherKeyFile)
 	first := parseResult(t, modernCall(t, one.baseURL, "team.confirm", ""))
 	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
+	if r := parseResult(t, modernCall(t, other.baseURL, "team.confirm", answer)); !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) {
+		t.Errorf("the retry on a gateway with another key got %+v, want the state refused", r)
+	}
 	if r := parseResult(t, modernCall(t, two.baseURL, "team.confirm", answer)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
 		t.Errorf("the retry on the other replica got %+v, want the confirmation", r)
 	}
@@ -511,4 +517,70 @@ func TestDualEraGateway_LegacyCallerOfStatelessDualRemoteIsAskedThroughModern(t 
 		t.Errorf("the remote got %+v, want a 2026-07-28 call and its retry", calls)
 	}
 	wantSuccess(t, callTool(t, c, "team.echo", map[string]any{"text": "hi"}), "echo: hi")
+}
+
+// eraTools re-export echo (listed in both eras), modern_only (listed only in
+// 2026-07-28) and versioned (described otherwise in each era) of a dual-era remote, as
+// the operator renders them from the import's status.
+func eraTools(url string) []adapterconfig.Tool {
+	both := []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	echo := remoteTool("team.echo", echoSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolEcho)
+	modernOnly := remoteTool("team.modern_only", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolModernOnly)
+	versioned := remoteTool("team.versioned", objectSchema, url, adapterconfig.TransportStreamableHTTP, dualera.ToolVersioned)
+	echo.Remote.Eras, echo.Remote.RemoteEras = both, both
+	modernOnly.Remote.Eras, modernOnly.Remote.RemoteEras = []string{adapterconfig.EraModern}, both
+	versioned.Remote.Eras, versioned.Remote.RemoteEras = both, both
+	versioned.Remote.Definition = json.RawMessage(`{"description":"` + dualera.LegacyDescription + `","inputSchema":{"type":"object"}}`)
+	versioned.Remote.ModernDefinition = json.RawMessage(`{"description":"` + dualera.ModernDescription + `","inputSchema":{"type":"object"}}`)
+	return []adapterconfig.Tool{echo, modernOnly, versioned}
+}
+
+// listedDescriptions maps each tool c is listed to its description.
+func listedDescriptions(t *testing.T, c *client.Client) map[string]string {
+	t.Helper()
+	res, err := c.ListTools(testkit.Context(t, testTimeout), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	out := map[string]string{}
+	for _, tool := range res.Tools {
+		out[tool.Name] = tool.Description
+	}
+	return out
+}
+
+// Each caller is listed what the dual-era remote lists to its era: a 2026-07-28 caller
+// (mcp-go's client) sees the tool the remote lists only in that era and calls it, and
+// sees the 2026-07-28 description of a tool described otherwise in each era; a
+// 2025-11-25 caller sees neither the modern-only tool nor that description, and its
+// call of the modern-only tool by name is refused before it reaches the remote.
+// Stateless and stateful gateways alike.
+func TestDualEraGateway_EachCallerIsListedWhatTheRemoteListsToItsEra(t *testing.T) {
+	for _, stateless := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stateless", false: "stateful"}[stateless], func(t *testing.T) {
+			remote := dualera.Start(t, dualera.Both)
+			gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, stateless, eraTools(remote.URL)...))
+
+			modern := connect(t, gw.baseURL, "", nil)
+			if got := listedDescriptions(t, modern); len(got) != 3 || got["team.versioned"] != dualera.ModernDescription {
+				t.Errorf("a 2026-07-28 caller is listed %v, want echo, modern_only and versioned described %q", got, dualera.ModernDescription)
+			}
+			wantSuccess(t, callTool(t, modern, "team.modern_only", map[string]any{}), "modern")
+			calls := remote.Calls(dualera.ToolModernOnly)
+			if len(calls) != 1 || calls[0].ProtocolHeader != adapterconfig.EraModern {
+				t.Fatalf("the remote got %+v, want one call of 2026-07-28", calls)
+			}
+
+			legacy := connect(t, gw.baseURL, protocol20251125, nil)
+			got := listedDescriptions(t, legacy)
+			if _, listed := got["team.modern_only"]; listed || len(got) != 2 || got["team.versioned"] != dualera.LegacyDescription {
+				t.Errorf("a 2025-11-25 caller is listed %v, want echo and versioned described %q, not modern_only", got, dualera.LegacyDescription)
+			}
+			wantToolError(t, callTool(t, legacy, "team.modern_only", map[string]any{}), "", "not served to clients of protocol 2025-11-25")
+			if n := len(remote.Calls(dualera.ToolModernOnly)); n != 1 {
+				t.Errorf("the remote got %d calls of modern_only, want only the 2026-07-28 caller's", n)
+			}
+			wantSuccess(t, callTool(t, legacy, "team.versioned", map[string]any{}), "versioned")
+		})
+	}
 }

@@ -29,6 +29,7 @@ const maxMCPRequestBytes = 16 << 20
 func (s *Server) gateMCP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
+		var method string
 		var gb *gatedBody // a POST's
 		switch r.Method {
 		case http.MethodDelete:
@@ -45,6 +46,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				return
 			}
 			msg := admission.ReadMessage(body)
+			method = msg.Method
 			if s.overCallerRate(w, r, msg) {
 				return
 			}
@@ -55,7 +57,7 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 				s.serveListen(w, r, gb, body, msg.ID, next)
 				return
 			}
-			if defs := s.state.Load().defs; len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
+			if defs := s.state.Load().definitionsFor(r); len(defs) > 0 && msg.Method == string(mcp.MethodToolsList) {
 				lw := gateway.NewListAnswerWriter(w, defs)
 				defer lw.Finish()
 				w = lw
@@ -86,9 +88,17 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			if remote && s.streamable != nil {
 				// A forwarded call may pass the remote's notifications on (see
-				// gateway.EventWatch).
-				gb.events = gateway.WatchEvents(w)
-				w = gb.events
+				// gateway.EventWatch), and end its stream as the remote did (polling.go).
+				serve := func(w http.ResponseWriter, r *http.Request) {
+					gb.events = gateway.WatchEvents(w)
+					next.ServeHTTP(gb.events, r)
+				}
+				if s.pausesStream(r, method) {
+					s.servePausable(w, r, serve)
+				} else {
+					serve(w, r)
+				}
+				return
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -144,6 +154,10 @@ func (s *Server) requestContext(ctx context.Context, r *http.Request) context.Co
 		ctx = gateway.WithCallerKey(ctx, admission.CallerKey(r))
 		if s.declared != nil {
 			ctx = gateway.WithDeclared(ctx, s.declared)
+		}
+		if id := presentedSessionID(r); id != "" && sessionsBound(&s.cfg) {
+			// Its remote calls go on upstream sessions of this session's own.
+			ctx = gateway.WithDownstreamSession(ctx, id)
 		}
 	}
 	return callContext(ctx, r)
@@ -272,4 +286,14 @@ func (g *gatewayServer) RunCall(r *http.Request, name string, run func(context.C
 func (g *gatewayServer) ServerInfo() json.RawMessage {
 	info, _ := json.Marshal(mcp.Implementation{Name: g.cfg.Server.Name, Version: g.cfg.Server.Version})
 	return info
+}
+
+// definitionsFor are the imported tools' entries listed to the caller of r: those of
+// protocol 2026-07-28 to a caller of that era (by its MCP-Protocol-Version, which
+// mcp-go checks against the request's _meta).
+func (set *toolSet) definitionsFor(r *http.Request) gateway.Definitions {
+	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+		return set.modernDefs
+	}
+	return set.defs
 }

@@ -101,15 +101,23 @@ func newToolMetrics(toolNames []string) *toolMetrics {
 // trackTools creates the series of tools, so a rate() over a quiet tool reads 0, not
 // absent.
 func (m *toolMetrics) trackTools(toolNames []string) {
+	m.updateSeries(func(series map[string]*toolSeries) {
+		for _, name := range toolNames {
+			series[name] = m.seriesOf(name)
+		}
+	})
+}
+
+// updateSeries changes a copy of the tools' series and publishes it: calls read the
+// map without a lock, so it is never changed in place.
+func (m *toolMetrics) updateSeries(change func(series map[string]*toolSeries)) {
 	m.seriesMu.Lock()
 	defer m.seriesMu.Unlock()
 	next := map[string]*toolSeries{}
 	if cur := m.series.Load(); cur != nil {
 		next = maps.Clone(*cur)
 	}
-	for _, name := range toolNames {
-		next[name] = m.seriesOf(name)
-	}
+	change(next)
 	m.series.Store(&next)
 }
 
@@ -118,22 +126,15 @@ func (m *toolMetrics) forgetTools(toolNames []string) {
 	if len(toolNames) == 0 {
 		return
 	}
-	m.seriesMu.Lock()
-	defer m.seriesMu.Unlock()
-	next := map[string]*toolSeries{}
-	if cur := m.series.Load(); cur != nil {
-		next = maps.Clone(*cur)
-	}
-	for _, name := range toolNames {
-		delete(next, name)
-	}
-	m.series.Store(&next)
-	for _, name := range toolNames {
-		m.calls.DeleteLabelValues(name)
-		m.errors.DeleteLabelValues(name)
-		m.duration.DeleteLabelValues(name)
-		m.refusals.DeleteLabelValues(name)
-	}
+	m.updateSeries(func(series map[string]*toolSeries) {
+		for _, name := range toolNames {
+			delete(series, name)
+			m.calls.DeleteLabelValues(name)
+			m.errors.DeleteLabelValues(name)
+			m.duration.DeleteLabelValues(name)
+			m.refusals.DeleteLabelValues(name)
+		}
+	})
 }
 
 func (m *toolMetrics) observeCall(tool string, failed bool, took time.Duration) {

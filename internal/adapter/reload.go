@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/content"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
@@ -24,7 +25,8 @@ import (
 // open stream hears nothing and sees the new list when it lists again.
 //
 // Auth changes in place too: the token file, rotated issuer keys and the authorization
-// rules apply to the next request.
+// rules apply to the next request, and so does another request state key file (a
+// changed one is read again by itself).
 //
 // What the running server cannot change in place is refused with an error saying a
 // restart is needed, and nothing is changed: the transport, port, stateless mode,
@@ -63,9 +65,24 @@ func (s *Server) Reload(cfg *adapterconfig.Config) error {
 		search.retire()
 		return fmt.Errorf("remote tools: %w", err)
 	}
+	keyFileChanged := cfg.RequestStateKeyFile != s.cfg.RequestStateKeyFile
+	if keyFileChanged && cfg.RequestStateKeyFile != "" {
+		if _, err := gateway.ReadRequestStateKeys(cfg.RequestStateKeyFile); err != nil {
+			search.retire()
+			return fmt.Errorf("invalid adapter config: %w", err)
+		}
+	}
 	if err := s.auth.Update(auth); err != nil {
 		search.retire()
 		return fmt.Errorf("invalid adapter config: auth: %w", err)
+	}
+	if keyFileChanged {
+		if err := s.remotes.UseRequestStateKeyFile(cfg.RequestStateKeyFile); err != nil {
+			// Read a moment ago: the file went away since, and the next reload tries again.
+			s.log.Error(err, "the request state key file could not be read; the keys read before stay in use")
+		} else {
+			s.cfg.RequestStateKeyFile = cfg.RequestStateKeyFile
+		}
 	}
 	s.cfg.BearerTokenFile, s.cfg.Auth = cfg.BearerTokenFile, cfg.Auth
 

@@ -87,6 +87,9 @@ func WithBearerToken(token string) Option {
 type Server struct {
 	// cfg is the config the server started with; Reload changes only its tools.
 	cfg adapterconfig.Config
+	// eventStore keeps the events of a stateful streamable HTTP server's streams; nil
+	// otherwise.
+	eventStore *eventstore.Store
 	// state is the tool set being served; Reload swaps it.
 	state atomic.Pointer[toolSet]
 	// content serves what is served besides tools (skills, resources, prompts);
@@ -199,12 +202,8 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 		s.declared = gateway.NewDeclared()
 	}
 	s.remotes.LimitCallerShare(share)
-	if cfg.RequestStateKeyFile != "" {
-		key, err := gateway.ReadRequestStateKey(cfg.RequestStateKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		s.remotes.UseRequestStateKey(key)
+	if err := s.remotes.UseRequestStateKeyFile(cfg.RequestStateKeyFile); err != nil {
+		return nil, err
 	}
 	linked, err := s.remotes.PrepareAll(gatewayToolsOf(tools), set.ImportedItems())
 	if err != nil {
@@ -237,8 +236,10 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 type toolSet struct {
 	tools  []*compiledTool // config order
 	byName map[string]*compiledTool
-	// defs are the imported tools' tools/list entries, as their remotes defined them.
-	defs gateway.Definitions
+	// defs are the imported tools' tools/list entries, as their remotes defined them;
+	// modernDefs those listed to callers of protocol 2026-07-28 (defs where no remote
+	// defines a tool otherwise in that era).
+	defs, modernDefs gateway.Definitions
 	// remote is true when a tool forwards to a remote.
 	remote bool
 	// withheld maps the tools withheld until their definitions are approved to the
@@ -251,6 +252,7 @@ type toolSet struct {
 func newToolSet(tools []*compiledTool, withheld []adapterconfig.WithheldTool) *toolSet {
 	remotes := gatewayToolsOf(tools)
 	set := &toolSet{tools: tools, byName: make(map[string]*compiledTool, len(tools)), defs: gateway.DefinitionsOf(remotes), remote: len(remotes) > 0}
+	set.modernDefs = gateway.ModernDefinitionsOf(remotes, set.defs)
 	for _, t := range tools {
 		set.byName[t.Name] = t
 	}
@@ -377,6 +379,24 @@ func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
 	return listed
 }
 
+// listedInEra leaves out of a tools/list answer the imported tools the caller's
+// protocol era does not list: their remotes list them only in the other era.
+func (s *Server) listedInEra(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	set := s.state.Load()
+	if !set.remote {
+		return tools
+	}
+	era := gateway.CallerEra(ctx)
+	listed := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		if ct := set.byName[t.Name]; ct != nil && ct.Remote != nil && !ct.Remote.ListedTo(era) {
+			continue
+		}
+		listed = append(listed, t)
+	}
+	return listed
+}
+
 // toolHandler serves a call of a configured tool, looked up in the current set at call
 // time.
 func (s *Server) toolHandler(name string) server.ToolHandlerFunc {
@@ -446,12 +466,28 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.listedInMode(ctx, s.listedTools(result.Tools))
+		result.Tools = s.listedInMode(ctx, s.listedInEra(ctx, s.listedTools(result.Tools)))
 	})
 	if s.declared != nil {
 		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 			caller, _ := access.CallerFrom(ctx)
 			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
+		})
+	}
+	if sessionsBound(&s.cfg) {
+		// A session that ended (DELETE, a closed sse stream, mcp-go's idle sweep) ends
+		// its upstream sessions.
+		hooks.AddOnUnregisterSession(func(_ context.Context, session server.ClientSession) {
+			s.remotes.EndSession(session.SessionID())
+		})
+		// Every answer on a session comes as an event stream, as remotes on the
+		// official SDKs answer: each event has an id in the session's event store, so a
+		// client whose connection broke resumes with Last-Event-ID, and several POSTs
+		// are several streams (SEP-1699). A gateway thereby answers as its remotes do.
+		hooks.AddOnRegisterSession(func(_ context.Context, session server.ClientSession) {
+			if streamable, ok := session.(server.SessionWithStreamableHTTPConfig); ok {
+				streamable.UpgradeToSSEWhenReceiveNotification()
+			}
 		})
 	}
 	s.content.Hooks(hooks)
@@ -499,7 +535,8 @@ func (s *Server) buildHandler(m *server.MCPServer) http.Handler {
 			// Resumable streams: a client whose connection broke resumes with
 			// Last-Event-ID; the store is bounded, since a session a client abandons
 			// without DELETE keeps recording.
-			opts = append(opts, server.WithEventStore(eventstore.New(eventstore.Limits{})))
+			s.eventStore = eventstore.New(eventstore.Limits{})
+			opts = append(opts, server.WithEventStore(s.eventStore))
 		}
 		s.streamable = server.NewStreamableHTTPServer(m, opts...)
 		mux.Handle(adapterconfig.PathMCP, protect(s.streamable))

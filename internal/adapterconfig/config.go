@@ -47,6 +47,9 @@ type Config struct {
 	// reads the same key (a Secret), so a caller's retry may land on any of them.
 	// Unset, each process makes a random key, and a retry must reach the replica that
 	// asked.
+	// The file holds one key per line: the first seals, every one opens (a key rotated
+	// away stays for RequestStateTTL, so that the states it sealed still open). A
+	// changed file is read again without a restart.
 	RequestStateKeyFile string `json:"requestStateKeyFile,omitempty"`
 	// BearerTokenFile, when set, is a file holding the tokens clients may present, one
 	// per line, so that an old and a new token overlap while clients move over. A
@@ -293,6 +296,15 @@ type RemoteBackend struct {
 	// as for every remote before eras were recorded. A caller is forwarded in its
 	// own era where the remote serves it, and translated into the other otherwise.
 	Eras []string `json:"eras,omitempty"`
+	// RemoteEras are the eras the remote serves at all (its import's status.eras);
+	// empty: Eras. A tool the remote does not list in an era it serves (Eras lacks it)
+	// is not listed to, nor called by, callers of that era: the remote lists it only
+	// to the other. Callers of an era the remote does not serve get the tool
+	// translated.
+	RemoteEras []string `json:"remoteEras,omitempty"`
+	// ModernDefinition is the remote's definition of the tool in EraModern where it
+	// differs from Definition: tools/list serves it to the callers of that era.
+	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
 	// Extensions are the extensions of protocol 2026-07-28 the remote advertised in
 	// server/discover that a gateway passes through to its callers; only
 	// ExtensionTasks is one today.
@@ -325,6 +337,20 @@ func (r *RemoteBackend) ServesModern() bool {
 // ServesLegacy says whether the remote serves the tool in EraLegacy.
 func (r *RemoteBackend) ServesLegacy() bool {
 	return len(r.Eras) == 0 || slices.Contains(r.Eras, EraLegacy)
+}
+
+// ListedTo says whether the tool is listed to (and may be called by) a caller of era:
+// the remote lists it in that era, or does not serve that era at all (the caller is
+// then translated into the remote's).
+func (r *RemoteBackend) ListedTo(era string) bool {
+	served := r.RemoteEras
+	if len(served) == 0 {
+		served = r.Eras
+	}
+	if era == EraModern {
+		return r.ServesModern() || !slices.Contains(served, EraModern) || r.Transport == TransportSSE
+	}
+	return r.ServesLegacy() || !slices.Contains(served, EraLegacy)
 }
 
 // The requests a remote may have relayed to the caller (RemoteBackend.Relay), named
@@ -388,3 +414,7 @@ func Load(path string) (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// RequestStateTTL is how long a requestState a gateway gives a caller stays good: a key
+// rotated away must keep opening states for this long.
+const RequestStateTTL = 10 * time.Minute

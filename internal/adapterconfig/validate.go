@@ -208,11 +208,8 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 			problems = append(problems, fmt.Sprintf("remote.relay: %q is not a request the gateway relays: use %q, %q or %q", kind, RelayElicitation, RelaySampling, RelayRoots))
 		}
 	}
-	for i, era := range r.Eras {
-		if (era != EraLegacy && era != EraModern) || slices.Index(r.Eras, era) != i {
-			problems = append(problems, fmt.Sprintf("remote.eras: %q is not an era, or is named twice: use %q and/or %q", ClipName(era), EraLegacy, EraModern))
-		}
-	}
+	problems = append(problems, erasProblems("remote.eras", r.Eras)...)
+	problems = append(problems, erasProblems("remote.remoteEras", r.RemoteEras)...)
 	for i, ext := range r.Extensions {
 		if ext != ExtensionTasks || slices.Index(r.Extensions, ext) != i {
 			problems = append(problems, fmt.Sprintf("remote.extensions: %q is not an extension a gateway passes through, or is named twice: use %q", ClipName(ext), ExtensionTasks))
@@ -227,6 +224,23 @@ func remoteBackendProblems(r *RemoteBackend) []string {
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(r.Definition, &members); err != nil || members == nil {
 			problems = append(problems, "remote.definition is not a JSON object (the remote's tool definition)")
+		}
+	}
+	if len(r.ModernDefinition) > 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(r.ModernDefinition, &members); err != nil || members == nil {
+			problems = append(problems, "remote.modernDefinition is not a JSON object (the remote's tool definition in "+EraModern+")")
+		}
+	}
+	return problems
+}
+
+// erasProblems refuses a list of eras naming something else, or one twice.
+func erasProblems(field string, eras []string) []string {
+	var problems []string
+	for i, era := range eras {
+		if (era != EraLegacy && era != EraModern) || slices.Index(eras, era) != i {
+			problems = append(problems, fmt.Sprintf("%s: %q is not an era, or is named twice: use %q and/or %q", field, ClipName(era), EraLegacy, EraModern))
 		}
 	}
 	return problems

@@ -285,37 +285,49 @@ func filePathProblem(p string) string {
 // validateResources checks static resources: unique, absolute URIs outside skill://,
 // exactly one content source.
 func validateResources(resources []Resource) []error {
+	return validateEach("resources", resources, func(r *Resource) string { return r.URI },
+		"the URI is already used by resources[%d]: resource URIs must be unique", checkResource)
+}
+
+func checkResource(r *Resource, fail failFunc) {
+	if p := resourceURIProblem(r.URI); p != "" {
+		fail("%s", p)
+	}
+	checkListing(r.Name, r.Annotations, fail)
+	switch {
+	case (r.Text == nil) == (r.Content == nil):
+		fail("set exactly one of text and content")
+	case r.Text != nil && len(*r.Text) > MaxInlineTextBytes:
+		fail("inline text has %d bytes, more than %d: store it as content", len(*r.Text), MaxInlineTextBytes)
+	case r.Content != nil && !ValidDigest(r.Content.Digest):
+		fail("content.digest %q must be sha256: and 64 lowercase hex digits", ClipName(r.Content.Digest))
+	case r.Content != nil && r.Content.Size < 0:
+		fail("content.size %d is negative", r.Content.Size)
+	}
+}
+
+// failFunc reports a problem of the item being checked.
+type failFunc func(format string, args ...any)
+
+// validateEach checks a list of items with keys that must be unique (URIs, names):
+// every problem is reported as `field[i] "key": problem`, the first being a key an
+// earlier item has already (duplicate says so, given that item's index); check finds
+// the others.
+func validateEach[T any](field string, items []T, key func(*T) string, duplicate string, check func(*T, failFunc)) []error {
 	var errs []error
 	firstIndexOf := map[string]int{}
-	for i := range resources {
-		r := &resources[i]
+	for i := range items {
+		item := &items[i]
+		k := key(item)
 		fail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("resources[%d] %q: %s", i, ClipName(r.URI), fmt.Sprintf(format, args...)))
+			errs = append(errs, fmt.Errorf("%s[%d] %q: %s", field, i, ClipName(k), fmt.Sprintf(format, args...)))
 		}
-		if first, seen := firstIndexOf[r.URI]; seen {
-			fail("the URI is already used by resources[%d]: resource URIs must be unique", first)
+		if first, seen := firstIndexOf[k]; seen {
+			fail(duplicate, first)
 		} else {
-			firstIndexOf[r.URI] = i
+			firstIndexOf[k] = i
 		}
-		if p := resourceURIProblem(r.URI); p != "" {
-			fail("%s", p)
-		}
-		if strings.TrimSpace(r.Name) == "" {
-			fail("name is empty")
-		}
-		for _, p := range annotationProblems(r.Annotations) {
-			fail("%s", p)
-		}
-		switch {
-		case (r.Text == nil) == (r.Content == nil):
-			fail("set exactly one of text and content")
-		case r.Text != nil && len(*r.Text) > MaxInlineTextBytes:
-			fail("inline text has %d bytes, more than %d: store it as content", len(*r.Text), MaxInlineTextBytes)
-		case r.Content != nil && !ValidDigest(r.Content.Digest):
-			fail("content.digest %q must be sha256: and 64 lowercase hex digits", ClipName(r.Content.Digest))
-		case r.Content != nil && r.Content.Size < 0:
-			fail("content.size %d is negative", r.Content.Size)
-		}
+		check(item, fail)
 	}
 	return errs
 }
@@ -329,6 +341,17 @@ func resourceURIProblem(uri string) string {
 		return "skill:// URIs are the files of agentSkills: serve the file as a skill instead"
 	}
 	return ""
+}
+
+// checkListing checks what resources and templates alike are listed with: a name and
+// annotations a client can read.
+func checkListing(name string, annotations *ResourceAnnotations, fail failFunc) {
+	if strings.TrimSpace(name) == "" {
+		fail("name is empty")
+	}
+	for _, p := range annotationProblems(annotations) {
+		fail("%s", p)
+	}
 }
 
 func annotationProblems(a *ResourceAnnotations) []string {
@@ -362,60 +385,38 @@ func CompileURITemplate(raw string) (*uritemplate.Template, error) {
 }
 
 func validateResourceTemplates(templates []ResourceTemplate) []error {
-	var errs []error
-	firstIndexOf := map[string]int{}
-	for i := range templates {
-		t := &templates[i]
-		fail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("resourceTemplates[%d] %q: %s", i, ClipName(t.URITemplate), fmt.Sprintf(format, args...)))
+	return validateEach("resourceTemplates", templates, func(t *ResourceTemplate) string { return t.URITemplate },
+		"the uriTemplate is already used by resourceTemplates[%d]", checkResourceTemplate)
+}
+
+func checkResourceTemplate(t *ResourceTemplate, fail failFunc) {
+	if _, err := CompileURITemplate(t.URITemplate); err != nil {
+		fail("%v", err)
+	} else if strings.HasPrefix(t.URITemplate, SkillURIScheme) {
+		fail("skill:// URIs are the files of agentSkills")
+	}
+	checkListing(t.Name, t.Annotations, fail)
+	switch {
+	case (t.Template == nil) == (t.HTTP == nil):
+		fail("set exactly one backend: template or http")
+	case t.Template != nil:
+		if _, err := ParseTemplate(t.Name, t.Template.Text); err != nil {
+			fail("template does not parse: %v", err)
 		}
-		if first, seen := firstIndexOf[t.URITemplate]; seen {
-			fail("the uriTemplate is already used by resourceTemplates[%d]", first)
-		} else {
-			firstIndexOf[t.URITemplate] = i
-		}
-		if _, err := CompileURITemplate(t.URITemplate); err != nil {
-			fail("%v", err)
-		} else if strings.HasPrefix(t.URITemplate, SkillURIScheme) {
-			fail("skill:// URIs are the files of agentSkills")
-		}
-		if strings.TrimSpace(t.Name) == "" {
-			fail("name is empty")
-		}
-		for _, p := range annotationProblems(t.Annotations) {
+	default:
+		for _, p := range httpBackendProblems(t.HTTP) {
 			fail("%s", p)
 		}
-		switch {
-		case (t.Template == nil) == (t.HTTP == nil):
-			fail("set exactly one backend: template or http")
-		case t.Template != nil:
-			if _, err := ParseTemplate(t.Name, t.Template.Text); err != nil {
-				fail("template does not parse: %v", err)
-			}
-		default:
-			for _, p := range httpBackendProblems(t.HTTP) {
-				fail("%s", p)
-			}
-		}
 	}
-	return errs
 }
 
 func validatePrompts(prompts []Prompt) []error {
-	var errs []error
-	firstIndexOf := map[string]int{}
-	for i := range prompts {
-		p := &prompts[i]
-		if first, seen := firstIndexOf[p.Name]; seen {
-			errs = append(errs, fmt.Errorf("prompts[%d] %q: the name is already used by prompts[%d]: prompt names must be unique", i, ClipName(p.Name), first))
-		} else {
-			firstIndexOf[p.Name] = i
-		}
-		for _, problem := range promptProblems(p) {
-			errs = append(errs, fmt.Errorf("prompts[%d] %q: %s", i, ClipName(p.Name), problem))
-		}
-	}
-	return errs
+	return validateEach("prompts", prompts, func(p *Prompt) string { return p.Name },
+		"the name is already used by prompts[%d]: prompt names must be unique", func(p *Prompt, fail failFunc) {
+			for _, problem := range promptProblems(p) {
+				fail("%s", problem)
+			}
+		})
 }
 
 func promptProblems(p *Prompt) []string {

@@ -114,9 +114,7 @@ func NewConnector(importRef string, cfg *adapterconfig.Connect, o Options) (*Con
 	if cfg.TokenFile == "" {
 		return nil, errors.New("connect: tokenFile (the gateway's token for the operator) is required")
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
+	o = o.withDefaults()
 	hc, err := httpClient(nil, cfg.CAFile, o.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -128,21 +126,12 @@ func NewConnector(importRef string, cfg *adapterconfig.Connect, o Options) (*Con
 	c := &Connector{
 		importRef: importRef, endpoint: cfg.Endpoint, host: u.Host, tokenFile: cfg.TokenFile,
 		maxTTL: DefaultConnectMaxCacheTTL, refresh: o.RefreshBefore, httpClient: hc, refused: refused,
-		lookup: lookup{scope: "connect\x00" + cfg.Endpoint + "\x00" + importRef, cache: o.Cache, timeout: o.Timeout, now: o.Now},
 	}
-	if c.refresh <= 0 {
-		c.refresh = DefaultRefreshBefore
+	remote := cmpOr(o.Name, importRef)
+	if err := c.initLookup("connect\x00"+cfg.Endpoint+"\x00"+importRef, remote, o); err != nil {
+		return nil, err
 	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	if c.cache == nil {
-		if c.cache, err = NewCache(o.CacheSize, o.Metrics); err != nil {
-			return nil, err
-		}
-	}
-	c.series = o.Metrics.connectSeries(cmpOr(o.Name, importRef))
-	c.counted = c.series
+	c.series = o.Metrics.connectSeries(remote)
 	return c, nil
 }
 
@@ -248,7 +237,7 @@ func (c *Connector) interpret(status int, answer *adapterconfig.ConnectTokenResp
 		return "", 0, &ConnectError{Host: c.host, Status: status, err: errors.New("the answer is not a connect token response")}
 	}
 	secrets := []string{bearer, answer.AccessToken}
-	return "", 0, &ConnectError{Host: c.host, Status: status, Code: clip(redact(answer.Error, secrets)), Message: clip(redact(answer.Message, secrets))}
+	return "", 0, &ConnectError{Host: c.host, Status: status, Code: clipped(redact(answer.Error, secrets)), Message: clipped(redact(answer.Message, secrets))}
 }
 
 // connectRequired checks the connect URL the operator gave: the caller is sent to it,
@@ -263,7 +252,7 @@ func (c *Connector) connectRequired(answer *adapterconfig.ConnectTokenResponse) 
 	if answer.ExpiresIn > 0 {
 		expires = c.now().Add(time.Duration(answer.ExpiresIn) * time.Second)
 	}
-	return &ConnectRequired{Import: c.importRef, URL: answer.ConnectURL, Expires: expires, Message: clip(answer.Message)}
+	return &ConnectRequired{Import: c.importRef, URL: answer.ConnectURL, Expires: expires, Message: clipped(answer.Message)}
 }
 
 // transportError keeps the network's words but not the URL's query (there is none to

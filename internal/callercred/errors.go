@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	httphelper "github.com/zitadel/oidc/v3/pkg/http"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/cantus-dev/cantus-operator/internal/clip"
 )
 
 // ErrPassThrough is an exchange whose answer would let the caller's token reach the
@@ -70,7 +71,7 @@ func exchangeError(host string, err error, secrets ...string) *ExchangeError {
 	var status []string
 	switch {
 	case errors.As(err, &oauth):
-		e.Code, e.Description = string(oauth.ErrorType), clip(redact(oauth.Description, secrets))
+		e.Code, e.Description = string(oauth.ErrorType), clipped(redact(oauth.Description, secrets))
 	case isTransportError(err):
 		e.err = err
 	case errors.Is(err, httphelper.ErrResponseBodyTooLarge):
@@ -94,13 +95,6 @@ func redact(s string, secrets []string) string {
 	return s
 }
 
-func clip(s string) string {
-	if len(s) <= maxDescription {
-		return s
-	}
-	cut := maxDescription
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clipped keeps a description from a token endpoint or the operator short enough to
+// quote in an error: one line of at most maxDescription bytes.
+func clipped(s string) string { return clip.Line(s, maxDescription) }

@@ -58,6 +58,20 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// withDefaults fills in what o leaves to its defaults.
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.RefreshBefore <= 0 {
+		o.RefreshBefore = DefaultRefreshBefore
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
 // Stats are an exchanger's counts since it was made.
 type Stats struct {
 	Hits, Misses uint64
@@ -97,9 +111,7 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 	if err := checkClient(cfg); err != nil {
 		return nil, err
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
+	o = o.withDefaults()
 	hc, err := httpClient(cfg.Addresses, cfg.CAFile, o.Timeout)
 	if err != nil {
 		return nil, err
@@ -118,29 +130,16 @@ func NewExchanger(cfg *adapterconfig.TokenExchange, o Options) (*Exchanger, erro
 			clientID: cfg.ClientID, secretFile: cfg.ClientSecretFile, keyFile: cfg.PrivateKeyFile,
 			audience: cmpOr(cfg.Issuer, cfg.TokenEndpoint),
 		},
-		lookup: lookup{
-			scope:   strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00"),
-			cache:   o.Cache,
-			timeout: o.Timeout,
-			now:     o.Now,
-		},
 	}
 	if e.maxTTL <= 0 {
 		e.maxTTL = DefaultMaxCacheTTL
 	}
-	if e.refresh <= 0 {
-		e.refresh = DefaultRefreshBefore
+	remote := cmpOr(o.Name, withoutQuery(cfg.Resource))
+	scope := strings.Join([]string{cfg.TokenEndpoint, cfg.ClientID, cfg.Audience, cfg.Resource, strings.Join(cfg.Scopes, " ")}, "\x00")
+	if err := e.initLookup(scope, remote, o); err != nil {
+		return nil, err
 	}
-	if e.now == nil {
-		e.now = time.Now
-	}
-	if e.cache == nil {
-		if e.cache, err = NewCache(o.CacheSize, o.Metrics); err != nil {
-			return nil, err
-		}
-	}
-	e.series = o.Metrics.series(cmpOr(o.Name, withoutQuery(cfg.Resource)))
-	e.counted = e.series
+	e.series = o.Metrics.series(remote)
 	return e, nil
 }
 
@@ -268,7 +267,7 @@ func (e *Exchanger) check(resp *oidc.TokenExchangeResponse, subjectToken, actor 
 	case resp.IssuedTokenType != "" && resp.IssuedTokenType != oidc.AccessTokenType && resp.IssuedTokenType != oidc.JWTTokenType:
 		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's issued_token_type is %q, not an access token", resp.IssuedTokenType)}
 	case resp.TokenType != "" && !strings.EqualFold(resp.TokenType, oidc.BearerToken):
-		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's token_type is %q, not Bearer", clip(resp.TokenType))}
+		return &ExchangeError{Host: e.host, err: fmt.Errorf("the answer's token_type is %q, not Bearer", clipped(resp.TokenType))}
 	case resp.AccessToken == subjectToken || (actor != "" && resp.AccessToken == actor):
 		return &ExchangeError{Host: e.host, err: ErrPassThrough}
 	case sharesAudience(resp.AccessToken, subjectToken):

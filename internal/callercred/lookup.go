@@ -18,12 +18,25 @@ type lookup struct {
 	now     func() time.Time
 	timeout time.Duration
 	flights singleflight.Group
-	counted interface {
-		hit()
-		miss()
-	} // the owner's per-remote series
+	counted *lookupSeries
 
 	hits, misses atomic.Uint64
+}
+
+// initLookup readies the lookup of an owner whose cache keys start with scope and whose
+// metrics are labelled remote; o has its defaults (withDefaults). Without a shared
+// cache the owner gets one of its own.
+func (l *lookup) initLookup(scope, remote string, o Options) error {
+	l.scope, l.timeout, l.now = scope, o.Timeout, o.Now
+	l.counted = o.Metrics.lookupSeries(remote)
+	l.cache = o.Cache
+	if l.cache == nil {
+		var err error
+		if l.cache, err = NewCache(o.CacheSize, o.Metrics); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // token returns callerIdentity's fresh cached token, or the one obtain gives. obtain

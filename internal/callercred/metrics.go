@@ -54,9 +54,36 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.lookups, m.exchanges, m.duration, m.cached, m.evictions, m.fetches}
 }
 
-// series are one remote's children, looked up once per exchanger rather than per call.
+// lookupSeries are one remote's cache lookups (hits, misses), for an Exchanger and a
+// Connector alike.
+type lookupSeries struct {
+	hits, misses prometheus.Counter
+}
+
+func (m *Metrics) lookupSeries(remote string) *lookupSeries {
+	if m == nil {
+		return nil
+	}
+	return &lookupSeries{
+		hits:   m.lookups.WithLabelValues(remote, "hit"),
+		misses: m.lookups.WithLabelValues(remote, "miss"),
+	}
+}
+
+func (s *lookupSeries) hit() {
+	if s != nil {
+		s.hits.Inc()
+	}
+}
+
+func (s *lookupSeries) miss() {
+	if s != nil {
+		s.misses.Inc()
+	}
+}
+
+// series are one remote's exchanges, looked up once per exchanger rather than per call.
 type series struct {
-	hits, misses      prometheus.Counter
 	succeeded, failed prometheus.Counter
 	duration          prometheus.Observer
 }
@@ -66,8 +93,6 @@ func (m *Metrics) series(remote string) *series {
 		return nil
 	}
 	return &series{
-		hits:      m.lookups.WithLabelValues(remote, "hit"),
-		misses:    m.lookups.WithLabelValues(remote, "miss"),
 		succeeded: m.exchanges.WithLabelValues(remote, "succeeded"),
 		failed:    m.exchanges.WithLabelValues(remote, "failed"),
 		duration:  m.duration.WithLabelValues(remote),
@@ -86,18 +111,6 @@ func (m *Metrics) evicted() {
 	}
 }
 
-func (s *series) hit() {
-	if s != nil {
-		s.hits.Inc()
-	}
-}
-
-func (s *series) miss() {
-	if s != nil {
-		s.misses.Inc()
-	}
-}
-
 func (s *series) exchanged(ok bool, seconds float64) {
 	if s == nil {
 		return
@@ -110,10 +123,8 @@ func (s *series) exchanged(ok bool, seconds float64) {
 	}
 }
 
-// connectSeries are one connect-mode remote's children: lookups (hits, misses) and
-// fetches from the operator by outcome.
+// connectSeries are one connect-mode remote's fetches from the operator by outcome.
 type connectSeries struct {
-	hits, misses             prometheus.Counter
 	tokens, required, failed prometheus.Counter
 }
 
@@ -122,23 +133,9 @@ func (m *Metrics) connectSeries(remote string) *connectSeries {
 		return nil
 	}
 	return &connectSeries{
-		hits:     m.lookups.WithLabelValues(remote, "hit"),
-		misses:   m.lookups.WithLabelValues(remote, "miss"),
 		tokens:   m.fetches.WithLabelValues(remote, "token"),
 		required: m.fetches.WithLabelValues(remote, "connect_required"),
 		failed:   m.fetches.WithLabelValues(remote, "failed"),
-	}
-}
-
-func (s *connectSeries) hit() {
-	if s != nil {
-		s.hits.Inc()
-	}
-}
-
-func (s *connectSeries) miss() {
-	if s != nil {
-		s.misses.Inc()
 	}
 }
 

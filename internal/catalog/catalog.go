@@ -89,6 +89,10 @@ type Tool struct {
 	// Clipped names the members of an imported tool's definition that its import's
 	// status cut short or left out for their size.
 	Clipped []string `json:"clipped,omitempty"`
+	// Eras, for an imported tool of a remote that serves both protocol eras, are the
+	// eras its remote lists it in, and the gateway lists it to callers of ("2026-07-28"
+	// alone: a tool of the stateless era). Empty: every era.
+	Eras []string `json:"eras,omitempty"`
 	// Digest is an imported tool's item digest, and Approval whether it was served
 	// without approval (Automatic) or its definition was approved (Approved): what
 	// an agent or a human can check against what was vetted.
@@ -301,7 +305,7 @@ func toolEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, served
 			t.Connect = connectInfo(importRef, server)
 		}
 		if d, ok := imports.tools[importRef+"/"+remote]; ok {
-			t.Title, t.Description, t.Clipped = d.Title, d.Description, d.Clipped
+			t.Title, t.Description, t.Clipped, t.Eras = d.Title, d.Description, d.Clipped, d.Eras
 			t.Digest, t.Approval = d.Digest, string(d.Approval)
 			if d.InputSchema != nil {
 				t.InputSchema = d.InputSchema.Raw

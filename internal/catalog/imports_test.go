@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -80,4 +81,48 @@ func TestCallerCredentials_CatalogSaysWhichImportedToolsActAsTheCaller(t *testin
 		modes[tool.Name] = tool.CallerCredentials
 	}
 	g.Expect(modes).To(Equal(map[string]string{"write": cantusv1alpha1.CallerCredentialsModePerCallerSecret, "read": ""}))
+}
+
+// The catalog shows the eras an imported tool of a dual-era remote is listed in, and
+// the registry API the eras each re-exported import's remote serves.
+func TestCatalogAndRegistryShowTheErasOfADualEraImport(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, "eras")
+	both := []string{"2026-07-28", "2025-11-25"}
+	imp := &cantusv1alpha1.RemoteToolImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
+		Spec:       cantusv1alpha1.RemoteToolImportSpec{URL: "https://planner.example.com/mcp"},
+	}
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	imp.Status.Eras, imp.Status.CatalogDigest = both, strings.Repeat("a", 64)
+	imp.Status.Tools = []cantusv1alpha1.DiscoveredTool{
+		{Name: "forecast", InputSchema: &runtime.RawExtension{Raw: []byte(`{"type":"object"}`)}, Eras: both},
+		{Name: "plan", InputSchema: &runtime.RawExtension{Raw: []byte(`{"type":"object"}`)}, Eras: []string{"2026-07-28"}},
+	}
+	g.Expect(k8sClient.Status().Update(ctx, imp)).To(Succeed())
+	ss := &cantusv1alpha1.SkillServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gateway"},
+		Spec:       cantusv1alpha1.SkillServerSpec{Imports: []cantusv1alpha1.SkillImport{{Name: "planner"}}},
+	}
+	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
+	ss.Status.URL = "http://gateway." + ns + ".svc:8765/mcp"
+	ss.Status.Tools = []cantusv1alpha1.ServedTool{{Name: "forecast", Source: "import:planner"}, {Name: "plan", Source: "import:planner"}}
+	g.Expect(k8sClient.Status().Update(ctx, ss)).To(Succeed())
+
+	who := &viewer{namespaces: map[string]bool{ns: true}}
+	c := &Catalog{Reader: k8sClient}
+	servers, err := c.Servers(ctx, who)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(servers).To(HaveLen(1))
+	eras := map[string][]string{}
+	for _, tool := range servers[0].Tools {
+		eras[tool.Name] = tool.Eras
+	}
+	g.Expect(eras).To(Equal(map[string][]string{"forecast": both, "plan": {"2026-07-28"}}))
+
+	entries, err := c.RegistryEntries(ctx, who)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(HaveLen(1))
+	g.Expect(entries[0].Meta.Cluster.ImportEras).To(Equal(map[string][]string{"planner": both}))
 }

@@ -120,6 +120,9 @@ type SkillServerMeta struct {
 	VerifiedConfigHash string `json:"verifiedConfigHash,omitempty"`
 	// ImportDigests are the catalog digests of the RemoteToolImports the server re-exports.
 	ImportDigests map[string]string `json:"importDigests,omitempty"`
+	// ImportEras are the MCP protocol eras the remote of each re-exported import
+	// serves ("2026-07-28", "2025-11-25"), as its last handshake found them.
+	ImportEras map[string][]string `json:"importEras,omitempty"`
 	// AgentSkills maps the SKILL.md URI of each Agent Skill the caller may load to its
 	// manifest digest, which a client compares with the server's skills/list entry.
 	AgentSkills map[string]string `json:"agentSkills,omitempty"`
@@ -258,7 +261,7 @@ func (c *Catalog) RegistryEntries(ctx context.Context, who Viewer) ([]RegistryEn
 	if err := c.Reader.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list SkillServers: %w", err)
 	}
-	digests, err := c.importDigests(ctx)
+	digests, err := c.importSummaries(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -277,22 +280,28 @@ func (c *Catalog) RegistryEntries(ctx context.Context, who Viewer) ([]RegistryEn
 	return out, nil
 }
 
-// importDigests maps "namespace/import" to the import's catalog digest.
-func (c *Catalog) importDigests(ctx context.Context) (map[string]string, error) {
+// importSummary is what the registry tells of an import a server re-exports.
+type importSummary struct {
+	digest string
+	eras   []string
+}
+
+// importSummaries maps "namespace/import" to the import's catalog digest and eras.
+func (c *Catalog) importSummaries(ctx context.Context) (map[string]importSummary, error) {
 	list := &cantusv1alpha1.RemoteToolImportList{}
 	if err := c.Reader.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list RemoteToolImports: %w", err)
 	}
-	out := map[string]string{}
+	out := map[string]importSummary{}
 	for _, imp := range list.Items {
 		if imp.Status.CatalogDigest != "" {
-			out[imp.Namespace+"/"+imp.Name] = imp.Status.CatalogDigest
+			out[imp.Namespace+"/"+imp.Name] = importSummary{digest: imp.Status.CatalogDigest, eras: imp.Status.Eras}
 		}
 	}
 	return out, nil
 }
 
-func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[string]string, who Viewer) (RegistryEntry, bool) {
+func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[string]importSummary, who Viewer) (RegistryEntry, bool) {
 	name := RegistryName(prefix, ss.Namespace, ss.Name)
 	if len(name) > maxServerNameLength || !remoteURL.MatchString(ss.Status.URL) {
 		return RegistryEntry{}, false
@@ -314,7 +323,7 @@ func registryEntryOf(ss *cantusv1alpha1.SkillServer, prefix string, digests map[
 // remoteURL is what server.json accepts as a remote's URL.
 var remoteURL = regexp.MustCompile(`^https?://\S+$`)
 
-func clusterMeta(ss *cantusv1alpha1.SkillServer, digests map[string]string, who Viewer) SkillServerMeta {
+func clusterMeta(ss *cantusv1alpha1.SkillServer, digests map[string]importSummary, who Viewer) SkillServerMeta {
 	meta := SkillServerMeta{
 		Namespace: ss.Namespace,
 		Name:      ss.Name,
@@ -342,7 +351,13 @@ func clusterMeta(ss *cantusv1alpha1.SkillServer, digests map[string]string, who 
 			if meta.ImportDigests == nil {
 				meta.ImportDigests = map[string]string{}
 			}
-			meta.ImportDigests[imp.Name] = d
+			meta.ImportDigests[imp.Name] = d.digest
+			if len(d.eras) > 0 {
+				if meta.ImportEras == nil {
+					meta.ImportEras = map[string][]string{}
+				}
+				meta.ImportEras[imp.Name] = d.eras
+			}
 		}
 	}
 	return meta

@@ -25,12 +25,7 @@ var errOtherSubject = errors.New("signed in as a different user than the agent's
 // oidcCaller splits an OIDC caller's identity; the issuer is an https URL, which holds
 // no "#", so the first one ends it.
 func oidcCaller(caller string) (issuer, subject string, ok bool) {
-	rest, found := strings.CutPrefix(caller, "oidc:")
-	if !found {
-		return "", "", false
-	}
-	issuer, subject, found = strings.Cut(rest, "#")
-	return issuer, subject, found && issuer != "" && subject != ""
+	return cutPair(caller, "oidc:", "#")
 }
 
 // sameIssuer compares issuer identifiers, a trailing slash aside.

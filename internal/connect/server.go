@@ -267,12 +267,7 @@ func GatewayServiceAccount(ss *cantusv1alpha1.SkillServer) string {
 }
 
 func splitServiceAccountUser(username string) (namespace, name string, ok bool) {
-	rest, found := strings.CutPrefix(username, "system:serviceaccount:")
-	if !found {
-		return "", "", false
-	}
-	namespace, name, ok = strings.Cut(rest, ":")
-	return namespace, name, ok && namespace != "" && name != ""
+	return cutPair(username, "system:serviceaccount:", ":")
 }
 
 // checkCaller refuses callers connect mode does not serve: OIDC callers whose identity
@@ -307,39 +302,44 @@ func (h *Handler) refreshOnce(ctx context.Context, imp *cantusv1alpha1.RemoteToo
 			if err := sleep(ctx, 250*time.Millisecond); err != nil {
 				return nil, err
 			}
-			acct, fresh, err := h.Store.load(ctx, req.Import, req.Caller)
+		} else {
+			claimed, err := h.claimRefresh(ctx, secret)
 			if err != nil {
 				return nil, err
 			}
-			if fresh.Annotations[annotationRefreshing] == "" && !h.expiring(acct) {
-				return acct, nil
-			}
-			secret = fresh
-			continue
-		}
-		claimed := secret.DeepCopy()
-		if claimed.Annotations == nil {
-			claimed.Annotations = map[string]string{}
-		}
-		claimed.Annotations[annotationRefreshing] = h.now().Add(refreshClaim).UTC().Format(time.RFC3339)
-		if err := h.Store.Client.Update(ctx, claimed); err != nil {
-			if !apierrors.IsConflict(err) {
-				return nil, fmt.Errorf("claim the refresh of an account: %w", err)
+			if claimed != nil {
+				return h.refresh(ctx, imp, req, claimed)
 			}
 			// Another writer changed the account first: its refresh may be done.
-			acct, fresh, err := h.Store.load(ctx, req.Import, req.Caller)
-			if err != nil {
-				return nil, err
-			}
-			if fresh.Annotations[annotationRefreshing] == "" && !h.expiring(acct) {
-				return acct, nil
-			}
-			secret = fresh
-			continue
 		}
-		return h.refresh(ctx, imp, req, claimed)
+		acct, fresh, err := h.Store.load(ctx, req.Import, req.Caller)
+		if err != nil {
+			return nil, err
+		}
+		if fresh.Annotations[annotationRefreshing] == "" && !h.expiring(acct) {
+			return acct, nil
+		}
+		secret = fresh
 	}
 	return nil, errors.New("the refresh of the account stayed claimed by another replica")
+}
+
+// claimRefresh marks the account's Secret as being refreshed by this writer, with an
+// update of the Secret as read: it returns the claimed Secret, or nil when another
+// writer changed the Secret first (a conflict).
+func (h *Handler) claimRefresh(ctx context.Context, secret *corev1.Secret) (*corev1.Secret, error) {
+	claimed := secret.DeepCopy()
+	if claimed.Annotations == nil {
+		claimed.Annotations = map[string]string{}
+	}
+	claimed.Annotations[annotationRefreshing] = h.now().Add(refreshClaim).UTC().Format(time.RFC3339)
+	if err := h.Store.Client.Update(ctx, claimed); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("claim the refresh of an account: %w", err)
+	}
+	return claimed, nil
 }
 
 // refresh uses the refresh token of the account kept in claimed, which this writer

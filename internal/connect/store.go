@@ -197,19 +197,25 @@ func serviceAccountOf(caller string) (namespace, uid string) {
 
 // serviceAccountCaller splits a service-account caller's identity.
 func serviceAccountCaller(caller string) (namespace, name, uid string, ok bool) {
-	rest, found := strings.CutPrefix(caller, "serviceaccount:")
-	if !found {
+	nsName, uid, ok := cutPair(caller, "serviceaccount:", "#")
+	if !ok {
 		return "", "", "", false
 	}
-	nsName, uid, found := strings.Cut(rest, "#")
-	if !found || uid == "" {
-		return "", "", "", false
-	}
-	namespace, name, found = strings.Cut(nsName, "/")
-	if !found || namespace == "" || name == "" {
+	if namespace, name, ok = cutPair(nsName, "", "/"); !ok {
 		return "", "", "", false
 	}
 	return namespace, name, uid, true
+}
+
+// cutPair splits what follows prefix in s at the first sep, into two parts that must
+// both be non-empty: the shape of every identity string connect mode reads.
+func cutPair(s, prefix, sep string) (before, after string, ok bool) {
+	rest, found := strings.CutPrefix(s, prefix)
+	if !found {
+		return "", "", false
+	}
+	before, after, found = strings.Cut(rest, sep)
+	return before, after, found && before != "" && after != ""
 }
 
 // sealedSecret is the Secret named name that holds v encrypted with the newest key:

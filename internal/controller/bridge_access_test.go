@@ -20,6 +20,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/stdioproxy"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -210,7 +211,7 @@ func TestTheOperatorsHandshakeSendsTheBridgeToken(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
 	recorder := &headerRecorder{}
-	bridge := newCountingServer(t, recorder)
+	bridge := testkit.NewCountingServer(t, recorder)
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
 		Data:       map[string][]byte{"value": []byte("Bearer the-tenants-own")},

@@ -14,6 +14,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -34,10 +35,10 @@ func TestStdioBridgePathFollowsNoRedirect(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
-	internal := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	internal := testkit.NewCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("internal secret"))
 	}))
-	impostor := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	impostor := testkit.NewCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, internal.URL+"/latest/meta-data", http.StatusTemporaryRedirect)
 	}))
 
@@ -58,8 +59,8 @@ func TestStdioBridgePathFollowsNoRedirect(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)).To(Succeed())
 	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded)).To(And(
 		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", mcpclient.ReasonRedirectRefused)))
-	g.Expect(impostor.requests.Load()).To(BeNumerically(">", 0))
-	g.Expect(internal.requests.Load()).To(BeZero(), "the redirect target was fetched")
+	g.Expect(impostor.Requests.Load()).To(BeNumerically(">", 0))
+	g.Expect(internal.Requests.Load()).To(BeZero(), "the redirect target was fetched")
 	for _, c := range got.Status.Conditions {
 		g.Expect(c.Message).NotTo(ContainSubstring("internal secret"))
 	}

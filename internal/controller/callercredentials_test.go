@@ -22,6 +22,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -74,10 +75,10 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	p := allowLoopback(t, ns)
+	p := kubekit.AllowLoopback(t, k8sClient, ns)
 	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
-	srv := newCountingServer(t, adapterHandler(t, "", "create"))
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "create"))
 	r := importReconciler()
 	r.Resolver = staticResolver{"sts.example": netip.MustParseAddr("192.0.2.10")}
 
@@ -89,7 +90,7 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
 	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(srv.requests.Load()).To(BeZero(), "a refused import is not probed")
+	g.Expect(srv.Requests.Load()).To(BeZero(), "a refused import is not probed")
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange}))
 
 	unlisted := newImport(ns, "unlisted", srv.URL+"/mcp")
@@ -129,20 +130,6 @@ func oidcGateway(ns, name string, imports ...string) *cantusv1alpha1.SkillServer
 	return gw
 }
 
-func callerKeysOf(ctx context.Context, ns, gateway string) func() (map[string]string, error) {
-	return func() (map[string]string, error) {
-		s := &corev1.Secret{}
-		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: render.CallerKeysSecretName(gateway)}, s); err != nil {
-			return nil, err
-		}
-		out := map[string]string{}
-		for k, v := range s.Data {
-			out[k] = string(v)
-		}
-		return out, nil
-	}
-}
-
 func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
 	for _, c := range ss.Status.Conditions {
 		if c.Type == condType {
@@ -158,8 +145,8 @@ func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
 func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "create"))
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "create"))
 	g.Expect(k8sClient.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"},
 		StringData: map[string]string{"token": "Bearer service-identity-1f3a"}})).To(Succeed())
 	imp := newImport(ns, "shared", srv.URL+"/mcp")
@@ -168,7 +155,7 @@ func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 	got := reconcileImport(t, importReconciler(), imp)
 	ready := importCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Message).NotTo(ContainSubstring("spec.callerCredentials.header"))
-	g.Expect(srv.requests.Load()).NotTo(BeZero(), "the probe ran with the service identity")
+	g.Expect(srv.Requests.Load()).NotTo(BeZero(), "the probe ran with the service identity")
 }
 
 // On the kubernetes runtime the pods mount the caller-keys Secret whole, as a Secret
@@ -178,7 +165,7 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	mgr := newTestManager(t)
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
 	kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
@@ -196,7 +183,7 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
 
 	key := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{key: "first-value-5e1b"}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{key: "first-value-5e1b"}))
 	dep := &appsv1.Deployment{}
 	var volume *corev1.Volume
 	g.Eventually(func() (*corev1.Volume, error) {
@@ -220,7 +207,7 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "agent-notes"}, s)).To(Succeed())
 	s.Data["token"] = []byte("second-value-8a0c")
 	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{key: "second-value-8a0c"}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{key: "second-value-8a0c"}))
 	g.Consistently(func() (*corev1.PodTemplateSpec, error) {
 		err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep)
 		return &dep.Spec.Template, err
@@ -233,8 +220,8 @@ func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	clock := time.Now()
 	r := importReconciler()
 	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
@@ -271,7 +258,7 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	// The bounds are the reconciler's: no adapter needs to serve the gateway.
 	startImportManager(t, 0)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
@@ -286,7 +273,7 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
 
 	small := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.OIDCCaller("https://login.example.com", "small"))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{small: "small-value-3d9f"}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{small: "small-value-3d9f"}))
 	g.Eventually(func() ([]string, error) {
 		var events eventsv1.EventList
 		err := k8sClient.List(ctx, &events, crclient.InNamespace(ns))
@@ -309,7 +296,7 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	ss, err := getSkillServer(ctx, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionCallerCredentialsReady)).To(ContainSubstring("1 MiB"))
-	keys, err := callerKeysOf(ctx, ns, "gw")()
+	keys, err := kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw"))()
 	g.Expect(err).NotTo(HaveOccurred())
 	// It keeps what it last held, which fitted (reconciles may have seen some of the sixty).
 	total := 0

@@ -21,6 +21,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/connect"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -50,10 +51,10 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	p := allowLoopback(t, ns)
+	p := kubekit.AllowLoopback(t, k8sClient, ns)
 	p.Spec.Hosts = []string{"127.0.0.1", "sts.example"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
-	remote := newCountingServer(t, adapterHandler(t, "", "issues"))
+	remote := testkit.NewCountingServer(t, adapterHandler(t, "", "issues"))
 	preRegistered := &cantusv1alpha1.ConnectClient{ClientID: "cantus"}
 	reason := func(imp *cantusv1alpha1.RemoteToolImport) string {
 		return importCondition(imp, cantusv1alpha1.ConditionSourceAllowed).Reason
@@ -77,7 +78,7 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonAuthorizationServerNotAllowed))
 	g.Expect(allowed.Message).To(And(ContainSubstring("token_endpoint"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
-	g.Expect(remote.requests.Load()).To(BeZero(), "a refused import is not probed")
+	g.Expect(remote.Requests.Load()).To(BeZero(), "a refused import is not probed")
 
 	loopback := metadataServer(t, func(issuer string) string { return issuer + "/token" })
 	good := newImport(ns, "good", remote.URL+"/mcp")
@@ -98,7 +99,7 @@ func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testi
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	p := allowLoopback(t, ns)
+	p := kubekit.AllowLoopback(t, k8sClient, ns)
 	p.Spec.ServiceAccounts = []string{"gateway"}
 	g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
 	mgr := newTestManager(t)
@@ -118,7 +119,7 @@ func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testi
 	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(HaveKeyWithValue(render.ConnectCAKey, "the operator's CA"))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(HaveKeyWithValue(render.ConnectCAKey, "the operator's CA"))
 	dep := &appsv1.Deployment{}
 	g.Eventually(func() []string {
 		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "gw"}, dep); err != nil {
@@ -149,7 +150,7 @@ func TestCallerCredentials_ConnectRequestsAreHeldToThePolicyWhenDialling(t *test
 	g := NewWithT(t)
 	ctx := context.Background()
 	allowedNS, otherNS := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, allowedNS)
+	kubekit.AllowLoopback(t, k8sClient, allowedNS)
 	server := metadataServer(t, func(issuer string) string { return issuer + "/token" })
 	dialFor := PolicyDialer(k8sClient, nil)
 	addr := server.Listener.Addr().String()

@@ -282,7 +282,7 @@ func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	// has seen its children before it stops.
 	docs, err := getSkillServer(ctx, ns, "docs")()
 	g.Expect(err).NotTo(HaveOccurred())
-	requestReconcile(g, ctx, docs, "children-seen")
+	kubekit.RequestReconcile(t, ctx, k8sClient, docs, "children-seen")
 	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 	g.Expect(first.of(ns)).NotTo(BeEmpty())
 	stop()

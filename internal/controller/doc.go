@@ -6,5 +6,6 @@
 // bridge, caller credentials, re-probes on list changes). What both kinds share has no
 // prefix: status.go and status_written.go (the status computed in memory and written
 // once, Ready's one rule, stalledAsTerminal), cache.go (what the manager's cache holds),
-// tracing.go and admissionparams.go. Condition types and reasons live in api/v1alpha1.
+// remembered.go (what a reconciler keeps per object between reconciles), tracing.go and
+// admissionparams.go. Condition types and reasons live in api/v1alpha1.
 package controller

@@ -13,6 +13,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -64,8 +65,8 @@ func TestRemoteToolImportStatusFollowsKstatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	imp := reconcileImport(t, importReconciler(), newImport(ns, "books", srv.URL+"/mcp"))
 	g.Expect(kstatusOf(g, ctx, imp)).To(Equal(status.CurrentStatus), "handshake succeeded")
 

@@ -69,7 +69,7 @@ func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 	for _, name := range []string{"default-deny", "payments"} {
 		ss, err := getSkillServer(ctx, ns, name)()
 		g.Expect(err).NotTo(HaveOccurred())
-		requestReconcile(g, ctx, ss, "after-the-conflict")
+		kubekit.RequestReconcile(t, ctx, k8sClient, ss, "after-the-conflict")
 		g.Eventually(getSkillServer(ctx, ns, name), 30*time.Second).Should(
 			HaveField("Status.LastHandledReconcileAt", "after-the-conflict"), "the requested reconcile of %s", name)
 	}
@@ -162,7 +162,7 @@ func TestChildrenAreLookedUpOnceAndReadFromTheCache(t *testing.T) {
 	// count too.
 	fresh := &cantusv1alpha1.SkillServer{}
 	g.Expect(k8sClient.Get(ctx, key, fresh)).To(Succeed())
-	requestReconcile(g, ctx, fresh, "children-seen")
+	kubekit.RequestReconcile(t, ctx, k8sClient, fresh, "children-seen")
 	g.Eventually(getSkillServer(ctx, ns, "fresh"), 30*time.Second).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 
 	gets := counter.of(ns)

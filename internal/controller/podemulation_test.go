@@ -17,6 +17,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -66,9 +67,9 @@ func TestPodEmulation(t *testing.T) {
 			g.Expect(ts.Result.IsError).To(BeFalse())
 			g.Expect(ts.Result.Text()).To(Equal("found: Dune"))
 
-			res, err := callToolWithHeaders(ctx, url, string(transport), "search_book", map[string]any{"title": "Solaris"}, auth)
+			res, err := mcpkit.CallTool(ctx, url, string(transport), "search_book", map[string]any{"title": "Solaris"}, auth)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(resultText(res)).To(Equal("found: Solaris"))
+			g.Expect(mcpkit.ResultText(res)).To(Equal("found: Solaris"))
 
 			_, err = peers.TryTSClient(t, ctx, peers.TSClientOptions{URL: url, Transport: string(transport)})
 			g.Expect(err).To(HaveOccurred(), "without the Secret's token the pod refuses clients")

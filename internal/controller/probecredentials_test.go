@@ -25,7 +25,7 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	const clientSecret = "probe-client-secret-4e7b"
 	ts, err := tokenservice.New(tokenservice.Options{Clients: []tokenservice.Client{
 		{ID: "cantus-probe", Secret: clientSecret, ProbeAudience: []string{"whoami-remote"}}}})

@@ -73,6 +73,18 @@ type servedItem struct {
 // itemKey names an item among every kind.
 func itemKey(kind, name string) string { return kind + "\x00" + name }
 
+// eraKey names an item's definition in era among every item: itemKey for the main
+// definition (era "").
+func eraKey(kind, name, era string) string {
+	if era == "" {
+		return itemKey(kind, name)
+	}
+	return itemKey(kind, name) + "\x00" + era
+}
+
+// approvedKey names a recorded item.
+func approvedKey(it cantusv1alpha1.ApprovedItem) string { return eraKey(it.Kind, it.Name, it.Era) }
+
 // definitionsSeen are the items a handshake found, by kind and name, as approval
 // compares them.
 type definitionsSeen struct {
@@ -92,7 +104,7 @@ func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Too
 	seen := definitionsSeen{byKey: map[string]servedItem{}}
 	add := func(it servedItem) {
 		seen.items = append(seen.items, it)
-		seen.byKey[itemKey(it.approved.Kind, it.approved.Name)] = it
+		seen.byKey[approvedKey(it.approved)] = it
 	}
 	for i := range imp.Status.Tools {
 		d := &imp.Status.Tools[i]
@@ -103,16 +115,36 @@ func seenDefinitions(imp *cantusv1alpha1.RemoteToolImport, tools []mcpclient.Too
 		d.Digest = t.Digest()
 		add(servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: d.Name, Digest: t.Digest(), Members: t.MemberDigests()},
 			texts: t.MemberTexts(), state: &d.Approval})
+		for _, e := range eraItems(d) {
+			add(e)
+		}
 	}
 	for _, c := range contentItems(imp) {
 		add(c)
 	}
 	refs := make([]definition.ItemDigest, 0, len(seen.items))
 	for _, it := range seen.items {
-		refs = append(refs, definition.ItemDigest{Kind: it.approved.Kind, Name: it.approved.Name, Digest: it.approved.Digest})
+		refs = append(refs, definition.ItemDigest{Kind: it.approved.Kind, Name: it.approved.Name, Digest: it.approved.Digest, Era: it.approved.Era})
 	}
 	seen.digest = definition.DefinitionsDigest(refs)
 	return seen
+}
+
+// eraItems are the definitions a tool of the status has in other eras, as approval
+// sees them: each approved on its own (a gateway serves the tool in an era whose
+// definition is pending to nobody).
+func eraItems(d *cantusv1alpha1.DiscoveredTool) []servedItem {
+	out := make([]servedItem, 0, len(d.EraDefinitions))
+	for i := range d.EraDefinitions {
+		e := &d.EraDefinitions[i]
+		it := servedItem{approved: cantusv1alpha1.ApprovedItem{Kind: itemKindTool, Name: d.Name, Digest: e.Digest, Era: e.Era}, state: &e.Approval}
+		if e.Definition != nil {
+			t := mcpclient.Tool{Name: d.Name, Raw: e.Definition.Raw}
+			it.approved.Members, it.texts = t.MemberDigests(), t.MemberTexts()
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // contentItems are the prompts, resources, resource templates and skills of the
@@ -147,7 +179,7 @@ func contentItems(imp *cantusv1alpha1.RemoteToolImport) []servedItem {
 func digestOfApproved(items []cantusv1alpha1.ApprovedItem) string {
 	refs := make([]definition.ItemDigest, 0, len(items))
 	for _, it := range items {
-		refs = append(refs, definition.ItemDigest{Kind: it.Kind, Name: it.Name, Digest: it.Digest})
+		refs = append(refs, definition.ItemDigest{Kind: it.Kind, Name: it.Name, Digest: it.Digest, Era: it.Era})
 	}
 	return definition.DefinitionsDigest(refs)
 }
@@ -192,11 +224,11 @@ func applyApproval(imp *cantusv1alpha1.RemoteToolImport, before *cantusv1alpha1.
 	}
 	approvedByKey := map[string]cantusv1alpha1.ApprovedItem{}
 	for _, it := range next.Approved {
-		approvedByKey[itemKey(it.Kind, it.Name)] = it
+		approvedByKey[approvedKey(it)] = it
 	}
 	for _, it := range seen.items {
 		*it.state = cantusv1alpha1.ItemPending
-		if a, ok := approvedByKey[itemKey(it.approved.Kind, it.approved.Name)]; ok && a.Digest == it.approved.Digest {
+		if a, ok := approvedByKey[approvedKey(it.approved)]; ok && a.Digest == it.approved.Digest {
 			*it.state = cantusv1alpha1.ItemApproved
 		}
 	}
@@ -263,7 +295,7 @@ func oldTexts(before *cantusv1alpha1.RemoteToolImportStatus, prev *cantusv1alpha
 		for _, m := range c.Members {
 			texts[m.Member] = m.Old
 		}
-		out[itemKey(c.Kind, c.Name)] = texts
+		out[eraKey(c.Kind, c.Name, c.Era)] = texts
 	}
 	isApproved := func(kind, name, digest string) bool {
 		a, ok := approved[itemKey(kind, name)]
@@ -272,6 +304,11 @@ func oldTexts(before *cantusv1alpha1.RemoteToolImportStatus, prev *cantusv1alpha
 	for _, d := range before.Tools {
 		if isApproved(itemKindTool, d.Name, d.Digest) {
 			out[itemKey(itemKindTool, d.Name)] = discoveredMemberTexts(d)
+		}
+		for _, e := range eraItems(&d) {
+			if a, ok := approved[approvedKey(e.approved)]; ok && e.texts != nil && a.Digest == e.approved.Digest {
+				out[approvedKey(e.approved)] = e.texts
+			}
 		}
 	}
 	old := &cantusv1alpha1.RemoteToolImport{Status: *before.DeepCopy()}
@@ -321,9 +358,9 @@ func compactJSON(raw []byte) string {
 func definitionChanges(seen definitionsSeen, approved map[string]cantusv1alpha1.ApprovedItem, old map[string]map[string]string) []cantusv1alpha1.DefinitionChange {
 	var out []cantusv1alpha1.DefinitionChange
 	for _, it := range seen.items {
-		key := itemKey(it.approved.Kind, it.approved.Name)
+		key := approvedKey(it.approved)
 		a, ok := approved[key]
-		change := cantusv1alpha1.DefinitionChange{Kind: it.approved.Kind, Name: clip.Bytes(it.approved.Name, maxRemoteNameBytes)}
+		change := cantusv1alpha1.DefinitionChange{Kind: it.approved.Kind, Name: clip.Bytes(it.approved.Name, maxRemoteNameBytes), Era: it.approved.Era}
 		switch {
 		case !ok:
 			change.Change = cantusv1alpha1.DefinitionAdded
@@ -338,14 +375,17 @@ func definitionChanges(seen definitionsSeen, approved map[string]cantusv1alpha1.
 	for _, key := range slices.Sorted(maps.Keys(approved)) {
 		if _, ok := seen.byKey[key]; !ok {
 			a := approved[key]
-			out = append(out, cantusv1alpha1.DefinitionChange{Kind: a.Kind, Name: clip.Bytes(a.Name, maxRemoteNameBytes), Change: cantusv1alpha1.DefinitionRemoved})
+			out = append(out, cantusv1alpha1.DefinitionChange{Kind: a.Kind, Name: clip.Bytes(a.Name, maxRemoteNameBytes), Era: a.Era, Change: cantusv1alpha1.DefinitionRemoved})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
 			return out[i].Kind > out[j].Kind // tools first
 		}
-		return out[i].Name < out[j].Name
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Era < out[j].Era
 	})
 	return out
 }
@@ -409,6 +449,9 @@ func pendingMessage(imp *cantusv1alpha1.RemoteToolImport, changes []cantusv1alph
 		label := clip.Bytes(c.Name, 64)
 		if c.Kind != itemKindTool {
 			label = c.Kind + " " + label
+		}
+		if c.Era != "" {
+			label += " in " + c.Era
 		}
 		switch c.Change {
 		case cantusv1alpha1.DefinitionAdded:

@@ -194,7 +194,7 @@ func TestReconcileAfterAnUpgradeAnnouncesTheMigrationOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := newScriptedRemote(t)
 	remote.serve("tools/list", `{"tools":[`+searchWithApp+`,`+plainLookup+`]}`)
 	recorder := events.NewFakeRecorder(64)

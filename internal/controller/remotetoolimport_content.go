@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -120,7 +121,7 @@ func setContentCondition(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Re
 	}
 	if len(res.Content.Failed) > 0 {
 		var failures []string
-		for _, method := range sortedKeys(res.Content.Failed) {
+		for _, method := range slices.Sorted(maps.Keys(res.Content.Failed)) {
 			failures = append(failures, method+": "+clip.Bytes(res.Content.Failed[method], 300))
 		}
 		setCondition(imp, cantusv1alpha1.ConditionContentDiscovered, metav1.ConditionFalse, cantusv1alpha1.ReasonContentListFailed,
@@ -128,15 +129,6 @@ func setContentCondition(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Re
 		return
 	}
 	setCondition(imp, cantusv1alpha1.ConditionContentDiscovered, metav1.ConditionTrue, cantusv1alpha1.ReasonContentListed, importContentSummary(imp))
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // importContentSummary counts the content and says what the status left out.

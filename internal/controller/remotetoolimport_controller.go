@@ -106,9 +106,7 @@ func (r *RemoteToolImportReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	before := imp.DeepCopy()
 	defer func() {
 		summarizeImportReady(imp)
-		retErr = r.statusWriter().write(ctx, before, imp, importStatus, retErr)
-		result, retErr = requeueIfStale(ctx, result, retErr)
-		retErr = stalledAsTerminal(before, imp, result, retErr)
+		result, retErr = r.statusWriter().finish(ctx, before, imp, importStatus, result, retErr)
 	}()
 	return r.reconcile(ctx, imp)
 }
@@ -199,9 +197,11 @@ func (r *RemoteToolImportReconciler) reconcile(ctx context.Context, imp *cantusv
 	}
 	hadCatalog := imp.Status.CatalogDigest != ""
 	previous := imp.Status.DeepCopy()
-	tools := filterTools(res.Tools, imp.Spec.Tools)
+	catalog := catalogOf(res).filtered(imp.Spec.Tools)
+	tools := catalog.tools
 	added, removed := setHandshakeSucceeded(imp, res, tools, probedAt)
 	contentChange := setContentDiscovered(imp, res, tools)
+	catalog.record(imp)
 	imp.Status.Addresses = checkedAddresses(decision)
 	if hadCatalog && (len(added) > 0 || len(removed) > 0) {
 		r.event(imp, corev1.EventTypeNormal, "ToolsChanged", describeToolChange(added, removed))

@@ -69,78 +69,6 @@ func runAdapter(t *testing.T, cfg *adapterconfig.Config) http.Handler {
 	return httputil.NewSingleHostReverseProxy(target)
 }
 
-// countingServer counts every request it receives, and the GET streams it holds open:
-// a GET counts once its answer's headers were flushed, which mcp-go does after it has
-// registered the session for server-sent notifications.
-type countingServer struct {
-	*httptest.Server
-	requests    atomic.Int64
-	openStreams atomic.Int64
-}
-
-func newCountingServer(t *testing.T, h http.Handler) *countingServer {
-	c := &countingServer{}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.requests.Add(1)
-		if r.Method == http.MethodGet {
-			watched := &streamWatch{ResponseWriter: w, opened: &c.openStreams}
-			defer watched.close()
-			w = watched
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// waitStreamOpen waits until a GET stream is open at the server: a notification the
-// server sends from then on reaches the client that opened it.
-func (c *countingServer) waitStreamOpen(t *testing.T) {
-	t.Helper()
-	testkit.EventuallyTrue(t, 30*time.Second, "a GET stream open at the remote", func() bool { return c.openStreams.Load() > 0 })
-}
-
-// streamWatch counts its response in opened from its first Flush until close.
-type streamWatch struct {
-	http.ResponseWriter
-	opened  *atomic.Int64
-	flushed bool
-}
-
-func (s *streamWatch) Flush() {
-	s.ResponseWriter.(http.Flusher).Flush()
-	if !s.flushed {
-		s.flushed = true
-		s.opened.Add(1)
-	}
-}
-
-func (s *streamWatch) close() {
-	if s.flushed {
-		s.opened.Add(-1)
-	}
-}
-
-// Unwrap is the response s wraps, for http.ResponseController.
-func (s *streamWatch) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// allowLoopback is a policy that lets this namespace reach 127.0.0.1.
-func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {
-	t.Helper()
-	p := &cantusv1alpha1.ToolSourcePolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "loopback-"},
-		Spec: cantusv1alpha1.ToolSourcePolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Hosts:             []string{"127.0.0.1"},
-		},
-	}
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatalf("create policy: %v", err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
-	return p
-}
-
 // allowStdio is a policy that lets this namespace run stdio imports of the given image
 // prefixes and commands.
 func allowStdio(t *testing.T, ns string, images, commands []string) {
@@ -205,8 +133,8 @@ func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) meta
 func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
 
 	imp := newImport(ns, "books", srv.URL+"/mcp")
 	imp.Spec.Tools = &cantusv1alpha1.ToolFilter{Exclude: []string{"delete_*"}}
@@ -232,7 +160,7 @@ func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 
 func TestImportHandshakeFaults(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 
 	closedPort := func() string {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -254,7 +182,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 		}()
 		return "http://" + ln.Addr().String() + "/mcp"
 	}
-	serve := func(h http.HandlerFunc) string { return newCountingServer(t, h).URL + "/mcp" }
+	serve := func(h http.HandlerFunc) string { return testkit.NewCountingServer(t, h).URL + "/mcp" }
 	tooManyTools := make([]string, 1001)
 	for i := range tooManyTools {
 		tooManyTools[i] = fmt.Sprintf("tool_%04d", i)
@@ -272,7 +200,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 			return serve(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
 		}, "HTTPError", "500"},
 		{"HTTP 401", func() string {
-			return newCountingServer(t, adapterHandler(t, "right-token", "x")).URL + "/mcp"
+			return testkit.NewCountingServer(t, adapterHandler(t, "right-token", "x")).URL + "/mcp"
 		}, "Unauthorized", "401"},
 		{"invalid JSON", func() string {
 			return serve(func(w http.ResponseWriter, _ *http.Request) {
@@ -292,7 +220,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 			return s.URL + "/mcp"
 		}, "TLSError", ""},
 		{"tool list over the limit", func() string {
-			return newCountingServer(t, adapterHandler(t, "", tooManyTools...)).URL + "/mcp"
+			return testkit.NewCountingServer(t, adapterHandler(t, "", tooManyTools...)).URL + "/mcp"
 		}, "ResponseTooLarge", ""},
 		{"connection dropped mid-answer", func() string {
 			return serve(func(w http.ResponseWriter, _ *http.Request) {
@@ -325,7 +253,7 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	s := httptest.NewTLSServer(adapterHandler(t, "", "search_book"))
 	t.Cleanup(s.Close)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
@@ -342,18 +270,18 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	// 127.0.0.2 is loopback too, but the policy names only 127.0.0.1.
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Skipf("127.0.0.2 is not available here: %v", err)
 	}
-	target := &countingServer{}
-	target.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { target.requests.Add(1) }))
+	target := &testkit.CountingServer{}
+	target.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { target.Requests.Add(1) }))
 	target.Listener = ln
 	target.Start()
 	t.Cleanup(target.Close)
-	redirector := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	redirector := testkit.NewCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/mcp", http.StatusTemporaryRedirect)
 	}))
 
@@ -361,7 +289,7 @@ func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 	ready := importCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal("RedirectRefused"), ready.Message)
 	g.Expect(ready.Message).To(HavePrefix("mcp_handshake_failed: "))
-	g.Expect(target.requests.Load()).To(BeZero(), "the redirect target received no request")
+	g.Expect(target.Requests.Load()).To(BeZero(), "the redirect target received no request")
 }
 
 func TestImportAllowlist(t *testing.T) {
@@ -369,7 +297,7 @@ func TestImportAllowlist(t *testing.T) {
 	t.Run("no policy: no connection attempted", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := kubekit.NewNamespace(t, k8sClient)
-		srv := newCountingServer(t, adapterHandler(t, "", "x"))
+		srv := testkit.NewCountingServer(t, adapterHandler(t, "", "x"))
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
@@ -377,25 +305,25 @@ func TestImportAllowlist(t *testing.T) {
 		g.Expect(allowed.Message).To(ContainSubstring("create a ToolSourcePolicy"))
 		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
 		g.Expect(importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded).Reason).To(Equal(cantusv1alpha1.ReasonNotAttempted))
-		g.Expect(srv.requests.Load()).To(BeZero(), "the peer received no request at all")
+		g.Expect(srv.Requests.Load()).To(BeZero(), "the peer received no request at all")
 	})
 	t.Run("host not listed names the rule that would allow it", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := kubekit.NewNamespace(t, k8sClient)
-		p := allowLoopback(t, ns)
+		p := kubekit.AllowLoopback(t, k8sClient, ns)
 		p.Spec.Hosts = []string{"mcp.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		srv := newCountingServer(t, adapterHandler(t, "", "x"))
+		srv := testkit.NewCountingServer(t, adapterHandler(t, "", "x"))
 		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
 		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonNotAllowlisted))
 		g.Expect(allowed.Message).To(ContainSubstring(`add "127.0.0.1" to spec.hosts`))
-		g.Expect(srv.requests.Load()).To(BeZero())
+		g.Expect(srv.Requests.Load()).To(BeZero())
 	})
 	t.Run("cloud metadata IP", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := kubekit.NewNamespace(t, k8sClient)
-		p := allowLoopback(t, ns)
+		p := kubekit.AllowLoopback(t, k8sClient, ns)
 		p.Spec.Hosts = []string{"*.example.com", "metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		got := reconcileImport(t, importReconciler(), newImport(ns, "metadata", "http://169.254.169.254/latest/meta-data"))
@@ -405,7 +333,7 @@ func TestImportAllowlist(t *testing.T) {
 	t.Run("a name that resolves to a denied address", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := kubekit.NewNamespace(t, k8sClient)
-		p := allowLoopback(t, ns)
+		p := kubekit.AllowLoopback(t, k8sClient, ns)
 		p.Spec.Hosts = []string{"metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		r := importReconciler()
@@ -429,8 +357,8 @@ func (s staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	r := importReconciler()
 	got := reconcileImport(t, r, newImport(ns, "stale", srv.URL+"/mcp"))
 	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
@@ -452,7 +380,7 @@ func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startImportManager(t, 0)
-	srv := newCountingServer(t, adapterHandler(t, "right-token", "search_book"))
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "right-token", "search_book"))
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-auth"},
 		StringData: map[string]string{"token": "Bearer wrong-token"}})).To(Succeed())
 
@@ -468,9 +396,9 @@ func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 		return importCondition(got, cantusv1alpha1.ConditionReady).Reason, err
 	}
 	g.Eventually(readyReason).Should(Equal(cantusv1alpha1.ReasonNoPolicy))
-	g.Expect(srv.requests.Load()).To(BeZero())
+	g.Expect(srv.Requests.Load()).To(BeZero())
 
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	g.Eventually(readyReason).Should(Equal("Unauthorized"), "policy added later: the handshake runs, and the bad token is refused")
 
 	secret := &corev1.Secret{}
@@ -502,9 +430,9 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startImportManager(t, 0)
-	healthy := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	healthy := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	hang, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { hang.Close() })
@@ -568,12 +496,12 @@ func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startImportManager(t, 0)
 	remote := &swappableHandler{}
 	first := adapterHandler(t, "", "search_book", "old_tool")
 	remote.h.Store(&first)
-	srv := newCountingServer(t, remote)
+	srv := testkit.NewCountingServer(t, remote)
 
 	imp := newImport(ns, "changing", srv.URL+"/mcp")
 	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)

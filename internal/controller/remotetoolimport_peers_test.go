@@ -24,7 +24,7 @@ import (
 func TestImportOfServerEverything(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	for _, tc := range []struct {
 		transport cantusv1alpha1.ImportTransport
 		path      string

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -82,8 +81,7 @@ func explainProbeIdentity(imp *cantusv1alpha1.RemoteToolImport, err error) {
 // probeTokens are the tokens the operator obtained for its own probes, one per import,
 // reused until shortly before they expire and replaced when the grant's inputs change.
 type probeTokens struct {
-	mu     sync.Mutex
-	tokens map[types.NamespacedName]probeToken
+	remembered[probeToken]
 }
 
 type probeToken struct {
@@ -93,28 +91,11 @@ type probeToken struct {
 }
 
 func (p *probeTokens) get(key types.NamespacedName, inputs string, now time.Time) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.tokens[key]
+	t, ok := p.load(key)
 	if !ok || t.inputs != inputs || (!t.expiry.IsZero() && now.After(t.expiry.Add(-probeTokenEarly))) {
 		return "", false
 	}
 	return t.value, true
-}
-
-func (p *probeTokens) put(key types.NamespacedName, t probeToken) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tokens == nil {
-		p.tokens = map[types.NamespacedName]probeToken{}
-	}
-	p.tokens[key] = t
-}
-
-func (p *probeTokens) forget(key types.NamespacedName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.tokens, key)
 }
 
 // probeToken returns the bearer token of the import's probe: cached, or obtained with
@@ -152,7 +133,7 @@ func (r *RemoteToolImportReconciler) probeToken(ctx context.Context, imp *cantus
 		return "", fmt.Errorf("the token endpoint %s did not give client %q a token for the probe: %s",
 			grant.TokenEndpoint, grant.ClientID, grantFailure(err))
 	}
-	r.probeTokens.put(key, probeToken{inputs: inputs, value: token.AccessToken, expiry: token.Expiry})
+	r.probeTokens.store(key, probeToken{inputs: inputs, value: token.AccessToken, expiry: token.Expiry})
 	return token.AccessToken, nil
 }
 

@@ -9,29 +9,18 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
-
-// requestReconcile annotates obj as `kubectl annotate --overwrite ... cantus.dev/requestedAt=...` does.
-func requestReconcile(g Gomega, ctx context.Context, obj crclient.Object, value string) {
-	patch := crclient.MergeFrom(obj.DeepCopyObject().(crclient.Object))
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[cantusv1alpha1.ReconcileRequestAnnotation] = value
-	obj.SetAnnotations(annotations)
-	g.Expect(k8sClient.Patch(ctx, obj, patch)).To(Succeed())
-}
 
 // An import refreshes on its interval; the annotation probes it now.
 func TestRequestedAtProbesAnImportAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startImportManager(t, 0)
-	remote := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	remote := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	imp := newImport(ns, "asked", remote.URL+"/mcp")
 	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(time.Hour)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
@@ -43,14 +32,14 @@ func TestRequestedAtProbesAnImportAgain(t *testing.T) {
 		got, err := get()
 		return got.Status.ToolCount, err
 	}).Should(Equal(int32(1)))
-	probed := remote.requests.Load()
+	probed := remote.Requests.Load()
 
 	got, err := get()
 	g.Expect(err).NotTo(HaveOccurred())
-	requestReconcile(g, ctx, got, "2025-01-02T03:04:05Z")
+	kubekit.RequestReconcile(t, ctx, k8sClient, got, "2025-01-02T03:04:05Z")
 	g.Eventually(func() (string, error) {
 		got, err := get()
 		return got.Status.LastHandledReconcileAt, err
 	}).Should(Equal("2025-01-02T03:04:05Z"))
-	g.Expect(remote.requests.Load()).To(BeNumerically(">", probed), "the request probed the remote again")
+	g.Expect(remote.Requests.Load()).To(BeNumerically(">", probed), "the request probed the remote again")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -192,16 +193,37 @@ func (r *SkillServerReconciler) ensureCallerKeysExist(ctx context.Context, ss *c
 // announceSkipped tells, once per change, which per-caller Secrets were left out: an
 // event per reconcile would be a write while nothing changes.
 func (r *SkillServerReconciler) announceSkipped(ss *cantusv1alpha1.SkillServer, skipped []string) {
-	sum := sha256.Sum256([]byte(strings.Join(skipped, "\n")))
-	digest := hex.EncodeToString(sum[:8])
-	key := client.ObjectKeyFromObject(ss)
-	if previous, _ := r.skippedCallerKeys.Swap(key, digest); previous == digest || (previous == nil && len(skipped) == 0) {
+	if !listChanged(&r.skippedCallerKeys, client.ObjectKeyFromObject(ss), skipped) {
 		return
 	}
 	if len(skipped) > 0 && r.Recorder != nil {
 		r.Recorder.Eventf(ss, nil, corev1.EventTypeWarning, "CallerSecretsSkipped", "Reconcile",
 			"%d per-caller Secrets are not used: %s", len(skipped), listAtMost(skipped, 10, "; "))
 	}
+}
+
+// announceNotRelayed tells, once per change, which imported tools are left out because
+// their remote lists them only to clients with capabilities the import does not relay
+// (ImportedToolsServable names them too).
+func (r *SkillServerReconciler) announceNotRelayed(ss *cantusv1alpha1.SkillServer, tools []string) {
+	if !listChanged(&r.notRelayedTools, client.ObjectKeyFromObject(ss), tools) {
+		return
+	}
+	if len(tools) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(ss, nil, corev1.EventTypeWarning, cantusv1alpha1.ReasonCapabilitiesNotRelayed, "Reconcile",
+			"%d imported tools are not served: their remotes list them only to clients with capabilities spec.imports[].relay does not relay: %s",
+			len(tools), listAtMost(tools, 10, "; "))
+	}
+}
+
+// listChanged records a digest of list as the one last announced for key in last, and
+// says whether it differs from the one announced before; a first list that is empty is
+// no change.
+func listChanged(last *sync.Map, key types.NamespacedName, list []string) bool {
+	sum := sha256.Sum256([]byte(strings.Join(list, "\n")))
+	digest := hex.EncodeToString(sum[:8])
+	previous, _ := last.Swap(key, digest)
+	return previous != digest && (previous != nil || len(list) > 0)
 }
 
 // setCallerCredentialsReady says whether the gateway can act for its callers at every
@@ -238,12 +260,7 @@ func (r *SkillServerReconciler) serversUsingCallerSecret(ctx context.Context, se
 	if !ok || name == "" {
 		return nil
 	}
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{importRefIndex: name}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
-		return nil
-	}
-	return requestsFor(list.Items)
+	return r.serversIndexed(ctx, secret, importRefIndex, name, "that re-export an import")
 }
 
 // serversOfCaller are the servers that gather a per-caller Secret naming the service

@@ -370,8 +370,9 @@ func (r *SkillServerReconciler) bodyReader() client.Reader {
 // children are applied, and many tenants' servers changing at once, or every server
 // after a restart, must not add up to more than the manager's memory.
 type contentRenders struct {
-	mu      sync.Mutex
-	renders map[types.NamespacedName]contentRender
+	remembered[contentRender]
+	// readsMu guards reads, made at the first read.
+	readsMu sync.Mutex
 	reads   *semaphore.Weighted
 }
 
@@ -387,12 +388,12 @@ func (c *contentRenders) acquire(ctx context.Context, n int64) (func(), error) {
 	if n == 0 {
 		return func() {}, nil
 	}
-	c.mu.Lock()
+	c.readsMu.Lock()
 	if c.reads == nil {
 		c.reads = semaphore.NewWeighted(maxContentReads)
 	}
 	reads := c.reads
-	c.mu.Unlock()
+	c.readsMu.Unlock()
 	if err := reads.Acquire(ctx, n); err != nil {
 		return nil, err
 	}
@@ -401,9 +402,7 @@ func (c *contentRenders) acquire(ctx context.Context, n int64) (func(), error) {
 }
 
 func (c *contentRenders) recall(key types.NamespacedName, sources string) (contentRender, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	last, ok := c.renders[key]
+	last, ok := c.load(key)
 	return last, ok && last.sources == sources
 }
 
@@ -413,18 +412,7 @@ func (c *contentRenders) remember(key types.NamespacedName, rendered contentRend
 		rendered.content.Files[digest] = nil
 	}
 	rendered.unread, rendered.release = true, nil
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.renders == nil {
-		c.renders = map[types.NamespacedName]contentRender{}
-	}
-	c.renders[key] = rendered
-}
-
-func (c *contentRenders) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.renders, key)
+	c.store(key, rendered)
 }
 
 // applyWorkload applies desired. When its content was not read (nothing it comes from
@@ -626,22 +614,11 @@ func (r *SkillServerReconciler) watchContent(mgr ctrl.Manager, b *builder.Builde
 }
 
 func (r *SkillServerReconciler) serversReadingContent(ctx context.Context, cm client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{contentConfigMapIndex: cm.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a content ConfigMap")
-		return nil
-	}
-	return requestsFor(list.Items)
+	return r.serversIndexed(ctx, cm, contentConfigMapIndex, cm.GetName(), "that read a content ConfigMap")
 }
 
 func (r *SkillServerReconciler) serversWithImageSkills(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that mount skills from images")
-		return nil
-	}
-	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
-		return !dependsOnPolicyMode(&ss) && !slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
+	return r.serversWhere(ctx, "that mount skills from images", func(ss *cantusv1alpha1.SkillServer) bool {
+		return dependsOnPolicyMode(ss) || slices.ContainsFunc(ss.Spec.AgentSkills, func(s cantusv1alpha1.AgentSkill) bool { return s.Image != nil })
 	})
-	return requestsFor(list.Items)
 }

@@ -80,6 +80,9 @@ type SkillServerReconciler struct {
 	// skippedCallerKeys holds, per server, a digest of the per-caller Secrets last
 	// announced as not used, so that the event is sent once per change.
 	skippedCallerKeys sync.Map
+	// notRelayedTools holds, per server, a digest of the imported tools last announced
+	// as left out for capabilities their import does not relay.
+	notRelayedTools sync.Map
 }
 
 // ServiceAccountIssuer is the cluster's service-account token issuer and its keys.
@@ -115,6 +118,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.statuses.forget(req.NamespacedName)
 			r.contentRenders.forget(req.NamespacedName)
 			r.skippedCallerKeys.Delete(req.NamespacedName)
+			r.notRelayedTools.Delete(req.NamespacedName)
 			return ctrl.Result{}, r.Runtime.Forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("get SkillServer: %w", err)
@@ -126,9 +130,7 @@ func (r *SkillServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	before := ss.DeepCopy()
 	defer func() {
 		summarizeSkillServerReady(ss)
-		retErr = r.statusWriter().write(ctx, before, ss, skillServerStatus, retErr)
-		result, retErr = requeueIfStale(ctx, result, retErr)
-		retErr = stalledAsTerminal(before, ss, result, retErr)
+		result, retErr = r.statusWriter().finish(ctx, before, ss, skillServerStatus, result, retErr)
 		r.recordWarnings(before, ss)
 	}()
 	return r.reconcile(ctx, ss)
@@ -159,12 +161,13 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.announceNotRelayed(ss, rendered.Report.Imports.NotRelayed)
 	if !setRendered(ss, rendered.Report, rendered.Config != nil) {
 		// A spec that cannot work is terminal until it changes: no retry loop. What runs
 		// keeps running the last good config, so nothing is lost.
 		return ctrl.Result{}, nil
 	}
-	observed, err := r.apply(ctx, ss, inputs, rendered, content)
+	observed, keysDue, err := r.apply(ctx, ss, inputs, rendered, content)
 	if conflict := (*workload.NameConflictError)(nil); errors.As(err, &conflict) {
 		// Someone else's object is not watched: look again now and then, without the
 		// error backoff's churn.
@@ -181,18 +184,24 @@ func (r *SkillServerReconciler) reconcile(ctx context.Context, ss *cantusv1alpha
 	setObserved(ss, observed, rendered.Hash, rendered.Report.Imports.Served)
 	setDiscovery(ss, rendered.Config)
 	retry := r.verifyIfNeeded(ctx, ss, observed, rendered.Config, verified)
-	return ctrl.Result{RequeueAfter: retry}, nil
+	return ctrl.Result{RequeueAfter: sooner(retry, keysDue)}, nil
 }
 
-// apply writes the caller-keys Secret, which the pods mount, and then the workload.
-func (r *SkillServerReconciler) apply(ctx context.Context, ss *cantusv1alpha1.SkillServer, inputs render.Inputs, rendered render.Result, content contentRender) (workload.Observation, error) {
+// apply writes the caller-keys and request state Secrets, which the pods mount, and
+// then the workload. keysDue is when a rotated request state key is to be dropped.
+func (r *SkillServerReconciler) apply(ctx context.Context, ss *cantusv1alpha1.SkillServer, inputs render.Inputs, rendered render.Result, content contentRender) (_ workload.Observation, keysDue time.Duration, _ error) {
 	if err := r.applyCallerKeys(ctx, ss, inputs.Imports, rendered.Report.Imports); err != nil {
-		return workload.Observation{}, err
+		return workload.Observation{}, 0, err
 	}
-	return r.applyWorkload(ctx, workload.Desired{
+	keysDue, err := r.applyRequestStateKeys(ctx, ss)
+	if err != nil {
+		return workload.Observation{}, 0, err
+	}
+	observed, err := r.applyWorkload(ctx, workload.Desired{
 		SkillServer: ss, Config: rendered.Config, ConfigHash: rendered.Hash, RolloutHash: rendered.RolloutHash, Files: rendered.Files,
 		ImageSkills: content.content.ImageSkills,
 	}, content)
+	return observed, keysDue, err
 }
 
 // inputsOf gathers what rendering reads from the cluster: the imports the server
@@ -333,24 +342,13 @@ func authSecrets(obj client.Object) []string {
 }
 
 func (r *SkillServerReconciler) serversReadingSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{authSecretIndex: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that read a Secret")
-		return nil
-	}
-	return append(requestsFor(list.Items), r.serversUsingCallerSecret(ctx, secret)...)
+	return slices.Concat(r.serversIndexed(ctx, secret, authSecretIndex, secret.GetName(), "that read a Secret"), r.serversUsingCallerSecret(ctx, secret), serverOfRequestStateSecret(secret))
 }
 
 // serversTrustingServiceAccounts are every server that accepts service-account tokens,
 // after the cluster issuer's keys rotated.
 func (r *SkillServerReconciler) serversTrustingServiceAccounts(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that accept service-account tokens")
-		return nil
-	}
-	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool { return !render.ServesServiceAccountTokens(&ss) })
-	return requestsFor(list.Items)
+	return r.serversWhere(ctx, "that accept service-account tokens", render.ServesServiceAccountTokens)
 }
 
 const importRefIndex = "cantus.dev/import-refs"
@@ -365,11 +363,31 @@ func importRefs(obj client.Object) []string {
 }
 
 func (r *SkillServerReconciler) serversReexporting(ctx context.Context, imp client.Object) []reconcile.Request {
+	return r.serversIndexed(ctx, imp, importRefIndex, imp.GetName(), "that re-export an import")
+}
+
+// serversIndexed are the SkillServers in obj's namespace whose index holds value: the
+// servers that name obj (a Secret, a content ConfigMap, an import). what ends the log
+// line of a failed list.
+func (r *SkillServerReconciler) serversIndexed(ctx context.Context, obj client.Object, index, value, what string) []reconcile.Request {
 	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list, client.InNamespace(imp.GetNamespace()), client.MatchingFields{importRefIndex: imp.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers that re-export an import")
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: value}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers "+what)
 		return nil
 	}
+	return requestsFor(list.Items)
+}
+
+// serversWhere are the SkillServers of every namespace for which concerned is true:
+// those a cluster-wide object (a policy, the issuer's keys) may change. what ends the
+// log line of a failed list.
+func (r *SkillServerReconciler) serversWhere(ctx context.Context, what string, concerned func(*cantusv1alpha1.SkillServer) bool) []reconcile.Request {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers "+what)
+		return nil
+	}
+	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool { return !concerned(&ss) })
 	return requestsFor(list.Items)
 }
 

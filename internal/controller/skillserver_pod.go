@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -132,13 +131,7 @@ func (r *SkillServerReconciler) warnOnce(ss *cantusv1alpha1.SkillServer, reason,
 
 // serversWithPodOverrides are the SkillServers whose pods a policy decides on.
 func (r *SkillServerReconciler) serversWithPodOverrides(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list SkillServers with pod overrides")
-		return nil
-	}
-	list.Items = slices.DeleteFunc(list.Items, func(ss cantusv1alpha1.SkillServer) bool {
-		return len(podOverrideChecks(&ss)) == 0
+	return r.serversWhere(ctx, "with pod overrides", func(ss *cantusv1alpha1.SkillServer) bool {
+		return len(podOverrideChecks(ss)) > 0
 	})
-	return requestsFor(list.Items)
 }

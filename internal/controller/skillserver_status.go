@@ -104,10 +104,17 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 		removeCondition(ss, cantusv1alpha1.ConditionImportedToolsServable)
 		return
 	}
-	if len(imports.Skipped) == 0 {
+	switch {
+	case len(imports.Skipped) == 0 && len(imports.NotRelayed) > 0:
+		// True: the server serves every imported tool it can; the owner chose not to
+		// relay what the others need, so they are named, not a failure.
+		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonCapabilitiesNotRelayed,
+			fmt.Sprintf("every imported tool that can be served is; %d are left out because their remotes list them only to clients with capabilities that spec.imports[].relay does not relay: %s; relay those to serve them",
+				len(imports.NotRelayed), listAtMost(imports.NotRelayed, 10, "; ")))
+	case len(imports.Skipped) == 0:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable,
 			"every imported tool is served as its remote defined it")
-	} else {
+	default:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped,
 			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s",
 				len(imports.Skipped), listAtMost(imports.Skipped, 10, "; ")))

@@ -61,7 +61,9 @@ func (v *MCPVerifier) ListTools(ctx context.Context, target VerifyTarget) ([]mcp
 	if err != nil {
 		return nil, err
 	}
-	return res.Tools, nil
+	// A gateway lists a tool its remote serves only in 2026-07-28 to callers of that
+	// era alone: the served tools are both eras' lists, by name.
+	return catalogOf(res).tools, nil
 }
 
 // verifyRetry is how long to wait before verifying again a server that failed: half as

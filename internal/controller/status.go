@@ -65,6 +65,15 @@ type statusWriter struct {
 	written *writtenStatuses
 }
 
+// finish ends a reconcile whose status was computed in memory from before into after:
+// it writes the status, then turns a stale status into a prompt retry and an object
+// newly Stalled into a terminal error.
+func (w statusWriter) finish(ctx context.Context, before, after conditioned, parts func(conditioned) statusParts, result ctrl.Result, reconcileErr error) (ctrl.Result, error) {
+	err := w.write(ctx, before, after, parts, reconcileErr)
+	result, err = requeueIfStale(ctx, result, err)
+	return result, stalledAsTerminal(before, after, result, err)
+}
+
 // write finishes the status computed in memory (observedGeneration, Reconciling, the
 // reconcile request handled), patches it when it changed, and then records an event when
 // the announced condition changed status or reason.

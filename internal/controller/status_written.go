@@ -3,7 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,8 +19,7 @@ import (
 //
 // The zero value is ready; it belongs to one reconciler and is safe for its workers.
 type writtenStatuses struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]writtenStatus
+	last remembered[writtenStatus]
 }
 
 type writtenStatus struct {
@@ -46,9 +44,7 @@ func (w *writtenStatuses) holds(key types.NamespacedName, s writtenStatus) bool 
 	if w == nil {
 		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, found := w.last[key]
+	last, found := w.last.load(key)
 	return found && last == s
 }
 
@@ -57,12 +53,7 @@ func (w *writtenStatuses) remember(key types.NamespacedName, s writtenStatus) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.last == nil {
-		w.last = map[types.NamespacedName]writtenStatus{}
-	}
-	w.last[key] = s
+	w.last.store(key, s)
 }
 
 // forget drops what was written to an object that is gone.
@@ -70,9 +61,7 @@ func (w *writtenStatuses) forget(key types.NamespacedName) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, key)
+	w.last.forget(key)
 }
 
 func keyOf(obj conditioned) types.NamespacedName {

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -149,55 +146,6 @@ func haveCondition(condType string, status metav1.ConditionStatus, reason string
 		}
 		return "absent"
 	}, Equal(fmt.Sprintf("%s/%s", status, reason)))
-}
-
-func callToolWithHeaders(ctx context.Context, url, transportName, tool string, args map[string]any, headers map[string]string) (*mcp.CallToolResult, error) {
-	var res *mcp.CallToolResult
-	err := withClient(ctx, url, transportName, headers, func(ctx context.Context, c *client.Client) (err error) {
-		res, err = c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
-		return err
-	})
-	return res, err
-}
-
-// withClient runs use with an initialized mcp-go client of the server at url, pinned to
-// a protocol version that initializes the classic way (the unpinned client probes
-// server/discover first).
-func withClient(ctx context.Context, url, transportName string, headers map[string]string, use func(context.Context, *client.Client) error) error {
-	var trans transport.Interface
-	var err error
-	if transportName == cantusv1alpha1.TransportSSE.String() {
-		trans, err = transport.NewSSE(url, transport.WithHeaders(headers))
-	} else {
-		trans, err = transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(headers))
-	}
-	if err != nil {
-		return fmt.Errorf("transport: %w", err)
-	}
-	c := client.NewClient(trans, client.WithProtocolVersion("2025-06-18"))
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		return fmt.Errorf("start client: %w", err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: "2025-06-18",
-		ClientInfo:      mcp.Implementation{Name: "cantus-test", Version: "0"},
-	}}); err != nil {
-		return fmt.Errorf("initialize: %w", err)
-	}
-	return use(ctx, c)
-}
-
-func resultText(r *mcp.CallToolResult) string {
-	var text string
-	for _, c := range r.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			text += tc.Text
-		}
-	}
-	return text
 }
 
 func reconcileRequest(obj crclient.Object) ctrl.Request {

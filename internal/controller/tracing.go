@@ -3,22 +3,12 @@ package controller
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
-)
-
-// Attributes of a reconcile's span.
-const (
-	attrController   = attribute.Key("cantus.controller")
-	attrNamespace    = attribute.Key("k8s.namespace.name")
-	attrName         = attribute.Key("cantus.object.name")
-	attrRequeueAfter = attribute.Key("cantus.reconcile.requeue_after_ms")
-	attrOutcome      = attribute.Key("cantus.reconcile.outcome")
 )
 
 // traced makes a span of every reconcile of next, the controller name's: the object,
@@ -32,19 +22,19 @@ func traced(name string, next reconcile.Reconciler) reconcile.Reconciler {
 			return next.Reconcile(ctx, req)
 		}
 		ctx, span := tracer.Start(ctx, "reconcile "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-			attrController.String(name), attrNamespace.String(req.Namespace), attrName.String(req.Name)))
+			tracing.Controller.String(name), tracing.K8sNamespaceName.String(req.Namespace), tracing.ObjectName.String(req.Name)))
 		defer span.End()
 		// The log lines of this reconcile name its trace, to go from one to the other.
 		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("traceID", span.SpanContext().TraceID().String()))
 		result, err := next.Reconcile(ctx, req)
 		switch {
 		case err != nil:
-			span.SetAttributes(attrOutcome.String("error"), tracing.ErrorType.String("reconcile_error"))
+			span.SetAttributes(tracing.ReconcileOutcome.String("error"), tracing.ErrorType.String("reconcile_error"))
 			span.SetStatus(codes.Error, err.Error())
 		case result.RequeueAfter > 0:
-			span.SetAttributes(attrOutcome.String("requeued"), attrRequeueAfter.Int64(result.RequeueAfter.Milliseconds()))
+			span.SetAttributes(tracing.ReconcileOutcome.String("requeued"), tracing.ReconcileRequeueAfter.Int64(result.RequeueAfter.Milliseconds()))
 		default:
-			span.SetAttributes(attrOutcome.String("done"))
+			span.SetAttributes(tracing.ReconcileOutcome.String("done"))
 		}
 		return result, err
 	})

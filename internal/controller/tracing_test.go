@@ -27,6 +27,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -134,7 +135,7 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 	kube.TracingEnv = tracing.AdapterEnv(func(k string) string { return operatorEnv[k] })
 	servers := &SkillServerReconciler{Client: k8sClient, Runtime: kube}
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 
 	// The remote: a SkillServer whose tool POSTs to the backend.
 	remote := newSkillServer(ns, "shelves", cantusv1alpha1.Skill{
@@ -168,10 +169,10 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 	}
 
 	const traceID, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	res, err := callToolWithHeaders(ctx, gatewayPod.BaseURL+"/mcp", "streamable-http", "shelves_locate", map[string]any{"title": "Dune"},
+	res, err := mcpkit.CallTool(ctx, gatewayPod.BaseURL+"/mcp", "streamable-http", "shelves_locate", map[string]any{"title": "Dune"},
 		map[string]string{"traceparent": "00-" + traceID + "-" + clientSpan + "-01"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("shelf 7"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("shelf 7"))
 
 	var gwServer, gwClient, remoteServer, backendClient *receivedSpan
 	g.Eventually(func() []*receivedSpan {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -39,8 +40,8 @@ func TestObjectsStoredBeforeValidationDoNotStopTheOperator(t *testing.T) {
 	_, err := createManifest(ctx, importYAML("url: http://127.0.0.1:1/mcp\n  refreshInterval: banana"), goodNS)
 	g.Expect(err).To(MatchError(ContainSubstring(`must be a duration such as "30s"`)))
 
-	allowLoopback(t, goodNS)
-	srv := newCountingServer(t, adapterHandler(t, "", "search_book"))
+	kubekit.AllowLoopback(t, k8sClient, goodNS)
+	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	startImportManager(t, 0)
 	startManager(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"))
 

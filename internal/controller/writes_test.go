@@ -10,6 +10,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
@@ -19,11 +20,11 @@ func TestUnchangedProbeWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := &swappableHandler{}
 	first := adapterHandler(t, "", "search_book")
 	remote.h.Store(&first)
-	srv := newCountingServer(t, remote)
+	srv := testkit.NewCountingServer(t, remote)
 
 	// Each reconcile happens a refresh interval later, as in a running operator.
 	clock := time.Now()
@@ -40,7 +41,7 @@ func TestUnchangedProbeWritesNothing(t *testing.T) {
 	got := &cantusv1alpha1.RemoteToolImport{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got)).To(Succeed())
 	g.Expect(got.ResourceVersion).To(Equal(version), "three probes of an unchanged remote wrote the status")
-	g.Expect(srv.requests.Load()).To(BeNumerically(">=", 4*2), "every reconcile did probe the remote")
+	g.Expect(srv.Requests.Load()).To(BeNumerically(">=", 4*2), "every reconcile did probe the remote")
 
 	second := adapterHandler(t, "", "search_book", "borrow")
 	remote.h.Store(&second)

@@ -55,19 +55,29 @@ func Sum(v any) string {
 // approval of definitions binds to.
 type ItemDigest struct {
 	Kind, Name, Digest string
+	// Era, when set, names the protocol era of a definition the item has in that era
+	// besides its main one (a tool a dual-era remote defines differently in each).
+	Era string
 }
 
 // DefinitionsDigest is the digest of a set of items: the sha256 (hex) of the canonical
-// JSON of their kinds, names and item digests, sorted. The order the remote lists them
-// in does not change it; any item added, removed or changed does.
+// JSON of their kinds, names and item digests (and eras, for the items that have one),
+// sorted. The order the remote lists them in does not change it; any item added,
+// removed or changed does.
 func DefinitionsDigest(items []ItemDigest) string {
 	sorted := slices.Clone(items)
 	slices.SortFunc(sorted, func(a, b ItemDigest) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Digest, b.Digest))
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Era, b.Era), cmp.Compare(a.Digest, b.Digest))
 	})
-	rows := make([][3]string, 0, len(sorted))
+	// An item without an era is the row it always was, so that no digest of a
+	// definitions set without era definitions changes.
+	rows := make([]any, 0, len(sorted))
 	for _, it := range sorted {
-		rows = append(rows, [3]string{it.Kind, it.Name, it.Digest})
+		if it.Era == "" {
+			rows = append(rows, [3]string{it.Kind, it.Name, it.Digest})
+			continue
+		}
+		rows = append(rows, [4]string{it.Kind, it.Name, it.Digest, it.Era})
 	}
 	return Sum(rows)
 }

@@ -163,44 +163,51 @@ const memberDigestLength = 16
 // sent) to the first 16 hex digits of the sha256 of its canonical JSON; nil when
 // definition is not a JSON object.
 func (k ItemKind) MemberDigests(definition json.RawMessage) map[string]string {
-	def, err := k.definitionObject(definition)
-	if err != nil {
-		return nil
-	}
-	return k.MemberDigestsOf(def)
+	return k.mapSentMembers(definition, memberDigest)
 }
 
 // MemberDigestsOf is MemberDigests of a definition already decoded (see DigestOf).
 func (k ItemKind) MemberDigestsOf(def map[string]any) map[string]string {
-	members := k.kept(def)
-	out := make(map[string]string, len(members))
-	for member, v := range members {
-		out[member] = Sum(v)[:memberDigestLength]
-	}
-	return out
+	return k.mapMembers(def, memberDigest)
 }
 
 // MemberTexts maps each member of k that is present in definition to its text: a
 // string member as is, any other as compact canonical JSON; nil when definition is not
 // a JSON object. It is for showing a change to a human, who clips it.
 func (k ItemKind) MemberTexts(definition json.RawMessage) map[string]string {
-	def, err := k.definitionObject(definition)
-	if err != nil {
-		return nil
-	}
-	return k.MemberTextsOf(def)
+	return k.mapSentMembers(definition, memberText)
 }
 
 // MemberTextsOf is MemberTexts of a definition already decoded (see DigestOf).
 func (k ItemKind) MemberTextsOf(def map[string]any) map[string]string {
+	return k.mapMembers(def, memberText)
+}
+
+func memberDigest(v any) string { return Sum(v)[:memberDigestLength] }
+
+func memberText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return string(Encode(v))
+}
+
+// mapSentMembers is mapMembers of a definition as sent; nil when it is not a JSON
+// object.
+func (k ItemKind) mapSentMembers(definition json.RawMessage, of func(any) string) map[string]string {
+	def, err := k.definitionObject(definition)
+	if err != nil {
+		return nil
+	}
+	return k.mapMembers(def, of)
+}
+
+// mapMembers maps each member of k that is present in def to what of says of its value.
+func (k ItemKind) mapMembers(def map[string]any, of func(any) string) map[string]string {
 	members := k.kept(def)
 	out := make(map[string]string, len(members))
 	for member, v := range members {
-		if s, ok := v.(string); ok {
-			out[member] = s
-			continue
-		}
-		out[member] = string(Encode(v))
+		out[member] = of(v)
 	}
 	return out
 }

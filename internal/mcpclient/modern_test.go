@@ -42,11 +42,11 @@ func TestProbe_DualEraRemoteRecordsBothErasAndTheToolsOfEach(t *testing.T) {
 	if !slices.Equal(res.Eras, []string{EraModern, EraLegacy}) {
 		t.Fatalf("eras %v, want both", res.Eras)
 	}
-	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolRegion}) {
-		t.Errorf("2025-11-25 tools %v, want confirm, echo and region", got)
+	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolRegion, dualera.ToolVersioned}) {
+		t.Errorf("2025-11-25 tools %v, want confirm, echo, region and versioned", got)
 	}
-	if got := sortedToolNames(res.ModernTools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolModernOnly, dualera.ToolRegion}) {
-		t.Errorf("2026-07-28 tools %v, want confirm, echo, modern_only and region", got)
+	if got := sortedToolNames(res.ModernTools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolModernOnly, dualera.ToolRegion, dualera.ToolVersioned}) {
+		t.Errorf("2026-07-28 tools %v, want confirm, echo, modern_only, region and versioned", got)
 	}
 	if res.ProtocolVersion != EraLegacy || res.ServerName != "dualera" {
 		t.Errorf("protocol %q server %q, want the 2025-11-25 session's", res.ProtocolVersion, res.ServerName)
@@ -69,8 +69,8 @@ func TestProbe_LegacyOnlyRemoteRecordsOneEra(t *testing.T) {
 	if !slices.Equal(res.Eras, []string{EraLegacy}) || res.ModernTools != nil {
 		t.Fatalf("eras %v modern tools %v, want 2025-11-25 only", res.Eras, res.ModernTools)
 	}
-	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolRegion}) {
-		t.Errorf("tools %v, want confirm, echo and region", got)
+	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolRegion, dualera.ToolVersioned}) {
+		t.Errorf("tools %v, want confirm, echo, region and versioned", got)
 	}
 }
 
@@ -82,8 +82,8 @@ func TestProbe_ModernOnlyRemoteRecordsOneEraAndItsTools(t *testing.T) {
 	if !slices.Equal(res.Eras, []string{EraModern}) || res.ProtocolVersion != EraModern {
 		t.Fatalf("eras %v protocol %q, want 2026-07-28 only", res.Eras, res.ProtocolVersion)
 	}
-	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolModernOnly, dualera.ToolRegion}) {
-		t.Errorf("tools %v, want the four of 2026-07-28", got)
+	if got := sortedToolNames(res.Tools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolModernOnly, dualera.ToolRegion, dualera.ToolVersioned}) {
+		t.Errorf("tools %v, want the five of 2026-07-28", got)
 	}
 	if !slices.Contains(res.Capabilities, "tools") {
 		t.Errorf("capabilities %v, want tools (from server/discover)", res.Capabilities)

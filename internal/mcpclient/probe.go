@@ -82,6 +82,10 @@ type Result struct {
 	// serves that era (it may list more there than in EraLegacy: tools that ask for
 	// input with input-required results).
 	ModernTools []Tool `json:"modernTools,omitempty"`
+	// RequiredCapabilities maps the tools (of either era) the server lists only to
+	// clients declaring some of Options.Capabilities to the capabilities they need:
+	// the one whose declaration alone lists the tool, or all of them when none does.
+	RequiredCapabilities map[string][]string `json:"requiredCapabilities,omitempty"`
 }
 
 // Serves reports whether the server serves era.
@@ -115,9 +119,13 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, handshakeFailure(err)
 	}
+	if res.RequiredCapabilities, err = toolNeeds(ctx, res.Tools, opts.Capabilities, legacyLister(c, opts.MaxTools)); err != nil {
+		return nil, handshakeFailure(err)
+	}
 	res.Eras = []string{EraLegacy}
 	if modern != nil {
 		res.Eras, res.ModernTools, res.ModernExtensions = Eras(), modern.ModernTools, modern.ModernExtensions
+		res.RequiredCapabilities = mergeNeeds(res.RequiredCapabilities, modern.RequiredCapabilities)
 	}
 	return res, nil
 }
@@ -167,6 +175,9 @@ func probeModern(ctx context.Context, c *Client, opts Options) (*Result, error) 
 	}
 	res, err := probeSession(ctx, s, opts)
 	if err != nil {
+		return nil, nil
+	}
+	if res.RequiredCapabilities, err = toolNeeds(ctx, res.Tools, opts.Capabilities, modernLister(c, opts.MaxTools)); err != nil {
 		return nil, nil
 	}
 	res.ProtocolVersion, res.Eras, res.ModernTools, res.ModernExtensions = EraModern, []string{EraModern}, res.Tools, res.Extensions

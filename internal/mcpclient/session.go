@@ -30,6 +30,9 @@ type Session struct {
 	protocol atomic.Pointer[string]
 	server   string // "name version", for messages
 	info     ServerInfo
+	// declared are the client capabilities initialize declares: the client's, or
+	// those ConnectDeclaring was given.
+	declared []string
 	// deadline ends the session's every request (zero: none): Connect plus the
 	// client's HandshakeTimeout.
 	deadline time.Time
@@ -73,7 +76,15 @@ type answer struct {
 // notifications/initialized; over SSE the stream is opened first. It takes at most
 // ClientOptions.ConnectTimeout. The error is an *Error.
 func (c *Client) Connect(ctx context.Context) (*Session, error) {
-	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, progress: map[string]func(Message){}, lost: make(chan struct{})}
+	return c.ConnectDeclaring(ctx, c.opts.Capabilities)
+}
+
+// ConnectDeclaring is Connect declaring the client capabilities named in caps in
+// place of ClientOptions.Capabilities: a server may list other tools to a client
+// that declares other capabilities.
+func (c *Client) ConnectDeclaring(ctx context.Context, caps []string) (*Session, error) {
+	s := &Session{c: c, endpoint: c.url, pending: map[int64]chan answer{}, progress: map[string]func(Message){}, lost: make(chan struct{}),
+		declared: caps}
 	if c.opts.HandshakeTimeout > 0 {
 		s.deadline = time.Now().Add(c.opts.HandshakeTimeout)
 	}
@@ -122,7 +133,7 @@ type initializeResult struct {
 }
 
 func (s *Session) initialize(ctx context.Context) error {
-	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion, s.c.opts.Capabilities...), nil)
+	raw, err := s.request(ctx, "initialize", InitializeParams(s.c.opts.ClientName, s.c.opts.ClientVersion, s.declared...), nil)
 	if err != nil {
 		var rpcErr *RPCError
 		if errors.As(err, &rpcErr) {

@@ -167,6 +167,9 @@ func (s *AnswerStream) Next(ctx context.Context) (Event, error) {
 			return Event{}, io.EOF
 		}
 		s.resumes++
+		if paused, ok := ctx.Value(streamPausedKey{}).(func(time.Duration)); ok {
+			paused(s.events.Retry())
+		}
 		timer := time.NewTimer(min(s.events.Retry(), MaxRetryWait))
 		select {
 		case <-timer.C:
@@ -195,4 +198,14 @@ func (s *AnswerStream) Close() {
 		_ = s.resumed.Close()
 		s.resumed = nil
 	}
+}
+
+type streamPausedKey struct{}
+
+// WithStreamPaused is ctx with paused called each time the server ends the event
+// stream of an answer before the answer, to be resumed after retry (the server's
+// delay, 0 when it gave none): a gateway then ends its own caller's stream the same
+// way (SEP-1699 polling), so that the caller resumes from the gateway.
+func WithStreamPaused(ctx context.Context, paused func(retry time.Duration)) context.Context {
+	return context.WithValue(ctx, streamPausedKey{}, paused)
 }

@@ -224,11 +224,7 @@ func (s *Store) listDir(p vpath, size int64) (string, error) {
 
 // ---- create ----
 
-func (s *Store) create(a args) (string, error) {
-	p, err := parseTarget("path", CmdCreate, a.Path)
-	if err != nil {
-		return "", err
-	}
+func (s *Store) create(p vpath, a args) (string, error) {
 	if a.FileText == nil {
 		return "", failf("create needs file_text, the full content of the file (\"\" for an empty file)")
 	}
@@ -237,7 +233,7 @@ func (s *Store) create(a args) (string, error) {
 		return "", err
 	}
 	var result string
-	err = s.mutate(func() (*JournalEntry, error) {
+	err := s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
 			return nil, err
 		}
@@ -290,11 +286,7 @@ func (s *Store) create(a args) (string, error) {
 
 // ---- str_replace ----
 
-func (s *Store) strReplace(a args) (string, error) {
-	p, err := parseTarget("path", CmdStrReplace, a.Path)
-	if err != nil {
-		return "", err
-	}
+func (s *Store) strReplace(p vpath, a args) (string, error) {
 	if a.OldStr == nil || *a.OldStr == "" {
 		return "", failf("str_replace needs old_str, the exact non-empty text to replace (view the file to copy it)")
 	}
@@ -302,8 +294,30 @@ func (s *Store) strReplace(a args) (string, error) {
 	if a.NewStr != nil {
 		newStr = *a.NewStr
 	}
+	return s.editFile(p, CmdStrReplace, a.Confirm, "str_replace in "+p.virt, func(content string) (string, string, error) {
+		switch n := strings.Count(content, oldStr); {
+		case n == 0:
+			return "", "", failf("no match: old_str did not appear verbatim in %s; no replacement was performed. View the file and copy the exact text, including whitespace and line breaks", p.virt)
+		case n > 1:
+			return "", "", failf("old_str occurs %d times in %s (lines %s); make old_str unique by including more of the surrounding text. No replacement was performed",
+				n, p.virt, occurrenceLines(content, oldStr))
+		}
+		idx := strings.Index(content, oldStr)
+		updated := content[:idx] + newStr + content[idx+len(oldStr):]
+		lines := splitLines(updated)
+		changed := strings.Count(content[:idx], "\n")
+		from, to := max(0, changed-2), min(len(lines), changed+strings.Count(newStr, "\n")+3)
+		return updated, fmt.Sprintf("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n%s", numbered(lines[from:to], from+1)), nil
+	})
+}
+
+// editFile is the body str_replace and insert share: under the store's locks it reads
+// the file at p, asks edit for the new content and the answer to give, admits the write
+// (quota, confirmation) and replaces the file, keeping the old content in the trash.
+// Only the edit itself differs between the commands, so the checks cannot drift apart.
+func (s *Store) editFile(p vpath, command string, confirmed bool, action string, edit func(content string) (updated, result string, err error)) (string, error) {
 	var result string
-	err = s.mutate(func() (*JournalEntry, error) {
+	err := s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
 			return nil, err
 		}
@@ -311,27 +325,18 @@ func (s *Store) strReplace(a args) (string, error) {
 		if err != nil {
 			return nil, err
 		}
-		content := string(data)
-		switch n := strings.Count(content, oldStr); {
-		case n == 0:
-			return nil, failf("no match: old_str did not appear verbatim in %s; no replacement was performed. View the file and copy the exact text, including whitespace and line breaks", p.virt)
-		case n > 1:
-			return nil, failf("old_str occurs %d times in %s (lines %s); make old_str unique by including more of the surrounding text. No replacement was performed",
-				n, p.virt, occurrenceLines(content, oldStr))
-		}
-		idx := strings.Index(content, oldStr)
-		updated := content[:idx] + newStr + content[idx+len(oldStr):]
-		if err := s.admitWrite(p, len(updated), len(content), s.confirm[CmdStrReplace] && !a.Confirm, "str_replace in "+p.virt); err != nil {
-			return nil, err
-		}
-		j, err := s.replaceFile(p, CmdStrReplace, data, []byte(updated))
+		updated, answer, err := edit(string(data))
 		if err != nil {
 			return nil, err
 		}
-		lines := splitLines(updated)
-		changed := strings.Count(content[:idx], "\n")
-		from, to := max(0, changed-2), min(len(lines), changed+strings.Count(newStr, "\n")+3)
-		result = fmt.Sprintf("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n%s", numbered(lines[from:to], from+1))
+		if err := s.admitWrite(p, len(updated), len(data), s.confirm[command] && !confirmed, action); err != nil {
+			return nil, err
+		}
+		j, err := s.replaceFile(p, command, data, []byte(updated))
+		if err != nil {
+			return nil, err
+		}
+		result = answer
 		return j, nil
 	})
 	return result, err
@@ -371,11 +376,7 @@ func (s *Store) replaceFile(p vpath, command string, old, updated []byte) (*Jour
 
 // ---- insert ----
 
-func (s *Store) insert(a args) (string, error) {
-	p, err := parseTarget("path", CmdInsert, a.Path)
-	if err != nil {
-		return "", err
-	}
+func (s *Store) insert(p vpath, a args) (string, error) {
 	if a.InsertLine == nil {
 		return "", failf("insert needs insert_line: 0 inserts at the top, N inserts after line N")
 	}
@@ -383,52 +384,38 @@ func (s *Store) insert(a args) (string, error) {
 		return "", failf("insert needs insert_text, the text to insert")
 	}
 	at, text := *a.InsertLine, *a.InsertText
-	var result string
-	err = s.mutate(func() (*JournalEntry, error) {
-		if err := s.contained("path", p); err != nil {
-			return nil, err
-		}
-		data, err := s.readForEdit(p)
-		if err != nil {
-			return nil, err
-		}
-		lines := splitLines(string(data))
+	return s.editFile(p, CmdInsert, a.Confirm, "insert into "+p.virt, func(content string) (string, string, error) {
+		lines := splitLines(content)
 		if at < 0 || at > len(lines) {
-			return nil, failf("invalid insert_line %d: it must be between 0 and %d (%s has %d lines); 0 inserts at the top", at, len(lines), p.virt, len(lines))
+			return "", "", failf("invalid insert_line %d: it must be between 0 and %d (%s has %d lines); 0 inserts at the top", at, len(lines), p.virt, len(lines))
 		}
 		ins := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 		out := make([]string, 0, len(lines)+len(ins))
 		out = append(append(append(out, lines[:at]...), ins...), lines[at:]...)
 		updated := strings.Join(out, "\n") + "\n"
-		if err := s.admitWrite(p, len(updated), len(data), s.confirm[CmdInsert] && !a.Confirm, "insert into "+p.virt); err != nil {
-			return nil, err
-		}
-		j, err := s.replaceFile(p, CmdInsert, data, []byte(updated))
-		if err != nil {
-			return nil, err
-		}
-		result = fmt.Sprintf("The file %s has been edited: %d line(s) inserted after line %d.", p.virt, len(ins), at)
-		return j, nil
+		return updated, fmt.Sprintf("The file %s has been edited: %d line(s) inserted after line %d.", p.virt, len(ins), at), nil
 	})
-	return result, err
 }
 
 // ---- delete ----
 
-func (s *Store) delete(a args) (string, error) {
-	p, err := parseTarget("path", CmdDelete, a.Path)
-	if err != nil {
-		return "", err
+// lstatExisting is Lstat of the path delete or rename acts on: a missing path is the
+// agent's mistake, answered with what was not done and where to look, not an I/O error.
+func (s *Store) lstatExisting(p vpath, notDone string) (fs.FileInfo, error) {
+	fi, err := s.mem.Lstat(p.osRel())
+	if notExist(err) {
+		return nil, failf("the path %s does not exist; nothing was %s (view /memories lists the files)", p.virt, notDone)
 	}
+	return fi, err
+}
+
+func (s *Store) delete(p vpath, a args) (string, error) {
 	var result string
-	err = s.mutate(func() (*JournalEntry, error) {
+	err := s.mutate(func() (*JournalEntry, error) {
 		if err := s.contained("path", p); err != nil {
 			return nil, err
 		}
-		fi, err := s.mem.Lstat(p.osRel())
-		if notExist(err) {
-			return nil, failf("the path %s does not exist; nothing was deleted (view /memories lists the files)", p.virt)
-		}
+		fi, err := s.lstatExisting(p, "deleted")
 		if err != nil {
 			return nil, err
 		}
@@ -508,10 +495,7 @@ func (s *Store) rename(a args) (string, error) {
 		if err := s.contained("new_path", to); err != nil {
 			return nil, err
 		}
-		fi, err := s.mem.Lstat(from.osRel())
-		if notExist(err) {
-			return nil, failf("the path %s does not exist; nothing was renamed (view /memories lists the files)", from.virt)
-		}
+		fi, err := s.lstatExisting(from, "renamed")
 		if err != nil {
 			return nil, err
 		}

@@ -126,12 +126,20 @@ func (s *Store) mkdirAll(p vpath) error {
 
 // ---- lock ----
 
-// lockExclusive takes the cross-process lock; the caller holds s.mu.
+// lockExclusive takes s.mu, which orders this process's goroutines, then the
+// cross-process lock, which orders the processes sharing the directory: every change
+// to the store holds both, so they are taken together. The func it returns releases
+// them in the reverse order.
 func (s *Store) lockExclusive() (func(), error) {
+	s.mu.Lock()
 	if err := flock(s.lockFile); err != nil {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("lock %s: %w", lockName, err)
 	}
-	return func() { _ = funlock(s.lockFile) }, nil
+	return func() {
+		_ = funlock(s.lockFile)
+		s.mu.Unlock()
+	}, nil
 }
 
 // mutate runs fn with the store locked, after journaling what a crashed or
@@ -141,8 +149,6 @@ func (s *Store) lockExclusive() (func(), error) {
 // change, and returns that entry (nil when nothing changed); mutate then appends the
 // entry to the journal and measures the store's footprint again.
 func (s *Store) mutate(fn func() (*JournalEntry, error)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	unlock, err := s.lockExclusive()
 	if err != nil {
 		return err

@@ -119,8 +119,6 @@ func parsePath(field, p string) (vpath, error) {
 	return vpath{virt: VirtualRoot + "/" + rel, rel: rel}, nil
 }
 
-// checkTarget applies the rules for a path a command would change: never the
-// /memories root, never a very short name.
 // parseTarget parses the path a mutating command acts on and refuses the targets no
 // command may act on (the root, very short names).
 func parseTarget(field, command, raw string) (vpath, error) {
@@ -131,6 +129,8 @@ func parseTarget(field, command, raw string) (vpath, error) {
 	return p, checkTarget(field, command, p)
 }
 
+// checkTarget applies the rules for a path a command would change: never the
+// /memories root, never a very short name.
 func checkTarget(field, command string, p vpath) error {
 	if p.isRoot() {
 		return refusef("%s is /memories itself, which %s never targets; name a file or directory under it, e.g. /memories/notes.md", field, command)

@@ -263,8 +263,6 @@ func Open(cfg Config) (*Store, error) {
 // interrupted after its change (settleIntent), measures the memories and purges
 // the trash.
 func (s *Store) recover() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	unlock, err := s.lockExclusive()
 	if err != nil {
 		return err
@@ -384,16 +382,24 @@ func (s *Store) exec(a args) (string, error) {
 	switch a.Command {
 	case CmdView:
 		return s.view(a)
-	case CmdCreate:
-		return s.create(a)
-	case CmdStrReplace:
-		return s.strReplace(a)
-	case CmdInsert:
-		return s.insert(a)
-	case CmdDelete:
-		return s.delete(a)
-	default:
+	case CmdRename:
 		return s.rename(a)
+	}
+	// The other commands change the one file or directory at path: its checks are
+	// made here, once, before the command looks at its other arguments.
+	p, err := parseTarget("path", a.Command, a.Path)
+	if err != nil {
+		return "", err
+	}
+	switch a.Command {
+	case CmdCreate:
+		return s.create(p, a)
+	case CmdStrReplace:
+		return s.strReplace(p, a)
+	case CmdInsert:
+		return s.insert(p, a)
+	default:
+		return s.delete(p, a)
 	}
 }
 

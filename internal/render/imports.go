@@ -71,6 +71,11 @@ type Imports struct {
 	// RenamedAppTools names the served tools that open an MCP App view and are served
 	// under another name than their remote's: the view's own calls use the remote's.
 	RenamedAppTools []string
+	// NotRelayed names the imported tools left out because their remote lists them
+	// only to clients declaring capabilities (elicitation, sampling, roots) that
+	// spec.imports[].relay does not relay: the remote would ask their callers for
+	// what the gateway does not pass on.
+	NotRelayed []string
 	// CallerCredentials is true when an import the server names has
 	// spec.callerCredentials; CallerCredentialsRefused names those not served because
 	// the server cannot act for its callers there.
@@ -124,6 +129,11 @@ func reexport(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv1alpha1
 				continue
 			}
 			served := servedName(spec, t.Name)
+			if missing := unrelayedNeeds(t.RequiresCapabilities, backend.Relay); len(missing) > 0 {
+				out.report.NotRelayed = append(out.report.NotRelayed, fmt.Sprintf("%q from import %s (needs %s)",
+					adapterconfig.ClipName(served), spec.Name, strings.Join(missing, ", ")))
+				continue
+			}
 			if t.Approval == cantusv1alpha1.ItemPending {
 				pending = append(pending, withheldTool(served, imp, t.Name))
 				continue
@@ -227,7 +237,19 @@ func (c candidate) adapterTool(served string) adapterconfig.Tool {
 		t.InputSchema = c.tool.InputSchema.Raw
 	}
 	backend.Definition = remoteDefinition(c.tool, t.InputSchema)
+	backend.Eras, backend.ModernDefinition = toolEras(c.tool, backend.RemoteEras)
 	return t
+}
+
+// unrelayedNeeds are the capabilities of needs that relay lacks.
+func unrelayedNeeds(needs, relay []string) []string {
+	var missing []string
+	for _, c := range needs {
+		if !slices.Contains(relay, c) {
+			missing = append(missing, c)
+		}
+	}
+	return missing
 }
 
 // remoteDefinition rebuilds the remote's definition of d (without its name) from the
@@ -367,6 +389,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 		Timeout:   adapterconfig.Duration{Duration: DefaultRemoteCallTimeout},
 		Eras:      erasOf(imp),
 	}
+	b.RemoteEras = b.Eras
 	b.Extensions = extensionsOf(imp)
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)

@@ -127,7 +127,7 @@ func SkillServer(ss *cantusv1alpha1.SkillServer, in Inputs) (Result, error) {
 	importedContent := reexportContent(ss, in.Imports, &cfg, in.ReservedAudiences...)
 	setConnectEndpoint(&cfg, in.ConnectEndpoint)
 	out.Config = &cfg
-	out.Files = slices.Concat(imported.files, auth.Files)
+	out.Files = slices.Concat(imported.files, auth.Files, requestStateKeys(ss, &cfg))
 	out.Report = Report{
 		Invalid:         errors.Join(own.invalid, own.authorization.err, clusterIssuerAsOIDC(ss, in.Cluster, in.ReservedAudiences), validIssuers(auth.Config), validContent(&cfg), limitsErr, adapterconfig.ValidateDiscovery(&cfg)),
 		NonPortableKeys: own.nonPortable,

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cantus-dev/cantus-operator/internal/periodic"
 )
 
 // The API server refuses a service-account token whose service account or pod is gone.
@@ -344,28 +346,22 @@ func (r *Revocations) Start(ctx context.Context) error {
 		log.Info("recalled revocations named living service accounts or pods; they are not revocations and were dropped (the kept state was edited)", "dropped", n)
 	}
 	log.Info("watching pod and service-account deletions for service-account token checks", "maxTokenLifetime", r.MaxTokenLifetime, "namespaces", r.Namespaces)
-	tick := time.NewTicker(r.Every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			r.forget()
-			changed, dropped := r.takeChanged()
-			if dropped > 0 {
-				log.Info("more deletions than can be remembered: the oldest were dropped, and every token issued before them is refused",
-					"dropped", dropped, "maxServiceAccounts", MaxServiceAccountRevocations, "maxPods", MaxPodRevocations,
-					"refuseIssuedBefore", r.refusingBefore())
-			}
-			if changed {
-				r.save(ctx)
-			}
-			if changed && r.OnChange != nil {
-				r.OnChange()
-			}
+	periodic.Run(ctx, r.Every, func() {
+		r.forget()
+		changed, dropped := r.takeChanged()
+		if dropped > 0 {
+			log.Info("more deletions than can be remembered: the oldest were dropped, and every token issued before them is refused",
+				"dropped", dropped, "maxServiceAccounts", MaxServiceAccountRevocations, "maxPods", MaxPodRevocations,
+				"refuseIssuedBefore", r.refusingBefore())
 		}
-	}
+		if changed {
+			r.save(ctx)
+		}
+		if changed && r.OnChange != nil {
+			r.OnChange()
+		}
+	})
+	return nil
 }
 
 // watchDeletions is an informer factory, not started, of the pods and service accounts

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cantus-dev/cantus-operator/internal/periodic"
 )
 
 // The operator reads the issuer's discovery endpoints itself, even where the cluster's
@@ -71,18 +73,11 @@ func (w *Watcher) Current(ctx context.Context) (Keys, error) {
 // refresh keeps the last keys: tokens signed by them stay valid until they expire.
 func (w *Watcher) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("service-account-issuer")
-	ticker := time.NewTicker(w.Every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
+	periodic.Run(ctx, w.Every, func() {
 		changed, err := w.refresh(ctx)
 		if err != nil {
 			log.Error(err, "refresh the service-account issuer keys; keeping the last ones")
-			continue
+			return
 		}
 		if changed {
 			log.Info("the service-account issuer keys changed; updating the servers that accept service-account tokens")
@@ -90,7 +85,8 @@ func (w *Watcher) Start(ctx context.Context) error {
 				w.OnChange()
 			}
 		}
-	}
+	})
+	return nil
 }
 
 func (w *Watcher) refresh(ctx context.Context) (bool, error) {

@@ -1,7 +1,5 @@
 package tracing
 
-import "sort"
-
 // adapterVariables are the OTEL_* variables the operator passes on to the adapters it
 // renders. Not OTEL_EXPORTER_OTLP_*HEADERS: they hold the collector's credentials, and
 // a Deployment's env is readable by anyone who may read Deployments in the tenant's
@@ -44,14 +42,4 @@ func AdapterEnv(getenv func(string) string) map[string]string {
 	}
 	env["OTEL_TRACES_EXPORTER"] = "otlp"
 	return env
-}
-
-// SortedNames returns env's names in order, for a stable rendering.
-func SortedNames(env map[string]string) []string {
-	names := make([]string, 0, len(env))
-	for name := range env {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }

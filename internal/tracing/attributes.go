@@ -20,6 +20,7 @@ const (
 	URLFull                = attribute.Key("url.full")
 	URLPath                = attribute.Key("url.path")
 	ServerAddress          = attribute.Key("server.address")
+	K8sNamespaceName       = attribute.Key("k8s.namespace.name")
 
 	// CallerKind is the kind of identity a tool's caller proved (bearer, oidc,
 	// serviceaccount, anonymous); never the token or the subject.
@@ -29,4 +30,11 @@ const (
 	CallOutcome = attribute.Key("cantus.call.outcome")
 	// ImportName is the RemoteToolImport a forwarded call goes through.
 	ImportName = attribute.Key("cantus.import")
+
+	// Controller, ObjectName, ReconcileOutcome (done, requeued, error) and
+	// ReconcileRequeueAfter describe the operator's span of one reconcile.
+	Controller            = attribute.Key("cantus.controller")
+	ObjectName            = attribute.Key("cantus.object.name")
+	ReconcileOutcome      = attribute.Key("cantus.reconcile.outcome")
+	ReconcileRequeueAfter = attribute.Key("cantus.reconcile.requeue_after_ms")
 )

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
 
 // applyConfiguration is what every typed apply configuration of client-go offers.
@@ -186,6 +189,56 @@ func refuseForeign(kind string, obj metav1.Object, owner types.UID) error {
 		conflict.Controller = ref.Kind + " " + ref.Name
 	}
 	return conflict
+}
+
+// ownedSecret is a Secret the operator keeps for owner (of kind ownerKind): created,
+// controlled by owner, when it is missing; changed in place when it holds something
+// else; never adopted from anyone else (a NameConflictError). One created meanwhile by
+// someone else is a conflict reported on the next reconcile, never overwritten. Its
+// values are never logged nor put in an error; what names it in errors.
+type ownedSecret struct {
+	owner     client.Object
+	ownerKind string
+	key       types.NamespacedName
+	labels    map[string]string
+	what      string
+}
+
+// ensure makes the Secret hold what fill puts in it. fill is given the live Secret, or
+// a new one with only its metadata when there is none, and says whether it changed it.
+func (o ownedSecret) ensure(ctx context.Context, c client.Client, fill func(*corev1.Secret) (bool, error)) error {
+	live := &corev1.Secret{}
+	err := c.Get(ctx, o.key, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: o.key.Namespace, Name: o.key.Name, Labels: o.labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(o.owner, cantusv1alpha1.GroupVersion.WithKind(o.ownerKind))},
+			},
+			Type: corev1.SecretTypeOpaque,
+		}
+		if _, err := fill(secret); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, secret); err != nil {
+			return fmt.Errorf("create %s %s: %w", o.what, o.key.Name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("get %s %s: %w", o.what, o.key.Name, err)
+	}
+	if err := refuseForeign("Secret", live, o.owner.GetUID()); err != nil {
+		return err
+	}
+	changed, err := fill(live)
+	if err != nil || !changed {
+		return err
+	}
+	if err := c.Update(ctx, live); err != nil {
+		return fmt.Errorf("update %s %s: %w", o.what, o.key.Name, err)
+	}
+	return nil
 }
 
 // refuseUncachedForeign looks up on the API server, by metadata only, an object the cache

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -266,8 +265,6 @@ func bridgeServiceFor(imp *cantusv1alpha1.RemoteToolImport) *corev1ac.ServiceApp
 
 // bridgeNetworkPolicyFor admits to the bridge's MCP port the gateway pods of the named
 // SkillServers (of the import's namespace) and the operator's pods, and nothing else.
-// With neither, the policy has no ingress rule at all: an ingress rule without peers
-// would admit everyone.
 func bridgeNetworkPolicyFor(imp *cantusv1alpha1.RemoteToolImport, skillServers []string, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	var from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration
 	if servers := sortedUnique(skillServers); len(servers) > 0 {
@@ -278,27 +275,10 @@ func bridgeNetworkPolicyFor(imp *cantusv1alpha1.RemoteToolImport, skillServers [
 				WithOperator(metav1.LabelSelectorOpIn).
 				WithValues(servers...))))
 	}
-	if operator != nil {
-		from = append(from, networkPolicyPeer(*operator))
-	}
-	// The bridge's pods, and only the operator's: the admission policy lets the operator
-	// write NetworkPolicies that select app.kubernetes.io/managed-by=cantus-operator only.
-	selected := bridgeSelectorLabels(imp)
-	selected[LabelManagedBy] = FieldOwner
-	spec := networkingv1ac.NetworkPolicySpec().
-		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selected)).
-		WithPolicyTypes(networkingv1.PolicyTypeIngress)
-	if len(from) > 0 {
-		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
-			WithFrom(from...).
-			WithPorts(networkingv1ac.NetworkPolicyPort().
-				WithProtocol(corev1.ProtocolTCP).
-				WithPort(intstr.FromString(portName))))
-	}
 	return networkingv1ac.NetworkPolicy(BridgeName(imp), imp.Namespace).
 		WithLabels(bridgeLabels(imp)).
 		WithOwnerReferences(bridgeOwner(imp)).
-		WithSpec(spec)
+		WithSpec(mcpIngressPolicySpec(bridgeSelectorLabels(imp), from, operator))
 }
 
 func sortedUnique(names []string) []string {

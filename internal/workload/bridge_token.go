@@ -9,8 +9,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,52 +35,25 @@ const tokenBytes = 32
 // of that name that the import does not control is a NameConflictError: the operator
 // neither adopts nor reads someone else's. The token is never logged.
 func EnsureBridgeToken(ctx context.Context, c client.Client, imp *cantusv1alpha1.RemoteToolImport) (string, error) {
-	key := types.NamespacedName{Namespace: imp.Namespace, Name: BridgeName(imp)}
-	live := &corev1.Secret{}
-	err := c.Get(ctx, key, live)
-	switch {
-	case apierrors.IsNotFound(err):
-		return createBridgeToken(ctx, c, imp, key)
-	case err != nil:
-		return "", fmt.Errorf("get the bridge's Secret %s: %w", key.Name, err)
+	secret := ownedSecret{
+		owner: imp, ownerKind: "RemoteToolImport", labels: bridgeLabels(imp), what: "the bridge's Secret",
+		key: types.NamespacedName{Namespace: imp.Namespace, Name: BridgeName(imp)},
 	}
-	if err := refuseForeign("Secret", live, imp.UID); err != nil {
-		return "", err
-	}
-	if token, ok := tokenIn(live); ok {
-		return token, nil
-	}
-	token, err := newBridgeToken()
+	var token string
+	err := secret.ensure(ctx, c, func(s *corev1.Secret) (bool, error) {
+		if kept, ok := tokenIn(s); ok {
+			token = kept
+			return false, nil
+		}
+		fresh, err := newBridgeToken()
+		if err != nil {
+			return false, err
+		}
+		token, s.Data = fresh, bridgeSecretData(fresh)
+		return true, nil
+	})
 	if err != nil {
 		return "", err
-	}
-	live.Data = bridgeSecretData(token)
-	if err := c.Update(ctx, live); err != nil {
-		return "", fmt.Errorf("renew the token in the bridge's Secret %s: %w", key.Name, err)
-	}
-	return token, nil
-}
-
-// createBridgeToken creates the Secret; one created meanwhile by someone else is a
-// conflict to report on the next reconcile, never overwritten.
-func createBridgeToken(ctx context.Context, c client.Client, imp *cantusv1alpha1.RemoteToolImport, key types.NamespacedName) (string, error) {
-	token, err := newBridgeToken()
-	if err != nil {
-		return "", err
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace,
-			Name:      key.Name,
-			Labels:    bridgeLabels(imp),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(imp,
-				cantusv1alpha1.GroupVersion.WithKind("RemoteToolImport"))},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: bridgeSecretData(token),
-	}
-	if err := c.Create(ctx, secret); err != nil {
-		return "", fmt.Errorf("create the bridge's Secret %s: %w", key.Name, err)
 	}
 	return token, nil
 }

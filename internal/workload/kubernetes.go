@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -28,7 +28,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
-	"github.com/cantus-dev/cantus-operator/internal/tracing"
 )
 
 // Paths inside the adapter container.
@@ -320,7 +319,7 @@ func (k *Kubernetes) tracingEnvFor(ss *cantusv1alpha1.SkillServer) []*corev1ac.E
 	env["OTEL_RESOURCE_ATTRIBUTES"] = attrs
 	env["OTEL_SERVICE_NAME"] = "cantus-adapter"
 	out := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(env))
-	for _, name := range tracing.SortedNames(env) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, corev1ac.EnvVar().WithName(name).WithValue(env[name]))
 	}
 	return out
@@ -542,45 +541,12 @@ func serviceFor(ss *cantusv1alpha1.SkillServer) *corev1ac.ServiceApplyConfigurat
 }
 
 func networkPolicyFor(ss *cantusv1alpha1.SkillServer, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
-	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(ss.Spec.AllowFrom)+1)
+	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(ss.Spec.AllowFrom))
 	for i := range ss.Spec.AllowFrom {
 		from = append(from, networkPolicyPeer(ss.Spec.AllowFrom[i]))
-	}
-	if operator != nil {
-		from = append(from, networkPolicyPeer(*operator))
 	}
 	return networkingv1ac.NetworkPolicy(ss.Name, ss.Namespace).
 		WithLabels(Labels(ss)).
 		WithOwnerReferences(ownerOf(ss)).
-		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(networkPolicySelector(SelectorLabels(ss)))).
-			WithPolicyTypes(networkingv1.PolicyTypeIngress).
-			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
-				WithFrom(from...).
-				WithPorts(networkingv1ac.NetworkPolicyPort().
-					WithProtocol(corev1.ProtocolTCP).
-					WithPort(intstr.FromString(portName)))))
-}
-
-// networkPolicySelector selects the pods of selector that are the operator's: the
-// admission policy (config/admission/own_objects.yaml) lets the operator write only
-// NetworkPolicies that select app.kubernetes.io/managed-by=cantus-operator, so that a
-// taken operator cannot open anyone else's pods with one.
-func networkPolicySelector(selector map[string]string) map[string]string {
-	selector[LabelManagedBy] = FieldOwner
-	return selector
-}
-
-// networkPolicyPeer converts the API type into its apply configuration; both have the
-// same JSON shape, and a round trip keeps every field without copying them one by one.
-func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyPeerApplyConfiguration {
-	out := networkingv1ac.NetworkPolicyPeer()
-	data, err := json.Marshal(peer)
-	if err == nil {
-		err = json.Unmarshal(data, out)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("NetworkPolicyPeer does not round-trip through JSON: %v", err))
-	}
-	return out
+		WithSpec(mcpIngressPolicySpec(SelectorLabels(ss), from, operator))
 }

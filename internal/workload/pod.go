@@ -1,15 +1,19 @@
 package workload
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 )
@@ -91,6 +95,47 @@ func mcpServiceSpec(selector map[string]string, port *corev1ac.ServicePortApplyC
 			WithName(portName).
 			WithTargetPort(intstr.FromString(portName)).
 			WithProtocol(corev1.ProtocolTCP))
+}
+
+// mcpIngressPolicySpec admits from, and the operator's pods when operator is set, to the
+// MCP port of the pods selector selects, and nothing else. With no peers at all the
+// policy has no ingress rule: an ingress rule without peers would admit everyone.
+//
+// Only the operator's pods among those are selected (app.kubernetes.io/managed-by=
+// cantus-operator): the admission policy (config/admission/own_objects.yaml) lets the
+// operator write no other NetworkPolicy, so that a taken operator cannot open anyone
+// else's pods with one.
+func mcpIngressPolicySpec(selector map[string]string, from []*networkingv1ac.NetworkPolicyPeerApplyConfiguration, operator *networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicySpecApplyConfiguration {
+	if operator != nil {
+		from = append(from, networkPolicyPeer(*operator))
+	}
+	selected := maps.Clone(selector)
+	selected[LabelManagedBy] = FieldOwner
+	spec := networkingv1ac.NetworkPolicySpec().
+		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(selected)).
+		WithPolicyTypes(networkingv1.PolicyTypeIngress)
+	if len(from) > 0 {
+		spec.WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+			WithFrom(from...).
+			WithPorts(networkingv1ac.NetworkPolicyPort().
+				WithProtocol(corev1.ProtocolTCP).
+				WithPort(intstr.FromString(portName))))
+	}
+	return spec
+}
+
+// networkPolicyPeer converts the API type into its apply configuration; both have the
+// same JSON shape, and a round trip keeps every field without copying them one by one.
+func networkPolicyPeer(peer networkingv1.NetworkPolicyPeer) *networkingv1ac.NetworkPolicyPeerApplyConfiguration {
+	out := networkingv1ac.NetworkPolicyPeer()
+	data, err := json.Marshal(peer)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("NetworkPolicyPeer does not round-trip through JSON: %v", err))
+	}
+	return out
 }
 
 // serviceURL is the in-cluster URL of an MCP endpoint behind a Service.

@@ -39,6 +39,8 @@ type remoteSpec struct {
 	Timeout     string            `json:"timeout"`
 	Relay       []string          `json:"relay,omitempty"`
 	Subscribe   bool              `json:"subscribe,omitempty"`
+	Eras        []string          `json:"eras,omitempty"`
+	Definition  json.RawMessage   `json:"definition,omitempty"`
 }
 
 type gatewayTool struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/controller"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
@@ -50,7 +51,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	filesDir := startCallerCredentialsManager(t)
 	remote := remoteLibrary(t)
 
@@ -69,7 +70,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	importRef := ns + "/notes"
 	saKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
 	oidcKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.OIDCCaller("https://login.example.com", "alice"))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{saKey: saValue, oidcKey: oidcValue}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{saKey: saValue, oidcKey: oidcValue}))
 	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 	gw, err := getSkillServer(ctx, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -87,7 +88,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "agent-notes"}, s)).To(Succeed())
 	s.Data["token"] = []byte(newValue)
 	g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(HaveKeyWithValue(saKey, newValue))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(HaveKeyWithValue(saKey, newValue))
 	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(newValue))
 	g.Consistently(func() (string, error) {
 		gw, err := getSkillServer(ctx, ns, "gw")()
@@ -96,13 +97,13 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 
 	// A recreated service account is a new caller: the old key goes, a new one comes.
 	g.Expect(k8sClient.Delete(ctx, sa)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{oidcKey: oidcValue}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{oidcKey: oidcValue}))
 	g.Eventually(func() error { _, err := os.Stat(filepath.Join(onHost, saKey)); return err }).Should(MatchError(os.ErrNotExist))
 	again := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
 	g.Expect(k8sClient.Create(ctx, again)).To(Succeed())
 	newKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(again.UID)))
 	g.Expect(newKey).NotTo(Equal(saKey))
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{newKey: newValue, oidcKey: oidcValue}))
 
 	kubekit.ExpectNoValueInStatusOrEvents(t, k8sClient, ns, saValue, oidcValue, newValue)
 
@@ -112,7 +113,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	gw.Spec.Imports = nil
 	gw.Spec.Skills = []cantusv1alpha1.Skill{templateSkill("hello", "hello {{ .title }}")}
 	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
-	g.Eventually(callerKeysOf(ctx, ns, "gw"), 30*time.Second).Should(BeEmpty())
+	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(BeEmpty())
 	g.Eventually(func() ([]metav1.Condition, error) {
 		gw, err := getSkillServer(ctx, ns, "gw")()
 		return gw.Status.Conditions, err
@@ -126,7 +127,7 @@ func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) 
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startCallerCredentialsManager(t)
 	remote := remoteLibrary(t)
 

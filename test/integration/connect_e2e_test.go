@@ -44,6 +44,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 	"github.com/cantus-dev/cantus-operator/test/testenv"
 	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
@@ -211,11 +212,11 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 
 // call calls whoami through the gateway as the caller.
 func (w *connectWorld) call(ctx context.Context) (string, error) {
-	res, err := callToolWithHeaders(ctx, w.gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(w.callerToken))
+	res, err := mcpkit.CallTool(ctx, w.gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(w.callerToken))
 	if err != nil {
 		return "", err
 	}
-	return resultText(res), nil
+	return mcpkit.ResultText(res), nil
 }
 
 // connectAs follows the link in what the caller was told and signs in as the user.

@@ -17,6 +17,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
@@ -103,11 +104,11 @@ func refusedSignIns(t *testing.T, ns, reason string) float64 {
 
 // callAs calls whoami through gatewayURL with token.
 func callAs(ctx context.Context, gatewayURL, token string) (string, error) {
-	res, err := callToolWithHeaders(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
+	res, err := mcpkit.CallTool(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
 	if err != nil {
 		return "", err
 	}
-	return resultText(res), nil
+	return mcpkit.ResultText(res), nil
 }
 
 // openConnectLink follows the link in what the caller was told and signs in as user,

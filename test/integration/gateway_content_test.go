@@ -155,7 +155,7 @@ func TestImportListsEverythingsContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
@@ -181,7 +181,7 @@ func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	for _, name := range []string{"one", "two"} {
@@ -230,7 +230,7 @@ func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	forms := "# Forms\nfield: <value> & more\n"
 	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())

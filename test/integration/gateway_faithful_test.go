@@ -35,7 +35,7 @@ func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1a
 	t.Helper()
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
 		cantusv1alpha1.ImportTransportStreamableHTTP: "/mcp", cantusv1alpha1.ImportTransportSSE: "/sse"}[imported]
@@ -67,14 +67,16 @@ func withoutName(t *testing.T, raw json.RawMessage) map[string]any {
 // Every tool of server-everything, listed by the TypeScript SDK client through a
 // gateway, equals as parsed JSON what the same client lists from server-everything
 // directly (title, description, inputSchema, outputSchema, annotations, execution, …),
-// except the name, which carries the import's prefix. Both gateway transports.
+// except the name, which carries the import's prefix. Both gateway transports. The
+// gateway relays nothing, so it lists what server-everything lists to a client that
+// declares nothing (TestGatewayListsOnlyImportedToolsItCanServe).
 func TestGatewayServesImportedDefinitionsAsTheRemoteDefinedThem(t *testing.T) {
 	ctx := context.Background()
 	for _, transport := range []cantusv1alpha1.Transport{cantusv1alpha1.TransportStreamableHTTP, cantusv1alpha1.TransportSSE} {
 		t.Run(string(transport), func(t *testing.T) {
 			g := NewWithT(t)
 			direct, gateway := everythingGateway(t, ctx, transport)
-			want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Declare: mcpclient.RelayableCapabilities()})
+			want := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct})
 			got := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Transport: string(transport)})
 
 			listed := map[string]json.RawMessage{}
@@ -100,7 +102,7 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	imp := newImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
@@ -230,7 +232,7 @@ func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)
 	g.Expect(k8sClient.Create(ctx, newImport(ns, "notifying", remoteURL))).To(Succeed())

@@ -23,6 +23,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -70,7 +71,7 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
 
@@ -91,15 +92,15 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "lib_search_book", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("remote found: Dune"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("remote found: Dune"))
 	res, err = callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("local found: Dune"), "the local skill is not shadowed")
+	g.Expect(mcpkit.ResultText(res)).To(Equal("local found: Dune"), "the local skill is not shadowed")
 	res, err = callTool(ctx, got.Status.URL, "streamable-http", "borrow", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(resultText(res)).To(HavePrefix("mcp_remote_error: "))
-	g.Expect(resultText(res)).To(ContainSubstring("http_call_failed: 500"))
+	g.Expect(mcpkit.ResultText(res)).To(HavePrefix("mcp_remote_error: "))
+	g.Expect(mcpkit.ResultText(res)).To(ContainSubstring("http_call_failed: 500"))
 
 	// The remote goes away: the import is no longer Ready and the gateway drops its tools.
 	remote.Close()
@@ -123,7 +124,7 @@ func TestGatewayReportsNameCollisions(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
 	for _, name := range []string{"library-a", "library-b"} {
@@ -176,7 +177,7 @@ func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remote := hostileRemote(t)
 
@@ -215,10 +216,10 @@ func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("local found: Dune"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("local found: Dune"))
 	res, err = callTool(ctx, got.Status.URL, "streamable-http", "h_good", map[string]any{})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("good answer"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("good answer"))
 
 	g.Eventually(func() []string {
 		list := &eventsv1.EventList{}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,8 +33,6 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
-	"github.com/cantus-dev/cantus-operator/internal/render"
-	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -48,23 +45,6 @@ func newImport(ns, name, url string) *cantusv1alpha1.RemoteToolImport {
 			Timeout:   cantusv1alpha1.DurationFrom(2 * time.Second),
 		},
 	}
-}
-
-// allowLoopback is a policy that lets this namespace reach 127.0.0.1.
-func allowLoopback(t *testing.T, ns string) *cantusv1alpha1.ToolSourcePolicy {
-	t.Helper()
-	p := &cantusv1alpha1.ToolSourcePolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "loopback-"},
-		Spec: cantusv1alpha1.ToolSourcePolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Hosts:             []string{"127.0.0.1"},
-		},
-	}
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatalf("create policy: %v", err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
-	return p
 }
 
 func getImport(ctx context.Context, ns, name string) func() (*cantusv1alpha1.RemoteToolImport, error) {
@@ -94,20 +74,6 @@ func haveImportCondition(condType string, s metav1.ConditionStatus, reason strin
 
 const formsSkillMD = "---\nname: pdf-forms\ndescription: Fill PDF forms.\nenabled: yes\n---\n# PDF forms\nRead references/FORMS.md first.\n"
 
-func callerKeysOf(ctx context.Context, ns, gateway string) func() (map[string]string, error) {
-	return func() (map[string]string, error) {
-		s := &corev1.Secret{}
-		if err := k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: render.CallerKeysSecretName(gateway)}, s); err != nil {
-			return nil, err
-		}
-		out := map[string]string{}
-		for k, v := range s.Data {
-			out[k] = string(v)
-		}
-		return out, nil
-	}
-}
-
 func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) metav1.Condition {
 	for _, c := range imp.Status.Conditions {
 		if c.Type == condType {
@@ -133,73 +99,6 @@ func skillConfigMap(ns, name string, data map[string]string, labelled bool) *cor
 	}
 	return cm
 }
-
-// requestReconcile annotates obj as `kubectl annotate --overwrite ... cantus.dev/requestedAt=...` does.
-func requestReconcile(g Gomega, ctx context.Context, obj crclient.Object, value string) {
-	patch := crclient.MergeFrom(obj.DeepCopyObject().(crclient.Object))
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[cantusv1alpha1.ReconcileRequestAnnotation] = value
-	obj.SetAnnotations(annotations)
-	g.Expect(k8sClient.Patch(ctx, obj, patch)).To(Succeed())
-}
-
-// countingServer counts every request it receives, and the GET streams it holds open:
-// a GET counts once its answer's headers were flushed, which mcp-go does after it has
-// registered the session for server-sent notifications.
-type countingServer struct {
-	*httptest.Server
-	requests    atomic.Int64
-	openStreams atomic.Int64
-}
-
-func newCountingServer(t *testing.T, h http.Handler) *countingServer {
-	c := &countingServer{}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.requests.Add(1)
-		if r.Method == http.MethodGet {
-			watched := &streamWatch{ResponseWriter: w, opened: &c.openStreams}
-			defer watched.close()
-			w = watched
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// waitStreamOpen waits until a GET stream is open at the server: a notification the
-// server sends from then on reaches the client that opened it.
-func (c *countingServer) waitStreamOpen(t *testing.T) {
-	t.Helper()
-	testkit.EventuallyTrue(t, 30*time.Second, "a GET stream open at the remote", func() bool { return c.openStreams.Load() > 0 })
-}
-
-// streamWatch counts its response in opened from its first Flush until close.
-type streamWatch struct {
-	http.ResponseWriter
-	opened  *atomic.Int64
-	flushed bool
-}
-
-func (s *streamWatch) Flush() {
-	s.ResponseWriter.(http.Flusher).Flush()
-	if !s.flushed {
-		s.flushed = true
-		s.opened.Add(1)
-	}
-}
-
-func (s *streamWatch) close() {
-	if s.flushed {
-		s.opened.Add(-1)
-	}
-}
-
-// Unwrap is the response s wraps, for http.ResponseController.
-func (s *streamWatch) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // contentSkillServer serves the skill pdf-forms from the ConfigMap "pdf", one prompt and
 // one inline resource.

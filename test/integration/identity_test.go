@@ -24,6 +24,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/saissuer"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
@@ -85,7 +86,7 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		g := NewWithT(t)
 		res, err := callToolAs(ctx, url, "search_book", visitor)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(resultText(res)).To(Equal("found: Dune"))
+		g.Expect(mcpkit.ResultText(res)).To(Equal("found: Dune"))
 
 		res, err = callToolAs(ctx, url, "checkout_book", visitor)
 		g.Expect(refusal(res, err)).To(And(ContainSubstring("checkout_book"), ContainSubstring("not allowed")))
@@ -93,8 +94,8 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 
 		res, err = callToolAs(ctx, url, "checkout_book", librarian)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(res.IsError).To(BeFalse(), resultText(res))
-		g.Expect(resultText(res)).To(Equal("checked out: Dune"))
+		g.Expect(res.IsError).To(BeFalse(), mcpkit.ResultText(res))
+		g.Expect(mcpkit.ResultText(res)).To(Equal("checked out: Dune"))
 	})
 	t.Run("tokens for another audience or of the API server are refused", func(t *testing.T) {
 		g := NewWithT(t)
@@ -147,7 +148,7 @@ func bearer(token string) map[string]string {
 // listToolNames lists the tools a caller with this token sees, sorted.
 func listToolNames(ctx context.Context, url, token string) ([]string, error) {
 	var names []string
-	err := withClient(ctx, url, cantusv1alpha1.TransportStreamableHTTP.String(), bearer(token), func(ctx context.Context, c *client.Client) error {
+	err := mcpkit.WithClient(ctx, url, cantusv1alpha1.TransportStreamableHTTP.String(), bearer(token), func(ctx context.Context, c *client.Client) error {
 		res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 		if err != nil {
 			return fmt.Errorf("tools/list: %w", err)
@@ -162,7 +163,7 @@ func listToolNames(ctx context.Context, url, token string) ([]string, error) {
 }
 
 func callToolAs(ctx context.Context, url, tool, token string) (*mcp.CallToolResult, error) {
-	return callToolWithHeaders(ctx, url, "streamable-http", tool, map[string]any{"title": "Dune"}, bearer(token))
+	return mcpkit.CallTool(ctx, url, "streamable-http", tool, map[string]any{"title": "Dune"}, bearer(token))
 }
 
 // refusal is what a refused call said, whether as a JSON-RPC error or a tool error.
@@ -171,7 +172,7 @@ func refusal(res *mcp.CallToolResult, err error) string {
 		return err.Error()
 	}
 	if res.IsError {
-		return resultText(res)
+		return mcpkit.ResultText(res)
 	}
-	return "answered: " + resultText(res)
+	return "answered: " + mcpkit.ResultText(res)
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
@@ -21,7 +22,7 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowLoopback(t, ns)
+	kubekit.AllowLoopback(t, k8sClient, ns)
 
 	remote := server.NewMCPServer("growing-remote", "1.0.0", server.WithToolCapabilities(true))
 	addTool := func(name string) {
@@ -31,7 +32,7 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 			})
 	}
 	addTool("first_tool")
-	srv := newCountingServer(t, server.NewStreamableHTTPServer(remote))
+	srv := testkit.NewCountingServer(t, server.NewStreamableHTTPServer(remote))
 	startGatewayManager(t)
 
 	// The gateway first: the import's handshake finds it importing, and watches.
@@ -45,7 +46,7 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
 	// The session's GET stream must be open before the change, or there is no one to tell.
-	srv.waitStreamOpen(t)
+	srv.WaitStreamOpen(t)
 	changedAt := time.Now()
 	addTool("second_tool")
 	g.Eventually(func() []string {

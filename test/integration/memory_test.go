@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
 	. "github.com/onsi/gomega"
@@ -30,12 +31,12 @@ func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{
 		"command": "create", "path": "/memories/reading.md", "file_text": "Dune, chapter 3\n"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	g.Expect(res.IsError).To(BeFalse(), mcpkit.ResultText(res))
 	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "view", "path": "/memories/reading.md"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(ContainSubstring("Dune, chapter 3"))
+	g.Expect(mcpkit.ResultText(res)).To(ContainSubstring("Dune, chapter 3"))
 	res, err = callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{"command": "delete", "path": "/memories/reading.md"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue(), "delete needs confirm: true")
-	g.Expect(resultText(res)).To(HavePrefix("memory_refused: "))
+	g.Expect(mcpkit.ResultText(res)).To(HavePrefix("memory_refused: "))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
 	"github.com/go-logr/logr"
@@ -62,7 +63,7 @@ func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "echo", map[string]any{"message": "through the gateway"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resultText(res)).To(Equal("Echo: through the gateway"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("Echo: through the gateway"))
 
 	fresh := &cantusv1alpha1.RemoteToolImport{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), fresh)).To(Succeed())

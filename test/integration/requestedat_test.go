@@ -32,7 +32,7 @@ func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
 	got, err := getSkillServer(ctx, ns, "asked")()
 	g.Expect(err).NotTo(HaveOccurred())
 	generation := got.Generation
-	requestReconcile(g, ctx, got, "1700000000")
+	kubekit.RequestReconcile(t, ctx, k8sClient, got, "1700000000")
 	g.Eventually(func() (string, error) {
 		ss, err := getSkillServer(ctx, ns, "asked")()
 		return ss.Status.LastHandledReconcileAt, err

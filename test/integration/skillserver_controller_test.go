@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
 	. "github.com/onsi/gomega"
@@ -29,7 +30,7 @@ func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeFalse())
-	g.Expect(resultText(res)).To(Equal("found: Dune"))
+	g.Expect(mcpkit.ResultText(res)).To(Equal("found: Dune"))
 
 	// A spec change is served on the same URL.
 	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
@@ -39,7 +40,7 @@ func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		return resultText(res), nil
+		return mcpkit.ResultText(res), nil
 	}, 20*time.Second).Should(Equal("catalog hit: Dune"))
 
 	// Deleted: the local server stops.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -53,35 +54,98 @@ func (c Check) String() string {
 // the test here. The suite speaks streamable HTTP only.
 func RunConformance(t testing.TB, ctx context.Context, url, scenario string) []Check {
 	t.Helper()
-	cli := moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js")
-	out := t.TempDir()
-	r := run(ctx, out, nil, Node22(t), cli, "server", "--url", url, "--scenario", scenario, "-o", out)
-	checks, _ := readChecks(t, out, fmt.Sprintf("conformance scenario %s against %s", scenario, url), r)
+	checks, err := NewConformanceRunner(t).Run(ctx, url, scenario)
+	if err != nil {
+		t.Fatalf("peers: %v", err)
+	}
 	return checks
+}
+
+// ConformanceRunner runs server scenarios of the conformance suite from any goroutine:
+// what needs the test (installing the peers, temporary folders) is done when it is
+// made, and Run reports by error instead of failing the test.
+type ConformanceRunner struct {
+	node, cli string
+	dir       func() string
+}
+
+// NewConformanceRunner finds Node 22 and the suite, installing the peers if needed.
+func NewConformanceRunner(t testing.TB) *ConformanceRunner {
+	t.Helper()
+	return &ConformanceRunner{node: Node22(t), cli: moduleFile(t, "@modelcontextprotocol/conformance", "dist", "index.js"), dir: t.TempDir}
+}
+
+// Run runs one server scenario against url, as RunConformance does, and returns its
+// checks; the error says why a run left no checks.
+func (c *ConformanceRunner) Run(ctx context.Context, url, scenario string) ([]Check, error) {
+	out := c.dir()
+	r := run(ctx, out, nil, c.node, c.cli, "server", "--url", url, "--scenario", scenario, "-o", out)
+	checks, _, err := readChecksOf(out, fmt.Sprintf("conformance scenario %s against %s", scenario, url), r, "*")
+	return checks, err
+}
+
+// RunSuite runs every server scenario of the suite (--suite all) against url in one
+// process, which is far quicker than a process per scenario, and returns the checks of
+// each scenario by its name.
+func (c *ConformanceRunner) RunSuite(ctx context.Context, url string) (map[string][]Check, error) {
+	out := c.dir()
+	r := run(ctx, out, nil, c.node, c.cli, "server", "--url", url, "--suite", "all", "-o", out)
+	dirs, _ := filepath.Glob(filepath.Join(out, "server-*"))
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("the conformance suite against %s left no scenario folders in %s:\n%s", url, out, r.describe())
+	}
+	byScenario := map[string][]Check{}
+	for _, dir := range dirs {
+		name := suiteScenarioName(filepath.Base(dir))
+		checks, _, err := readChecksOf(filepath.Dir(dir), "conformance scenario "+name+" against "+url, r, filepath.Base(dir))
+		if err != nil {
+			return nil, err
+		}
+		byScenario[name] = append(byScenario[name], checks...)
+	}
+	return byScenario, nil
+}
+
+// suiteTimestamp ends the folder of each scenario a suite run writes:
+// server-<scenario>-2026-12-06T18-49-59-189Z.
+var suiteTimestamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$`)
+
+// suiteScenarioName is the scenario a suite run's folder holds.
+func suiteScenarioName(folder string) string {
+	return suiteTimestamp.ReplaceAllString(strings.TrimPrefix(folder, "server-"), "")
 }
 
 // readChecks reads every checks.json a conformance run left under dir and returns the
 // checks and the files they came from; a run that left none fails the test.
 func readChecks(t testing.TB, dir, what string, r result) ([]Check, []string) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+	checks, files, err := readChecksOf(dir, what, r, "*")
+	if err != nil {
+		t.Fatalf("peers: %v", err)
+	}
+	return checks, files
+}
+
+// readChecksOf reads the checks.json of the folders of dir that match glob.
+func readChecksOf(dir, what string, r result, glob string) ([]Check, []string, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, glob, "checks.json"))
 	if len(files) == 0 {
-		t.Fatalf("peers: %s left no checks.json in %s:\n%s", what, dir, r.describe())
+		return nil, nil, fmt.Errorf("%s left no checks.json in %s:\n%s", what, dir, r.describe())
 	}
 	sort.Strings(files)
 	var checks []Check
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatalf("peers: %v", err)
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
 		var cs []Check
 		if err := json.Unmarshal(data, &cs); err != nil {
-			t.Fatalf("peers: %s is not a JSON array of checks: %v", f, err)
+			return nil, nil, fmt.Errorf("%s: %s is not a JSON array of checks: %w", what, f, err)
 		}
 		checks = append(checks, cs...)
 	}
-	return checks, files
+	return checks, files, nil
 }
 
 // CheckProblems returns a line for every check that is not SUCCESS, except those whose

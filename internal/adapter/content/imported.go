@@ -75,52 +75,61 @@ func loadImported(c *adapterconfig.ImportedContent) (*importedSet, error) {
 	if c.Empty() {
 		return set, nil
 	}
-	item := func(it *adapterconfig.ImportedItem) *gateway.Item {
-		return &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote, Files: set.skillFiles}
-	}
 	for i := range c.Skills {
 		if err := set.addSkill(&c.Skills[i]); err != nil {
 			return nil, err
 		}
 	}
-	for i := range c.Prompts {
-		it := &c.Prompts[i]
-		p := &importedPrompt{item: item(it)}
-		if err := json.Unmarshal(it.Definition, &p.listing); err != nil {
-			return nil, fmt.Errorf("imported prompt %q: %w", adapterconfig.ClipName(it.Key), err)
-		}
-		p.listing.Name = it.Key
-		set.defs.Add("prompts", it.Key, it.Definition)
+	err := importEach(set, c.Prompts, "prompt", "prompts", func(it *adapterconfig.ImportedItem, item *gateway.Item, listing mcp.Prompt) error {
+		listing.Name = it.Key
+		p := &importedPrompt{item: item, listing: listing}
 		set.prompts = append(set.prompts, p)
 		set.promptByName[it.Key] = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	for i := range c.Resources {
-		it := &c.Resources[i]
-		r := &importedResource{item: item(it)}
-		if err := json.Unmarshal(it.Definition, &r.listing); err != nil {
-			return nil, fmt.Errorf("imported resource %q: %w", adapterconfig.ClipName(it.Key), err)
-		}
-		r.listing.URI = it.Key
-		set.defs.Add("resources", it.Key, it.Definition)
-		set.resources[it.Key] = r
+	err = importEach(set, c.Resources, "resource", "resources", func(it *adapterconfig.ImportedItem, item *gateway.Item, listing mcp.Resource) error {
+		listing.URI = it.Key
+		set.resources[it.Key] = &importedResource{item: item, listing: listing}
 		set.resourceURIs = append(set.resourceURIs, it.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(set.resourceURIs)
-	for i := range c.ResourceTemplates {
-		it := &c.ResourceTemplates[i]
-		t := &importedTemplate{item: item(it)}
-		if err := json.Unmarshal(it.Definition, &t.listing); err != nil {
-			return nil, fmt.Errorf("imported resource template %q: %w", adapterconfig.ClipName(it.Key), err)
-		}
+	err = importEach(set, c.ResourceTemplates, "resource template", "resourceTemplates", func(it *adapterconfig.ImportedItem, item *gateway.Item, listing mcp.ResourceTemplate) error {
 		matcher, err := adapterconfig.CompileURITemplate(it.Key)
 		if err != nil {
-			return nil, fmt.Errorf("imported resource template: %w", err)
+			return fmt.Errorf("imported resource template: %w", err)
 		}
-		t.matcher = matcher
-		set.defs.Add("resourceTemplates", it.Key, it.Definition)
-		set.templates = append(set.templates, t)
+		set.templates = append(set.templates, &importedTemplate{item: item, listing: listing, matcher: matcher})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return set, nil
+}
+
+// importEach decodes the definition of each item, as the remote listed it, into the
+// listing it is served with, keeps the definition for the served list, and gives add
+// the item, how the gateway reaches it, and its listing; kind names the item in errors.
+func importEach[L any](set *importedSet, items []adapterconfig.ImportedItem, kind, list string, add func(*adapterconfig.ImportedItem, *gateway.Item, L) error) error {
+	for i := range items {
+		it := &items[i]
+		var listing L
+		if err := json.Unmarshal(it.Definition, &listing); err != nil {
+			return fmt.Errorf("imported %s %q: %w", kind, adapterconfig.ClipName(it.Key), err)
+		}
+		set.defs.Add(list, it.Key, it.Definition)
+		if err := add(it, &gateway.Item{Key: it.Key, RemoteKey: it.RemoteKey, Backend: &it.Remote, Files: set.skillFiles}, listing); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // items are every imported item, for the pool to link to its remote.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -64,6 +65,8 @@ type Store struct {
 	bytes    int
 	sessions map[string]*list.Element // of *session, most recently written first
 	order    *list.List
+	// primed are the primings whose event waits for its stream, by event id.
+	primed map[string]*Priming
 }
 
 var _ server.EventStore = (*Store)(nil)
@@ -83,17 +86,20 @@ type event struct {
 
 // New returns an empty Store bounded by limits.
 func New(limits Limits) *Store {
-	return &Store{limits: limits.withDefaults(), sessions: map[string]*list.Element{}, order: list.New()}
+	return &Store{limits: limits.withDefaults(), sessions: map[string]*list.Element{}, order: list.New(), primed: map[string]*Priming{}}
 }
 
 // StoreEvent records message as the next event of streamID and returns its id, unique
 // in the store.
-func (s *Store) StoreEvent(_ context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
+func (s *Store) StoreEvent(ctx context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sess := s.touch(sessionID)
+	if p, ok := ctx.Value(primingKey{}).(*Priming); ok {
+		s.bind(sess, p, streamID)
+	}
 	s.seq++
 	ev := event{id: strconv.FormatUint(s.seq, 10), stream: streamID, message: append(json.RawMessage(nil), message...)}
-	sess := s.touch(sessionID)
 	sess.events = append(sess.events, ev)
 	sess.bytes += len(ev.message)
 	s.bytes += len(ev.message)
@@ -105,8 +111,19 @@ func (s *Store) StoreEvent(_ context.Context, sessionID, streamID string, messag
 // ReplayEventsAfter sends, in order, the events of lastEventID's stream stored after it,
 // and returns that stream's id. An id this store no longer holds (dropped by a bound, or
 // its session ended) is server.ErrUnknownEventID.
-func (s *Store) ReplayEventsAfter(_ context.Context, sessionID, lastEventID string, send func(eventID string, message json.RawMessage) error) (string, error) {
-	stream, tail, err := s.after(sessionID, lastEventID)
+//
+// The priming event of a POST whose answer has not been delivered yet (Prime) knows no
+// stream yet: the replay waits until it does, the POST ends, or ctx ends.
+func (s *Store) ReplayEventsAfter(ctx context.Context, sessionID, lastEventID string, send func(eventID string, message json.RawMessage) error) (string, error) {
+	stream, tail, wait, err := s.after(sessionID, lastEventID)
+	for wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		stream, tail, wait, err = s.after(sessionID, lastEventID)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -135,18 +152,22 @@ func (s *Store) Len() (sessions, bytes int) {
 	return len(s.sessions), s.bytes
 }
 
-// after copies, under the lock, the events of lastEventID's stream that follow it.
-func (s *Store) after(sessionID, lastEventID string) (string, []event, error) {
+// after copies, under the lock, the events of lastEventID's stream that follow it; or,
+// for a priming event that knows no stream yet, what to wait on before asking again.
+func (s *Store) after(sessionID, lastEventID string) (string, []event, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.sessions[sessionID]
 	if !ok {
-		return "", nil, fmt.Errorf("%w: %s", server.ErrUnknownEventID, lastEventID)
+		return "", nil, nil, fmt.Errorf("%w: %s", server.ErrUnknownEventID, lastEventID)
 	}
 	events := el.Value.(*session).events
 	for i, ev := range events {
 		if ev.id != lastEventID {
 			continue
+		}
+		if p, waiting := s.primed[ev.id]; waiting {
+			return "", nil, p.bound, nil
 		}
 		var tail []event
 		for _, later := range events[i+1:] {
@@ -154,9 +175,9 @@ func (s *Store) after(sessionID, lastEventID string) (string, []event, error) {
 				tail = append(tail, later)
 			}
 		}
-		return ev.stream, tail, nil
+		return ev.stream, tail, nil, nil
 	}
-	return "", nil, fmt.Errorf("%w: %s", server.ErrUnknownEventID, lastEventID)
+	return "", nil, nil, fmt.Errorf("%w: %s", server.ErrUnknownEventID, lastEventID)
 }
 
 // touch returns sessionID's events, made most recently written.
@@ -201,4 +222,87 @@ func (s *Store) drop(el *list.Element) {
 	s.bytes -= sess.bytes
 	delete(s.sessions, sess.id)
 	s.order.Remove(el)
+}
+
+// ---- priming events ----
+
+// Priming is a POST's place among the events of its session, so that the POST's event
+// stream can be ended with a priming event (an id and no data, SEP-1699) before the
+// server has delivered anything on it: a client that resumes from that id is sent what
+// the stream delivers afterwards. The stream is the one whose events StoreEvent records
+// with a ctx carrying the Priming (WithPriming).
+type Priming struct {
+	// Guarded by the Store's mu.
+	stream  string // the POST's stream, once an event was recorded on it
+	eventID string // the priming event waiting for stream
+	bound   chan struct{}
+	done    bool
+}
+
+type primingKey struct{}
+
+// WithPriming is ctx whose recorded events are p's POST's.
+func WithPriming(ctx context.Context, p *Priming) context.Context {
+	return context.WithValue(ctx, primingKey{}, p)
+}
+
+// NewPriming returns the Priming of a POST that has recorded nothing yet.
+func NewPriming() *Priming { return &Priming{bound: make(chan struct{})} }
+
+// Prime records a priming event on p's stream in sessionID and returns its id. When p
+// has recorded no event yet, its stream is bound by the next one; until then a resume
+// from the id waits. "" when p's POST is done.
+func (s *Store) Prime(sessionID string, p *Priming) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.done {
+		return ""
+	}
+	sess := s.touch(sessionID)
+	s.seq++
+	ev := event{id: strconv.FormatUint(s.seq, 10), stream: p.stream}
+	sess.events = append(sess.events, ev)
+	s.trimSession(sess)
+	if p.stream == "" && p.eventID == "" {
+		p.eventID = ev.id
+		s.primed[ev.id] = p
+	}
+	return ev.id
+}
+
+// Finish says p's POST is done: a priming event still waiting for its stream is
+// dropped, and the resumes waiting on it find the id unknown.
+func (s *Store) Finish(sessionID string, p *Priming) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.done = true
+	if p.eventID == "" {
+		return
+	}
+	delete(s.primed, p.eventID)
+	if el, ok := s.sessions[sessionID]; ok {
+		sess := el.Value.(*session)
+		sess.events = slices.DeleteFunc(sess.events, func(ev event) bool { return ev.id == p.eventID })
+	}
+	p.eventID = ""
+	close(p.bound)
+}
+
+// bind records that p's POST delivers on stream; a priming event waiting for it gets
+// it, and the resumes waiting on it go on.
+func (s *Store) bind(sess *session, p *Priming, stream string) {
+	if p.stream == "" {
+		p.stream = stream
+	}
+	if p.eventID == "" {
+		return
+	}
+	for i := range sess.events {
+		if sess.events[i].id == p.eventID {
+			sess.events[i].stream = p.stream
+		}
+	}
+	delete(s.primed, p.eventID)
+	p.eventID = ""
+	close(p.bound)
 }

@@ -102,3 +102,43 @@ func TestTheStoreDropsTheLeastRecentlyWrittenSessions(t *testing.T) {
 		t.Errorf("the store holds %d bytes, bound 100", bytes)
 	}
 }
+
+// A priming event made before its POST recorded anything holds a resume until the
+// POST's first event names the stream; the resume then gets that event. A priming of a
+// POST that ends without an event is dropped, and a resume from it is refused.
+func TestPrimingEventWaitsForItsStream(t *testing.T) {
+	s := New(Limits{})
+	p := NewPriming()
+	id := s.Prime("sess", p)
+	type result struct {
+		stream string
+		got    []string
+		err    error
+	}
+	resumed := make(chan result, 1)
+	go func() {
+		stream, got, err := replay(s, "sess", id)
+		resumed <- result{stream, got, err}
+	}()
+	select {
+	case r := <-resumed:
+		t.Fatalf("the resume returned %+v before the POST's stream was known", r)
+	default:
+	}
+	if _, err := s.StoreEvent(WithPriming(context.Background(), p), "sess", "post-1", json.RawMessage(`{"answer":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-resumed; r.err != nil || r.stream != "post-1" || !slices.Equal(r.got, []string{`{"answer":1}`}) {
+		t.Errorf("the resume got %+v, want the POST's answer on stream post-1", r)
+	}
+
+	ended := NewPriming()
+	id = s.Prime("sess", ended)
+	s.Finish("sess", ended)
+	if _, _, err := replay(s, "sess", id); !errors.Is(err, server.ErrUnknownEventID) {
+		t.Errorf("a resume from the priming of a POST that recorded nothing: %v, want ErrUnknownEventID", err)
+	}
+	if again := s.Prime("sess", ended); again != "" {
+		t.Errorf("a finished POST was primed again: %q", again)
+	}
+}

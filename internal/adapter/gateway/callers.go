@@ -212,6 +212,13 @@ func (c *callerRemotes) closeIdle() {
 	}
 }
 
+// remotes are the callers' remotes open now.
+func (c *callerRemotes) remotes() []*remote {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cache.Values()
+}
+
 func (c *callerRemotes) close() {
 	c.mu.Lock()
 	c.closed = true
@@ -282,15 +289,18 @@ func (r *remote) derive(base *mcpclient.Client, headers map[string]string, crede
 	if r.client != nil && base == r.base && credential == r.credential {
 		return nil
 	}
-	all := maps.Clone(headers)
-	if all == nil {
-		all = map[string]string{}
-	}
-	all[r.credHeader] = credential
-	client, err := base.WithHeaders(all)
-	if err != nil {
-		return &CallerCredentialError{Code: CodeCallerCredentialsMissing, Message: fmt.Sprintf(
-			"the caller's credential for import %s cannot be sent in header %s: %s", r.importRef, r.credHeader, err.Error())}
+	client := base
+	if !r.ofSession {
+		all := maps.Clone(headers)
+		if all == nil {
+			all = map[string]string{}
+		}
+		all[r.credHeader] = credential
+		var err error
+		if client, err = base.WithHeaders(all); err != nil {
+			return &CallerCredentialError{Code: CodeCallerCredentialsMissing, Message: fmt.Sprintf(
+				"the caller's credential for import %s cannot be sent in header %s: %s", r.importRef, r.credHeader, err.Error())}
+		}
 	}
 	r.client, r.base, r.credential = client, base, credential
 	if c := r.current; c != nil {
@@ -330,7 +340,10 @@ func (r *remote) withCallers(cfg *adapterconfig.CallerCredentials, tokens *calle
 // callerState is what a caller's remote keeps besides a remote's: whose it is, the
 // credential it sends and the client it derived that from.
 type callerState struct {
-	parent     *remote
+	parent *remote
+	// ofSession is set on a downstream session's remote (sessions.go), which sends
+	// what its parent sends: no credential of its own.
+	ofSession  bool
 	identity   string
 	credHeader string
 	credential string
@@ -347,6 +360,9 @@ type callerState struct {
 func (r *remote) refused(err error) error {
 	if r.parent == nil {
 		return err
+	}
+	if r.ofSession {
+		return r.parent.refused(err)
 	}
 	if ce := r.mustConnect.Swap(nil); ce != nil {
 		return ce

@@ -3,9 +3,14 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 )
 
@@ -31,6 +36,36 @@ func DefinitionsOf(tools []*Tool) Definitions {
 		}
 	}
 	return defs
+}
+
+// ModernDefinitionsOf are the entries listed to callers of protocol 2026-07-28: defs,
+// with the remote's definition of that era where it differs
+// (RemoteBackend.ModernDefinition). defs itself when no tool has one.
+func ModernDefinitionsOf(tools []*Tool, defs Definitions) Definitions {
+	var modern Definitions
+	for _, t := range tools {
+		entry, ok := listing.RemoteEntry(t.Name, t.Backend.ModernDefinition)
+		if !ok {
+			continue
+		}
+		if modern == nil {
+			modern = maps.Clone(defs)
+		}
+		modern[t.Name] = entry
+	}
+	if modern == nil {
+		return defs
+	}
+	return modern
+}
+
+// CallerEra is the protocol era of the caller of ctx: adapterconfig.EraModern for a
+// request of 2026-07-28, else EraLegacy.
+func CallerEra(ctx context.Context) string {
+	if server.IsModernRequest(ctx) {
+		return adapterconfig.EraModern
+	}
+	return adapterconfig.EraLegacy
 }
 
 // rewriteMessage replaces the imported tools' entries in msg when it is the answer to

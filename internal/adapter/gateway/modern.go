@@ -280,26 +280,9 @@ func (r *remote) withClient(ctx context.Context, key, name string, do func(conte
 		if err == nil {
 			return raw, client, nil
 		}
-		var rpcErr *mcpclient.RPCError
-		if errors.As(err, &rpcErr) {
-			return nil, client, err
+		if answered, final := r.afterFailure(ctx, client, err, retried, key, name); final != nil {
+			return nil, answered, final
 		}
-		var e *mcpclient.Error
-		if !errors.As(err, &e) {
-			return nil, nil, err
-		}
-		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpclient.ReasonUnauthorized {
-			retry = r.otherCredentials(ctx, client)
-		}
-		if !retry {
-			if e.Reason == mcpclient.ReasonUnauthorized {
-				return nil, nil, r.refused(err)
-			}
-			return nil, nil, err
-		}
-		r.metrics.retries.WithLabelValues(r.name).Inc()
-		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
 }
 

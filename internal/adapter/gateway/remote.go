@@ -87,7 +87,9 @@ type Pool struct {
 // older can be asked what a remote asks (see relay.go).
 func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	tokens, _ := callercred.NewCache(callercred.DefaultCacheSize, metrics.tokens) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: newStateSealer()}, tokens: tokens}
+	states := newStateSealer()
+	states.log = log
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states}, tokens: tokens}
 }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
@@ -160,8 +162,10 @@ type remote struct {
 	// callers, for an import that sends each caller's credential, are the callers'
 	// own remotes; every request goes through one of them, never through r's session.
 	callers *callerRemotes
-	// callerState is set on a caller's own remote.
+	// callerState is set on a caller's own remote, and on a downstream session's.
 	callerState
+	// sessions are the downstream sessions' remotes (sessions.go), made on first use.
+	sessions *sessionRemotes
 
 	mu         sync.Mutex
 	headers    map[string]string // as last read from the files
@@ -500,6 +504,9 @@ func (r *remote) close() {
 	if r.callers != nil {
 		go r.callers.close()
 	}
+	if r.sessions != nil {
+		go r.sessions.close()
+	}
 	if c := r.current; c != nil {
 		r.current = nil
 		r.retireLocked(c)
@@ -514,6 +521,11 @@ func (r *remote) close() {
 // retried, so that no tool runs twice. A connect refused for its credentials is
 // retried once too when the files now hold others; no other failed connect is.
 func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *mcp.CallToolResult {
+	if era := CallerEra(ctx); !t.Backend.ListedTo(era) {
+		// Not listed to this caller: its remote lists the tool only in the other era.
+		return mcp.NewToolResultError(fmt.Sprintf("tool %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of %s",
+			t.Name, era, t.Backend.Import, otherEra(era)))
+	}
 	if ours, declined := t.connectRetry(ctx, req); ours {
 		if declined {
 			return mcp.NewToolResultError(fmt.Sprintf("%s: the user declined to connect an account for import %s, so the call cannot act as them; nothing was sent to the remote",
@@ -526,6 +538,14 @@ func (t *Tool) Call(ctx context.Context, req mcp.CallToolRequest, args []byte) *
 		return t.callModern(ctx, req, args)
 	}
 	return t.callLegacy(ctx, req, args)
+}
+
+// otherEra is the era that is not era.
+func otherEra(era string) string {
+	if era == adapterconfig.EraModern {
+		return adapterconfig.EraLegacy
+	}
+	return adapterconfig.EraModern
 }
 
 // callLegacy forwards a call on the remote's 2025-11-25 session (a caller of
@@ -582,6 +602,21 @@ func (r *remote) forCaller(ctx context.Context) (*remote, error) {
 	return r, nil
 }
 
+// forRequest is the remote a request of ctx goes to on a session: the caller's
+// (forCaller), or on a stateful gateway that of the request's downstream session.
+func (r *remote) forRequest(ctx context.Context) (*remote, error) {
+	r, err := r.forCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.forSession(ctx)
+	if err != nil || s == r {
+		return s, err
+	}
+	s.refresh(false)
+	return s, nil
+}
+
 // withSession runs do on a pooled session, retried at most once on a new session: when
 // the remote provably did not process it (no connection, unknown session, refused
 // credentials that a re-read of the files changed), or refused the connect for
@@ -591,7 +626,7 @@ func (r *remote) forCaller(ctx context.Context) (*remote, error) {
 // *mcpclient.RPCError), nil otherwise. key and name say in the debug log what was
 // retried.
 func (r *remote) withSession(ctx context.Context, key, name string, do func(context.Context, *remoteConn) (json.RawMessage, error)) (raw json.RawMessage, client *mcpclient.Client, err error) {
-	r, err = r.forCaller(ctx)
+	r, err = r.forRequest(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -616,31 +651,44 @@ func (r *remote) withSession(ctx context.Context, key, name string, do func(cont
 		if err == nil {
 			return raw, conn.client, nil
 		}
-		var rpcErr *mcpclient.RPCError
-		if errors.As(err, &rpcErr) {
-			return nil, conn.client, err
-		}
 		var e *mcpclient.Error
-		if !errors.As(err, &e) {
-			return nil, nil, err
-		}
-		if e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized) {
+		if errors.As(err, &e) && (e.SessionLost || (e.NotProcessed && e.Reason != mcpclient.ReasonUnauthorized)) {
 			r.drop(conn, e)
 		}
-		retry := e.NotProcessed && !retried && ctx.Err() == nil
-		if retry && e.Reason == mcpclient.ReasonUnauthorized {
-			// Worth another try only with other credentials.
-			retry = r.otherCredentials(ctx, conn.client)
+		if answered, final := r.afterFailure(ctx, conn.client, err, retried, key, name); final != nil {
+			return nil, answered, final
 		}
-		if !retry {
-			if e.Reason == mcpclient.ReasonUnauthorized {
-				return nil, nil, r.refused(err)
-			}
-			return nil, nil, err
-		}
-		r.metrics.retries.WithLabelValues(r.name).Inc()
-		r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
 	}
+}
+
+// afterFailure says what follows a request that failed with err on client: nil to try
+// it once more (the remote provably did not process it, and retried says it was not
+// tried again already; refused credentials only when a re-read found others), or the
+// error to end with and the client whose remote answered it (a JSON-RPC error; nil
+// otherwise). key and name say in the debug log what was retried.
+func (r *remote) afterFailure(ctx context.Context, client *mcpclient.Client, err error, retried bool, key, name string) (answered *mcpclient.Client, final error) {
+	var rpcErr *mcpclient.RPCError
+	if errors.As(err, &rpcErr) {
+		return client, err
+	}
+	var e *mcpclient.Error
+	if !errors.As(err, &e) {
+		return nil, err
+	}
+	retry := e.NotProcessed && !retried && ctx.Err() == nil
+	if retry && e.Reason == mcpclient.ReasonUnauthorized {
+		// Worth another try only with other credentials.
+		retry = r.otherCredentials(ctx, client)
+	}
+	if !retry {
+		if e.Reason == mcpclient.ReasonUnauthorized {
+			return nil, r.refused(err)
+		}
+		return nil, err
+	}
+	r.metrics.retries.WithLabelValues(r.name).Inc()
+	r.log.V(1).Info("retrying a call the remote did not process", key, name, "reason", e.Reason, "detail", e.Detail)
+	return nil, nil
 }
 
 // callOn makes the call on conn's session; a call whose tool relays the remote's
@@ -664,6 +712,11 @@ func (r *remote) otherCredentials(ctx context.Context, used *mcpclient.Client) b
 	r.mu.Unlock()
 	if moved {
 		return true
+	}
+	if r.ofSession {
+		// A downstream session's remote: its parent's files or credential, renewed.
+		r.parent.otherCredentials(ctx, used)
+		return r.refresh(false) != used
 	}
 	if r.parent != nil {
 		// A caller's remote: its credential is renewed (re-exchanged, or re-read) too.

@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
 
 // When a remote answers a forwarded call with an input-required result (protocol
@@ -27,19 +30,26 @@ import (
 // one retry: a replica remembers the states used (a bounded LRU), so a replay is
 // refused there; across replicas the expiry bounds a replay.
 //
-// The key is shared by the replicas when the config names a key file
-// (RequestStateKeyFile); otherwise each process makes its own, and a retry must reach
-// the replica that gave the state (one replica, or affinity).
+// The keys are shared by the replicas when the config names a key file
+// (RequestStateKeyFile, which the operator fills from a Secret of the gateway's own);
+// otherwise each process makes its own, and a retry must reach the replica that gave
+// the state (one replica, or affinity). The file holds one key per line: the first
+// seals, every one opens, so that while a key is rotated the previous one still opens
+// the states it sealed (for their expiry, after which the operator drops it). The file
+// is read again when it changes, as the kubelet replaces a mounted Secret's files.
 
 // Bounds of sealed request states.
 const (
 	requestStatePrefix = "cantus-mrtr."
 	// requestStateTTL is how long a caller has to answer what a remote asked.
-	requestStateTTL = 10 * time.Minute
+	requestStateTTL = adapterconfig.RequestStateTTL
 	// maxUsedRequestStates bounds the states a replica remembers as used.
 	maxUsedRequestStates = 1 << 16
 	// MinRequestStateKeyBytes is the shortest key a key file may hold.
 	MinRequestStateKeyBytes = 32
+	// MaxRequestStateKeys bounds the keys a key file may hold (the current one and
+	// those still opening states sealed before a rotation).
+	MaxRequestStateKeys = 4
 	// maxRemoteStateBytes bounds the remote's state a sealed state carries.
 	maxRemoteStateBytes = 16 << 10
 )
@@ -50,48 +60,116 @@ const MarkerInputRefused = "mcp_request_state_refused: "
 
 // stateSealer seals and opens the gateway's request states.
 type stateSealer struct {
-	mu     sync.RWMutex
-	key    []byte
-	shared bool // the key came from a file that every replica reads
-	used   *lru.Cache[string, struct{}]
-	now    func() time.Time
+	mu sync.RWMutex
+	// keys[0] seals; every key opens.
+	keys [][]byte
+	// file, when set, is where keys were read from; stamp is what it looked like then.
+	file  string
+	stamp fileStamp
+	used  *lru.Cache[string, struct{}]
+	now   func() time.Time
+	log   logr.Logger
 }
 
 func newStateSealer() *stateSealer {
 	used, _ := lru.New[string, struct{}](maxUsedRequestStates) // errors only for a size <= 0
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	return &stateSealer{key: key, used: used, now: time.Now}
+	return &stateSealer{keys: [][]byte{randomKey()}, used: used, now: time.Now, log: logr.Discard()}
 }
 
-// ReadRequestStateKey reads the key of sealed request states from path: its content
-// without surrounding whitespace, at least MinRequestStateKeyBytes long.
-func ReadRequestStateKey(path string) ([]byte, error) {
+func randomKey() []byte {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return key
+}
+
+// ReadRequestStateKeys reads the keys of sealed request states from path: one per
+// line without surrounding whitespace, blank lines skipped, each at least
+// MinRequestStateKeyBytes long, at most MaxRequestStateKeys of them. The first seals.
+func ReadRequestStateKeys(path string) ([][]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the request state key file: %w", err)
 	}
-	key := bytes.TrimSpace(data)
-	if len(key) < MinRequestStateKeyBytes {
-		return nil, fmt.Errorf("the request state key file %s holds %d bytes, fewer than the %d a key needs", path, len(key), MinRequestStateKeyBytes)
+	var keys [][]byte
+	for line := range bytes.Lines(data) {
+		key := bytes.TrimSpace(line)
+		if len(key) == 0 {
+			continue
+		}
+		if len(key) < MinRequestStateKeyBytes {
+			return nil, fmt.Errorf("the request state key file %s holds a key of %d bytes, fewer than the %d a key needs", path, len(key), MinRequestStateKeyBytes)
+		}
+		keys = append(keys, key)
 	}
-	return key, nil
+	switch {
+	case len(keys) == 0:
+		return nil, fmt.Errorf("the request state key file %s holds no key", path)
+	case len(keys) > MaxRequestStateKeys:
+		return nil, fmt.Errorf("the request state key file %s holds %d keys, more than the %d a gateway takes", path, len(keys), MaxRequestStateKeys)
+	}
+	return keys, nil
 }
 
-// UseRequestStateKey makes the pool seal request states with key, which every
-// replica of the gateway shares; nil keeps (or goes back to) the process's own.
-func (p *Pool) UseRequestStateKey(key []byte) {
+// UseRequestStateKeyFile makes the pool seal request states with the keys of path,
+// which every replica of the gateway reads, and read them again when the file
+// changes; "" keeps (or goes back to) a key of the process's own. A file that cannot
+// be read, or holds no good key, is an error and changes nothing.
+func (p *Pool) UseRequestStateKeyFile(path string) error {
 	s := p.relay.states
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if key == nil {
-		if s.shared {
-			s.key, s.shared = make([]byte, 32), false
-			_, _ = rand.Read(s.key)
+	if path == "" {
+		if s.file != "" {
+			s.keys, s.file, s.stamp = [][]byte{randomKey()}, "", fileStamp{}
 		}
-		return
+		return nil
 	}
-	s.key, s.shared = bytes.Clone(key), true
+	stamp := statFile(path)
+	keys, err := ReadRequestStateKeys(path)
+	if err != nil {
+		return err
+	}
+	s.keys, s.file, s.stamp = keys, path, stamp
+	return nil
+}
+
+// currentKeys are the keys to seal and open with, read again when the key file
+// changed. A file that no longer reads keeps the keys read last: the kubelet swaps a
+// Secret's files at once, so a failure is passing, and refusing every state is worse.
+func (s *stateSealer) currentKeys() [][]byte {
+	s.mu.RLock()
+	keys, file, stamp := s.keys, s.file, s.stamp
+	s.mu.RUnlock()
+	if file == "" {
+		return keys
+	}
+	now := statFile(file)
+	if now == stamp {
+		return keys
+	}
+	read, err := ReadRequestStateKeys(file)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file != file {
+		return s.keys
+	}
+	s.stamp = now
+	if err != nil {
+		s.log.Error(err, "the request state key file changed and could not be read; the keys read before stay in use")
+		return s.keys
+	}
+	s.keys = read
+	s.log.Info("request state keys read again", "keys", len(read))
+	return read
+}
+
+// statFile stamps the file at path; os.Stat follows the symlinks of a Secret volume.
+func statFile(path string) fileStamp {
+	stamp := fileStamp{path: path, size: -1}
+	if fi, err := os.Stat(path); err == nil {
+		stamp.size, stamp.modTime, stamp.inode = fi.Size(), fi.ModTime().UnixNano(), fileIdentity(fi)
+	}
+	return stamp
 }
 
 // sealedState is what a request state holds, before its MAC.
@@ -111,19 +189,18 @@ func (s *stateSealer) seal(remoteState, caller string, t *Tool) (string, error) 
 	}
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:])
-	payload, err := json.Marshal(sealedState{Remote: remoteState, Caller: s.callerDigest(caller), Tool: t.Name, Import: t.Backend.Import,
+	key := s.currentKeys()[0]
+	payload, err := json.Marshal(sealedState{Remote: remoteState, Caller: callerDigest(key, caller), Tool: t.Name, Import: t.Backend.Import,
 		Expires: s.now().Add(requestStateTTL).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])})
 	if err != nil {
 		return "", err
 	}
 	body := base64.RawURLEncoding.EncodeToString(payload)
-	return requestStatePrefix + body + "." + s.mac(body), nil
+	return requestStatePrefix + body + "." + mac(key, body), nil
 }
 
-func (s *stateSealer) mac(body string) string {
-	s.mu.RLock()
-	m := hmac.New(sha256.New, s.key)
-	s.mu.RUnlock()
+func mac(key []byte, body string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(requestStatePrefix + body))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
@@ -140,8 +217,12 @@ var (
 // open checks state for caller's retry of t and returns the remote's state in it. A
 // state opened once is used: another retry with it is refused.
 func (s *stateSealer) open(state, caller string, t *Tool) (string, error) {
-	body, mac, ok := strings.Cut(strings.TrimPrefix(state, requestStatePrefix), ".")
-	if !ok || !strings.HasPrefix(state, requestStatePrefix) || !hmac.Equal([]byte(mac), []byte(s.mac(body))) {
+	body, tag, ok := strings.Cut(strings.TrimPrefix(state, requestStatePrefix), ".")
+	if !ok || !strings.HasPrefix(state, requestStatePrefix) {
+		return "", errStateForged
+	}
+	key := keyThatSealed(s.currentKeys(), body, tag)
+	if key == nil {
 		return "", errStateForged
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(body)
@@ -152,7 +233,7 @@ func (s *stateSealer) open(state, caller string, t *Tool) (string, error) {
 	switch {
 	case s.now().Unix() > sealed.Expires:
 		return "", errStateExpired
-	case !hmac.Equal([]byte(sealed.Caller), []byte(s.callerDigest(caller))):
+	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
 		return "", errStateCaller
 	case sealed.Tool != t.Name || sealed.Import != t.Backend.Import:
 		return "", errStateTool
@@ -163,12 +244,20 @@ func (s *stateSealer) open(state, caller string, t *Tool) (string, error) {
 	return sealed.Remote, nil
 }
 
+// keyThatSealed is the key among keys whose MAC of body is tag; nil when none is.
+func keyThatSealed(keys [][]byte, body, tag string) []byte {
+	for _, key := range keys {
+		if hmac.Equal([]byte(tag), []byte(mac(key, body))) {
+			return key
+		}
+	}
+	return nil
+}
+
 // callerDigest stands for the caller in a state, which the caller can read: keyed, so
 // that neither its name nor a guess at it can be read from the state.
-func (s *stateSealer) callerDigest(caller string) string {
-	s.mu.RLock()
-	m := hmac.New(sha256.New, s.key)
-	s.mu.RUnlock()
+func callerDigest(key []byte, caller string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte("caller\x00" + caller))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }

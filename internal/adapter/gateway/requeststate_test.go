@@ -63,32 +63,92 @@ func TestRequestState_OpensOnceForItsCallerAndTool(t *testing.T) {
 }
 
 // Replicas that read one key file open each other's states; without it, a state
-// sealed by one process does not open in another.
+// sealed by one process does not open in another, nor in one with another key. A
+// file of too short a key, of no key, or of too many keys is refused.
 func TestRequestState_SharedKeyOpensAcrossReplicas(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(path, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	keyFile := func(name string, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	key, err := ReadRequestStateKey(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	one, two := &Pool{relay: &relaySettings{states: newStateSealer()}}, &Pool{relay: &relaySettings{states: newStateSealer()}}
+	shared, other := keyFile("shared", "0123456789abcdef0123456789abcdef\n"), keyFile("other", "fedcba9876543210fedcba9876543210\n")
+	replica := func() *Pool { return &Pool{relay: &relaySettings{states: newStateSealer()}} }
+	one, two, three := replica(), replica(), replica()
 	tool := sealerTool("team.confirm", "team/upstream")
 	state, _ := one.relay.states.seal("s", "bearer", tool)
 	if _, err := two.relay.states.open(state, "bearer", tool); !errors.Is(err, errStateForged) {
 		t.Errorf("without a shared key: got %v, want the state refused", err)
 	}
-	one.UseRequestStateKey(key)
-	two.UseRequestStateKey(key)
+	for p, path := range map[*Pool]string{one: shared, two: shared, three: other} {
+		if err := p.UseRequestStateKeyFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
 	state, _ = one.relay.states.seal("s", "bearer", tool)
+	if _, err := three.relay.states.open(state, "bearer", tool); !errors.Is(err, errStateForged) {
+		t.Errorf("with another key: got %v, want the state refused", err)
+	}
 	if remote, err := two.relay.states.open(state, "bearer", tool); err != nil || remote != "s" {
 		t.Errorf("with a shared key: got %q %v, want the remote's state", remote, err)
 	}
-	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+	for name, content := range map[string]string{
+		"short": "short\n", "blank": "\n \n", "five": strings.Repeat("0123456789abcdef0123456789abcdef\n", MaxRequestStateKeys+1),
+	} {
+		if err := replica().UseRequestStateKeyFile(keyFile(name, content)); err == nil {
+			t.Errorf("key file %s was accepted", name)
+		}
+	}
+}
+
+// A key file rewritten with a new key first and the old one after it (a rotation)
+// is read again without a restart: new states are sealed with the new key, and states
+// sealed with the old one still open, on a replica that read the file before and
+// after. Once the old key is gone from the file, its states are refused.
+func TestRequestState_RotatedKeyFileKeepsThePreviousKeyOpening(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	write := func(lines ...string) {
+		// As the kubelet and the local runtime do: a new file renamed over the old.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldKey, newKey := "old-key-0123456789abcdef0123456789abcdef", "new-key-0123456789abcdef0123456789abcdef"
+	write(oldKey)
+	sealer, opener := &Pool{relay: &relaySettings{states: newStateSealer()}}, &Pool{relay: &relaySettings{states: newStateSealer()}}
+	for _, p := range []*Pool{sealer, opener} {
+		if err := p.UseRequestStateKeyFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tool := sealerTool("team.confirm", "team/upstream")
+	before, _ := sealer.relay.states.seal("before", "bearer", tool)
+	beforeToo, _ := sealer.relay.states.seal("before-too", "bearer", tool)
+	write(newKey, oldKey)
+	after, _ := sealer.relay.states.seal("after", "bearer", tool)
+	if remote, err := opener.relay.states.open(before, "bearer", tool); err != nil || remote != "before" {
+		t.Errorf("a state sealed before the rotation: got %q %v, want it opened with the previous key", remote, err)
+	}
+	if remote, err := opener.relay.states.open(after, "bearer", tool); err != nil || remote != "after" {
+		t.Errorf("a state sealed after the rotation: got %q %v, want it opened", remote, err)
+	}
+	write(newKey)
+	if _, err := opener.relay.states.open(beforeToo, "bearer", tool); !errors.Is(err, errStateForged) {
+		t.Errorf("a state of a key dropped from the file: got %v, want it refused", err)
+	}
+	only := &Pool{relay: &relaySettings{states: newStateSealer()}}
+	write(newKey)
+	if err := only.UseRequestStateKeyFile(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadRequestStateKey(path); err == nil {
-		t.Error("a key of 5 bytes was accepted")
+	state, _ := sealer.relay.states.seal("again", "bearer", tool)
+	if remote, err := only.relay.states.open(state, "bearer", tool); err != nil || remote != "again" {
+		t.Errorf("the new key alone: got %q %v, want the state sealed after the rotation opened", remote, err)
 	}
 }

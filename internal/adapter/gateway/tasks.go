@@ -84,13 +84,14 @@ func (s *stateSealer) sealTask(remoteID, caller string, t *Tool, ttl time.Durati
 	case len(remoteID) > maxRemoteTaskIDBytes:
 		return "", fmt.Errorf("the remote's taskId holds %d bytes, more than the %d a gateway passes on", len(remoteID), maxRemoteTaskIDBytes)
 	}
-	payload, err := json.Marshal(sealedTask{Remote: remoteID, Caller: s.callerDigest(caller), Tool: t.Name, Import: t.Backend.Import,
+	key := s.currentKeys()[0]
+	payload, err := json.Marshal(sealedTask{Remote: remoteID, Caller: callerDigest(key, caller), Tool: t.Name, Import: t.Backend.Import,
 		Expires: s.now().Add(ttl).Unix()})
 	if err != nil {
 		return "", err
 	}
 	body := base64.RawURLEncoding.EncodeToString(payload)
-	return taskHandlePrefix + body + "." + s.mac(taskMACDomain+body), nil
+	return taskHandlePrefix + body + "." + mac(key, taskMACDomain+body), nil
 }
 
 // peekTask reads a handle without checking it: the tool it names says whose sealer
@@ -108,8 +109,12 @@ func peekTask(handle string) (sealedTask, bool) {
 // openTask checks handle for caller's request about a task of t and returns the
 // remote's taskId in it. A handle serves any number of requests until it expires.
 func (s *stateSealer) openTask(handle, caller string, t *Tool) (string, error) {
-	body, mac, ok := strings.Cut(strings.TrimPrefix(handle, taskHandlePrefix), ".")
-	if !ok || !strings.HasPrefix(handle, taskHandlePrefix) || !hmac.Equal([]byte(mac), []byte(s.mac(taskMACDomain+body))) {
+	body, tag, ok := strings.Cut(strings.TrimPrefix(handle, taskHandlePrefix), ".")
+	if !ok || !strings.HasPrefix(handle, taskHandlePrefix) {
+		return "", errTaskForged
+	}
+	key := keyThatSealed(s.currentKeys(), taskMACDomain+body, tag)
+	if key == nil {
 		return "", errTaskForged
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(body)
@@ -120,7 +125,7 @@ func (s *stateSealer) openTask(handle, caller string, t *Tool) (string, error) {
 	switch {
 	case s.now().Unix() > sealed.Expires:
 		return "", errTaskExpired
-	case !hmac.Equal([]byte(sealed.Caller), []byte(s.callerDigest(caller))):
+	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
 		return "", errTaskCaller
 	case sealed.Tool != t.Name || sealed.Import != t.Backend.Import:
 		return "", errTaskTool

@@ -78,3 +78,52 @@ func ExpectNoValueInStatusOrEvents(t testing.TB, c client.Client, ns string, val
 		}
 	}
 }
+
+// AllowLoopback creates a ToolSourcePolicy that lets namespace ns reach 127.0.0.1, and
+// deletes it when the test ends.
+func AllowLoopback(t testing.TB, c client.Client, ns string) *cantusv1alpha1.ToolSourcePolicy {
+	t.Helper()
+	p := &cantusv1alpha1.ToolSourcePolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "loopback-"},
+		Spec: cantusv1alpha1.ToolSourcePolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			Hosts:             []string{"127.0.0.1"},
+		},
+	}
+	if err := c.Create(context.Background(), p); err != nil {
+		t.Fatalf("create policy: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
+	return p
+}
+
+// SecretData reads the Secret ns/name's data as strings, for Eventually.
+func SecretData(ctx context.Context, c client.Client, ns, name string) func() (map[string]string, error) {
+	return func() (map[string]string, error) {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for k, v := range s.Data {
+			out[k] = string(v)
+		}
+		return out, nil
+	}
+}
+
+// RequestReconcile annotates obj as `kubectl annotate --overwrite ...
+// cantus.dev/requestedAt=VALUE` does.
+func RequestReconcile(t testing.TB, ctx context.Context, c client.Client, obj client.Object, value string) {
+	t.Helper()
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[cantusv1alpha1.ReconcileRequestAnnotation] = value
+	obj.SetAnnotations(annotations)
+	if err := c.Patch(ctx, obj, patch); err != nil {
+		t.Fatalf("annotate %s with %s=%s: %v", obj.GetName(), cantusv1alpha1.ReconcileRequestAnnotation, value, err)
+	}
+}

@@ -180,6 +180,10 @@ func (l *Runtime) localConfig(key types.NamespacedName, cfg *adapterconfig.Confi
 	if local.BearerTokenFile != "" {
 		local.BearerTokenFile = moved[local.BearerTokenFile]
 	}
+	if local.RequestStateKeyFile != "" {
+		// Rewritten by a rename when the Secret changes: the adapter reads it again.
+		local.RequestStateKeyFile = moved[local.RequestStateKeyFile]
+	}
 	local.Auth = authOnHost(cfg.Auth, moved)
 	local.Tools = make([]adapterconfig.Tool, len(cfg.Tools))
 	for i, t := range cfg.Tools {

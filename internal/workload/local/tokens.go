@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/periodic"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 )
 
@@ -86,34 +87,29 @@ func (l *Runtime) token(ctx context.Context, key types.NamespacedName, account s
 // renewTokens mints again, and rewrites, the tokens past half their life, until ctx
 // ends; the adapters read the files at every use.
 func (l *Runtime) renewTokens(ctx context.Context) {
-	ticker := time.NewTicker(tokenRefreshEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+	periodic.Run(ctx, tokenRefreshEvery, func() { l.renewDueTokens(ctx) })
+}
+
+func (l *Runtime) renewDueTokens(ctx context.Context) {
+	l.tokens.mu.Lock()
+	due := []*mintedToken{}
+	for _, t := range l.tokens.byPath {
+		if !time.Now().Before(t.renewAt) {
+			due = append(due, t)
+		}
+	}
+	l.tokens.mu.Unlock()
+	for _, t := range due {
+		token, expiry, err := l.MintToken(ctx, t.namespace, t.account, t.audience, localTokenSeconds)
+		if err == nil {
+			err = writeFileAtomically(t.onHost, []byte(token))
+		}
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "renew a local adapter's service-account token", "namespace", t.namespace, "serviceAccount", t.account)
+			continue
 		}
 		l.tokens.mu.Lock()
-		due := []*mintedToken{}
-		for _, t := range l.tokens.byPath {
-			if !time.Now().Before(t.renewAt) {
-				due = append(due, t)
-			}
-		}
+		t.token, t.renewAt = token, time.Now().Add(time.Until(expiry)/2)
 		l.tokens.mu.Unlock()
-		for _, t := range due {
-			token, expiry, err := l.MintToken(ctx, t.namespace, t.account, t.audience, localTokenSeconds)
-			if err == nil {
-				err = writeFileAtomically(t.onHost, []byte(token))
-			}
-			if err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "renew a local adapter's service-account token", "namespace", t.namespace, "serviceAccount", t.account)
-				continue
-			}
-			l.tokens.mu.Lock()
-			t.token, t.renewAt = token, time.Now().Add(time.Until(expiry)/2)
-			l.tokens.mu.Unlock()
-		}
 	}
 }

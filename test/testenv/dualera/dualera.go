@@ -9,6 +9,9 @@
 //     requestState is StateAsked), then answers "confirmed: <content>" with what the
 //     elicitation answered, when the retry brings that state back;
 //   - modern_only {}: listed, and callable, only in 2026-07-28; answers "modern";
+//   - versioned {}: listed in every era, described LegacyDescription in 2025-11-25
+//     and ModernDescription in 2026-07-28 (or as DescribeModern says); answers
+//     "versioned";
 //   - region {region}: its argument is marked x-mcp-header "Region" (SEP-2243), so a
 //     call of 2026-07-28 without a matching Mcp-Param-Region header is refused;
 //     answers "region: <region>".
@@ -49,6 +52,10 @@ const (
 	ToolConfirm    = "confirm"
 	ToolModernOnly = "modern_only"
 	ToolRegion     = "region"
+	ToolVersioned  = "versioned"
+	// LegacyDescription and ModernDescription describe versioned in each era.
+	LegacyDescription = "described for 2025-11-25"
+	ModernDescription = "described for 2026-07-28"
 	// ResourceURI is a text resource reading "guide text"; PromptName a prompt
 	// saying "hello prompt".
 	ResourceURI = "docs://guide"
@@ -89,21 +96,39 @@ type Remote struct {
 
 	mu       sync.Mutex
 	requests []Request
+	// modernDescription describes versioned in 2026-07-28 (DescribeModern).
+	modernDescription string
+}
+
+// DescribeModern changes how versioned is described to clients of 2026-07-28 from
+// then on: its definition changes in that era only.
+func (r *Remote) DescribeModern(description string) {
+	r.mu.Lock()
+	r.modernDescription = description
+	r.mu.Unlock()
+}
+
+func (r *Remote) describedModern() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.modernDescription
 }
 
 // Start runs a fixture serving eras until the test ends.
 func Start(t testing.TB, eras Eras) *Remote {
 	t.Helper()
-	r := &Remote{}
+	r := &Remote{modernDescription: ModernDescription}
 	filter := server.WithToolFilter(func(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-		if server.IsModernRequest(ctx) {
-			return tools
-		}
+		modern := server.IsModernRequest(ctx)
 		out := tools[:0:0]
 		for _, tool := range tools {
-			if tool.Name != ToolModernOnly {
-				out = append(out, tool)
+			switch {
+			case tool.Name == ToolModernOnly && !modern:
+				continue
+			case tool.Name == ToolVersioned && modern:
+				tool.Description = r.describedModern()
 			}
+			out = append(out, tool)
 		}
 		return out
 	})
@@ -124,6 +149,9 @@ func Start(t testing.TB, eras Eras) *Remote {
 	})
 	s.AddTool(mcp.NewTool(ToolModernOnly), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("modern"), nil
+	})
+	s.AddTool(mcp.NewTool(ToolVersioned, mcp.WithDescription(LegacyDescription)), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("versioned"), nil
 	})
 	var opts []server.StreamableHTTPOption
 	switch eras {

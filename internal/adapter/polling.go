@@ -1,0 +1,183 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/adapter/eventstore"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+)
+
+// A remote of protocol 2025-11-25 may end the event stream of a call's answer before
+// the answer, after an event with an id and a retry delay, and send the answer on the
+// stream the client resumes with Last-Event-ID (SEP-1699 polling: it frees the
+// connection while the tool runs). The gateway's client resumes upstream by itself
+// (mcpclient.AnswerStream); a stateful gateway also ends its own caller's stream the
+// same way, so that the caller sees what it would see from the remote: its POST stream
+// ends after a priming event (an id, the remote's retry, no data), the call goes on,
+// and the answer comes on the stream the caller resumes from that id (the session's
+// event store). mcp-go has no way to end a POST's stream while its call runs, so the
+// call is served on a writer of the adapter's own, detached from the request once the
+// stream is ended.
+
+// errStreamEnded is what writes to an ended POST stream get; mcp-go then records
+// the event in the event store only, for the resuming client.
+var errStreamEnded = errors.New("the POST's event stream was ended for the client to resume")
+
+// pausesStream says whether the POST r, of method, gets a stream a remote's pause
+// can end: a call on a session of a stateful streamable HTTP gateway, whose answers
+// the event store keeps.
+func (s *Server) pausesStream(r *http.Request, method string) bool {
+	return s.eventStore != nil && method == "tools/call" && r.Header.Get(headerSessionID) != ""
+}
+
+// servePausable serves a call through serve on a writer that a pause of the remote's
+// stream ends with a priming event; the call then goes on detached from r, and its
+// answer is kept in the event store for the resuming client.
+func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request)) {
+	sessionID := r.Header.Get(headerSessionID)
+	pw := &pausableWriter{w: w, header: http.Header{}, paused: make(chan time.Duration, 1)}
+	priming := eventstore.NewPriming()
+	// Detached, so that the call outlives the request once its stream is ended; ended
+	// with the request otherwise, as a call is.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx = mcpclient.WithStreamPaused(eventstore.WithPriming(ctx, priming), pw.pause)
+	done := make(chan struct{})
+	var panicked any
+	go func() {
+		defer close(done)
+		defer s.eventStore.Finish(sessionID, priming)
+		defer cancel()
+		defer func() {
+			// Handed to the request's goroutine, where net/http handles it as ever;
+			// after a pause, the request is over and the panic is logged here.
+			if v := recover(); v != nil {
+				panicked = v
+				if err, isErr := v.(error); pw.end() && (!isErr || !errors.Is(err, http.ErrAbortHandler)) {
+					s.log.Error(fmt.Errorf("%v", v), "a call whose stream was ended to poll panicked", "stack", string(debug.Stack()))
+				}
+			}
+		}()
+		serve(pw, r.WithContext(ctx))
+	}()
+	select {
+	case <-done:
+	case <-r.Context().Done():
+		cancel()
+		pw.end()
+		return
+	case retry := <-pw.paused:
+		if id := s.eventStore.Prime(sessionID, priming); id != "" && pw.endWithPriming(id, retry) {
+			return
+		}
+		// The call ended meanwhile, or its answer is no event stream: served whole.
+		<-done
+	}
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// pausableWriter is a POST's response writer that can be ended while its handler
+// still runs: the handler's writes then fail. The handler's headers are kept apart
+// until it writes its status, so that ending never races with it.
+type pausableWriter struct {
+	w      http.ResponseWriter
+	header http.Header // the handler's; copied to w's by WriteHeader
+	paused chan time.Duration
+
+	mu          sync.Mutex
+	wroteHeader bool
+	eventStream bool
+	ended       bool
+}
+
+func (p *pausableWriter) Header() http.Header { return p.header }
+
+func (p *pausableWriter) WriteHeader(status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeHeaderLocked(status)
+}
+
+func (p *pausableWriter) writeHeaderLocked(status int) {
+	if p.ended || p.wroteHeader {
+		return
+	}
+	p.wroteHeader = true
+	h := p.w.Header()
+	for k, v := range p.header {
+		h[k] = v
+	}
+	p.eventStream = h.Get("Content-Type") == "text/event-stream"
+	p.w.WriteHeader(status)
+}
+
+func (p *pausableWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return 0, errStreamEnded
+	}
+	p.writeHeaderLocked(http.StatusOK)
+	return p.w.Write(b)
+}
+
+func (p *pausableWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.w.(http.Flusher); ok && !p.ended {
+		f.Flush()
+	}
+}
+
+// pause is called when the remote ended the answer's stream, to be resumed after
+// retry: the first pause ends this stream too.
+func (p *pausableWriter) pause(retry time.Duration) {
+	select {
+	case p.paused <- retry:
+	default:
+	}
+}
+
+// endWithPriming ends the stream after a priming event with id and retry; false, and
+// nothing done, when the handler answers with JSON (which cannot be paused).
+func (p *pausableWriter) endWithPriming(id string, retry time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended || (p.wroteHeader && !p.eventStream) {
+		return false
+	}
+	if !p.wroteHeader {
+		h := p.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		p.w.WriteHeader(http.StatusOK)
+		p.wroteHeader, p.eventStream = true, true
+	}
+	event := "id: " + id + "\n"
+	if retry > 0 {
+		event += fmt.Sprintf("retry: %d\n", retry.Milliseconds())
+	}
+	if _, err := p.w.Write([]byte(event + "data: \n\n")); err == nil {
+		if f, ok := p.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	p.ended = true
+	return true
+}
+
+// end stops every later write: the request is over. It reports whether the stream was
+// ended already.
+func (p *pausableWriter) end() (already bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	already, p.ended = p.ended, true
+	return already
+}
