@@ -317,24 +317,23 @@ func TestTasksGateway_TamperedHandleIsRefused(t *testing.T) {
 }
 
 // A caller that does not declare the extension never gets a task: the remote hears the
-// call without it (and refuses it, as this remote runs the tool only as a task), on
-// every path; a remote that did not advertise the extension is not told of it either.
+// call without it and refuses it (this remote runs the tool only as a task), and the
+// caller gets the remote's -32021 as sent, on every path; a remote that did not advertise the extension is not told of it either.
 // A request about a task that does not declare the extension is refused -32021.
 func TestTasksGateway_CallerThatDidNotDeclareTheExtensionGetsNoTask(t *testing.T) {
 	for _, relay := range [][]string{nil, {adapterconfig.RelayElicitation}} {
 		remote := taskremote.Start(t)
 		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, taskTools(remote.URL, relay...)...))
-		_, raw, failed := taskCaller{url: gw.baseURL}.send(t, "tools/call", "work.job", `"name":"work.job","arguments":{}`)
-		var got gatewayTask
-		_ = json.Unmarshal(raw, &got)
-		if got.ResultType == "task" || got.TaskID != "" || (failed == nil && !got.IsError) {
-			t.Errorf("relay %v: the undeclared call got %s %+v, want no task", relay, raw, failed)
+		status, raw, failed := taskCaller{url: gw.baseURL}.send(t, "tools/call", "work.job", `"name":"work.job","arguments":{}`)
+		if raw != nil || failed == nil || failed.Code != -32021 || status != http.StatusBadRequest ||
+			!strings.Contains(string(failed.Data), adapterconfig.ExtensionTasks) {
+			t.Errorf("relay %v: the undeclared call got HTTP %d %s %+v, want no task but the remote's -32021 naming the extension", relay, status, raw, failed)
 		}
 		if calls := remote.Requests("tools/call"); len(calls) != 1 || calls[0].Declared {
 			t.Errorf("relay %v: the remote got %+v, want one call without the extension", relay, calls)
 		}
 		handle := taskCaller{url: gw.baseURL, declares: true}.call(t).TaskID
-		status, _, failed := taskCaller{url: gw.baseURL}.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
+		status, _, failed = taskCaller{url: gw.baseURL}.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
 		if failed == nil || failed.Code != -32021 || status != http.StatusBadRequest || !strings.Contains(string(failed.Data), adapterconfig.ExtensionTasks) {
 			t.Errorf("relay %v: an undeclared poll got HTTP %d %+v, want -32021 naming the extension", relay, status, failed)
 		}
@@ -370,5 +369,33 @@ func TestTasksGateway_TaskRequestWhoseHeadersDisagreeIsRefused(t *testing.T) {
 	}
 	if n := len(remote.Requests("tasks/get")); n != 0 {
 		t.Errorf("the remote got %d polls, want none", n)
+	}
+}
+
+// A request about a task runs as a call of its tool: once the authorization rules no
+// longer let its caller call the tool (a reload), its polls are refused, and the remote
+// never hears them.
+func TestTasksGateway_PollIsAuthorizedAsACallOfTheTool(t *testing.T) {
+	remote := taskremote.Start(t)
+	key := newClusterKey(t, "k1")
+	cfg := identityConfig(t, key, adapterconfig.AuthorizationRule{Tools: []string{"work.*"}, ServiceAccounts: []string{"agents/ada"}})
+	cfg.Tools = taskTools(remote.URL)
+	gw := serve(t, cfg)
+	ada := taskCaller{url: gw.baseURL, declares: true, headers: bearerHeader(key.saToken(t, "agents", "ada", "uid-ada", "room"))}
+	handle := ada.call(t).TaskID
+	if got := ada.get(t, handle); got.Status != "working" {
+		t.Fatalf("ada's poll got %s, want her task", got.raw)
+	}
+	revoked := identityConfig(t, key, adapterconfig.AuthorizationRule{Tools: []string{"search_*"}, ServiceAccounts: []string{"agents/ada"}})
+	revoked.Tools = taskTools(remote.URL)
+	if err := gw.Reload(revoked); err != nil {
+		t.Fatal(err)
+	}
+	_, raw, failed := ada.send(t, "tasks/get", handle, `"taskId":`+mustJSON(handle))
+	if failed == nil || failed.Code != -32600 || raw != nil || !strings.HasPrefix(failed.Message, "not_allowed: tool \"work.job\"") {
+		t.Errorf("ada's poll after the rules changed got %s %+v, want it refused as her call of work.job would be", raw, failed)
+	}
+	if n := len(remote.Requests("tasks/get")); n != 1 {
+		t.Errorf("the remote got %d polls, want ada's first one only", n)
 	}
 }

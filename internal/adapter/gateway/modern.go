@@ -260,6 +260,8 @@ func (r *remote) forwardModern(ctx context.Context, t *Tool, args []byte, opts m
 		return raw, client, nil
 	case client != nil && errors.As(err, &rpcErr) && rpcErr.Code == mcp.UNSUPPORTED_PROTOCOL_VERSION:
 		return nil, nil, errNotModern
+	case client != nil && errors.As(err, &rpcErr) && rpcErr.Code == mcp.MISSING_REQUIRED_CLIENT_CAPABILITY:
+		return nil, nil, remoteNeedsCapability(ctx, rpcErr, client)
 	case client != nil && errors.As(err, &rpcErr):
 		return nil, nil, mcp.NewToolResultError(MarkerRemoteError + rpcErr.Error())
 	default:

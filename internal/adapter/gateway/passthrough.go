@@ -253,13 +253,22 @@ func (a *answerWriter) write(parts ...[]byte) {
 }
 
 // answerError writes the JSON-RPC error response err stands for: -32042 with its
-// elicitations for a URLElicitationRequiredError, an internal error otherwise.
+// elicitations for a URLElicitationRequiredError, a remote's error as sent for a
+// RemoteError (HTTP 400 for -32021 when not streamed), an internal error otherwise.
 func (a *answerWriter) answerError(err error) {
 	details := map[string]any{"code": mcp.INTERNAL_ERROR, "message": err.Error()}
+	status := http.StatusOK
 	var required mcp.URLElicitationRequiredError
-	if errors.As(err, &required) {
+	var remote *RemoteError
+	switch {
+	case errors.As(err, &required):
 		rpc := required.JSONRPCError()
 		details["code"], details["data"] = rpc.Error.Code, rpc.Error.Data
+	case errors.As(err, &remote):
+		details = remote.details()
+		if remote.Code == mcp.MISSING_REQUIRED_CLIENT_CAPABILITY {
+			status = http.StatusBadRequest
+		}
 	}
 	response, marshalErr := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": a.id, "error": details})
 	if marshalErr != nil {
@@ -273,7 +282,7 @@ func (a *answerWriter) answerError(err error) {
 		return
 	}
 	a.w.Header().Set("Content-Type", "application/json")
-	a.w.WriteHeader(http.StatusOK)
+	a.w.WriteHeader(status)
 	a.write(response)
 }
 

@@ -59,3 +59,24 @@ func TestTaskHandle_OpensForItsCallerUntilItExpires(t *testing.T) {
 		}
 	}
 }
+
+// A handle sealed before a key rotation opens while the previous key is kept beside
+// the new one, and is refused as forged once the previous key is dropped.
+func TestTaskHandle_OutlivesARotationOnlyWhileThePreviousKeyIsKept(t *testing.T) {
+	s := newStateSealer()
+	tool := sealerTool("work.job", "team/upstream")
+	const ada = "serviceaccount:team/ada"
+	handle, err := s.sealTask("remote-task-1", ada, tool, MaxTaskHandleTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := s.keys[0]
+	s.keys = [][]byte{randomKey(), previous}
+	if remote, err := s.openTask(handle, ada, tool); err != nil || remote != "remote-task-1" {
+		t.Fatalf("with the previous key kept: %q %v, want the remote's taskId", remote, err)
+	}
+	s.keys = s.keys[:1]
+	if _, err := s.openTask(handle, ada, tool); !errors.Is(err, errTaskForged) {
+		t.Errorf("with the previous key dropped: got %v, want the handle refused", err)
+	}
+}

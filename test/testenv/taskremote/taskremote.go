@@ -23,6 +23,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,15 @@ type task struct {
 	name      string
 	createdAt string
 	polls     int
+
+	// Of the conformance tools (conformance.go): the tool, its label, when a timed
+	// one ends, what an asking one still asks, and how it ended.
+	kind    string
+	label   string
+	due     time.Time
+	pending map[string]any
+	result  map[string]any
+	failure map[string]any
 }
 
 // Start serves a fixture until the test ends.
@@ -120,6 +130,12 @@ func (r *Remote) serve(w http.ResponseWriter, req *http.Request) {
 		TaskID: m.Params.TaskID, Declared: declared, Capabilities: rawCaps})
 	r.mu.Unlock()
 	result, code, text, data := r.answer(&m, declared, len(caps.Elicitation) > 0)
+	status := http.StatusOK
+	if why := headersDisagree(req, &m); why != "" {
+		result, code, text, data, status = nil, -32020, why, nil, http.StatusBadRequest
+	} else if code == -32021 {
+		status = http.StatusBadRequest
+	}
 	response := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 	if code != 0 {
 		details := map[string]any{"code": code, "message": text}
@@ -131,7 +147,29 @@ func (r *Remote) serve(w http.ResponseWriter, req *http.Request) {
 		response["result"] = result
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(response)
+}
+
+// headersDisagree says why the Mcp-Method and Mcp-Name headers of req do not mirror
+// m (SEP-2243); "" when they do.
+func headersDisagree(req *http.Request, m *message) string {
+	if req.Header.Get("Mcp-Method") != m.Method {
+		return "the Mcp-Method header does not name the request's method"
+	}
+	name := ""
+	switch m.Method {
+	case "tools/call":
+		name = m.Params.Name
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		name = m.Params.TaskID
+	default:
+		return ""
+	}
+	if strings.TrimSpace(req.Header.Get("Mcp-Name")) != name {
+		return "the Mcp-Name header does not name the request's tool or task"
+	}
+	return ""
 }
 
 // missing is the data of a -32021 naming the extension.
@@ -140,13 +178,17 @@ var missing = map[string]any{"requiredCapabilities": map[string]any{"extensions"
 func (r *Remote) answer(m *message, declared, elicits bool) (result map[string]any, code int, text string, data any) {
 	switch m.Method {
 	case "server/discover":
-		return map[string]any{"supportedVersions": []string{Protocol},
+		return map[string]any{"supportedVersions": []string{Protocol}, "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
 			"capabilities": map[string]any{"tools": map[string]any{}, "extensions": map[string]any{Extension: map[string]any{}}},
 			"_meta":        map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "task-remote", "version": "1.0.0"}}}, 0, "", nil
 	case "tools/list":
-		return map[string]any{"tools": []any{map[string]any{"name": ToolJob, "description": "runs as a task",
-			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, 0, "", nil
+		return map[string]any{"tools": append([]any{map[string]any{"name": ToolJob, "description": "runs as a task",
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}},
+			conformanceToolList()...), "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}, 0, "", nil
 	case "tools/call":
+		if result, code, text, data, ok := r.callConformance(m, declared); ok {
+			return result, code, text, data
+		}
 		if m.Params.Name != ToolJob {
 			return nil, -32602, "no tool " + m.Params.Name, nil
 		}
@@ -166,15 +208,20 @@ func (r *Remote) answer(m *message, declared, elicits bool) (result map[string]a
 }
 
 func (r *Remote) create(m *message, elicits bool) map[string]any {
+	name, _ := m.Params.Arguments["name"].(string)
+	return r.store(&task{status: "working", ask: elicits, name: name, createdAt: time.Now().UTC().Format(time.RFC3339)})
+}
+
+// store keeps tk under a new taskId and returns its CreateTaskResult.
+func (r *Remote) store(tk *task) map[string]any {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	name, _ := m.Params.Arguments["name"].(string)
-	tk := &task{status: "working", ask: elicits, name: name, createdAt: time.Now().UTC().Format(time.RFC3339)}
 	taskID := hex.EncodeToString(id)
 	r.mu.Lock()
 	r.tasks[taskID] = tk
 	r.mu.Unlock()
 	out := tk.view(taskID)
+	delete(out, "inputRequests")
 	out["resultType"] = "task"
 	return out
 }
@@ -186,13 +233,18 @@ func (r *Remote) onTask(m *message) (map[string]any, int, string, any) {
 	if tk == nil {
 		return nil, -32602, "Failed to retrieve task: Task not found", nil
 	}
+	tk.settle(time.Now())
 	switch m.Method {
 	case "tasks/cancel":
-		if tk.status != "completed" {
+		if tk.status == "working" || tk.status == "input_required" {
 			tk.status = "cancelled"
 		}
 		return map[string]any{"resultType": "complete"}, 0, "", nil
 	case "tasks/update":
+		if tk.kind != "" {
+			tk.answer(m.Params.InputResponses)
+			return map[string]any{"resultType": "complete"}, 0, "", nil
+		}
 		if raw, ok := m.Params.InputResponses[ElicitationKey]; ok && tk.status == "input_required" {
 			var answer struct {
 				Content struct {
@@ -206,7 +258,9 @@ func (r *Remote) onTask(m *message) (map[string]any, int, string, any) {
 	}
 	out := tk.view(m.Params.TaskID)
 	out["resultType"] = "complete"
-	tk.advance()
+	if tk.kind == "" {
+		tk.advance()
+	}
 	return out, 0, "", nil
 }
 
@@ -227,6 +281,10 @@ func (tk *task) advance() {
 func (tk *task) view(id string) map[string]any {
 	out := map[string]any{"taskId": id, "status": tk.status, "createdAt": tk.createdAt, "lastUpdatedAt": tk.createdAt,
 		"ttlMs": TTLMs, "pollIntervalMs": 10}
+	if tk.kind != "" {
+		tk.conformanceView(out)
+		return out
+	}
 	switch tk.status {
 	case "input_required":
 		out["inputRequests"] = map[string]any{ElicitationKey: map[string]any{"method": "elicitation/create", "params": map[string]any{
