@@ -222,6 +222,7 @@ func logThrice(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult,
 			return nil, fmt.Errorf("log message %d: %w", i, err)
 		}
 	}
+	awaitWritten(ctx, 3)
 	return mcp.NewToolResultText("Tool with logging executed successfully"), nil
 }
 
@@ -245,6 +246,7 @@ func reportProgress(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 			return nil, fmt.Errorf("progress %d: %w", progress, err)
 		}
 	}
+	awaitWritten(ctx, 3)
 	return mcp.NewToolResultText(fmt.Sprint(token)), nil
 }
 

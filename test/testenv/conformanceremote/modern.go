@@ -218,7 +218,7 @@ func (r *Remote) intercept(next http.Handler) http.Handler {
 		if json.Unmarshal(body, &c) == nil && (r.reconnections.closeMidCall(w, req, c) || r.tasks.serve(w, req, body) || r.refuse(w, c)) {
 			return
 		}
-		next.ServeHTTP(w, req)
+		next.ServeHTTP(countNotifications(w, req))
 	})
 }
 
