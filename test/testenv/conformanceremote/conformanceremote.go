@@ -221,8 +221,8 @@ func logThrice(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult,
 			map[string]any{"level": "info", "logger": "conformance-remote", "data": message}); err != nil {
 			return nil, fmt.Errorf("log message %d: %w", i, err)
 		}
+		awaitWritten(ctx, i+1)
 	}
-	awaitWritten(ctx, 3)
 	return mcp.NewToolResultText("Tool with logging executed successfully"), nil
 }
 
@@ -245,8 +245,8 @@ func reportProgress(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTool
 		}); err != nil {
 			return nil, fmt.Errorf("progress %d: %w", progress, err)
 		}
+		awaitWritten(ctx, i+1)
 	}
-	awaitWritten(ctx, 3)
 	return mcp.NewToolResultText(fmt.Sprint(token)), nil
 }
 

@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// mcp-go writes a request's notifications from a goroutine of its own, and drops one it
-// still holds when the handler's answer is written: a tool whose last notification
-// comes just before its answer loses it now and then (mcp-go lists
+// mcp-go writes a request's notifications from a goroutine of its own, which drops one
+// it still holds when the handler's answer is written, and a session's GET stream
+// competes for them: a tool whose last notification comes just before its answer
+// loses it now and then, and one may arrive late, on the other stream (mcp-go lists
 // tools-call-with-logging and tools-call-with-progress as intermittent). The fixture
-// counts the notifications written to each response, and its notifying tools answer
-// only once theirs are out.
+// counts the notifications written to each response, and its notifying tools send the
+// next one, and answer, only once the last is out.
 
 // notificationsWaitLimit bounds the wait, for a notification that went to another
 // stream (the session's GET stream) and is never written to this response.
