@@ -41,6 +41,11 @@ type remoteSpec struct {
 	Subscribe   bool              `json:"subscribe,omitempty"`
 	Eras        []string          `json:"eras,omitempty"`
 	Definition  json.RawMessage   `json:"definition,omitempty"`
+	// RemoteEras, ModernDefinition and Extensions are a dual-era import's (see
+	// adapterconfig.RemoteBackend).
+	RemoteEras       []string        `json:"remoteEras,omitempty"`
+	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
+	Extensions       []string        `json:"extensions,omitempty"`
 }
 
 type gatewayTool struct {

@@ -195,10 +195,10 @@ func listChanged(method mcp.MCPMethod) server.ToolHandlerFunc {
 	}
 }
 
-// intercept answers, before mcp-go, the refusals of 2026-07-28 whose JSON-RPC error
-// mcp-go's handlers cannot shape: -32021 with data.requiredCapabilities (a handler's
-// error becomes -32603 without data), -32602 for an altered requestState, and -32602
-// with data.uri for a resource it does not serve (SEP-2164).
+// intercept answers, before mcp-go, what mcp-go cannot: the closing and resumed streams
+// of test_reconnection (polling.go), the Tasks extension (tasks.go), and the refusals
+// of 2026-07-28 whose JSON-RPC error mcp-go's handlers cannot shape (refuse). What
+// mcp-go answers, it answers with its notifications counted (written.go).
 func (r *Remote) intercept(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.reconnections.resume(w, req) {
@@ -218,11 +218,11 @@ func (r *Remote) intercept(next http.Handler) http.Handler {
 		if json.Unmarshal(body, &c) == nil && (r.reconnections.closeMidCall(w, req, c) || r.tasks.serve(w, req, body) || r.refuse(w, c)) {
 			return
 		}
-		next.ServeHTTP(w, req)
+		next.ServeHTTP(countNotifications(w, req))
 	})
 }
 
-// call is the part of a tools/call of 2026-07-28 that intercept reads.
+// call is the part of a request that intercept reads.
 type call struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
@@ -237,6 +237,9 @@ type call struct {
 	} `json:"params"`
 }
 
+// refuse answers -32021 with data.requiredCapabilities (a handler's error becomes
+// -32603 without data), -32602 for an altered requestState, and -32602 with data.uri
+// for a resource the fixture does not serve (SEP-2164); false for anything else.
 func (r *Remote) refuse(w http.ResponseWriter, c call) bool {
 	if c.Params.Meta.ProtocolVersion == "" {
 		return false
