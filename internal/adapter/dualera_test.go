@@ -116,12 +116,34 @@ func modernCallAs(t *testing.T, baseURL, tool, extra string, headers map[string]
 	}
 	var answer struct {
 		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
+		Error  *modernError    `json:"error"`
 	}
-	if err := json.Unmarshal(body, &answer); err != nil || answer.Result == nil {
-		t.Fatalf("HTTP %d %s: no result", reply.status, reply.body)
+	if err := json.Unmarshal(body, &answer); err != nil || (answer.Result == nil && answer.Error == nil) {
+		t.Fatalf("HTTP %d %s: no result and no error", reply.status, reply.body)
+	}
+	if answer.Error != nil {
+		answer.Error.status = reply.status
+		refusal, _ := json.Marshal(map[string]any{"refusal": answer.Error})
+		return refusal
 	}
 	return answer.Result
+}
+
+// modernError is a JSON-RPC error a call of protocol 2026-07-28 was answered with; the
+// call helpers hand it over as {"refusal": …} in place of a result.
+type modernError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	status  int
+}
+
+// refusedState fails t unless r is the invalid-params error (HTTP 400) that refuses a
+// requestState, its message naming why (fragment).
+func refusedState(t *testing.T, what string, r inputRequired, fragment string) {
+	t.Helper()
+	if e := r.Refusal; e == nil || e.Code != mcp.INVALID_PARAMS || !strings.HasPrefix(e.Message, gateway.MarkerInputRefused) || !strings.Contains(e.Message, fragment) {
+		t.Errorf("%s: got %+v, want error %d %s…%s", what, r, mcp.INVALID_PARAMS, gateway.MarkerInputRefused, fragment)
+	}
 }
 
 type inputRequired struct {
@@ -130,6 +152,7 @@ type inputRequired struct {
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
 	IsError       bool                       `json:"isError"`
 	Content       []struct{ Text string }    `json:"content"`
+	Refusal       *modernError               `json:"refusal"`
 }
 
 func parseResult(t *testing.T, raw json.RawMessage) inputRequired {
@@ -229,9 +252,7 @@ func TestDualEraGateway_RequestStateTamperedReplayedOrForAnotherToolIsRefused(t 
 	}
 	refused := func(what string, r inputRequired, fragment string) {
 		t.Helper()
-		if !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), fragment) {
-			t.Errorf("%s: got %+v, want %s…%s", what, r, gateway.MarkerInputRefused, fragment)
-		}
+		refusedState(t, what, r, fragment)
 	}
 	tampered := []byte(first.RequestState)
 	tampered[len("cantus-mrtr.")+3] ^= 1
@@ -430,10 +451,7 @@ func TestDualEraGateway_RequestStateOfAnotherCallerIsRefused(t *testing.T) {
 		t.Fatalf("ada's call got %+v, want input_required", first)
 	}
 	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
-	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, bo)); !r.IsError ||
-		!strings.HasPrefix(r.text(), gateway.MarkerInputRefused) || !strings.Contains(r.text(), "another caller") {
-		t.Errorf("bo's retry with ada's state got %+v, want it refused as another caller's", r)
-	}
+	refusedState(t, "bo's retry with ada's state", parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, bo)), "another caller")
 	if r := parseResult(t, modernCallAs(t, gw.baseURL, "team.confirm", answer, ada)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
 		t.Errorf("ada's retry got %+v, want the confirmation", r)
 	}
@@ -462,9 +480,7 @@ func TestDualEraGateway_ReplicasSharingAKeyFileTakeEachOthersStates(t *testing.T
 	one, two, other := replica(keyFile), replica(keyFile), replica(otherKeyFile)
 	first := parseResult(t, modernCall(t, one.baseURL, "team.confirm", ""))
 	answer := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + mustJSON(first.RequestState)
-	if r := parseResult(t, modernCall(t, other.baseURL, "team.confirm", answer)); !r.IsError || !strings.HasPrefix(r.text(), gateway.MarkerInputRefused) {
-		t.Errorf("the retry on a gateway with another key got %+v, want the state refused", r)
-	}
+	refusedState(t, "the retry on a gateway with another key", parseResult(t, modernCall(t, other.baseURL, "team.confirm", answer)), "not one this gateway gave")
 	if r := parseResult(t, modernCall(t, two.baseURL, "team.confirm", answer)); r.IsError || r.text() != `confirmed: accept {"ok":true}` {
 		t.Errorf("the retry on the other replica got %+v, want the confirmation", r)
 	}

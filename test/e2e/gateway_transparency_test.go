@@ -62,24 +62,16 @@ type gatewayGap struct{ stateful, stateless string }
 // knownGaps are today's real gateway failures, each with its diagnosis. They are
 // logged, not failed; a gap that closes fails the test until it is taken off the list.
 var knownGaps = map[string]gatewayGap{
-	"server-stateless": {stateful: gapRemoteErrorsBecomeResults + "; " + gapListChanged, stateless: gapRemoteErrorsBecomeResults + "; " + gapListChanged},
+	"server-stateless": {stateful: gapListChanged, stateless: gapListChanged},
 	// The relaying path loses notifications; the same import without relay passes
 	// all three through (checked by hand on both gateways).
-	"tools-call-with-logging":                   {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
-	"tools-call-with-progress":                  {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
-	"tasks-required-task-error":                 {stateful: gapRemoteErrorsBecomeResults, stateless: gapRemoteErrorsBecomeResults},
-	"input-required-result-non-tool-request":    {stateful: gapModernOnlyPrompt, stateless: gapModernOnlyPrompt},
-	"input-required-result-tampered-state":      {stateful: gapRefusedStateIsAResult, stateless: gapRefusedStateIsAResult},
-	"input-required-result-ignore-extra-params": {stateful: gapAnswersWithoutState, stateless: gapAnswersWithoutState},
+	"tools-call-with-logging":                {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
+	"tools-call-with-progress":               {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
+	"input-required-result-non-tool-request": {stateful: gapModernOnlyPrompt, stateless: gapModernOnlyPrompt},
 }
 
 // The diagnoses of knownGaps.
 const (
-	gapRemoteErrorsBecomeResults = "the remote's JSON-RPC error to a tools/call of 2026-07-28 reaches the caller as a tool result: " +
-		"forwardModern (internal/adapter/gateway/modern.go:252-253) answers any error but -32022 with isError and " +
-		"\"mcp_remote_error: HTTP 400 Bad Request: -32021 …\", not the error itself with its HTTP 400, so the caller sees the " +
-		"tool run (sep-2575-server-rejects-undeclared-capability and -missing-capability-http-400 through test_missing_capability; " +
-		"sep-2663-server-returns-missing-capability-when-required through failing_job, a task-required tool called without the extension)"
 	gapListChanged = "the two list-changed SHOULD checks warn: test_trigger_tool_change and test_trigger_prompt_change make the remote " +
 		"send list_changed, but the gateway serves the lists of its config and passes no remote list_changed to its listen " +
 		"streams; the operator's re-probe on list_changed (issue 37 clarifications) would rewrite the config, and no operator " +
@@ -88,13 +80,6 @@ const (
 		"2025-11-25 session alone (internal/mcpclient/probe.go:151, listContent; nothing of server/discover's era) and the " +
 		"renderer serves status.prompts (internal/render/imports_content.go:158), so test_input_required_result_prompt, " +
 		"listed only in 2026-07-28, answers \"prompt not found\" (issue 37 item 1, for content)"
-	gapRefusedStateIsAResult = "a requestState the gateway cannot open (the suite appends \"-TAMPERED\") is refused with a complete " +
-		"tool result, isError and \"mcp_request_state_refused: …\" (internal/adapter/gateway/modern.go:71-73), where the check " +
-		"requires a JSON-RPC error (e.g. -32602): a complete result reads as the tampered state accepted"
-	gapAnswersWithoutState = "a retry that carries inputResponses but no requestState (the remote asked without one) goes upstream " +
-		"without its answers: callModern forwards inputResponses only inside the requestState branch " +
-		"(internal/adapter/gateway/modern.go:68-82), so the remote asks again and the caller gets input_required instead of " +
-		"the result (SHOULD-level WARNING)"
 	gapRelayLosesNotifications = "an import with relay calls the remote on a goroutine of its own (internal/adapter/gateway/relay.go:165-171) " +
 		"and passes its notifications on only while a round's forwarder is stored (relay.go:176-180), which await stores after the " +
 		"call has started (relay.go:227) and clears when the answer comes (relay.go:229): 1 or 2 of the 3 notifications/message " +

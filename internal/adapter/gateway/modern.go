@@ -70,16 +70,17 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	if state := req.Params.RequestState; state != "" {
 		remoteState, err := t.remote.relay.states.open(state, caller, t)
 		if err != nil {
-			return mcp.NewToolResultError(MarkerInputRefused + err.Error())
+			return refusedRequestState(ctx, err)
 		}
 		opts.RequestState = remoteState
-		if len(req.Params.InputResponses) > 0 {
-			raw, err := json.Marshal(req.Params.InputResponses)
-			if err != nil {
-				return mcp.NewToolResultError(MarkerInputRefused + "the inputResponses are not JSON: " + clip.Line(err.Error(), 200))
-			}
-			opts.InputResponses = raw
+	}
+	// Answers go upstream with or without a state: a remote may ask without one.
+	if len(req.Params.InputResponses) > 0 {
+		raw, err := json.Marshal(req.Params.InputResponses)
+		if err != nil {
+			return mcp.NewToolResultError(MarkerInputRefused + "the inputResponses are not JSON: " + clip.Line(err.Error(), 200))
 		}
+		opts.InputResponses = raw
 	}
 	progressToken := progressTokenOf(req)
 	fwd := forwardNotifications(ctx, progressToken)
@@ -411,4 +412,13 @@ func modernResult(result, serverInfo json.RawMessage) json.RawMessage {
 		return result
 	}
 	return out
+}
+
+// refusedRequestState answers a retry whose requestState the gateway cannot open with
+// a JSON-RPC invalid-params error (HTTP 400), as a server refuses a state it did not
+// give: a complete result would read as the state accepted. The result returned stands
+// for it where the answer cannot be replaced.
+func refusedRequestState(ctx context.Context, err error) *mcp.CallToolResult {
+	eventWatchOf(ctx).failWith(http.StatusBadRequest, mcp.INVALID_PARAMS, MarkerInputRefused+err.Error(), nil)
+	return mcp.NewToolResultError(MarkerInputRefused + err.Error())
 }
