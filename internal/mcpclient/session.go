@@ -367,12 +367,18 @@ func (c *Client) CallToolAlone(ctx context.Context, name string, args json.RawMe
 		defer stop()
 		go func() {
 			// A server without a GET stream sends its requests on the call's stream.
+			// The session is the call's alone, so the notifications a server sends on
+			// its GET stream (mcp-go sends a tool's there when the stream is open) are
+			// the call's too.
 			_ = s.readGETStream(streamCtx, nil, func(m Message) {
-				if !isNotification(m) && m.Method != "ping" {
+				switch {
+				case isNotification(m) && opts.Notify != nil:
+					opts.Notify(m)
+				case !isNotification(m) && m.Method != "ping":
 					go s.answerAsked(streamCtx, m, opts.Ask)
-					return
+				default:
+					s.answerServer(m)
 				}
-				s.answerServer(m)
 			})
 		}()
 	}

@@ -62,11 +62,7 @@ type gatewayGap struct{ stateful, stateless string }
 // knownGaps are today's real gateway failures, each with its diagnosis. They are
 // logged, not failed; a gap that closes fails the test until it is taken off the list.
 var knownGaps = map[string]gatewayGap{
-	"server-stateless": {stateful: gapListChanged, stateless: gapListChanged},
-	// The relaying path loses notifications; the same import without relay passes
-	// all three through (checked by hand on both gateways).
-	"tools-call-with-logging":                {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
-	"tools-call-with-progress":               {stateful: gapRelayLosesNotifications, stateless: gapRelayLosesNotifications},
+	"server-stateless":                       {stateful: gapListChanged, stateless: gapListChanged},
 	"input-required-result-non-tool-request": {stateful: gapModernOnlyPrompt, stateless: gapModernOnlyPrompt},
 }
 
@@ -80,11 +76,6 @@ const (
 		"2025-11-25 session alone (internal/mcpclient/probe.go:151, listContent; nothing of server/discover's era) and the " +
 		"renderer serves status.prompts (internal/render/imports_content.go:158), so test_input_required_result_prompt, " +
 		"listed only in 2026-07-28, answers \"prompt not found\" (issue 37 item 1, for content)"
-	gapRelayLosesNotifications = "an import with relay calls the remote on a goroutine of its own (internal/adapter/gateway/relay.go:165-171) " +
-		"and passes its notifications on only while a round's forwarder is stored (relay.go:176-180), which await stores after the " +
-		"call has started (relay.go:227) and clears when the answer comes (relay.go:229): 1 or 2 of the 3 notifications/message " +
-		"or notifications/progress the tool sends never reach the caller (seen: the first, the middle or the last). The same " +
-		"import without relay (remote.go:558-560, forwarder set before the call) passes all three"
 )
 
 // TestGatewayTransparency runs every server scenario of the conformance suite against

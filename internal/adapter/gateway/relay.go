@@ -166,6 +166,9 @@ func (t *Tool) startWaitingCall(ctx context.Context, req mcp.CallToolRequest, ar
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wc := &waitingCall{tool: t, caller: caller, share: callerKeyOf(ctx), cancel: cancel, asked: make(chan *remoteRequest, 4), done: make(chan forwardOutcome, 1)}
 	progressToken := progressTokenOf(req)
+	// The first round's forwarder is in place before the remote can send anything, so
+	// that no notification of the call's start is lost.
+	wc.round.Store(forwardNotifications(ctx, progressToken))
 	go func() {
 		defer cancel()
 		raw, client, failed := t.remote.forward(callCtx, t, args, mcpclient.CallOptions{Progress: progressToken != nil, Notify: wc.notify, Ask: wc.ask})
@@ -227,8 +230,11 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 // progress token).
 func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.CallToolResult {
 	t := wc.tool
-	fwd := forwardNotifications(ctx, progressTokenOf(req))
-	wc.round.Store(fwd)
+	fwd := wc.round.Load() // the first round's, set when the call started
+	if fwd == nil {
+		fwd = forwardNotifications(ctx, progressTokenOf(req))
+		wc.round.Store(fwd)
+	}
 	defer func() {
 		wc.round.Store(nil)
 		fwd.flush()
