@@ -93,8 +93,8 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 					gb.events = gateway.WatchEvents(w)
 					next.ServeHTTP(gb.events, r)
 				}
-				if s.pausesStream(r, method) {
-					s.servePausable(w, r, serve)
+				if pauses := (streamPauses{store: s.eventStore, log: s.log}); pauses.applies(r, method) {
+					pauses.serve(w, r, serve)
 				} else {
 					serve(w, r)
 				}

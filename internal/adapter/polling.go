@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/cantus-dev/cantus-operator/internal/adapter/eventstore"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -25,21 +27,28 @@ import (
 // call is served on a writer of the adapter's own, detached from the request once the
 // stream is ended.
 
+// streamPauses serves the calls whose stream a remote's pause may end: on a stateful
+// streamable HTTP server, whose event store keeps the answers for the resuming client.
+type streamPauses struct {
+	store *eventstore.Store // nil: nothing pauses
+	log   logr.Logger
+}
+
 // errStreamEnded is what writes to an ended POST stream get; mcp-go then records
 // the event in the event store only, for the resuming client.
 var errStreamEnded = errors.New("the POST's event stream was ended for the client to resume")
 
-// pausesStream says whether the POST r, of method, gets a stream a remote's pause
+// applies says whether the POST r, of method, gets a stream a remote's pause
 // can end: a call on a session of a stateful streamable HTTP gateway, whose answers
 // the event store keeps.
-func (s *Server) pausesStream(r *http.Request, method string) bool {
-	return s.eventStore != nil && method == "tools/call" && r.Header.Get(headerSessionID) != ""
+func (p streamPauses) applies(r *http.Request, method string) bool {
+	return p.store != nil && method == "tools/call" && r.Header.Get(headerSessionID) != ""
 }
 
-// servePausable serves a call through serve on a writer that a pause of the remote's
+// serve serves a call through serve on a writer that a pause of the remote's
 // stream ends with a priming event; the call then goes on detached from r, and its
 // answer is kept in the event store for the resuming client.
-func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request)) {
+func (p streamPauses) serve(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request)) {
 	sessionID := r.Header.Get(headerSessionID)
 	pw := &pausableWriter{w: w, header: http.Header{}, paused: make(chan time.Duration, 1)}
 	priming := eventstore.NewPriming()
@@ -51,7 +60,7 @@ func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve fun
 	var panicked any
 	go func() {
 		defer close(done)
-		defer s.eventStore.Finish(sessionID, priming)
+		defer p.store.Finish(sessionID, priming)
 		defer cancel()
 		defer func() {
 			// Handed to the request's goroutine, where net/http handles it as ever;
@@ -59,7 +68,7 @@ func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve fun
 			if v := recover(); v != nil {
 				panicked = v
 				if err, isErr := v.(error); pw.end() && (!isErr || !errors.Is(err, http.ErrAbortHandler)) {
-					s.log.Error(fmt.Errorf("%v", v), "a call whose stream was ended to poll panicked", "stack", string(debug.Stack()))
+					p.log.Error(fmt.Errorf("%v", v), "a call whose stream was ended to poll panicked", "stack", string(debug.Stack()))
 				}
 			}
 		}()
@@ -72,7 +81,7 @@ func (s *Server) servePausable(w http.ResponseWriter, r *http.Request, serve fun
 		pw.end()
 		return
 	case retry := <-pw.paused:
-		if id := s.eventStore.Prime(sessionID, priming); id != "" && pw.endWithPriming(id, retry) {
+		if id := p.store.Prime(sessionID, priming); id != "" && pw.endWithPriming(id, retry) {
 			return
 		}
 		// The call ended meanwhile, or its answer is no event stream: served whole.

@@ -307,7 +307,7 @@ func (s *Server) newMCPServer() *server.MCPServer {
 		opts = append(opts, server.WithInstructions(s.cfg.Server.Instructions))
 	}
 	opts = append(opts, s.content.Options()...)
-	if s.servesTasks() {
+	if servesTasks(&s.cfg) {
 		exts := s.content.Extensions()
 		if exts == nil {
 			exts = map[string]any{}
@@ -383,8 +383,7 @@ func (s *Server) listedTools(tools []mcp.Tool) []mcp.Tool {
 // could not use: those its remote lists only in the other protocol era, and those its
 // remote lists only to clients able to answer what the gateway cannot ask this caller
 // (gateway.Tool.ListedTo).
-func (s *Server) listedToCaller(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	set := s.state.Load()
+func (set *toolSet) listedToCaller(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if !set.remote {
 		return tools
 	}
@@ -467,7 +466,7 @@ func (s *Server) listHooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	hooks.AddOnError(traceError)
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		result.Tools = s.listedInMode(ctx, s.listedToCaller(ctx, s.listedTools(result.Tools)))
+		result.Tools = s.listedInMode(ctx, s.state.Load().listedToCaller(ctx, s.listedTools(result.Tools)))
 	})
 	if s.declared != nil {
 		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
