@@ -2,16 +2,12 @@ package adapter
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +17,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testkit"
+	"github.com/cantus-dev/cantus-operator/test/testenv/pollingremote"
 )
 
 // sessionsRemote is a stateful mcp-go remote whose tool whoami answers the id of the
@@ -88,71 +85,8 @@ func TestGateway_StatefulDownstreamSessionsHaveTheirOwnUpstreamSessions(t *testi
 	}
 }
 
-// pollingRemote is a stateful mcp-go remote in front of which tools/call of
-// test_reconnection is answered as a server that polls its client does (SEP-1699): the
-// POST's event stream gets a priming event (an id, a retry of 50 ms, no data) and ends;
-// the answer comes on the stream resumed with that id.
-type pollingRemote struct {
-	url     string
-	mu      sync.Mutex
-	pending map[string][]byte // answers by priming event id
-	resumes atomic.Int32
-}
-
+// pollingRetry is the retry the polling remote's priming events ask for.
 const pollingRetry = 50 * time.Millisecond
-
-func startPollingRemote(t *testing.T) *pollingRemote {
-	t.Helper()
-	s := server.NewMCPServer("polling-remote", "1.0.0", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("test_reconnection"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcp.NewToolResultText("not polled"), nil
-	})
-	h := server.NewStreamableHTTPServer(s)
-	p := &pollingRemote{pending: map[string][]byte{}}
-	var primed atomic.Int32
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if id := req.Header.Get("Last-Event-ID"); req.Method == http.MethodGet && id != "" {
-			p.mu.Lock()
-			answer, ok := p.pending[id]
-			delete(p.pending, id)
-			p.mu.Unlock()
-			if !ok {
-				http.Error(w, "unknown event id", http.StatusBadRequest)
-				return
-			}
-			p.resumes.Add(1)
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "id: %s-answer\nevent: message\ndata: %s\n\n", id, answer)
-			return
-		}
-		if req.Method == http.MethodPost {
-			body, _ := io.ReadAll(req.Body)
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			var call struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &call) == nil && call.Method == "tools/call" && call.Params.Name == "test_reconnection" {
-				id := fmt.Sprintf("poll-%d", primed.Add(1))
-				answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": call.ID,
-					"result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "resumed"}}}})
-				p.mu.Lock()
-				p.pending[id] = answer
-				p.mu.Unlock()
-				w.Header().Set("Content-Type", "text/event-stream")
-				fmt.Fprintf(w, "id: %s\nretry: %d\ndata: \n\n", id, pollingRetry.Milliseconds())
-				return
-			}
-		}
-		h.ServeHTTP(w, req)
-	}))
-	t.Cleanup(hs.Close)
-	p.url = hs.URL + "/mcp"
-	return p
-}
 
 // streamEvent is one event of an event stream, with its retry field.
 type streamEvent struct{ id, retry, data string }
@@ -193,9 +127,9 @@ func readStreamEvents(t *testing.T, body io.Reader) []streamEvent {
 // the stream the caller resumes with Last-Event-ID from that priming event, once the
 // gateway has resumed upstream itself.
 func TestGateway_StatefulMirrorsARemoteThatPolls(t *testing.T) {
-	remote := startPollingRemote(t)
+	remote := pollingremote.Start(t, pollingRetry)
 	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false,
-		remoteTool("test_reconnection", objectSchema, remote.url, adapterconfig.TransportStreamableHTTP, "test_reconnection")))
+		remoteTool("test_reconnection", objectSchema, remote.URL, adapterconfig.TransportStreamableHTTP, "test_reconnection")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	session := c.GetSessionId()
 	headers := map[string]string{"Mcp-Session-Id": session, "MCP-Protocol-Version": protocol20251125}
@@ -214,7 +148,7 @@ func TestGateway_StatefulMirrorsARemoteThatPolls(t *testing.T) {
 	if len(resumed) != 1 || !strings.Contains(resumed[0].data, `"id":7`) || !strings.Contains(resumed[0].data, "resumed") {
 		t.Errorf("the resumed stream held %+v, want the remote's answer to request 7", resumed)
 	}
-	if got := remote.resumes.Load(); got != 1 {
+	if got := remote.Resumes(); got != 1 {
 		t.Errorf("the gateway resumed the remote's stream %d times, want 1", got)
 	}
 }

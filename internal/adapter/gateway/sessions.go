@@ -178,13 +178,7 @@ func (p *Pool) SetSessionLogLevel(id, level string) {
 		return
 	}
 	p.relay.logLevels.Add(id, level)
-	p.mu.Lock()
-	remotes := make([]*remote, 0, len(p.remotes))
-	for _, r := range p.remotes {
-		remotes = append(remotes, r)
-	}
-	p.mu.Unlock()
-	for _, r := range remotes {
+	for _, r := range p.remotesNow() {
 		for _, sessions := range r.sessionRemotesAll() {
 			if s := sessions.existing(id); s != nil {
 				s.sendLogLevel(level)
@@ -236,14 +230,19 @@ func (p *Pool) EndSession(id string) {
 	if id == "" {
 		return
 	}
+	for _, r := range p.remotesNow() {
+		r.endSession(id)
+	}
+	p.relay.logLevels.Remove(id)
+}
+
+// remotesNow are the pool's remotes at this moment, to work on without its lock.
+func (p *Pool) remotesNow() []*remote {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	remotes := make([]*remote, 0, len(p.remotes))
 	for _, r := range p.remotes {
 		remotes = append(remotes, r)
 	}
-	p.mu.Unlock()
-	for _, r := range remotes {
-		r.endSession(id)
-	}
-	p.relay.logLevels.Remove(id)
+	return remotes
 }
