@@ -34,6 +34,14 @@ func rawRemote(t *testing.T, result string) string {
 // seen, when set, gets each request's method and params.
 func rawMethodsRemote(t *testing.T, results map[string]string, seen func(method string, params json.RawMessage)) string {
 	t.Helper()
+	return rawScriptedRemote(t, results, nil, seen)
+}
+
+// rawScriptedRemote is rawMethodsRemote whose answer to a method of notesFirst is an
+// event stream: those notifications, in order, then the answer. Unlike a remote that
+// sends them from a goroutine, it never loses one to a race with the answer.
+func rawScriptedRemote(t *testing.T, results map[string]string, notesFirst map[string][]string, seen func(method string, params json.RawMessage)) string {
+	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
@@ -58,8 +66,17 @@ func rawMethodsRemote(t *testing.T, results map[string]string, seen func(method 
 		} else if result, ok := results[msg.Method]; ok {
 			answer = result
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":`+answer+`}`)
+		response := `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":` + answer + `}`
+		notes, streamed := notesFirst[msg.Method]
+		if !streamed {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, response)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, event := range append(notes, response) {
+			_, _ = io.WriteString(w, "event: message\ndata: "+event+"\n\n")
+		}
 	}))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
@@ -101,22 +118,16 @@ func TestPassThrough_OtherCallsAreStillAnswered(t *testing.T) {
 	}
 }
 
-// notifyingWork is a remote (mcp-go, stateless streamable HTTP) whose tool "work" logs a
-// message, then answers "finished" or, with {"wait":true}, works until cancelled and
-// records that on cancelled.
-func notifyingWork(t *testing.T) (url string, cancelled <-chan struct{}) {
+// workUntilCancelled is a remote (mcp-go, stateless streamable HTTP) whose tool "work"
+// works until its caller goes away, and records that on cancelled.
+func workUntilCancelled(t *testing.T) (url string, cancelled <-chan struct{}) {
 	t.Helper()
 	seen := make(chan struct{}, 1)
-	s := server.NewMCPServer("notifying", "1.0.0", server.WithLogging())
-	s.AddTool(mcp.NewTool("work"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/message",
-			map[string]any{"level": "info", "logger": "work", "data": "started working"})
-		if req.GetBool("wait", false) {
-			<-ctx.Done()
-			seen <- struct{}{}
-			return nil, ctx.Err()
-		}
-		return mcp.NewToolResultText("finished"), nil
+	s := server.NewMCPServer("working", "1.0.0")
+	s.AddTool(mcp.NewTool("work"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		seen <- struct{}{}
+		return nil, ctx.Err()
 	})
 	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
 	t.Cleanup(hs.Close)
@@ -126,7 +137,10 @@ func notifyingWork(t *testing.T) (url string, cancelled <-chan struct{}) {
 // A log message the remote sends during a passed-through call reaches the client before
 // the answer (the response becomes an event stream, as mcp-go's would).
 func TestPassThrough_LogMessagesReachTheClient(t *testing.T) {
-	url, _ := notifyingWork(t)
+	url := rawScriptedRemote(t,
+		map[string]string{"tools/call": `{"content":[{"type":"text","text":"finished"}]}`},
+		map[string][]string{"tools/call": {`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"work","data":"started working"}}`}},
+		nil)
 	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, adapterconfig.TransportStreamableHTTP, "work")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 	var mu sync.Mutex
@@ -150,14 +164,14 @@ func TestPassThrough_LogMessagesReachTheClient(t *testing.T) {
 
 // A client that gives up on a passed-through call ends it on the remote too.
 func TestPassThrough_AnAbandonedCallIsCancelledOnTheRemote(t *testing.T) {
-	url, cancelled := notifyingWork(t)
+	url, cancelled := workUntilCancelled(t)
 	gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, remoteTool("up.work", objectSchema, url, adapterconfig.TransportStreamableHTTP, "work")))
 	c := connect(t, gw.baseURL, protocol20251125, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = "up.work", map[string]any{"wait": true}
+	req.Params.Name = "up.work"
 	if _, err := c.CallTool(ctx, req); err == nil {
 		t.Fatal("the call answered, want it abandoned")
 	}
