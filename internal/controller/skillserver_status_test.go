@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -95,7 +96,7 @@ func TestStatusSetters(t *testing.T) {
 			ss.Spec.Skills = []cantusv1alpha1.Skill{{Name: "a"}}
 			tc.set(ss)
 			summarizeSkillServerReady(ss)
-			ready := findCondition(ss, cantusv1alpha1.ConditionReady)
+			ready := kubekit.FindCondition(ss, cantusv1alpha1.ConditionReady)
 			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)
 			}
@@ -103,7 +104,7 @@ func TestStatusSetters(t *testing.T) {
 				t.Errorf("Ready.observedGeneration = %d, want 4", ready.ObservedGeneration)
 			}
 			for condType, want := range tc.wantConds {
-				got := findCondition(ss, condType)
+				got := kubekit.FindCondition(ss, condType)
 				switch {
 				case want == "" && got != nil:
 					t.Errorf("%s should be absent, got %+v", condType, got)

@@ -17,6 +17,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
 	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
@@ -34,7 +35,7 @@ func (w *connectWorld) startOIDCGateway(t *testing.T) string {
 	ctx := context.Background()
 	g.Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "idp-ca"},
 		Data: map[string]string{"ca.crt": string(w.ts.CAPEM())}})).To(Succeed())
-	gw := newSkillServer(w.ns, "gw-oidc")
+	gw := kubekit.NewSkillServer(w.ns, "gw-oidc")
 	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: w.ts.URL(), Audiences: []string{oidcGatewayAudience},
 		CABundle: &cantusv1alpha1.OIDCCABundle{ConfigMapRef: cantusv1alpha1.ConfigMapKeyRef{Name: "idp-ca", Key: "ca.crt"}}}}
 	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
@@ -42,7 +43,7 @@ func (w *connectWorld) startOIDCGateway(t *testing.T) string {
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 	url := ""
 	g.Eventually(func() string {
-		got, err := getSkillServer(ctx, w.ns, "gw-oidc")()
+		got, err := kubekit.GetSkillServer(ctx, k8sClient, w.ns, "gw-oidc")()
 		if err != nil {
 			return err.Error()
 		}
