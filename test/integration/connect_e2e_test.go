@@ -212,15 +212,30 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 
 // call calls whoami through the gateway as the caller.
 func (w *connectWorld) call(ctx context.Context) (string, error) {
-	res, err := mcpkit.CallTool(ctx, w.gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(w.callerToken))
+	return callAs(ctx, w.gatewayURL, w.callerToken)
+}
+
+// connectAs follows the link in what the caller was told and signs in as the user.
+func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, password string) {
+	t.Helper()
+	status, page := w.openConnectLink(ctx, t, told, user, password)
+	if status != http.StatusOK || !strings.Contains(page, "Connected") {
+		t.Fatalf("callback page: %d %s", status, page)
+	}
+}
+
+// callAs calls whoami through gatewayURL with token.
+func callAs(ctx context.Context, gatewayURL, token string) (string, error) {
+	res, err := mcpkit.CallTool(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
 	if err != nil {
 		return "", err
 	}
 	return mcpkit.ResultText(res), nil
 }
 
-// connectAs follows the link in what the caller was told and signs in as the user.
-func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, password string) {
+// openConnectLink follows the link in what the caller was told and signs in as user,
+// returning the callback page.
+func (w *connectWorld) openConnectLink(ctx context.Context, t *testing.T, told, user, password string) (int, string) {
 	t.Helper()
 	link := connectLink.FindString(told)
 	if link == "" {
@@ -232,9 +247,7 @@ func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Connected") {
-		t.Fatalf("callback page: %d %s", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(body)
 }
 
 func tokenAccountSecrets(t *testing.T, ns string) []corev1.Secret {

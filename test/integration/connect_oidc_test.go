@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,9 +17,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
-	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 // oidcGatewayAudience is the audience the OIDC gateway's callers' tokens are for.
@@ -101,32 +98,6 @@ func refusedSignIns(t *testing.T, ns, reason string) float64 {
 		}
 	}
 	return 0
-}
-
-// callAs calls whoami through gatewayURL with token.
-func callAs(ctx context.Context, gatewayURL, token string) (string, error) {
-	res, err := mcpkit.CallTool(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
-	if err != nil {
-		return "", err
-	}
-	return mcpkit.ResultText(res), nil
-}
-
-// openConnectLink follows the link in what the caller was told and signs in as user,
-// returning the callback page.
-func (w *connectWorld) openConnectLink(ctx context.Context, t *testing.T, told, user, password string) (int, string) {
-	t.Helper()
-	link := connectLink.FindString(told)
-	if link == "" {
-		t.Fatalf("no connect link in %q", told)
-	}
-	resp, err := w.ts.Login(ctx, w.ts.BrowserClient(w.listenerCA), link, user, password)
-	if err != nil {
-		t.Fatalf("log in through the connect link: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
 }
 
 // An OIDC caller whose identity provider is the import's authorization server connects
