@@ -4,15 +4,11 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
-	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
 
 var (
@@ -24,23 +20,11 @@ func TestMain(m *testing.M) {
 	kubekit.Main(m, func(cfg *rest.Config, c crclient.WithWatch) { restConfig, k8sClient = cfg, c })
 }
 
-// newTestManager returns a manager on the test control plane; several run one after
-// another in one process, so controller names may repeat.
+// newTestManager returns a manager on the test control plane under the manager's own
+// cache and client settings.
 func newTestManager(t *testing.T) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		// The manager's own cache and client settings, so every test runs under them.
-		Cache:  CacheOptions(),
-		Client: ClientOptions(),
-	})
-	if err != nil {
-		t.Fatalf("create manager: %v", err)
-	}
-	return mgr
+	return kubekit.NewManager(t, restConfig, CacheOptions(), ClientOptions())
 }
 
 // startManager runs the SkillServer controller with the given runtime until the test ends.

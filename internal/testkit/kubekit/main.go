@@ -8,9 +8,13 @@ import (
 
 	"github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cantus-dev/cantus-operator/test/testenv"
 )
@@ -40,4 +44,24 @@ func Main(m *testing.M, setUp func(cfg *rest.Config, c client.WithWatch)) {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
 	os.Exit(code)
+}
+
+// NewManager returns a manager on the control plane of cfg under the operator's own
+// cache and client options (the caller passes the controller's CacheOptions and
+// ClientOptions, so every test runs under them). It serves no metrics or probes, and
+// several may run one after another in one process, so controller names may repeat.
+func NewManager(t testing.TB, cfg *rest.Config, cacheOptions cache.Options, clientOptions client.Options) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cacheOptions,
+		Client:                 clientOptions,
+	})
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	return mgr
 }
