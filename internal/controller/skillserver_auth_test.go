@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
@@ -34,21 +33,6 @@ func renderedIssuers(ctx context.Context, ns, name string) func() ([]adapterconf
 			return nil, err
 		}
 		return cfg.Auth.Issuers, nil
-	}
-}
-
-// warningReasons are the reasons of the Warning events about an object.
-func warningReasons(ctx context.Context, ns, name string) func() []string {
-	return func() []string {
-		list := &eventsv1.EventList{}
-		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
 	}
 }
 
@@ -80,7 +64,7 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroupsAudited))
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "")))
-	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroupsAudited))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroupsAudited))
 	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "staff")()
 	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionGroupsPrefixed),
 		HaveField("Message", And(ContainSubstring("admins"), ContainSubstring(policy.Name), ContainSubstring(`"oidc:admins"`))))))
@@ -90,7 +74,7 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroups))
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "oidc:")))
-	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
 
 	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "staff")()
 	got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
@@ -156,7 +140,7 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited))
 	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal(audiences))
-	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
 	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	g.Expect(got).NotTo(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
 
@@ -167,7 +151,7 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
 		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
 	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal([]string{"room." + ns + ".skillserver.cantus.dev", "library-agents"}))
-	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
 	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	for _, c := range got.Status.Conditions {
 		if c.Type == cantusv1alpha1.ConditionReady {

@@ -122,12 +122,7 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 		return got
 	}
 	contentValid := func(got *cantusv1alpha1.SkillServer) *metav1.Condition {
-		for i := range got.Status.Conditions {
-			if got.Status.Conditions[i].Type == cantusv1alpha1.ConditionContentValid {
-				return &got.Status.Conditions[i]
-			}
-		}
-		return nil
+		return kubekit.FindCondition(got, cantusv1alpha1.ConditionContentValid)
 	}
 
 	got := reconcileAndRead()

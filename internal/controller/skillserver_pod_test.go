@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,21 +24,6 @@ func podAllowed(ss *cantusv1alpha1.SkillServer) string {
 		}
 	}
 	return ""
-}
-
-// warnings are the reasons of the Warning events about the SkillServer name.
-func warnings(ctx context.Context, ns, name string) func() []string {
-	return func() []string {
-		list := &eventsv1.EventList{}
-		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
-	}
 }
 
 // A SkillServer's spec.pod.image and spec.pod.serviceAccountName need the
@@ -88,7 +72,7 @@ func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
 		WithTransform(podAllowed, ContainSubstring("Enforce would refuse it")),
 		WithTransform(kubekit.StalledMessage, BeEmpty())))
 	g.Eventually(deployment).Should(Succeed())
-	g.Eventually(warnings(ctx, ns, "custom"), 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonPodAllowedByAudit))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "custom"), 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonPodAllowedByAudit))
 
 	// Enforce with both listed: allowed, and the pods run them.
 	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce

@@ -197,13 +197,7 @@ func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
 		kubekit.HaveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionFalse, cantusv1alpha1.ReasonNameCollision)))
 	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
-	var msg string
-	for _, c := range got.Status.Conditions {
-		if c.Type == cantusv1alpha1.ConditionImportedContentServed {
-			msg = c.Message
-		}
-	}
-	g.Expect(msg).To(ContainSubstring(`resource template "demo://resource/dynamic/text/{resourceId}" from import one and import two`))
+	g.Expect(kubekit.ConditionMessage(got, cantusv1alpha1.ConditionImportedContentServed)).To(ContainSubstring(`resource template "demo://resource/dynamic/text/{resourceId}" from import one and import two`))
 
 	s := rawSession(t, ctx, got.Status.URL)
 	prompts, err := s.ListPrompts(ctx, 1000)

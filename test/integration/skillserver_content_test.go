@@ -108,12 +108,7 @@ func TestRealAdapterServesVerifiedContent(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
 	verified := And(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
 		WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
-			for _, c := range ss.Status.Conditions {
-				if c.Type == cantusv1alpha1.ConditionVerified {
-					return c.Message
-				}
-			}
-			return ""
+			return kubekit.ConditionMessage(ss, cantusv1alpha1.ConditionVerified)
 		}, ContainSubstring("skills/list and prompts/list with the 1 skills (by manifest digest) and 1 prompts rendered")))
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(verified)
 	before, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/onsi/gomega"
 	"github.com/onsi/gomega/types"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,4 +139,20 @@ func KstatusOf(ctx context.Context, g gomega.Gomega, c client.Client, obj client
 	res, err := status.Compute(&unstructured.Unstructured{Object: data})
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	return res.Status
+}
+
+// WarningReasons returns a function for Eventually that lists the reasons of the
+// Warning events about the object ns/name.
+func WarningReasons(ctx context.Context, c client.Client, ns, name string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		_ = c.List(ctx, list, client.InNamespace(ns))
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
 }
