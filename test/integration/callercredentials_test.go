@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -21,26 +19,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
-
-// startCallerCredentialsManager runs both controllers, SkillServers on the local
-// runtime, and returns the folder the local adapters' files go under.
-func startCallerCredentialsManager(t *testing.T) string {
-	t.Helper()
-	mgr := newTestManager(t)
-	adapters := local.New(mgr.GetAPIReader())
-	adapters.MemoryDir = t.TempDir()
-	if err := mgr.Add(adapters); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	kubekit.RunManager(t, mgr)
-	return adapters.MemoryDir
-}
 
 // A gateway gathers its import's per-caller Secrets into its caller-keys Secret, keyed
 // by caller identity: a service account's with its UID (recreated, it is a new caller
@@ -52,7 +30,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	filesDir := startCallerCredentialsManager(t)
+	filesDir := startGatewayManager(t)
 	remote := remoteLibrary(t)
 
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
@@ -128,7 +106,7 @@ func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) 
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	startCallerCredentialsManager(t)
+	startGatewayManager(t)
 	remote := remoteLibrary(t)
 
 	imp := kubekit.NewImport(ns, "tickets", remote.URL+"/mcp")

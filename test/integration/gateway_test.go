@@ -25,8 +25,9 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
-// startGatewayManager runs both controllers, SkillServers on the local runtime.
-func startGatewayManager(t *testing.T) {
+// startGatewayManager runs both controllers, SkillServers on the local runtime, and
+// returns the folder the local adapters' files go under.
+func startGatewayManager(t *testing.T) string {
 	t.Helper()
 	mgr := newTestManager(t)
 	adapters := local.New(mgr.GetAPIReader())
@@ -41,6 +42,7 @@ func startGatewayManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubekit.RunManager(t, mgr)
+	return adapters.MemoryDir
 }
 
 // remoteLibrary is a real adapter with a working tool and one whose backend fails.

@@ -26,7 +26,7 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	filesDir := startCallerCredentialsManager(t)
+	filesDir := startGatewayManager(t)
 	remote := remoteLibrary(t)
 	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "notes", remote.URL+"/mcp"))).To(Succeed())
 	gw := kubekit.NewSkillServer(ns, "gw")
