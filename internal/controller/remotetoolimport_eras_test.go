@@ -161,3 +161,29 @@ func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
 		t.Errorf("serverInfo.extensions %v, want %v", got, want)
 	}
 }
+
+// An import of a dual-era remote lists the union of both eras' content too, each entry
+// with the eras the remote lists it in: the prompt it lists only to 2026-07-28 clients
+// (one that asks for input) is imported, marked of that era.
+func TestImportOfDualEraRemote_ListsTheUnionOfBothErasContent(t *testing.T) {
+	g := NewWithT(t)
+	ns := kubekit.NewNamespace(t, k8sClient)
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	remote := dualera.Start(t, dualera.Both)
+	imp := newImport(ns, "dual-content", remote.URL)
+	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
+	got := reconcileImport(t, importReconciler(), imp)
+
+	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	eras := map[string][]string{}
+	for _, p := range got.Status.Prompts {
+		eras[p.Name] = p.Eras
+	}
+	g.Expect(eras).To(Equal(map[string][]string{
+		dualera.PromptName:    {mcpclient.EraModern, mcpclient.EraLegacy},
+		dualera.PromptConfirm: {mcpclient.EraModern},
+	}))
+	g.Expect(got.Status.PromptCount).To(BeEquivalentTo(2))
+	g.Expect(got.Status.Resources).To(HaveLen(1))
+	g.Expect(got.Status.Resources[0].Eras).To(Equal([]string{mcpclient.EraModern, mcpclient.EraLegacy}))
+}

@@ -160,6 +160,7 @@ func (cp *Part) contentHooks(hooks *server.Hooks) {
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
 		result.Prompts = admission.Visible(ctx, cp.filter, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = cp.set.Load().promptsOfCallersEra(ctx, result.Prompts)
 	})
 }
 
