@@ -56,20 +56,27 @@ func eraDescription(t *testing.T, tool cantusv1alpha1.DiscoveredTool, era string
 	return ""
 }
 
+// importDualEraRemote imports a fixture serving both eras as name, and returns the
+// import once its handshake succeeded.
+func importDualEraRemote(t *testing.T, g Gomega, name string) *cantusv1alpha1.RemoteToolImport {
+	t.Helper()
+	ns := kubekit.NewNamespace(t, k8sClient)
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	remote := dualera.Start(t, dualera.Both)
+	imp := newImport(ns, name, remote.URL)
+	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
+	got := reconcileImport(t, importReconciler(), imp)
+	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	return got
+}
+
 // An import of a dual-era remote lists the union of both eras' tools, each with the eras
 // the remote lists it in: the tool listed only to 2026-07-28 clients is imported too,
 // and a tool described otherwise in 2026-07-28 carries that definition, digested on
 // its own.
 func TestImportOfDualEraRemote_ListsTheUnionOfBothErasTools(t *testing.T) {
 	g := NewWithT(t)
-	ns := kubekit.NewNamespace(t, k8sClient)
-	kubekit.AllowLoopback(t, k8sClient, ns)
-	remote := dualera.Start(t, dualera.Both)
-	imp := newImport(ns, "dual", remote.URL)
-	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
-	got := reconcileImport(t, importReconciler(), imp)
-
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	got := importDualEraRemote(t, g, "dual")
 	g.Expect(got.Status.Eras).To(Equal([]string{mcpclient.EraModern, mcpclient.EraLegacy}))
 	tools := statusToolsByName(got)
 	g.Expect(tools).To(HaveKey(dualera.ToolModernOnly), "the tool listed only in 2026-07-28 is imported")
@@ -167,14 +174,7 @@ func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
 // (one that asks for input) is imported, marked of that era.
 func TestImportOfDualEraRemote_ListsTheUnionOfBothErasContent(t *testing.T) {
 	g := NewWithT(t)
-	ns := kubekit.NewNamespace(t, k8sClient)
-	kubekit.AllowLoopback(t, k8sClient, ns)
-	remote := dualera.Start(t, dualera.Both)
-	imp := newImport(ns, "dual-content", remote.URL)
-	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
-	got := reconcileImport(t, importReconciler(), imp)
-
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	got := importDualEraRemote(t, g, "dual-content")
 	eras := map[string][]string{}
 	for _, p := range got.Status.Prompts {
 		eras[p.Name] = p.Eras
