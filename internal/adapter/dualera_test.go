@@ -432,6 +432,10 @@ func TestDualEraGateway_APromptOfTheModernEraAsksOnlyItsCallers(t *testing.T) {
 		t.Errorf("a 2025-11-25 caller's get: %v, want the refusal that names its era", err)
 	}
 
+	modern := connect(t, gw.baseURL, "", nil)
+	if listed, err := modern.ListPrompts(ctx, mcp.ListPromptsRequest{}); err != nil || len(listed.Prompts) != 2 {
+		t.Errorf("a 2026-07-28 caller is listed %+v (%v), want both prompts", listed, err)
+	}
 	asked := parseResult(t, modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", "", nil))
 	if asked.ResultType != string(mcp.ResultTypeInputRequired) || asked.InputRequests[dualera.ElicitationKey] == nil ||
 		!strings.HasPrefix(asked.RequestState, "cantus-mrtr.") {
@@ -448,6 +452,41 @@ func TestDualEraGateway_APromptOfTheModernEraAsksOnlyItsCallers(t *testing.T) {
 	refusedState(t, "a replayed state", parseResult(t, modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", retry, nil)), "used already")
 	if got := remote.Requests("prompts/get"); len(got) != 2 || got[1].ProtocolHeader != adapterconfig.EraModern {
 		t.Errorf("the remote got %d prompts/get (%+v), want the first and the one good retry, in 2026-07-28", len(got), got)
+	}
+}
+
+// A resource a dual-era remote lists only to clients of 2025-11-25 is listed and read
+// only by those callers: a 2026-07-28 caller is neither listed it nor forwarded its
+// read.
+func TestDualEraGateway_AResourceOfTheOlderEraIsServedOnlyToItsCallers(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
+	guide := importedItem(dualera.ResourceURI, `{"uri":"docs://guide","name":"guide"}`, remote.URL, "")
+	guide.Remote.Eras = []string{adapterconfig.EraLegacy}
+	guide.Remote.RemoteEras = []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{guide}}
+	gw := serve(t, cfg)
+	ctx := testkit.Context(t, testTimeout)
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = dualera.ResourceURI
+
+	modern := connect(t, gw.baseURL, "", nil)
+	if listed, err := modern.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil || len(listed.Resources) != 0 {
+		t.Errorf("a 2026-07-28 caller is listed %+v (%v), want nothing", listed, err)
+	}
+	if _, err := modern.ReadResource(ctx, read); err == nil || !strings.Contains(err.Error(), "not served to clients of protocol 2026-07-28") {
+		t.Errorf("a 2026-07-28 caller's read: %v, want the refusal that names its era", err)
+	}
+	if got := remote.Requests("resources/read"); len(got) != 0 {
+		t.Errorf("the remote got %d reads, want none", len(got))
+	}
+
+	legacy := connect(t, gw.baseURL, protocol20251125, nil)
+	if listed, err := legacy.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil || len(listed.Resources) != 1 {
+		t.Errorf("a 2025-11-25 caller is listed %+v (%v), want the guide", listed, err)
+	}
+	if res, err := legacy.ReadResource(ctx, read); err != nil || len(res.Contents) != 1 {
+		t.Errorf("a 2025-11-25 caller's read: %+v %v, want the guide", res, err)
 	}
 }
 

@@ -286,6 +286,9 @@ func (cp *Part) readImported(ctx context.Context, req mcp.ReadResourceRequest) (
 		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 		return nil, err
 	}
+	if err := ofOtherEra(ctx, "resource", uri, it); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, mcp.ErrResourceNotFound)
+	}
 	raw, err := it.ReadResource(ctx, uri)
 	cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
@@ -309,7 +312,7 @@ func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest)
 		cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("prompt " + p.listing.Name)
 	}
-	if err := promptOfOtherEra(ctx, p); err != nil {
+	if err := ofOtherEra(ctx, "prompt", p.listing.Name, p.item); err != nil {
 		return nil, err
 	}
 	args, err := promptArguments(req.Params.Arguments)
@@ -333,23 +336,47 @@ func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest)
 }
 
 // promptsOfCallersEra leaves out of prompts the imported ones the caller of ctx is not
-// listed (promptOfOtherEra).
+// listed (ofOtherEra).
 func (c *Set) promptsOfCallersEra(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
 	return slices.DeleteFunc(prompts, func(listed mcp.Prompt) bool {
 		p := c.imported.promptByName[listed.Name]
-		return p != nil && c.promptByName[listed.Name] == nil && promptOfOtherEra(ctx, p) != nil
+		return p != nil && c.promptByName[listed.Name] == nil && ofOtherEra(ctx, "prompt", listed.Name, p.item) != nil
 	})
 }
 
-// promptOfOtherEra is nil when p is listed to the caller of ctx; otherwise the error
-// that says its remote lists it only to callers of the other protocol era.
-func promptOfOtherEra(ctx context.Context, p *importedPrompt) error {
+// resourcesOfCallersEra leaves out of resources the imported ones the caller of ctx is
+// not listed (ofOtherEra).
+func (c *Set) resourcesOfCallersEra(ctx context.Context, resources []mcp.Resource) []mcp.Resource {
+	return slices.DeleteFunc(resources, func(listed mcp.Resource) bool {
+		it := c.importedServing(listed.URI)
+		return it != nil && ofOtherEra(ctx, "resource", listed.URI, it) != nil
+	})
+}
+
+// templatesOfCallersEra leaves out of templates the imported ones the caller of ctx is
+// not listed (ofOtherEra).
+func (c *Set) templatesOfCallersEra(ctx context.Context, templates []mcp.ResourceTemplate) []mcp.ResourceTemplate {
+	return slices.DeleteFunc(templates, func(listed mcp.ResourceTemplate) bool {
+		raw := listed.URITemplate.Raw()
+		for _, t := range c.imported.templates {
+			if t.listing.URITemplate.Raw() == raw && ofOtherEra(ctx, "resource template", raw, t.item) != nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// ofOtherEra is nil when it, the imported item kind key, is listed to the caller of
+// ctx; otherwise the error that says its remote lists it only to callers of the other
+// protocol era.
+func ofOtherEra(ctx context.Context, kind, key string, it *gateway.Item) error {
 	era := gateway.CallerEra(ctx)
-	if p.item.Backend.ListedTo(era) {
+	if it.Backend.ListedTo(era) {
 		return nil
 	}
-	return fmt.Errorf("prompt %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of another",
-		p.listing.Name, era, p.item.Backend.Import)
+	return fmt.Errorf("%s %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of another",
+		kind, key, era, it.Backend.Import)
 }
 
 // inputAnswers are the answers of a prompts/get retry that mcp-go parsed.
@@ -425,6 +452,10 @@ func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *cont
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(ambiguous.Error()))
 			return true
 		}
+		if otherEra := ofOtherEra(ctx, "resource", uri, it); otherEra != nil {
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(otherEra.Error()))
+			return true
+		}
 		raw, err = it.ReadResource(ctx, uri)
 		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	case string(mcp.MethodPromptsGet):
@@ -437,7 +468,7 @@ func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *cont
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("prompt "+p.listing.Name))
 			return true
 		}
-		if otherEra := promptOfOtherEra(ctx, p); otherEra != nil {
+		if otherEra := ofOtherEra(ctx, "prompt", p.listing.Name, p.item); otherEra != nil {
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(otherEra.Error()))
 			return true
 		}
