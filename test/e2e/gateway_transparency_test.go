@@ -68,9 +68,10 @@ var knownGaps = map[string]gatewayGap{
 // The diagnoses of knownGaps.
 const (
 	gapListChanged = "the two list-changed SHOULD checks warn: test_trigger_tool_change and test_trigger_prompt_change make the remote " +
-		"send list_changed, but the gateway serves the lists of its config and passes no remote list_changed to its listen " +
-		"streams; the operator's re-probe on list_changed (issue 37 clarifications) would rewrite the config, and no operator " +
-		"runs in this test"
+		"send list_changed and the suite waits 1.5 s for it on a listen stream; a gateway serves the lists of its config, which the " +
+		"operator rewrites when its watch of the import hears list_changed (re-probe, status, render, then the adapter's config poll " +
+		"of 2 s), tested by TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh; no operator runs in this test, and where one runs the " +
+		"chain meets 1.5 s only by chance"
 )
 
 // TestGatewayTransparency runs every server scenario of the conformance suite against
