@@ -336,45 +336,48 @@ func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest)
 }
 
 // promptsOfCallersEra leaves out of prompts the imported ones the caller of ctx is not
-// listed (ofOtherEra).
+// listed (listedToCaller).
 func (c *Set) promptsOfCallersEra(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
 	return slices.DeleteFunc(prompts, func(listed mcp.Prompt) bool {
 		p := c.imported.promptByName[listed.Name]
-		return p != nil && c.promptByName[listed.Name] == nil && ofOtherEra(ctx, "prompt", listed.Name, p.item) != nil
+		return p != nil && c.promptByName[listed.Name] == nil && !listedToCaller(ctx, p.item)
 	})
 }
 
 // resourcesOfCallersEra leaves out of resources the imported ones the caller of ctx is
-// not listed (ofOtherEra).
+// not listed (listedToCaller).
 func (c *Set) resourcesOfCallersEra(ctx context.Context, resources []mcp.Resource) []mcp.Resource {
 	return slices.DeleteFunc(resources, func(listed mcp.Resource) bool {
 		it := c.importedServing(listed.URI)
-		return it != nil && ofOtherEra(ctx, "resource", listed.URI, it) != nil
+		return it != nil && !listedToCaller(ctx, it)
 	})
 }
 
 // templatesOfCallersEra leaves out of templates the imported ones the caller of ctx is
-// not listed (ofOtherEra).
+// not listed (listedToCaller).
 func (c *Set) templatesOfCallersEra(ctx context.Context, templates []mcp.ResourceTemplate) []mcp.ResourceTemplate {
-	return slices.DeleteFunc(templates, func(listed mcp.ResourceTemplate) bool {
-		raw := listed.URITemplate.Raw()
-		for _, t := range c.imported.templates {
-			if t.listing.URITemplate.Raw() == raw && ofOtherEra(ctx, "resource template", raw, t.item) != nil {
-				return true
-			}
-		}
-		return false
-	})
+	otherEra := map[string]bool{}
+	for _, t := range c.imported.templates {
+		raw := t.listing.URITemplate.Raw()
+		otherEra[raw] = otherEra[raw] || !listedToCaller(ctx, t.item)
+	}
+	return slices.DeleteFunc(templates, func(listed mcp.ResourceTemplate) bool { return otherEra[listed.URITemplate.Raw()] })
+}
+
+// listedToCaller says whether the caller of ctx is listed it: its remote lists it in
+// the caller's protocol era, or does not serve that era.
+func listedToCaller(ctx context.Context, it *gateway.Item) bool {
+	return it.Backend.ListedTo(gateway.CallerEra(ctx))
 }
 
 // ofOtherEra is nil when it, the imported item kind key, is listed to the caller of
 // ctx; otherwise the error that says its remote lists it only to callers of the other
 // protocol era.
 func ofOtherEra(ctx context.Context, kind, key string, it *gateway.Item) error {
-	era := gateway.CallerEra(ctx)
-	if it.Backend.ListedTo(era) {
+	if listedToCaller(ctx, it) {
 		return nil
 	}
+	era := gateway.CallerEra(ctx)
 	return fmt.Errorf("%s %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of another",
 		kind, key, era, it.Backend.Import)
 }
