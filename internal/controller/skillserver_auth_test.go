@@ -92,9 +92,9 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "oidc:")))
 	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
 
-	got, _ = getSkillServer(ctx, ns, "staff")()
-	got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
+	})).To(Succeed())
 	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionTrue, cantusv1alpha1.ReasonGroupsPrefixed))
 
 	bad := newSkillServer(ns, "bad", templateSkill("roster", "r"))
@@ -176,8 +176,9 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 	}
 
 	// The audiences fixed, the server is no longer Stalled for them.
-	got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
+	})).To(Succeed())
 	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
 	got, _ = getSkillServer(ctx, ns, "room")()
 	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
