@@ -131,6 +131,14 @@ type DiscoveredContent struct {
 	// +listType=atomic
 	// +optional
 	Clipped []string `json:"clipped,omitempty"`
+	// Eras are the protocol eras the remote lists the item in, newest first, when it
+	// serves more than one (status.eras). An item of one era only is served to the
+	// callers of that era; one listed in both is served as the 2025-11-25 listing
+	// defines it (what its digest covers).
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=atomic
+	// +optional
+	Eras []string `json:"eras,omitempty"`
 }
 
 // DiscoveredPrompt is one prompt of the remote, by name.

@@ -95,14 +95,22 @@ func modernCall(t *testing.T, baseURL, tool, extra string) json.RawMessage {
 // modernCallAs is modernCall with headers (a caller's token).
 func modernCallAs(t *testing.T, baseURL, tool, extra string, headers map[string]string) json.RawMessage {
 	t.Helper()
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
-		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/logLevel":"debug"}`
 	args := `{}`
 	if tool == "team.echo" {
 		args = `{"text":"hi"}`
 	}
-	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` + meta + extra + `}}`
-	all := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}
+	return modernRequest(t, baseURL, "tools/call", tool, `"arguments":`+args+`,`, extra, headers)
+}
+
+// modernRequest sends method about name (a tool or prompt) in protocol 2026-07-28, with
+// members and extra around the _meta in its params, and returns its result; or its
+// error as {"refusal": …}.
+func modernRequest(t *testing.T, baseURL, method, name, members, extra string, headers map[string]string) json.RawMessage {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/logLevel":"debug"}`
+	msg := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{"name":"` + name + `",` + members + meta + extra + `}}`
+	all := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
 	for k, v := range headers {
 		all[k] = v
 	}
@@ -392,6 +400,93 @@ func TestDualEraGateway_ModernOnlyRemoteServesReadsAndPrompts(t *testing.T) {
 		if len(reqs) != 1 || reqs[0].ProtocolHeader != adapterconfig.EraModern || reqs[0].McpName == "" {
 			t.Errorf("the remote got %s as %+v, want one of 2026-07-28 with Mcp-Name", method, reqs)
 		}
+	}
+}
+
+// A prompt a dual-era remote lists only to clients of 2026-07-28, which asks for input
+// before it is given, is listed only to those callers, and its input-required result
+// reaches them with a sealed requestState whose retry gets the prompt: once, and not
+// with an altered state. A caller of 2025-11-25 is neither listed it nor given it.
+func TestDualEraGateway_APromptOfTheModernEraAsksOnlyItsCallers(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
+	hello := importedItem("team.hello", `{"name":"team.hello"}`, remote.URL, dualera.PromptName)
+	confirming := importedItem("team.confirm", `{"name":"team.confirm"}`, remote.URL, dualera.PromptConfirm)
+	hello.Remote.Eras = []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	confirming.Remote.Eras = []string{adapterconfig.EraModern}
+	for _, it := range []*adapterconfig.ImportedItem{&hello, &confirming} {
+		it.Remote.RemoteEras, it.Remote.Relay = hello.Remote.Eras, []string{adapterconfig.RelayElicitation}
+	}
+	cfg.Imported = &adapterconfig.ImportedContent{Prompts: []adapterconfig.ImportedItem{hello, confirming}}
+	gw := serve(t, cfg)
+	ctx := testkit.Context(t, testTimeout)
+
+	legacy := connect(t, gw.baseURL, protocol20251125, nil)
+	listed, err := legacy.ListPrompts(ctx, mcp.ListPromptsRequest{})
+	if err != nil || len(listed.Prompts) != 1 || listed.Prompts[0].Name != "team.hello" {
+		t.Errorf("a 2025-11-25 caller is listed %+v (%v), want team.hello alone", listed, err)
+	}
+	get := mcp.GetPromptRequest{}
+	get.Params.Name = "team.confirm"
+	if _, err := legacy.GetPrompt(ctx, get); err == nil || !strings.Contains(err.Error(), "not served to clients of protocol 2025-11-25") {
+		t.Errorf("a 2025-11-25 caller's get: %v, want the refusal that names its era", err)
+	}
+
+	modern := connect(t, gw.baseURL, "", nil)
+	if listed, err := modern.ListPrompts(ctx, mcp.ListPromptsRequest{}); err != nil || len(listed.Prompts) != 2 {
+		t.Errorf("a 2026-07-28 caller is listed %+v (%v), want both prompts", listed, err)
+	}
+	asked := parseResult(t, modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", "", nil))
+	if asked.ResultType != string(mcp.ResultTypeInputRequired) || asked.InputRequests[dualera.ElicitationKey] == nil ||
+		!strings.HasPrefix(asked.RequestState, "cantus-mrtr.") {
+		t.Fatalf("the first get: %+v, want the remote's elicitation and a state the gateway sealed", asked)
+	}
+	answers := `,"inputResponses":{"` + dualera.ElicitationKey + `":{"action":"accept","content":{"ok":true}}}`
+	tampered := parseResult(t, modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", answers+`,"requestState":"`+asked.RequestState+`x"`, nil))
+	refusedState(t, "an altered state", tampered, "not one this gateway gave")
+	retry := answers + `,"requestState":"` + asked.RequestState + `"`
+	given := modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", retry, nil)
+	if !strings.Contains(string(given), `confirmed: accept {\"ok\":true}`) {
+		t.Errorf("the retry got %s, want the prompt the remote gives once confirmed", given)
+	}
+	refusedState(t, "a replayed state", parseResult(t, modernRequest(t, gw.baseURL, "prompts/get", "team.confirm", "", retry, nil)), "used already")
+	if got := remote.Requests("prompts/get"); len(got) != 2 || got[1].ProtocolHeader != adapterconfig.EraModern {
+		t.Errorf("the remote got %d prompts/get (%+v), want the first and the one good retry, in 2026-07-28", len(got), got)
+	}
+}
+
+// A resource a dual-era remote lists only to clients of 2025-11-25 is listed and read
+// only by those callers: a 2026-07-28 caller is neither listed it nor forwarded its
+// read.
+func TestDualEraGateway_AResourceOfTheOlderEraIsServedOnlyToItsCallers(t *testing.T) {
+	remote := dualera.Start(t, dualera.Both)
+	cfg := configWith(adapterconfig.TransportStreamableHTTP, false)
+	guide := importedItem(dualera.ResourceURI, `{"uri":"docs://guide","name":"guide"}`, remote.URL, "")
+	guide.Remote.Eras = []string{adapterconfig.EraLegacy}
+	guide.Remote.RemoteEras = []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	cfg.Imported = &adapterconfig.ImportedContent{Resources: []adapterconfig.ImportedItem{guide}}
+	gw := serve(t, cfg)
+	ctx := testkit.Context(t, testTimeout)
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = dualera.ResourceURI
+
+	modern := connect(t, gw.baseURL, "", nil)
+	if listed, err := modern.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil || len(listed.Resources) != 0 {
+		t.Errorf("a 2026-07-28 caller is listed %+v (%v), want nothing", listed, err)
+	}
+	if _, err := modern.ReadResource(ctx, read); err == nil || !strings.Contains(err.Error(), "not served to clients of protocol 2026-07-28") {
+		t.Errorf("a 2026-07-28 caller's read: %v, want the refusal that names its era", err)
+	}
+	if got := remote.Requests("resources/read"); len(got) != 0 {
+		t.Errorf("the remote got %d reads, want none", len(got))
+	}
+
+	legacy := connect(t, gw.baseURL, protocol20251125, nil)
+	if listed, err := legacy.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil || len(listed.Resources) != 1 {
+		t.Errorf("a 2025-11-25 caller is listed %+v (%v), want the guide", listed, err)
+	}
+	if res, err := legacy.ReadResource(ctx, read); err != nil || len(res.Contents) != 1 {
+		t.Errorf("a 2025-11-25 caller's read: %+v %v, want the guide", res, err)
 	}
 }
 

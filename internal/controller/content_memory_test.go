@@ -142,8 +142,9 @@ func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 	// A spec change that does not touch the content reconciles without a read.
 	ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 	g.Expect(err).NotTo(HaveOccurred())
-	ss.Spec.Skills = append(ss.Spec.Skills, kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
-	g.Expect(k8sClient.Update(ctx, ss)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, ss, func(ss *cantusv1alpha1.SkillServer) {
+		ss.Spec.Skills = append(ss.Spec.Skills, kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
+	})).To(Succeed())
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(HaveField("Status.ObservedGeneration", ss.Generation))
 	g.Consistently(func() int { return reads.of(crclient.ObjectKeyFromObject(cm)) }, 2*time.Second).Should(Equal(1), "an unchanged ConfigMap was read again")
 

@@ -77,8 +77,9 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 	g.Expect(got.Status.AgentSkillCount).To(Equal(int32(1)))
 
 	// The broken skill of the same image is added: new pods, which leave it out.
-	got.Spec.AgentSkills = append(got.Spec.AgentSkills, imageSkill("broken"))
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.AgentSkills = append(got.Spec.AgentSkills, imageSkill("broken"))
+	})).To(Succeed())
 	runEmulatedPods(t, g, ctx, routes, ns, "catalogue", dep.Spec.Template.Annotations[workload.AnnotationConfigHash])
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue"), 20*time.Second).Should(And(
 		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut),

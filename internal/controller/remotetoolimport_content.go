@@ -73,7 +73,8 @@ func announcesContent(res *mcpclient.Result) bool {
 // keeps its earlier entries, and the condition says why.
 func setContentDiscovered(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.Result, tools []mcpclient.Tool) string {
 	before := contentEntriesOf(&imp.Status.RemoteContentStatus)
-	listed := filterContent(res.Content, imp.Spec.ContentFilters)
+	everyEra, eras := contentOfEveryEra(res)
+	listed := filterContent(everyEra, imp.Spec.ContentFilters)
 	for _, k := range []struct {
 		kind contentKind
 		into *[]json.RawMessage
@@ -86,6 +87,10 @@ func setContentDiscovered(imp *cantusv1alpha1.RemoteToolImport, res *mcpclient.R
 		}
 	}
 	prompts, resources, templates, skills, truncated := statusContent(listed)
+	eras.annotate(promptContent, prompts)
+	eras.annotate(resourceContent, resources)
+	eras.annotate(resourceTemplateContent, templates)
+	eras.annotate(skillContent, skills)
 	status := &imp.Status.RemoteContentStatus
 	status.Prompts = asStatus(prompts, func(e contentEntry) cantusv1alpha1.DiscoveredPrompt {
 		return cantusv1alpha1.DiscoveredPrompt{DiscoveredContent: e.content}

@@ -56,20 +56,27 @@ func eraDescription(t *testing.T, tool cantusv1alpha1.DiscoveredTool, era string
 	return ""
 }
 
+// importDualEraRemote imports a fixture serving both eras as name, and returns the
+// import once its handshake succeeded.
+func importDualEraRemote(t *testing.T, g Gomega, name string) *cantusv1alpha1.RemoteToolImport {
+	t.Helper()
+	ns := kubekit.NewNamespace(t, k8sClient)
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	remote := dualera.Start(t, dualera.Both)
+	imp := kubekit.NewImport(ns, name, remote.URL)
+	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	return got
+}
+
 // An import of a dual-era remote lists the union of both eras' tools, each with the eras
 // the remote lists it in: the tool listed only to 2026-07-28 clients is imported too,
 // and a tool described otherwise in 2026-07-28 carries that definition, digested on
 // its own.
 func TestImportOfDualEraRemote_ListsTheUnionOfBothErasTools(t *testing.T) {
 	g := NewWithT(t)
-	ns := kubekit.NewNamespace(t, k8sClient)
-	kubekit.AllowLoopback(t, k8sClient, ns)
-	remote := dualera.Start(t, dualera.Both)
-	imp := kubekit.NewImport(ns, "dual", remote.URL)
-	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
-	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
-
-	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	got := importDualEraRemote(t, g, "dual")
 	g.Expect(got.Status.Eras).To(Equal([]string{mcpclient.EraModern, mcpclient.EraLegacy}))
 	tools := statusToolsByName(got)
 	g.Expect(tools).To(HaveKey(dualera.ToolModernOnly), "the tool listed only in 2026-07-28 is imported")
@@ -160,4 +167,23 @@ func TestHandshakeSucceeded_RecordsTheExtensionsOfBothEras(t *testing.T) {
 	if got := imp.Status.ServerInfo.Extensions; !slices.Equal(got, want) {
 		t.Errorf("serverInfo.extensions %v, want %v", got, want)
 	}
+}
+
+// An import of a dual-era remote lists the union of both eras' content too, each entry
+// with the eras the remote lists it in: the prompt it lists only to 2026-07-28 clients
+// (one that asks for input) is imported, marked of that era.
+func TestImportOfDualEraRemote_ListsTheUnionOfBothErasContent(t *testing.T) {
+	g := NewWithT(t)
+	got := importDualEraRemote(t, g, "dual-content")
+	eras := map[string][]string{}
+	for _, p := range got.Status.Prompts {
+		eras[p.Name] = p.Eras
+	}
+	g.Expect(eras).To(Equal(map[string][]string{
+		dualera.PromptName:    {mcpclient.EraModern, mcpclient.EraLegacy},
+		dualera.PromptConfirm: {mcpclient.EraModern},
+	}))
+	g.Expect(got.Status.PromptCount).To(BeEquivalentTo(2))
+	g.Expect(got.Status.Resources).To(HaveLen(1))
+	g.Expect(got.Status.Resources[0].Eras).To(Equal([]string{mcpclient.EraModern, mcpclient.EraLegacy}))
 }

@@ -76,9 +76,9 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "oidc:")))
 	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
 
-	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "staff")()
-	got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
+	})).To(Succeed())
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionTrue, cantusv1alpha1.ReasonGroupsPrefixed))
 
 	bad := kubekit.NewSkillServer(ns, "bad", kubekit.TemplateSkill("roster", "r"))
@@ -160,8 +160,9 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 	}
 
 	// The audiences fixed, the server is no longer Stalled for them.
-	got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
+	})).To(Succeed())
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
 	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	g.Expect(got).NotTo(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))

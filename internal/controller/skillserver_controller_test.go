@@ -107,9 +107,10 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	// A changed spec renders a new config, and the new hash on the pod template rolls the pods.
 	oldHash := dep.Spec.Template.Annotations[workload.AnnotationConfigHash]
 	g.Expect(oldHash).NotTo(BeEmpty())
-	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
-	got.Spec.AllowFrom = nil
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
+		got.Spec.AllowFrom = nil
+	})).To(Succeed())
 	g.Eventually(func() (string, error) {
 		err := k8sClient.Get(ctx, crclient.ObjectKeyFromObject(dep), dep)
 		return dep.Spec.Template.Annotations[workload.AnnotationConfigHash], err

@@ -147,10 +147,8 @@ func TestServiceAccountNotInTheAdmissionParametersIsRefusedBeforeApplying(t *tes
 	params.Data["serviceAccounts"] = "*/default,*/cloud-admin"
 	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
 	for _, name := range []string{"cloud", "plain"} {
-		ss := &cantusv1alpha1.SkillServer{}
-		g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: name}, ss)).To(Succeed())
-		ss.Spec.Skills[0].Description = "edited"
-		g.Expect(k8sClient.Update(ctx, ss)).To(Succeed())
+		ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		g.Expect(kubekit.Update(ctx, k8sClient, ss, func(ss *cantusv1alpha1.SkillServer) { ss.Spec.Skills[0].Description = "edited" })).To(Succeed())
 		g.Eventually(deployment(name)).Should(Succeed())
 	}
 }

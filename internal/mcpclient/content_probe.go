@@ -81,7 +81,19 @@ func (s *Session) ReadDirectory(ctx context.Context, uri string) (json.RawMessag
 // GetPrompt sends prompts/get for name with args (a JSON object, or empty for none) and
 // returns the result as the server sent it.
 func (s *Session) GetPrompt(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	return s.GetPromptWith(ctx, name, args, InputAnswers{})
+}
+
+// GetPromptWith is GetPrompt on the retry of a prompts/get the server answered with an
+// input-required result: answers go with it.
+func (s *Session) GetPromptWith(ctx context.Context, name string, args json.RawMessage, answers InputAnswers) (json.RawMessage, error) {
 	params := map[string]any{"name": name}
+	if len(answers.InputResponses) > 0 {
+		params["inputResponses"] = answers.InputResponses
+	}
+	if answers.RequestState != "" {
+		params["requestState"] = answers.RequestState
+	}
 	if len(args) > 0 && string(args) != "null" {
 		if !json.Valid(args) {
 			return nil, &Error{Reason: ReasonInvalidConfig, Detail: "the prompt arguments are not JSON", NotProcessed: true}

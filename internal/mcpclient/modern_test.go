@@ -35,7 +35,8 @@ func probeOf(t *testing.T, url string) *Result {
 }
 
 // A remote serving both eras is probed in both: server/discover first, then
-// initialize; the tools it lists only in 2026-07-28 are among the modern ones only.
+// initialize; the tools and prompts it lists only in 2026-07-28 are among the modern
+// ones only.
 func TestProbe_DualEraRemoteRecordsBothErasAndTheToolsOfEach(t *testing.T) {
 	remote := dualera.Start(t, dualera.Both)
 	res := probeOf(t, remote.URL)
@@ -47,6 +48,9 @@ func TestProbe_DualEraRemoteRecordsBothErasAndTheToolsOfEach(t *testing.T) {
 	}
 	if got := sortedToolNames(res.ModernTools); !slices.Equal(got, []string{dualera.ToolConfirm, dualera.ToolEcho, dualera.ToolModernOnly, dualera.ToolRegion, dualera.ToolVersioned}) {
 		t.Errorf("2026-07-28 tools %v, want confirm, echo, modern_only, region and versioned", got)
+	}
+	if res.ModernContent == nil || len(res.ModernContent.Prompts) != 2 || len(res.Content.Prompts) != 1 {
+		t.Errorf("prompts %d in 2025-11-25 and %+v in 2026-07-28, want hello in both and confirm_prompt in the newer only", len(res.Content.Prompts), res.ModernContent)
 	}
 	if res.ProtocolVersion != EraLegacy || res.ServerName != "dualera" {
 		t.Errorf("protocol %q server %q, want the 2025-11-25 session's", res.ProtocolVersion, res.ServerName)
@@ -136,8 +140,8 @@ func TestModernSession_CallCarriesMetaAndHeadersAndCompletesAnInputRequiredRound
 		string(got.Meta[mcp.MetaKeyClientCapabilities]) != `{"elicitation":{}}` {
 		t.Errorf("the call went as %+v, want its _meta and headers", got)
 	}
-	raw, err = s.CallToolWith(ctx, dualera.ToolConfirm, nil, CallOptions{Meta: meta, RequestState: head.RequestState,
-		InputResponses: json.RawMessage(`{"confirm":{"action":"accept","content":{"ok":true}}}`)})
+	raw, err = s.CallToolWith(ctx, dualera.ToolConfirm, nil, CallOptions{Meta: meta, InputAnswers: InputAnswers{RequestState: head.RequestState,
+		InputResponses: json.RawMessage(`{"confirm":{"action":"accept","content":{"ok":true}}}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,9 @@ type Result struct {
 	// serves that era (it may list more there than in EraLegacy: tools that ask for
 	// input with input-required results).
 	ModernTools []Tool `json:"modernTools,omitempty"`
+	// ModernContent is the content it lists to a client of protocol 2026-07-28, when
+	// it serves that era (prompts that ask for input exist only there).
+	ModernContent *Content `json:"modernContent,omitempty"`
 	// RequiredCapabilities maps the tools (of either era) the server lists only to
 	// clients declaring some of Options.Capabilities to the capabilities they need:
 	// the one whose declaration alone lists the tool, or all of them when none does.
@@ -125,6 +128,7 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 	res.Eras = []string{EraLegacy}
 	if modern != nil {
 		res.Eras, res.ModernTools, res.ModernExtensions = Eras(), modern.ModernTools, modern.ModernExtensions
+		res.ModernContent = &modern.Content
 		res.RequiredCapabilities = mergeNeeds(res.RequiredCapabilities, modern.RequiredCapabilities)
 	}
 	return res, nil

@@ -314,8 +314,13 @@ type CallOptions struct {
 	// Meta, on a session of protocol 2026-07-28, replaces the session's _meta for
 	// this call (the caller's protocol version, log level and capabilities).
 	Meta *RequestMeta
-	// InputResponses (a JSON object) and RequestState answer an input-required
-	// result of an earlier call (protocol 2026-07-28, SEP-2322).
+	InputAnswers
+}
+
+// InputAnswers answer an input-required result of an earlier request, on its retry
+// (protocol 2026-07-28, SEP-2322): InputResponses is a JSON object, RequestState is
+// echoed as the server gave it.
+type InputAnswers struct {
 	InputResponses json.RawMessage
 	RequestState   string
 }

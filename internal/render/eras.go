@@ -40,19 +40,31 @@ func toolEras(d cantusv1alpha1.DiscoveredTool, served []string) ([]string, json.
 		}
 	}
 	missing := modern == nil && slices.ContainsFunc(d.EraDefinitions, func(e cantusv1alpha1.EraDefinition) bool { return e.Era == adapterconfig.EraModern })
+	listed := d.Eras
+	if missing && len(d.Eras) > 1 {
+		listed = slices.DeleteFunc(slices.Clone(d.Eras), func(era string) bool { return era == adapterconfig.EraModern })
+	}
+	return itemEras(listed, served), modern
+}
+
+// itemEras are the eras of served (those the gateway may call the import in) that the
+// remote lists an item in (listed; empty: every era of served). An item listed in none
+// of them is served in all of served, its callers translated into the remote's era
+// (RemoteBackend.ListedTo).
+func itemEras(listed, served []string) []string {
+	if len(listed) == 0 || len(served) == 0 {
+		return served
+	}
 	var out []string
 	for _, era := range served {
-		if !slices.Contains(d.Eras, era) || (era == adapterconfig.EraModern && missing && len(d.Eras) > 1) {
-			continue
+		if slices.Contains(listed, era) {
+			out = append(out, era)
 		}
-		out = append(out, era)
 	}
 	if len(out) == 0 {
-		// Listed in no era the gateway calls the import in: as a tool of the other
-		// era, translated (ListedTo).
-		return served, modern
+		return served
 	}
-	return out, modern
+	return out
 }
 
 // eraDefinition is what a gateway serves of a tool's definition of another era: the

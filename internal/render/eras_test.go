@@ -72,6 +72,35 @@ func TestReexport_ServesEachToolInTheErasItsRemoteListsItIn(t *testing.T) {
 	}
 }
 
+// Each imported prompt, resource and template of a dual-era import is served in the
+// eras its remote lists it in: one of 2026-07-28 only is not listed to older callers.
+func TestReexportContent_ServesEachItemInTheErasItsRemoteListsItIn(t *testing.T) {
+	both := []string{adapterconfig.EraModern, adapterconfig.EraLegacy}
+	modern := []string{adapterconfig.EraModern}
+	imp := withContent(readyImportOf("dual"), []string{"hello", "confirm"}, []string{"docs://guide"}, []string{"docs://{page}"})
+	imp.Status.Eras = both
+	imp.Status.Prompts[0].Eras, imp.Status.Prompts[1].Eras = both, modern
+	imp.Status.Resources[0].Eras, imp.Status.ResourceTemplates[0].Eras = []string{adapterconfig.EraLegacy}, modern
+	ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+	ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "dual"}}
+	cfg := &adapterconfig.Config{}
+	reexportContent(ss, map[string]*cantusv1alpha1.RemoteToolImport{"dual": imp}, cfg)
+
+	want := map[string][]string{"hello": both, "confirm": modern, "docs://guide": {adapterconfig.EraLegacy}, "docs://{page}": modern}
+	items := slices.Concat(cfg.Imported.Prompts, cfg.Imported.Resources, cfg.Imported.ResourceTemplates)
+	if len(items) != len(want) {
+		t.Fatalf("served %d items, want %d", len(items), len(want))
+	}
+	for _, it := range items {
+		if !slices.Equal(it.Remote.Eras, want[it.Key]) || !slices.Equal(it.Remote.RemoteEras, both) {
+			t.Errorf("%s: eras %v of %v, want %v of both", it.Key, it.Remote.Eras, it.Remote.RemoteEras, want[it.Key])
+		}
+	}
+	if confirm := cfg.Imported.Prompts[1].Remote; confirm.ListedTo(adapterconfig.EraLegacy) || !confirm.ListedTo(adapterconfig.EraModern) {
+		t.Errorf("the prompt of 2026-07-28 only is listed to 2025-11-25 callers, or not to its own")
+	}
+}
+
 // A tool its remote lists only to clients declaring capabilities is served where the
 // import relays them, and left out and named where it does not.
 func TestReexport_LeavesOutToolsNeedingCapabilitiesTheImportDoesNotRelay(t *testing.T) {

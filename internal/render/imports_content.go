@@ -162,7 +162,7 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 			}
 			served := servedName(spec, name)
 			b := backend
-			b.RemoteName = name
+			b.RemoteName, b.Eras = name, itemEras(p.Eras, backend.RemoteEras)
 			c := contentCandidate{item: adapterconfig.ImportedItem{Key: served, Definition: withMember(def, "name", served), Remote: b}, from: from}
 			if served != name {
 				c.remote = name
@@ -175,7 +175,9 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 			if !ok {
 				continue
 			}
-			c := contentCandidate{item: adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: readable}, from: from}
+			b := readable
+			b.Eras = itemEras(r.Eras, readable.RemoteEras)
+			c := contentCandidate{item: adapterconfig.ImportedItem{Key: uri, Definition: def, Remote: b}, from: from}
 			if skills.listed && strings.HasPrefix(uri, adapterconfig.SkillURIScheme) {
 				// A skill's file goes with its skill: moved under the prefix, or not
 				// served when its skill is not selected (or, below, left out).
@@ -192,7 +194,9 @@ func reexportContent(ss *cantusv1alpha1.SkillServer, imports map[string]*cantusv
 		}
 		for _, t := range imp.Status.ResourceTemplates {
 			if tmpl, def, ok := definitionOf(t.DiscoveredContent, "uriTemplate", "resource template", t.URITemplate, from, &report); ok {
-				kinds[adapterconfig.ImportedResourceTemplates].add(contentCandidate{item: adapterconfig.ImportedItem{Key: tmpl, Definition: def, Remote: readable}, from: from})
+				b := readable
+				b.Eras = itemEras(t.Eras, readable.RemoteEras)
+				kinds[adapterconfig.ImportedResourceTemplates].add(contentCandidate{item: adapterconfig.ImportedItem{Key: tmpl, Definition: def, Remote: b}, from: from})
 			}
 		}
 	}

@@ -62,20 +62,16 @@ type gatewayGap struct{ stateful, stateless string }
 // knownGaps are today's real gateway failures, each with its diagnosis. They are
 // logged, not failed; a gap that closes fails the test until it is taken off the list.
 var knownGaps = map[string]gatewayGap{
-	"server-stateless":                       {stateful: gapListChanged, stateless: gapListChanged},
-	"input-required-result-non-tool-request": {stateful: gapModernOnlyPrompt, stateless: gapModernOnlyPrompt},
+	"server-stateless": {stateful: gapListChanged, stateless: gapListChanged},
 }
 
 // The diagnoses of knownGaps.
 const (
 	gapListChanged = "the two list-changed SHOULD checks warn: test_trigger_tool_change and test_trigger_prompt_change make the remote " +
-		"send list_changed, but the gateway serves the lists of its config and passes no remote list_changed to its listen " +
-		"streams; the operator's re-probe on list_changed (issue 37 clarifications) would rewrite the config, and no operator " +
-		"runs in this test"
-	gapModernOnlyPrompt = "the import serves the prompts the remote lists to a 2025-11-25 client only: the probe lists content on the " +
-		"2025-11-25 session alone (internal/mcpclient/probe.go:151, listContent; nothing of server/discover's era) and the " +
-		"renderer serves status.prompts (internal/render/imports_content.go:158), so test_input_required_result_prompt, " +
-		"listed only in 2026-07-28, answers \"prompt not found\" (issue 37 item 1, for content)"
+		"send list_changed and the suite waits 1.5 s for it on a listen stream; a gateway serves the lists of its config, which the " +
+		"operator rewrites when its watch of the import hears list_changed (re-probe, status, render, then the adapter's config poll " +
+		"of 2 s), tested by TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh; no operator runs in this test, and where one runs the " +
+		"chain meets 1.5 s only by chance"
 )
 
 // TestGatewayTransparency runs every server scenario of the conformance suite against
@@ -366,16 +362,20 @@ func importAsTheOperatorDoes(t *testing.T, ctx context.Context, url string) tran
 		return map[string]any{"key": key, "definition": def, "remote": r}
 	}
 	var prompts, resources, templates []any
-	for _, def := range res.Content.Prompts {
+	for _, e := range contentOfEveryEra(t, res, func(c *mcpclient.Content) []json.RawMessage { return c.Prompts }, "name") {
 		b := backend
-		b.RemoteName = member(t, def, "name")
-		prompts = append(prompts, item(b.RemoteName, def, b))
+		b.RemoteName, b.Eras = e.key, e.eras
+		prompts = append(prompts, item(e.key, e.def, b))
 	}
-	for _, def := range res.Content.Resources {
-		resources = append(resources, item(member(t, def, "uri"), def, readable))
+	for _, e := range contentOfEveryEra(t, res, func(c *mcpclient.Content) []json.RawMessage { return c.Resources }, "uri") {
+		r := readable
+		r.Eras = e.eras
+		resources = append(resources, item(e.key, e.def, r))
 	}
-	for _, def := range res.Content.ResourceTemplates {
-		templates = append(templates, item(member(t, def, "uriTemplate"), def, readable))
+	for _, e := range contentOfEveryEra(t, res, func(c *mcpclient.Content) []json.RawMessage { return c.ResourceTemplates }, "uriTemplate") {
+		r := readable
+		r.Eras = e.eras
+		templates = append(templates, item(e.key, e.def, r))
 	}
 	imp.content = map[string]any{"imported": map[string]any{"prompts": prompts, "resources": resources, "resourceTemplates": templates}}
 	t.Logf("imported %d tools, %d prompts, %d resources, %d templates; eras %v; extensions %v; capabilities %v",
@@ -420,6 +420,47 @@ func toolsOfEveryEra(res *mcpclient.Result) []eraTool {
 	if len(res.Eras) < 2 {
 		for i := range out {
 			out[i].eras = res.Eras
+		}
+	}
+	return out
+}
+
+// eraEntry is a content entry of the union of the eras' listings: its key, its
+// definition (that of 2025-11-25 where it has one) and the eras it is listed in.
+type eraEntry struct {
+	key  string
+	def  json.RawMessage
+	eras []string
+}
+
+// contentOfEveryEra merges the listings of one kind (of) of each era by key, as the
+// controller does: those of 2025-11-25 in their order, then those listed only in
+// 2026-07-28; with the remote's eras for every entry when it serves one.
+func contentOfEveryEra(t *testing.T, res *mcpclient.Result, of func(*mcpclient.Content) []json.RawMessage, key string) []eraEntry {
+	t.Helper()
+	var out []eraEntry
+	if res.ModernContent == nil || len(res.Eras) < 2 {
+		for _, def := range of(&res.Content) {
+			out = append(out, eraEntry{key: member(t, def, key), def: def, eras: res.Eras})
+		}
+		return out
+	}
+	inModern := map[string]bool{}
+	for _, def := range of(res.ModernContent) {
+		inModern[member(t, def, key)] = true
+	}
+	seen := map[string]bool{}
+	for _, def := range of(&res.Content) {
+		e := eraEntry{key: member(t, def, key), def: def, eras: []string{mcpclient.EraLegacy}}
+		if inModern[e.key] {
+			e.eras = mcpclient.Eras()
+		}
+		seen[e.key] = true
+		out = append(out, e)
+	}
+	for _, def := range of(res.ModernContent) {
+		if k := member(t, def, key); !seen[k] {
+			out = append(out, eraEntry{key: k, def: def, eras: []string{mcpclient.EraModern}})
 		}
 	}
 	return out

@@ -86,11 +86,10 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	kubekit.ExpectNoValueInStatusOrEvents(t, k8sClient, ns, saValue, oidcValue, newValue)
 
 	// A gateway that no longer serves the import keeps no caller's key.
-	gw, err = kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
-	g.Expect(err).NotTo(HaveOccurred())
-	gw.Spec.Imports = nil
-	gw.Spec.Skills = []cantusv1alpha1.Skill{kubekit.TemplateSkill("hello", "hello {{ .title }}")}
-	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, gw, func(gw *cantusv1alpha1.SkillServer) {
+		gw.Spec.Imports = nil
+		gw.Spec.Skills = []cantusv1alpha1.Skill{kubekit.TemplateSkill("hello", "hello {{ .title }}")}
+	})).To(Succeed())
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(BeEmpty())
 	g.Eventually(func() ([]metav1.Condition, error) {
 		gw, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()

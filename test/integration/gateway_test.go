@@ -94,11 +94,10 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 
 	// The remote goes away: the import is no longer Ready and the gateway drops its tools.
 	remote.Close()
-	fresh := &cantusv1alpha1.RemoteToolImport{}
-	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), fresh)).To(Succeed())
 	// Any spec change re-runs the handshake at once.
-	fresh.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
-	g.Expect(k8sClient.Update(ctx, fresh)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, imp, func(imp *cantusv1alpha1.RemoteToolImport) {
+		imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
+	})).To(Succeed())
 	g.Eventually(func() string {
 		got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 		if c := kubekit.FindCondition(got, cantusv1alpha1.ConditionImportsResolved); c != nil {

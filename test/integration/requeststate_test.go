@@ -48,8 +48,9 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	served, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
 
-	secret.Annotations = map[string]string{cantusv1alpha1.AnnotationRotateRequestStateKey: "now"}
-	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, secret, func(secret *corev1.Secret) {
+		secret.Annotations = map[string]string{cantusv1alpha1.AnnotationRotateRequestStateKey: "now"}
+	})).To(Succeed())
 	g.Eventually(func() ([]string, error) { s, err := keysOf(); return strings.Fields(s), err }, 30*time.Second).Should(HaveLen(2))
 	rotated, _ := keysOf()
 	g.Expect(strings.Fields(rotated)[0]).To(Equal(strings.TrimSpace(first)), "the current key seals until every pod has the new one")

@@ -33,8 +33,9 @@ func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
 	g.Expect(mcpkit.ResultText(res)).To(Equal("found: Dune"))
 
 	// A spec change is served on the same URL.
-	got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
-	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
+		got.Spec.Skills[0].Template.Text = "catalog hit: {{ .title }}"
+	})).To(Succeed())
 	g.Eventually(func() (string, error) {
 		res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})
 		if err != nil {

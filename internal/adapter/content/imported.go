@@ -18,6 +18,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
 // What a gateway re-exports of its imports besides tools (cfg.Imported): listed through
@@ -285,6 +286,9 @@ func (cp *Part) readImported(ctx context.Context, req mcp.ReadResourceRequest) (
 		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeError)
 		return nil, err
 	}
+	if err := ofOtherEra(ctx, "resource", uri, it); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, mcp.ErrResourceNotFound)
+	}
 	raw, err := it.ReadResource(ctx, uri)
 	cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	if err != nil {
@@ -308,11 +312,18 @@ func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest)
 		cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeRefused)
 		return nil, jsonrpc.ErrNotAllowed("prompt " + p.listing.Name)
 	}
+	if err := ofOtherEra(ctx, "prompt", p.listing.Name, p.item); err != nil {
+		return nil, err
+	}
 	args, err := promptArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := p.item.GetPrompt(ctx, args)
+	answers, err := inputAnswers(req.Params.InputResponses, req.Params.RequestState)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := p.item.GetPrompt(ctx, args, answers)
 	cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	if err != nil {
 		return nil, err
@@ -322,6 +333,85 @@ func (cp *Part) getImportedPrompt(ctx context.Context, req mcp.GetPromptRequest)
 		return nil, fmt.Errorf("%sthe remote's answer to prompts/get is not a prompt result: %w", gateway.MarkerRemoteError, err)
 	}
 	return result, nil
+}
+
+// promptsOfCallersEra leaves out of prompts the imported ones the caller of ctx is not
+// listed (listedToCaller).
+func (c *Set) promptsOfCallersEra(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
+	return slices.DeleteFunc(prompts, func(listed mcp.Prompt) bool {
+		p := c.imported.promptByName[listed.Name]
+		return p != nil && c.promptByName[listed.Name] == nil && !listedToCaller(ctx, p.item)
+	})
+}
+
+// resourcesOfCallersEra leaves out of resources the imported ones the caller of ctx is
+// not listed (listedToCaller).
+func (c *Set) resourcesOfCallersEra(ctx context.Context, resources []mcp.Resource) []mcp.Resource {
+	return slices.DeleteFunc(resources, func(listed mcp.Resource) bool {
+		it := c.importedServing(listed.URI)
+		return it != nil && !listedToCaller(ctx, it)
+	})
+}
+
+// templatesOfCallersEra leaves out of templates the imported ones the caller of ctx is
+// not listed (listedToCaller).
+func (c *Set) templatesOfCallersEra(ctx context.Context, templates []mcp.ResourceTemplate) []mcp.ResourceTemplate {
+	otherEra := map[string]bool{}
+	for _, t := range c.imported.templates {
+		raw := t.listing.URITemplate.Raw()
+		otherEra[raw] = otherEra[raw] || !listedToCaller(ctx, t.item)
+	}
+	return slices.DeleteFunc(templates, func(listed mcp.ResourceTemplate) bool { return otherEra[listed.URITemplate.Raw()] })
+}
+
+// listedToCaller says whether the caller of ctx is listed it: its remote lists it in
+// the caller's protocol era, or does not serve that era.
+func listedToCaller(ctx context.Context, it *gateway.Item) bool {
+	return it.Backend.ListedTo(gateway.CallerEra(ctx))
+}
+
+// ofOtherEra is nil when it, the imported item kind key, is listed to the caller of
+// ctx; otherwise the error that says its remote lists it only to callers of the other
+// protocol era.
+func ofOtherEra(ctx context.Context, kind, key string, it *gateway.Item) error {
+	if listedToCaller(ctx, it) {
+		return nil
+	}
+	era := gateway.CallerEra(ctx)
+	return fmt.Errorf("%s %q is not served to clients of protocol %s: its remote (import %s) lists it only to clients of another",
+		kind, key, era, it.Backend.Import)
+}
+
+// inputAnswers are the answers of a prompts/get retry that mcp-go parsed.
+func inputAnswers(responses mcp.InputResponses, state string) (mcpclient.InputAnswers, error) {
+	answers := mcpclient.InputAnswers{RequestState: state}
+	if len(responses) == 0 {
+		return answers, nil
+	}
+	raw, err := json.Marshal(responses)
+	if err != nil {
+		return answers, fmt.Errorf("encode the input responses: %w", err)
+	}
+	answers.InputResponses = raw
+	return answers, nil
+}
+
+// withProtocolInfo is ctx with the protocol information of a request of 2026-07-28
+// whose _meta is meta, as mcp-go gives its handlers: the requests this package answers
+// before mcp-go are forwarded in the caller's era, with its capabilities.
+func withProtocolInfo(ctx context.Context, meta map[string]json.RawMessage) context.Context {
+	info := &server.RequestProtocolInfo{Modern: true}
+	_ = json.Unmarshal(meta[mcp.MetaKeyProtocolVersion], &info.ProtocolVersion)
+	var caps mcp.ClientCapabilities
+	if json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) == nil {
+		info.ClientCapabilities = &caps
+	}
+	var client mcp.Implementation
+	if json.Unmarshal(meta[mcp.MetaKeyClientInfo], &client) == nil {
+		info.ClientInfo = &client
+	}
+	_ = json.Unmarshal(meta[mcp.MetaKeyLogLevel], &info.LogLevel)
+	return server.WithRequestProtocolInfo(ctx, info)
 }
 
 func promptArguments(args map[string]string) (json.RawMessage, error) {
@@ -343,6 +433,9 @@ func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *cont
 		return false
 	}
 	ctx := r.Context()
+	if req.modern {
+		ctx = withProtocolInfo(ctx, req.Params.Meta)
+	}
 	var raw json.RawMessage
 	var err error
 	switch req.Method {
@@ -362,6 +455,10 @@ func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *cont
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(ambiguous.Error()))
 			return true
 		}
+		if otherEra := ofOtherEra(ctx, "resource", uri, it); otherEra != nil {
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(otherEra.Error()))
+			return true
+		}
 		raw, err = it.ReadResource(ctx, uri)
 		cp.filter.LogRead(ctx, "resources/read", uri, jsonrpc.OutcomeOf(err))
 	case string(mcp.MethodPromptsGet):
@@ -374,12 +471,16 @@ func (cp *Part) answerImported(w http.ResponseWriter, r *http.Request, req *cont
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.Refused("prompt "+p.listing.Name))
 			return true
 		}
+		if otherEra := ofOtherEra(ctx, "prompt", p.listing.Name, p.item); otherEra != nil {
+			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(otherEra.Error()))
+			return true
+		}
 		args, argsErr := promptArguments(req.Params.Arguments)
 		if argsErr != nil {
 			jsonrpc.WriteAnswer(w, req.ID, jsonrpc.InvalidParams(argsErr.Error()))
 			return true
 		}
-		raw, err = p.item.GetPrompt(ctx, args)
+		raw, err = p.item.GetPrompt(ctx, args, mcpclient.InputAnswers{InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState})
 		cp.filter.LogRead(ctx, "prompts/get", p.listing.Name, jsonrpc.OutcomeOf(err))
 	default:
 		return false

@@ -152,14 +152,17 @@ func mcpPrompt(p *servedPrompt) mcp.Prompt { return listing.Prompt(&p.Prompt) }
 func (cp *Part) contentHooks(hooks *server.Hooks) {
 	hooks.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, result *mcp.ListResourcesResult) {
 		result.Resources = admission.Visible(ctx, cp.filter, string(mcp.MethodResourcesList), result.Resources, func(r mcp.Resource) (access.ItemKind, string) { return cp.set.Load().resourceItem(r.URI) })
+		result.Resources = cp.set.Load().resourcesOfCallersEra(ctx, result.Resources)
 	})
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, result *mcp.ListResourceTemplatesResult) {
 		result.ResourceTemplates = admission.Visible(ctx, cp.filter, string(mcp.MethodResourcesTemplatesList), result.ResourceTemplates, func(t mcp.ResourceTemplate) (access.ItemKind, string) {
 			return access.ItemResource, t.URITemplate.Raw()
 		})
+		result.ResourceTemplates = cp.set.Load().templatesOfCallersEra(ctx, result.ResourceTemplates)
 	})
 	hooks.AddAfterListPrompts(func(ctx context.Context, _ any, _ *mcp.ListPromptsRequest, result *mcp.ListPromptsResult) {
 		result.Prompts = admission.Visible(ctx, cp.filter, string(mcp.MethodPromptsList), result.Prompts, func(p mcp.Prompt) (access.ItemKind, string) { return access.ItemPrompt, p.Name })
+		result.Prompts = cp.set.Load().promptsOfCallersEra(ctx, result.Prompts)
 	})
 }
 

@@ -56,6 +56,10 @@ type contentRequest struct {
 		Cursor    string            `json:"cursor"`
 		Name      string            `json:"name"`
 		Arguments map[string]string `json:"arguments"`
+		// A retry of a prompts/get the remote answered with an input-required result.
+		InputResponses json.RawMessage            `json:"inputResponses"`
+		RequestState   string                     `json:"requestState"`
+		Meta           map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
 	// modern is true for a request of protocol 2026-07-28 or later (jsonrpc.ModernRequest).
 	modern bool

@@ -263,11 +263,22 @@ func marshalKeepingHTML(v any) (json.RawMessage, error) {
 }
 
 // GetPrompt forwards prompts/get of the item's prompt (its name at the remote) with
-// args (a JSON object, or empty) and returns the remote's result as sent.
-func (it *Item) GetPrompt(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-	return it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
-		return s.GetPrompt(ctx, it.Backend.RemoteName, args)
+// args (a JSON object, or empty) and, on a retry, the caller's answers to what the
+// remote asked (their requestState the gateway's, as askCallerForPrompt sealed it). It
+// returns the remote's result as sent, or the gateway's input-required result in place
+// of the remote's.
+func (it *Item) GetPrompt(ctx context.Context, args json.RawMessage, answers mcpclient.InputAnswers) (json.RawMessage, error) {
+	upstream, err := it.openAnswers(ctx, answers)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := it.remote.forwardRequest(ctx, it, func(ctx context.Context, s *mcpclient.Session) (json.RawMessage, error) {
+		return s.GetPromptWith(ctx, it.Backend.RemoteName, args, upstream)
 	})
+	if err != nil || !inputRequired(raw) {
+		return raw, err
+	}
+	return it.askCallerForPrompt(ctx, raw)
 }
 
 // Complete forwards completion/complete about the item (a prompt by its name at the

@@ -199,28 +199,57 @@ func inputRequired(raw json.RawMessage) bool {
 // input requests, when the import relays each and the caller can be asked, and the
 // remote's state sealed for this caller's retry of this tool.
 func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string) *mcp.CallToolResult {
+	asked, refused := passOnInput(ctx, raw, t.Backend.Relay, func(method string) string { return t.unrelayed(method).Message }, t.callerCannotAnswer)
+	switch {
+	case refused != nil && refused.missing != "":
+		return missingCapability(ctx, refused.missing)
+	case refused != nil:
+		return mcp.NewToolResultError(refused.message)
+	}
+	state, err := t.remote.relay.states.seal(asked.RequestState, caller, t)
+	if err != nil {
+		return mcp.NewToolResultError(MarkerRemoteError + err.Error())
+	}
+	return &mcp.CallToolResult{
+		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
+		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: asked.InputRequests, RequestState: state},
+	}
+}
+
+// inputRefusal is why a remote's input-required result is not passed on: message
+// begins with its marker; missing names the capability the caller did not declare,
+// when that is why.
+type inputRefusal struct{ message, missing string }
+
+// passOnInput checks raw, a remote's input-required result, before it is passed on to
+// the caller of ctx: each input request is of a kind the import relays (relay; else
+// unrelayed says why) that the caller can answer (cannotAnswer). It returns the
+// requests as the caller is to get them and the remote's state (not yet sealed).
+func passOnInput(ctx context.Context, raw json.RawMessage, relay []string, unrelayed func(method string) string,
+	cannotAnswer func(ctx context.Context, kind string) (*mcpclient.ErrorObject, bool)) (mcp.MultiRoundTripResult, *inputRefusal) {
 	var asked struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
 	}
 	if err := json.Unmarshal(raw, &asked); err != nil {
-		return mcp.NewToolResultError(MarkerRemoteError + "the remote's input-required result does not parse: " + clip.Line(err.Error(), 200))
+		return mcp.MultiRoundTripResult{}, &inputRefusal{message: MarkerRemoteError + "the remote's input-required result does not parse: " + clip.Line(err.Error(), 200)}
 	}
 	requests := make(mcp.InputRequests, len(asked.InputRequests))
 	for key, rawRequest := range asked.InputRequests {
 		var input mcp.InputRequest
 		if err := json.Unmarshal(rawRequest, &input); err != nil {
-			return mcp.NewToolResultError(MarkerRemoteError + "the remote asked for input the gateway cannot pass on: " + clip.Line(err.Error(), 200))
+			return mcp.MultiRoundTripResult{}, &inputRefusal{message: MarkerRemoteError + "the remote asked for input the gateway cannot pass on: " + clip.Line(err.Error(), 200)}
 		}
 		kind := relayedMethods[string(input.Method)]
-		if !slices.Contains(t.Backend.Relay, kind) {
-			return mcp.NewToolResultError(MarkerCallFailed + t.unrelayed(string(input.Method)).Message)
+		if !slices.Contains(relay, kind) {
+			return mcp.MultiRoundTripResult{}, &inputRefusal{message: MarkerCallFailed + unrelayed(string(input.Method))}
 		}
-		if why, missing := t.callerCannotAnswer(ctx, kind); why != nil {
+		if why, missing := cannotAnswer(ctx, kind); why != nil {
+			refused := &inputRefusal{message: MarkerCallFailed + why.Message}
 			if missing {
-				return missingCapability(ctx, kind)
+				refused.missing = kind
 			}
-			return mcp.NewToolResultError(MarkerCallFailed + why.Message)
+			return mcp.MultiRoundTripResult{}, refused
 		}
 		if input.Sampling != nil {
 			// As for a relayed request (relay.go): no context from the caller's other
@@ -229,14 +258,7 @@ func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string
 		}
 		requests[key] = input
 	}
-	state, err := t.remote.relay.states.seal(asked.RequestState, caller, t)
-	if err != nil {
-		return mcp.NewToolResultError(MarkerRemoteError + err.Error())
-	}
-	return &mcp.CallToolResult{
-		Result:               mcp.Result{ResultType: mcp.ResultTypeInputRequired},
-		MultiRoundTripResult: mcp.MultiRoundTripResult{InputRequests: requests, RequestState: state},
-	}
+	return mcp.MultiRoundTripResult{InputRequests: requests, RequestState: asked.RequestState}, nil
 }
 
 // errNotModern is forwardModern's failed result when the remote refused the protocol

@@ -290,11 +290,8 @@ func (t *Tool) ListedTo(ctx context.Context) bool {
 // answer the remote with; missing is true when the caller must be told it lacks the
 // capability (protocol 2026-07-28: MissingRequiredClientCapabilityError).
 func (t *Tool) callerCannotAnswer(ctx context.Context, kind string) (why *mcpclient.ErrorObject, missing bool) {
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		if !declares(info.ClientCapabilities, kind) {
-			return refusal("the caller did not declare the %s capability", kind), true
-		}
-		return nil, false
+	if server.IsModernRequest(ctx) {
+		return modernCallerCannotAnswer(ctx, kind)
 	}
 	if !t.remote.relay.sessions {
 		return refusal("this gateway is stateless, so a caller of protocol %s cannot be asked (its answer could reach another replica): serve the gateway stateful with one replica, or call it with protocol 2026-07-28",
@@ -307,6 +304,17 @@ func (t *Tool) callerCannotAnswer(ctx context.Context, kind string) (why *mcpcli
 	caps := session.GetClientCapabilities()
 	if !declares(&caps, kind) {
 		return refusal("the caller did not declare the %s capability", kind), false
+	}
+	return nil, false
+}
+
+// modernCallerCannotAnswer says why the caller of a request of protocol 2026-07-28
+// cannot be asked for input of kind (it did not declare the capability in the
+// request's _meta: missing), or nil when it can.
+func modernCallerCannotAnswer(ctx context.Context, kind string) (why *mcpclient.ErrorObject, missing bool) {
+	info := server.RequestProtocolInfoFromContext(ctx)
+	if info == nil || !declares(info.ClientCapabilities, kind) {
+		return refusal("the caller did not declare the %s capability", kind), true
 	}
 	return nil, false
 }

@@ -182,15 +182,27 @@ type sealedState struct {
 	Nonce   string `json:"n"`
 }
 
-// seal wraps the remote's state for caller's retry of tool.
-func (s *stateSealer) seal(remoteState, caller string, t *Tool) (string, error) {
+// stateSubject is what a sealed state is given for: a tool, or an imported prompt,
+// of one import.
+type stateSubject interface {
+	// sealedName names the subject among the import's: a tool's name, or "prompt:"
+	// and the prompt's (a tool's name holds no ":").
+	sealedName() string
+	importName() string
+}
+
+func (t *Tool) sealedName() string { return t.Name }
+func (t *Tool) importName() string { return t.Backend.Import }
+
+// seal wraps the remote's state for caller's retry of the request about t.
+func (s *stateSealer) seal(remoteState, caller string, t stateSubject) (string, error) {
 	if len(remoteState) > maxRemoteStateBytes {
 		return "", fmt.Errorf("the remote's requestState holds %d bytes, more than the %d a gateway passes on", len(remoteState), maxRemoteStateBytes)
 	}
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:])
 	key := s.currentKeys()[0]
-	payload, err := json.Marshal(sealedState{Remote: remoteState, Caller: callerDigest(key, caller), Tool: t.Name, Import: t.Backend.Import,
+	payload, err := json.Marshal(sealedState{Remote: remoteState, Caller: callerDigest(key, caller), Tool: t.sealedName(), Import: t.importName(),
 		Expires: s.now().Add(requestStateTTL).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])})
 	if err != nil {
 		return "", err
@@ -210,13 +222,13 @@ var (
 	errStateForged   = errors.New("the requestState is not one this gateway gave (altered, or sealed with another key: without a shared key, a retry must reach the replica that asked)")
 	errStateExpired  = errors.New("the requestState has expired: call the tool again")
 	errStateCaller   = errors.New("the requestState was given to another caller")
-	errStateTool     = errors.New("the requestState was given for another tool")
+	errStateTool     = errors.New("the requestState was given for another tool or prompt")
 	errStateReplayed = errors.New("the requestState was used already: a state answers one retry; call the tool again")
 )
 
-// open checks state for caller's retry of t and returns the remote's state in it. A
-// state opened once is used: another retry with it is refused.
-func (s *stateSealer) open(state, caller string, t *Tool) (string, error) {
+// open checks state for caller's retry of the request about t and returns the
+// remote's state in it. A state opened once is used: another retry with it is refused.
+func (s *stateSealer) open(state, caller string, t stateSubject) (string, error) {
 	body, tag, ok := strings.Cut(strings.TrimPrefix(state, requestStatePrefix), ".")
 	if !ok || !strings.HasPrefix(state, requestStatePrefix) {
 		return "", errStateForged
@@ -235,7 +247,7 @@ func (s *stateSealer) open(state, caller string, t *Tool) (string, error) {
 		return "", errStateExpired
 	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
 		return "", errStateCaller
-	case sealed.Tool != t.Name || sealed.Import != t.Backend.Import:
+	case sealed.Tool != t.sealedName() || sealed.Import != t.importName():
 		return "", errStateTool
 	}
 	if seen, _ := s.used.ContainsOrAdd(sealed.Nonce, struct{}{}); seen {

@@ -3,7 +3,9 @@
 // (initialize and sessions), or both, and records every request it gets.
 //
 // It serves a resource (ResourceURI) and a prompt (PromptName) in every era it
-// serves, and these tools:
+// serves; a prompt PromptConfirm listed, and served, only in 2026-07-28, which asks
+// for an elicitation as confirm does, then says "confirmed: <content>"; and these
+// tools:
 //   - echo {text}: answers "echo: <text>" in every era it serves;
 //   - confirm {}: asks for an elicitation (an input-required result whose
 //     requestState is StateAsked), then answers "confirmed: <content>" with what the
@@ -25,6 +27,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +63,8 @@ const (
 	// saying "hello prompt".
 	ResourceURI = "docs://guide"
 	PromptName  = "hello"
+	// PromptConfirm is the prompt of 2026-07-28 only that asks before it is given.
+	PromptConfirm = "confirm_prompt"
 	// RegionSchema is region's inputSchema.
 	RegionSchema = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`
 	StateAsked   = "remote-state-asked-once"
@@ -132,14 +137,21 @@ func Start(t testing.TB, eras Eras) *Remote {
 		}
 		return out
 	})
+	promptFilter := server.WithPromptFilter(func(ctx context.Context, prompts []mcp.Prompt) []mcp.Prompt {
+		if server.IsModernRequest(ctx) {
+			return prompts
+		}
+		return slices.DeleteFunc(prompts, func(p mcp.Prompt) bool { return p.Name == PromptConfirm })
+	})
 	s := server.NewMCPServer("dualera", "1.0.0", server.WithToolCapabilities(false), server.WithResourceCapabilities(false, false),
-		server.WithPromptCapabilities(false), filter)
+		server.WithPromptCapabilities(false), filter, promptFilter)
 	s.AddResource(mcp.NewResource(ResourceURI, "guide", mcp.WithMIMEType("text/plain")), func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: ResourceURI, MIMEType: "text/plain", Text: "guide text"}}, nil
 	})
 	s.AddPrompt(mcp.NewPrompt(PromptName), func(context.Context, mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return mcp.NewGetPromptResult("hello", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("hello prompt"))}), nil
 	})
+	s.AddPrompt(mcp.NewPrompt(PromptConfirm), confirmPrompt)
 	s.AddTool(mcp.NewTool(ToolEcho, mcp.WithString("text", mcp.Required())), func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("echo: " + req.GetString("text", "")), nil
 	})
@@ -186,13 +198,35 @@ func Start(t testing.TB, eras Eras) *Remote {
 func confirm(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	answer := server.ElicitationResponse(req.Params.InputResponses, ElicitationKey)
 	if answer == nil || req.Params.RequestState != StateAsked {
-		return server.NewInputRequestBuilder(StateAsked).Elicit(ElicitationKey, mcp.ElicitationParams{
-			Message:         "Confirm?",
-			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
-		}).ToolResult(), nil
+		return askToConfirm().ToolResult(), nil
 	}
+	return mcp.NewToolResultText(confirmation(answer)), nil
+}
+
+// confirmPrompt asks for an elicitation as confirm does, then gives a prompt saying
+// what the elicitation answered.
+func confirmPrompt(_ context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	answer := server.ElicitationResponse(req.Params.InputResponses, ElicitationKey)
+	if answer == nil || req.Params.RequestState != StateAsked {
+		return askToConfirm().PromptResult(), nil
+	}
+	return mcp.NewGetPromptResult("confirmed", []mcp.PromptMessage{
+		mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(confirmation(answer))),
+	}), nil
+}
+
+// askToConfirm is the input request of confirm and confirmPrompt, with StateAsked.
+func askToConfirm() *server.InputRequestBuilder {
+	return server.NewInputRequestBuilder(StateAsked).Elicit(ElicitationKey, mcp.ElicitationParams{
+		Message:         "Confirm?",
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
+	})
+}
+
+// confirmation is "confirmed: <action> <content>" of an elicitation's answer.
+func confirmation(answer *mcp.ElicitationResult) string {
 	content, _ := json.Marshal(answer.Content)
-	return mcp.NewToolResultText(fmt.Sprintf("confirmed: %s %s", answer.Action, content)), nil
+	return fmt.Sprintf("confirmed: %s %s", answer.Action, content)
 }
 
 func (r *Remote) record(req *http.Request, body []byte) (Request, bool) {
