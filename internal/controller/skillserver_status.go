@@ -89,6 +89,28 @@ func setNameConflict(ss *cantusv1alpha1.SkillServer, conflict *workload.NameConf
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonNameConflict, conflict.Error())
 }
 
+// relayReach is what ImportedToolsServable adds for a stateless server whose imports
+// relay requests: a caller of 2025-11-25 or older answers such a request on its
+// session, which a stateless server does not keep, so only callers of 2026-07-28 (which
+// answer with input-required retries) are asked; "" otherwise.
+func relayReach(ss *cantusv1alpha1.SkillServer) string {
+	if !ss.Spec.StatelessOrDefault() {
+		return ""
+	}
+	var relaying []string
+	for _, imp := range ss.Spec.Imports {
+		if len(imp.Relay) > 0 {
+			relaying = append(relaying, imp.Name)
+		}
+	}
+	if len(relaying) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; what the remotes of %s ask a caller reaches only callers of protocol 2026-07-28: this server is stateless, "+
+		"so a caller of 2025-11-25 or older, which would answer on a session, is refused it (set spec.stateless: false, with one replica, to ask those callers too)",
+		listAtMost(relaying, 10, ", "))
+}
+
 // setApplyFailed records a failure to run the workload; the reconciler retries it.
 func setApplyFailed(ss *cantusv1alpha1.SkillServer, err error) {
 	msg := fmt.Sprintf("could not apply the adapter workload: %v", err)
@@ -104,20 +126,21 @@ func setImportsResolved(ss *cantusv1alpha1.SkillServer, imports render.Imports) 
 		removeCondition(ss, cantusv1alpha1.ConditionImportedToolsServable)
 		return
 	}
+	relayNote := relayReach(ss)
 	switch {
 	case len(imports.Skipped) == 0 && len(imports.NotRelayed) > 0:
 		// True: the server serves every imported tool it can; the owner chose not to
 		// relay what the others need, so they are named, not a failure.
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonCapabilitiesNotRelayed,
-			fmt.Sprintf("every imported tool that can be served is; %d are left out because their remotes list them only to clients with capabilities that spec.imports[].relay does not relay: %s; relay those to serve them",
-				len(imports.NotRelayed), listAtMost(imports.NotRelayed, 10, "; ")))
+			fmt.Sprintf("every imported tool that can be served is; %d are left out because their remotes list them only to clients with capabilities that spec.imports[].relay does not relay: %s; relay those to serve them%s",
+				len(imports.NotRelayed), listAtMost(imports.NotRelayed, 10, "; "), relayNote))
 	case len(imports.Skipped) == 0:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable,
-			"every imported tool is served as its remote defined it")
+			"every imported tool is served as its remote defined it"+relayNote)
 	default:
 		setCondition(ss, cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped,
-			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s",
-				len(imports.Skipped), listAtMost(imports.Skipped, 10, "; ")))
+			fmt.Sprintf("%d imported tools left out because they cannot be served (the others are): %s%s",
+				len(imports.Skipped), listAtMost(imports.Skipped, 10, "; "), relayNote))
 	}
 	if len(imports.Unresolved) == 0 {
 		setCondition(ss, cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved,

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/render"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -113,5 +116,36 @@ func TestStatusSetters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stateless gateway whose imports relay requests says in ImportedToolsServable that
+// only callers of 2026-07-28 are asked, naming the imports; a stateful one, or one that
+// relays nothing, says nothing of it.
+func TestImportedToolsServable_SaysAStatelessGatewayAsksOnlyModernCallers(t *testing.T) {
+	const note = "reaches only callers of protocol 2026-07-28"
+	gateway := func(stateless bool, relay ...cantusv1alpha1.RelayedRequest) *cantusv1alpha1.SkillServer {
+		ss := &cantusv1alpha1.SkillServer{}
+		ss.Spec.Stateless = &stateless
+		ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "plain"}, {Name: "asking", Relay: relay}}
+		return ss
+	}
+	for _, tc := range []struct {
+		name string
+		ss   *cantusv1alpha1.SkillServer
+		want bool
+	}{
+		{"stateless, relaying", gateway(true, cantusv1alpha1.RelayElicitation), true},
+		{"stateful, relaying", gateway(false, cantusv1alpha1.RelayElicitation), false},
+		{"stateless, relaying nothing", gateway(true), false},
+	} {
+		setImportsResolved(tc.ss, render.Imports{})
+		c := apimeta.FindStatusCondition(tc.ss.Status.Conditions, cantusv1alpha1.ConditionImportedToolsServable)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("%s: ImportedToolsServable %+v, want True", tc.name, c)
+		}
+		if got := strings.Contains(c.Message, note) && strings.Contains(c.Message, "asking") && !strings.Contains(c.Message, "plain"); got != tc.want {
+			t.Errorf("%s: message %q; want the note naming the relaying import: %v", tc.name, c.Message, tc.want)
+		}
 	}
 }
