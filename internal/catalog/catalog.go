@@ -137,24 +137,35 @@ type Viewer interface {
 
 // Servers lists the servers and tools who may see.
 func (c *Catalog) Servers(ctx context.Context, who Viewer) ([]Server, error) {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := c.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("list SkillServers: %w", err)
+	servers, err := c.skillServersSeenBy(ctx, who)
+	if err != nil {
+		return nil, err
 	}
 	imports, err := c.importSchemas(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Server
-	for i := range list.Items {
-		ss := &list.Items[i]
-		if !who.SeesNamespace(ss.Namespace) {
-			continue
-		}
+	for _, ss := range servers {
 		out = append(out, serverEntry(ss, c.rendered.of(ss).Config, imports, who))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref() < out[j].Ref() })
 	c.setConnectStates(ctx, out, who)
+	return out, nil
+}
+
+// skillServersSeenBy are the SkillServers in the namespaces who may see.
+func (c *Catalog) skillServersSeenBy(ctx context.Context, who Viewer) ([]*cantusv1alpha1.SkillServer, error) {
+	list := &cantusv1alpha1.SkillServerList{}
+	if err := c.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list SkillServers: %w", err)
+	}
+	var out []*cantusv1alpha1.SkillServer
+	for i := range list.Items {
+		if who.SeesNamespace(list.Items[i].Namespace) {
+			out = append(out, &list.Items[i])
+		}
+	}
 	return out, nil
 }
 

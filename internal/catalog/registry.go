@@ -257,9 +257,9 @@ func (h *handler) registryEntry(w http.ResponseWriter, r *http.Request) (Registr
 
 // RegistryEntries lists, ordered by name, the servers who may see as registry entries.
 func (c *Catalog) RegistryEntries(ctx context.Context, who Viewer) ([]RegistryEntry, error) {
-	list := &cantusv1alpha1.SkillServerList{}
-	if err := c.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("list SkillServers: %w", err)
+	servers, err := c.skillServersSeenBy(ctx, who)
+	if err != nil {
+		return nil, err
 	}
 	digests, err := c.importSummaries(ctx)
 	if err != nil {
@@ -267,11 +267,7 @@ func (c *Catalog) RegistryEntries(ctx context.Context, who Viewer) ([]RegistryEn
 	}
 	prefix := reverseDomain(cmp.Or(c.RegistryDomain, "cluster.local"))
 	var out []RegistryEntry
-	for i := range list.Items {
-		ss := &list.Items[i]
-		if !who.SeesNamespace(ss.Namespace) {
-			continue
-		}
+	for _, ss := range servers {
 		if entry, ok := registryEntryOf(ss, prefix, digests, who); ok {
 			out = append(out, entry)
 		}

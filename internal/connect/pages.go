@@ -93,12 +93,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		h.linkFailed(w, errLinkExpired)
 		return
 	}
-	imp, err := h.importOf(r, p.Import)
-	if err != nil {
-		page(w, http.StatusServiceUnavailable, "Not connected", "The import cannot be connected now: "+err.Error())
-		return
-	}
-	oc, err := h.clientFor(ctx, imp, p.RedirectURI)
+	imp, oc, err := h.importClient(r, p.Import, p.RedirectURI)
 	if err != nil {
 		page(w, http.StatusServiceUnavailable, "Not connected", "The import cannot be connected now: "+err.Error())
 		return
@@ -208,6 +203,20 @@ func (h *Handler) importOf(r *http.Request, importRef string) (*cantusv1alpha1.R
 	return imp, nil
 }
 
+// importClient is the import named and the OAuth client that connects its callers at
+// its authorization server, sending them back to redirectURI.
+func (h *Handler) importClient(r *http.Request, importRef, redirectURI string) (*cantusv1alpha1.RemoteToolImport, *oauthClient, error) {
+	imp, err := h.importOf(r, importRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	oc, err := h.clientFor(r.Context(), imp, redirectURI)
+	if err != nil {
+		return nil, nil, err
+	}
+	return imp, oc, nil
+}
+
 // clientMetadata is ConnectClientPath: the operator's Client ID Metadata Document, a
 // public client whose client_id is the document's own URL.
 func (h *Handler) clientMetadata(w http.ResponseWriter, _ *http.Request) {
@@ -278,11 +287,7 @@ func (h *Handler) revokeAccount(r *http.Request, importRef string, secret *corev
 	if err := h.Store.open(r.Context(), secret, &acct); err != nil || acct.RevokeURL == "" {
 		return false
 	}
-	imp, err := h.importOf(r, importRef)
-	if err != nil {
-		return false
-	}
-	oc, err := h.clientFor(r.Context(), imp, "")
+	_, oc, err := h.importClient(r, importRef, "")
 	if err != nil {
 		return false
 	}

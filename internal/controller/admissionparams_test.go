@@ -64,7 +64,7 @@ func TestStdioImageNotInTheAdmissionParametersIsRefusedBeforeTheBridge(t *testin
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 	params := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cantus-operator-admission"},
 		Data: map[string]string{"bridgeImages": "ghcr.io/other"}}
 	g.Expect(k8sClient.Create(ctx, params)).To(Succeed())
@@ -80,8 +80,8 @@ func TestStdioImageNotInTheAdmissionParametersIsRefusedBeforeTheBridge(t *testin
 	r := importReconciler()
 	r.Bridges = workload.NewKubernetes(k8sClient, "ghcr.io/cantus-dev/cantus-operator:test", "cluster.local").Bridges()
 	r.AdmissionParams = &AdmissionParams{Reader: k8sClient, Key: crclient.ObjectKeyFromObject(params), MaxAge: time.Nanosecond}
-	got := reconcileImport(t, r, imp)
-	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+	got := kubekit.ReconcileImport(t, k8sClient, r, imp)
+	allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonPodNotAdmitted))
 	g.Expect(allowed.Message).To(ContainSubstring("image ghcr.io/acme/tools:1.0 is not in bridgeImages of the operator's admission policy parameters " + ns + "/cantus-operator-admission"))
@@ -93,12 +93,12 @@ func TestStdioImageNotInTheAdmissionParametersIsRefusedBeforeTheBridge(t *testin
 	params.Data["bridgeImages"] = "ghcr.io/other, ghcr.io/acme"
 	params.Data["serviceAccounts"] = "other/default"
 	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
-	got = reconcileImport(t, r, got)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Message).To(ContainSubstring("service account " + ns + "/default is not in serviceAccounts"))
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed).Message).To(ContainSubstring("service account " + ns + "/default is not in serviceAccounts"))
 
 	params.Data["serviceAccounts"] = "*/default"
 	g.Expect(k8sClient.Update(ctx, params)).To(Succeed())
-	got = reconcileImport(t, r, got)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "acme-bridge"}, &appsv1.Deployment{})).To(Succeed())
 }

@@ -98,13 +98,13 @@ func TestStdioBridgeAdmitsOnlyItsImportersAndTheOperator(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns, elsewhere := kubekit.NewNamespace(t, k8sClient), kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 
-	gw := newSkillServer(ns, "gw")
+	gw := kubekit.NewSkillServer(ns, "gw")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "acme"}}
-	plain := newSkillServer(ns, "plain")
+	plain := kubekit.NewSkillServer(ns, "plain")
 	plain.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "other"}}
-	twin := newSkillServer(elsewhere, "gw")
+	twin := kubekit.NewSkillServer(elsewhere, "gw")
 	twin.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "acme"}}
 	for _, ss := range []*cantusv1alpha1.SkillServer{gw, plain, twin} {
 		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -122,8 +122,8 @@ func TestStdioBridgeAdmitsOnlyItsImportersAndTheOperator(t *testing.T) {
 	kube.Operator = workload.OperatorPeer("cantus-system")
 	r := importReconciler()
 	r.Bridges = kube.Bridges()
-	got := reconcileImport(t, r, imp)
-	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	got := kubekit.ReconcileImport(t, k8sClient, r, imp)
+	ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(cantusv1alpha1.ReasonBridgeNotReady), ready.Message)
 
 	key := crclient.ObjectKey{Namespace: ns, Name: "acme-bridge"}
@@ -177,7 +177,7 @@ func TestStdioBridgeAdmitsOnlyItsImportersAndTheOperator(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(gw), gw)).To(Succeed())
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "other"}}
 	g.Expect(k8sClient.Update(ctx, gw)).To(Succeed())
-	reconcileImport(t, r, got)
+	kubekit.ReconcileImport(t, k8sClient, r, got)
 	g.Expect(k8sClient.Get(ctx, key, np)).To(Succeed())
 	g.Expect(admits(t, np, gatewayPod, workload.BridgePort)).To(BeFalse(), "a server that no longer imports the bridge is still admitted")
 	g.Expect(admits(t, np, operatorPod, workload.BridgePort)).To(BeTrue(), "the operator is refused")
@@ -209,7 +209,7 @@ func TestTheOperatorsHandshakeSendsTheBridgeToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/acme"}, []string{"srv"})
 	recorder := &headerRecorder{}
 	bridge := testkit.NewCountingServer(t, recorder)
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{

@@ -23,7 +23,7 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/acme/"}, []string{"mcp-server"})
 
 	imp := &cantusv1alpha1.RemoteToolImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
@@ -35,8 +35,8 @@ func TestStdioImportRunsABridgeDeployment(t *testing.T) {
 	}
 	r := importReconciler()
 	r.Bridges = workload.NewKubernetes(k8sClient, "ghcr.io/cantus-dev/cantus-operator:test", "cluster.local").Bridges()
-	got := reconcileImport(t, r, imp)
-	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	got := kubekit.ReconcileImport(t, k8sClient, r, imp)
+	ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(cantusv1alpha1.ReasonBridgeNotReady), ready.Message)
 
 	dep := &appsv1.Deployment{}

@@ -34,7 +34,7 @@ func TestStdioBridgePathFollowsNoRedirect(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/acme"}, []string{"srv"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/acme"}, []string{"srv"})
 	internal := testkit.NewCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("internal secret"))
 	}))

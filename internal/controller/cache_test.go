@@ -28,7 +28,7 @@ func TestManagerCacheHoldsOnlyOwnedObjects(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, theirs)).To(Succeed())
 
 	mgr := newTestManager(t)
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 	g.Eventually(func() []string {
 		list := &corev1.ConfigMapList{}
 		_ = mgr.GetCache().List(ctx, list, crclient.InNamespace(ns))

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
@@ -51,14 +49,14 @@ func TestCallerCredentials_CRDRefusesStdioAndBothOrNeitherMode(t *testing.T) {
 		}, "exactly one of tokenExchange, perCallerSecret or connect"},
 	}
 	for name, c := range cases {
-		imp := newImport(ns, name, "https://remote.example/mcp")
+		imp := kubekit.NewImport(ns, name, "https://remote.example/mcp")
 		c.mutate(imp)
 		err := k8sClient.Create(ctx, imp)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: create gave %v, want a refusal saying %q", name, err, c.want)
 		}
 	}
-	ok := newImport(ns, "fine", "https://remote.example/mcp")
+	ok := kubekit.NewImport(ns, "fine", "https://remote.example/mcp")
 	ok.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
 	if err := k8sClient.Create(ctx, ok); err != nil {
 		t.Fatalf("a valid perCallerSecret import was refused: %v", err)
@@ -82,61 +80,34 @@ func TestCallerCredentials_PolicyRefusesPlainHTTPTokenEndpoint(t *testing.T) {
 	r := importReconciler()
 	r.Resolver = staticResolver{"sts.example": netip.MustParseAddr("192.0.2.10")}
 
-	plain := newImport(ns, "plain", srv.URL+"/mcp")
+	plain := kubekit.NewImport(ns, "plain", srv.URL+"/mcp")
 	plain.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://sts.example/token", ClientID: "gw"}}
-	got := reconcileImport(t, r, plain)
-	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+	got := kubekit.ReconcileImport(t, k8sClient, r, plain)
+	allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
 	g.Expect(allowed.Message).To(And(ContainSubstring("http://sts.example/token"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(srv.Requests.Load()).To(BeZero(), "a refused import is not probed")
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange}))
 
-	unlisted := newImport(ns, "unlisted", srv.URL+"/mcp")
+	unlisted := kubekit.NewImport(ns, "unlisted", srv.URL+"/mcp")
 	unlisted.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://other.example/token", ClientID: "gw"}}
-	got = reconcileImport(t, r, unlisted)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("other.example"))
+	got = kubekit.ReconcileImport(t, k8sClient, r, unlisted)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed).Reason).To(Equal(cantusv1alpha1.ReasonTokenEndpointNotAllowed))
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("other.example"))
 
-	secure := newImport(ns, "secure", srv.URL+"/mcp")
+	secure := kubekit.NewImport(ns, "secure", srv.URL+"/mcp")
 	secure.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "https://sts.example/token", ClientID: "gw"}}
-	got = reconcileImport(t, r, secure)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "%+v", got.Status.Conditions)
+	got = kubekit.ReconcileImport(t, k8sClient, r, secure)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "%+v", got.Status.Conditions)
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
 		Mode: cantusv1alpha1.CallerCredentialsModeTokenExchange, TokenEndpointChecked: true, TokenEndpointAddresses: []string{"192.0.2.10"}}))
 
-	loopback := newImport(ns, "loopback", srv.URL+"/mcp")
+	loopback := kubekit.NewImport(ns, "loopback", srv.URL+"/mcp")
 	loopback.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
-	got = reconcileImport(t, r, loopback)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "plain http on loopback is allowed: %+v", got.Status.Conditions)
-}
-
-func callerSecret(ns, name, importName, caller, value string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels:      map[string]string{cantusv1alpha1.LabelCallerCredentialsFor: importName},
-			Annotations: map[string]string{cantusv1alpha1.AnnotationCaller: caller}},
-		Data: map[string][]byte{"token": []byte(value)},
-	}
-}
-
-func oidcGateway(ns, name string, imports ...string) *cantusv1alpha1.SkillServer {
-	gw := newSkillServer(ns, name)
-	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"gateway"}}}
-	for _, i := range imports {
-		gw.Spec.Imports = append(gw.Spec.Imports, cantusv1alpha1.SkillImport{Name: i})
-	}
-	return gw
-}
-
-func conditionMessage(ss *cantusv1alpha1.SkillServer, condType string) string {
-	for _, c := range ss.Status.Conditions {
-		if c.Type == condType {
-			return c.Message
-		}
-	}
-	return ""
+	got = kubekit.ReconcileImport(t, k8sClient, r, loopback)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "plain http on loopback is allowed: %+v", got.Status.Conditions)
 }
 
 // A callerCredentials header may also be in spec.headers, as most remotes take both the
@@ -149,11 +120,11 @@ func TestCallerCredentials_HeaderSharedWithHeadersIsTheProbes(t *testing.T) {
 	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "create"))
 	g.Expect(k8sClient.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"},
 		StringData: map[string]string{"token": "Bearer service-identity-1f3a"}})).To(Succeed())
-	imp := newImport(ns, "shared", srv.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "shared", srv.URL+"/mcp")
 	imp.Spec.Headers = []cantusv1alpha1.HeaderFromSecret{{Name: "authorization", ValueFrom: cantusv1alpha1.SecretKeyRef{Name: "svc", Key: "token"}}}
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-	got := reconcileImport(t, importReconciler(), imp)
-	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Message).NotTo(ContainSubstring("spec.callerCredentials.header"))
 	g.Expect(srv.Requests.Load()).NotTo(BeZero(), "the probe ran with the service identity")
 }
@@ -171,16 +142,16 @@ func TestCallerCredentials_PodsMountCallerKeysWithoutRollingOnAChange(t *testing
 	kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
 	g.Expect((&SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
 	g.Expect((&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 	remote := remoteLibrary(t)
 
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
 	g.Expect(k8sClient.Create(ctx, sa)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", "first-value-5e1b"))).To(Succeed())
-	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", "first-value-5e1b"))).To(Succeed())
+	imp := kubekit.NewImport(ns, "notes", remote.URL+"/mcp")
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.OIDCGateway(ns, "gw", "notes"))).To(Succeed())
 
 	key := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{key: "first-value-5e1b"}))
@@ -225,14 +196,14 @@ func TestCallerCredentials_UnchangedProbeWritesNothing(t *testing.T) {
 	clock := time.Now()
 	r := importReconciler()
 	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "alice", "keys", "oidc:https://login.example.com#alice", "alice-value-0b4e"))).To(Succeed())
 
-	keys := newImport(ns, "keys", srv.URL+"/mcp")
+	keys := kubekit.NewImport(ns, "keys", srv.URL+"/mcp")
 	keys.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-	exchange := newImport(ns, "exchange", srv.URL+"/mcp")
+	exchange := kubekit.NewImport(ns, "exchange", srv.URL+"/mcp")
 	exchange.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw"}}
 	for _, imp := range []*cantusv1alpha1.RemoteToolImport{keys, exchange} {
-		got := reconcileImport(t, r, imp)
+		got := kubekit.ReconcileImport(t, k8sClient, r, imp)
 		g.Expect(got.Status.CallerCredentials).NotTo(BeNil())
 		version := got.ResourceVersion
 		for range 3 {
@@ -265,12 +236,12 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	remote := remoteLibrary(t)
 
 	big := strings.Repeat("k", maxCallerKeyBytes+1)
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "huge", "notes", "oidc:https://login.example.com#huge", big))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "small", "notes", "oidc:https://login.example.com#small", "small-value-3d9f"))).To(Succeed())
-	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "huge", "notes", "oidc:https://login.example.com#huge", big))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "small", "notes", "oidc:https://login.example.com#small", "small-value-3d9f"))).To(Succeed())
+	imp := kubekit.NewImport(ns, "notes", remote.URL+"/mcp")
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.OIDCGateway(ns, "gw", "notes"))).To(Succeed())
 
 	small := adapterconfig.CallerKeyFileName(ns+"/notes", adapterconfig.OIDCCaller("https://login.example.com", "small"))
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{small: "small-value-3d9f"}))
@@ -290,12 +261,12 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 	full := strings.Repeat("f", maxCallerKeyBytes)
 	for i := range 60 {
 		name := "full-" + strconv.Itoa(i)
-		g.Expect(k8sClient.Create(ctx, callerSecret(ns, name, "notes", "oidc:https://login.example.com#"+name, full))).To(Succeed())
+		g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, name, "notes", "oidc:https://login.example.com#"+name, full))).To(Succeed())
 	}
-	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerKeysTooLarge))
-	ss, err := getSkillServer(ctx, ns, "gw")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gw"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerKeysTooLarge))
+	ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionCallerCredentialsReady)).To(ContainSubstring("1 MiB"))
+	g.Expect(kubekit.ConditionMessage(ss, cantusv1alpha1.ConditionCallerCredentialsReady)).To(ContainSubstring("1 MiB"))
 	keys, err := kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw"))()
 	g.Expect(err).NotTo(HaveOccurred())
 	// It keeps what it last held, which fitted (reconciles may have seen some of the sixty).
@@ -310,17 +281,7 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 // remoteLibrary is a real adapter with a working tool and one whose backend fails.
 func remoteLibrary(t *testing.T) *httptest.Server {
 	t.Helper()
-	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "catalog database is down", http.StatusInternalServerError)
-	}))
-	t.Cleanup(failing.Close)
-	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true,
-		Tools: []adapterconfig.Tool{
-			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapterconfig.TemplateBackend{Text: "remote found: {{ .title }}"}},
-			{Name: "checkout", Description: "Check a book out.", InputSchema: json.RawMessage(bookSchema),
-				HTTP: &adapterconfig.HTTPBackend{URL: failing.URL, Timeout: adapterconfig.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
-		}}
-	remote := httptest.NewServer(runAdapter(t, cfg))
+	remote := httptest.NewServer(runAdapter(t, kubekit.RemoteLibraryConfig(t)))
 	t.Cleanup(remote.Close)
 	return remote
 }

@@ -57,34 +57,34 @@ func TestCallerCredentials_ConnectAuthorizationServerIsHeldToThePolicy(t *testin
 	remote := testkit.NewCountingServer(t, adapterHandler(t, "", "issues"))
 	preRegistered := &cantusv1alpha1.ConnectClient{ClientID: "cantus"}
 	reason := func(imp *cantusv1alpha1.RemoteToolImport) string {
-		return importCondition(imp, cantusv1alpha1.ConditionSourceAllowed).Reason
+		return kubekit.ImportCondition(imp, cantusv1alpha1.ConditionSourceAllowed).Reason
 	}
 
 	r := importReconciler()
 	r.Resolver = staticResolver{"sts.example": netip.MustParseAddr("192.0.2.10")}
-	off := newImport(ns, "off", remote.URL+"/mcp")
+	off := kubekit.NewImport(ns, "off", remote.URL+"/mcp")
 	off.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{Client: preRegistered}}
-	g.Expect(reason(reconcileImport(t, r, off))).To(Equal(cantusv1alpha1.ReasonConnectUnavailable))
+	g.Expect(reason(kubekit.ReconcileImport(t, k8sClient, r, off))).To(Equal(cantusv1alpha1.ReasonConnectUnavailable))
 
 	r.Connect = &ConnectSettings{}
-	noClient := newImport(ns, "noclient", remote.URL+"/mcp")
+	noClient := kubekit.NewImport(ns, "noclient", remote.URL+"/mcp")
 	noClient.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{}}
-	g.Expect(reason(reconcileImport(t, r, noClient))).To(Equal(cantusv1alpha1.ReasonConnectClientRequired))
+	g.Expect(reason(kubekit.ReconcileImport(t, k8sClient, r, noClient))).To(Equal(cantusv1alpha1.ReasonConnectClientRequired))
 
 	plain := metadataServer(t, func(string) string { return "http://sts.example/token" })
-	insecure := newImport(ns, "insecure", remote.URL+"/mcp")
+	insecure := kubekit.NewImport(ns, "insecure", remote.URL+"/mcp")
 	insecure.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{AuthorizationServer: plain.URL, Client: preRegistered}}
-	got := reconcileImport(t, r, insecure)
-	allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+	got := kubekit.ReconcileImport(t, k8sClient, r, insecure)
+	allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 	g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonAuthorizationServerNotAllowed))
 	g.Expect(allowed.Message).To(And(ContainSubstring("token_endpoint"), ContainSubstring(cantusv1alpha1.ReasonInsecureTokenEndpoint)))
 	g.Expect(remote.Requests.Load()).To(BeZero(), "a refused import is not probed")
 
 	loopback := metadataServer(t, func(issuer string) string { return issuer + "/token" })
-	good := newImport(ns, "good", remote.URL+"/mcp")
+	good := kubekit.NewImport(ns, "good", remote.URL+"/mcp")
 	good.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{AuthorizationServer: loopback.URL, Client: preRegistered}}
-	got = reconcileImport(t, r, good)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "%+v", got.Status.Conditions)
+	got = kubekit.ReconcileImport(t, k8sClient, r, good)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "%+v", got.Status.Conditions)
 	g.Expect(got.Status.CallerCredentials).To(Equal(&cantusv1alpha1.CallerCredentialsStatus{
 		Mode: cantusv1alpha1.CallerCredentialsModeConnect, AuthorizationServer: loopback.URL, AuthorizationServerChecked: true,
 		Endpoints: &cantusv1alpha1.AuthorizationServerEndpoints{Authorization: loopback.URL + "/authorize", Token: loopback.URL + "/token", Revocation: loopback.URL + "/revoke"},
@@ -108,14 +108,14 @@ func TestCallerCredentials_ConnectGatewayPodsGetTheOperatorsCAAndAToken(t *testi
 	g.Expect((&SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator"),
 		ConnectEndpoint: "https://cantus-catalog.cantus-system.svc/connect/v1/token", ConnectCA: func() []byte { return []byte("the operator's CA") }}).SetupWithManager(mgr)).To(Succeed())
 	g.Expect((&RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"), Connect: &ConnectSettings{}}).SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 	remote := remoteLibrary(t)
 	server := metadataServer(t, func(issuer string) string { return issuer + "/token" })
 
-	imp := newImport(ns, "tracker", remote.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "tracker", remote.URL+"/mcp")
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{AuthorizationServer: server.URL, Client: &cantusv1alpha1.ConnectClient{ClientID: "cantus"}}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := oidcGateway(ns, "gw", "tracker")
+	gw := kubekit.OIDCGateway(ns, "gw", "tracker")
 	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 

@@ -92,20 +92,20 @@ func TestManagerCachesHoldNoConfigMapData(t *testing.T) {
 	startManagerVerifying(t, kube, nil, func(r *SkillServerReconciler) { reconciler = r })
 
 	forms := "# Forms\n" + strings.Repeat("field: value\n", 1000)
-	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
 	spoofed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoofed",
 		Labels: map[string]string{workload.LabelManagedBy: workload.FieldOwner, cantusv1alpha1.ContentLabel: "true"}},
 		BinaryData: map[string][]byte{"blob": bytes.Repeat([]byte{7}, 512<<10)}}
 	g.Expect(k8sClient.Create(ctx, spoofed)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
 
-	want := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte(forms)})
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(want)))
+	want := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte(forms)})
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(WithTransform(servedDigest, Equal(want)))
 	shard := &corev1.ConfigMap{}
 	g.Eventually(func() error {
 		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)
 	}).Should(Succeed())
-	g.Expect(shard.BinaryData).To(HaveKeyWithValue(hexSHA256([]byte(forms)), []byte(forms)), "the shard on the API server holds the bytes")
+	g.Expect(shard.BinaryData).To(HaveKeyWithValue(testkit.HexSHA256([]byte(forms)), []byte(forms)), "the shard on the API server holds the bytes")
 
 	// The kubernetes runtime reads its children through the manager's cache.
 	for _, name := range []string{"docs-content-0", "docs-adapter", "spoofed"} {
@@ -132,26 +132,26 @@ func TestContentConfigMapBodyIsReadOncePerResourceVersion(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	first := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms")})
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(first)))
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
+	first := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte("# Forms")})
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(WithTransform(servedDigest, Equal(first)))
 	g.Expect(reads.of(crclient.ObjectKeyFromObject(cm))).To(Equal(1), "the body is read once, from the API server")
 
 	// A spec change that does not touch the content reconciles without a read.
-	ss, err := getSkillServer(ctx, ns, "docs")()
+	ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kubekit.Update(ctx, k8sClient, ss, func(ss *cantusv1alpha1.SkillServer) {
-		ss.Spec.Skills = append(ss.Spec.Skills, templateSkill("search_book", "found: {{ .title }}"))
+		ss.Spec.Skills = append(ss.Spec.Skills, kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	})).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.ObservedGeneration", ss.Generation))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(HaveField("Status.ObservedGeneration", ss.Generation))
 	g.Consistently(func() int { return reads.of(crclient.ObjectKeyFromObject(cm)) }, 2*time.Second).Should(Equal(1), "an unchanged ConfigMap was read again")
 
 	cm.Data["references.FORMS.md"] = "# Forms, edited"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	second := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms, edited")})
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(servedDigest, Equal(second)))
+	second := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte("# Forms, edited")})
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(WithTransform(servedDigest, Equal(second)))
 	g.Consistently(func() int { return reads.of(crclient.ObjectKeyFromObject(cm)) }, 2*time.Second).Should(Equal(2), "the edit is read once")
 }
 
@@ -163,10 +163,10 @@ func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startManagerVerifying(t, workload.NewKubernetes(nil, "img", "cluster.local"), nil)
-	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
 	key := crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}
-	wantData := map[string][]byte{hexSHA256([]byte(formsSkillMD)): []byte(formsSkillMD), hexSHA256([]byte("# Forms")): []byte("# Forms")}
+	wantData := map[string][]byte{testkit.HexSHA256([]byte(kubekit.FormsSkillMD)): []byte(kubekit.FormsSkillMD), testkit.HexSHA256([]byte("# Forms")): []byte("# Forms")}
 	shardData := func() (map[string][]byte, error) {
 		shard := &corev1.ConfigMap{}
 		err := k8sClient.Get(ctx, key, shard)
@@ -176,7 +176,7 @@ func TestEditedOrDeletedContentShardIsWrittenAgain(t *testing.T) {
 
 	shard := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, key, shard)).To(Succeed())
-	shard.BinaryData[hexSHA256([]byte("# Forms"))] = []byte("# Not the forms")
+	shard.BinaryData[testkit.HexSHA256([]byte("# Forms"))] = []byte("# Not the forms")
 	g.Expect(k8sClient.Update(ctx, shard)).To(Succeed())
 	g.Eventually(shardData).Should(Equal(wantData), "an edited shard is taken back")
 
@@ -273,18 +273,18 @@ func TestRestartedManagerRewritesNoContent(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	first := &requestLog{}
 	stop := startContentManager(t, first)
-	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.ObservedGeneration", int64(1)))
+	g.Expect(k8sClient.Create(ctx, kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": strings.Repeat("x", 950<<10)}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(HaveField("Status.ObservedGeneration", int64(1)))
 	g.Eventually(func() error {
 		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-1"}, &corev1.ConfigMap{})
 	}).Should(Succeed(), "two shards: a file larger than a shard gets one of its own")
 	// A reconcile asked for after the children exist, and handled: the first manager
 	// has seen its children before it stops.
-	docs, err := getSkillServer(ctx, ns, "docs")()
+	docs, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 	g.Expect(err).NotTo(HaveOccurred())
 	kubekit.RequestReconcile(t, ctx, k8sClient, docs, "children-seen")
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 	g.Expect(first.of(ns)).NotTo(BeEmpty())
 	stop()
 
@@ -347,7 +347,7 @@ func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	reads := startManagerCountingBodyReads(t)
-	ss := newSkillServer(ns, "hoard")
+	ss := kubekit.NewSkillServer(ns, "hoard")
 	const configMaps = 70
 	for i := range configMaps {
 		name := fmt.Sprintf("blob-%02d", i)
@@ -361,10 +361,10 @@ func TestContentBeyondWhatAnAdapterServesIsNotReadWhole(t *testing.T) {
 		})
 	}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "hoard"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionContentValid, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
-	got, _ := getSkillServer(ctx, ns, "hoard")()
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "hoard"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionContentValid, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "hoard")()
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionContentValid).Message).To(ContainSubstring("more than the 64 MiB an adapter serves"))
 	total := func() int {
 		n := 0
 		for i := range configMaps {

@@ -16,6 +16,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
@@ -49,15 +50,15 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 	imageSkill := func(name string) cantusv1alpha1.AgentSkill {
 		return cantusv1alpha1.AgentSkill{Name: name, Path: "library", Image: &cantusv1alpha1.SkillImageSource{Reference: image, Path: "skills/" + name}}
 	}
-	ss := newSkillServer(ns, "catalogue", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "catalogue", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{imageSkill("cataloguing")}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	dep := runEmulatedPods(t, g, ctx, routes, ns, "catalogue", "")
 
 	files := folderFiles(t, filepath.Join(skillImageFolder, "skills", "cataloguing"))
-	g.Eventually(getSkillServer(ctx, ns, "catalogue"), 20*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "catalogue")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue"), 20*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue")()
 	g.Expect(got.Status.AgentSkills).To(HaveLen(1))
 	g.Expect(got.Status.AgentSkills[0]).To(And(
 		HaveField("URI", "skill://library/cataloguing/SKILL.md"), HaveField("Name", "cataloguing"),
@@ -69,9 +70,9 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 	// A reconcile that does not list the pods again (nothing changed) keeps the entry
 	// learned from them.
 	resync := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "example.com/cantus:test", "cluster.local")}
-	_, err := resync.Reconcile(ctx, reconcileRequest(got))
+	_, err := resync.Reconcile(ctx, kubekit.ReconcileRequest(got))
 	g.Expect(err).NotTo(HaveOccurred())
-	got, _ = getSkillServer(ctx, ns, "catalogue")()
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue")()
 	g.Expect(got.Status.AgentSkills).To(ConsistOf(HaveField("URI", "skill://library/cataloguing/SKILL.md")))
 	g.Expect(got.Status.AgentSkillCount).To(Equal(int32(1)))
 
@@ -80,10 +81,10 @@ func TestImageSkillStatusComesFromThePods(t *testing.T) {
 		got.Spec.AgentSkills = append(got.Spec.AgentSkills, imageSkill("broken"))
 	})).To(Succeed())
 	runEmulatedPods(t, g, ctx, routes, ns, "catalogue", dep.Spec.Template.Annotations[workload.AnnotationConfigHash])
-	g.Eventually(getSkillServer(ctx, ns, "catalogue"), 20*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut)))
-	got, _ = getSkillServer(ctx, ns, "catalogue")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue"), 20*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonImageSkillsLeftOut)))
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "catalogue")()
 	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, cantusv1alpha1.ConditionVerified).Message).To(And(
 		ContainSubstring("skill://library/broken/SKILL.md"), ContainSubstring("cantus_adapter_image_skills_left_out")))
 	g.Expect(got.Status.AgentSkills).To(ConsistOf(HaveField("URI", "skill://library/cataloguing/SKILL.md")))
@@ -113,7 +114,7 @@ func expectedManifestDigestAt(skillPath string, files map[string][]byte) string 
 	}
 	var list []adapterconfig.SkillFile
 	for p, data := range files {
-		list = append(list, adapterconfig.SkillFile{Path: p, Digest: "sha256:" + hexSHA256(data), Size: int64(len(data))})
+		list = append(list, adapterconfig.SkillFile{Path: p, Digest: "sha256:" + testkit.HexSHA256(data), Size: int64(len(data))})
 	}
 	return render.SkillManifestDigest(skillPath, fm, list)
 }

@@ -24,17 +24,17 @@ func TestLimitsReachTheConfigAndTheStatus(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	limited := newSkillServer(ns, "limited", templateSkill("echo", "ok"))
+	limited := kubekit.NewSkillServer(ns, "limited", kubekit.TemplateSkill("echo", "ok"))
 	limited.Spec.Limits = &cantusv1alpha1.CallLimits{ConcurrentCalls: ptr.To(int32(8)),
 		PerCaller: &cantusv1alpha1.CallerRate{CallsPerSecond: 5}}
-	plain := newSkillServer(ns, "plain", templateSkill("echo", "ok"))
+	plain := kubekit.NewSkillServer(ns, "plain", kubekit.TemplateSkill("echo", "ok"))
 	for _, ss := range []*cantusv1alpha1.SkillServer{limited, plain} {
 		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-		_, err := kubernetesReconciler().Reconcile(ctx, reconcileRequest(ss))
+		_, err := kubernetesReconciler().Reconcile(ctx, kubekit.ReconcileRequest(ss))
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 
-	got, err := getSkillServer(ctx, ns, "limited")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "limited")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Spec.Limits.QueueLength).To(HaveValue(Equal(cantusv1alpha1.DefaultQueueLength)), "the API server's default")
 	g.Expect(got.Status.Limits).To(Equal(&cantusv1alpha1.CallLimits{
@@ -46,7 +46,7 @@ func TestLimitsReachTheConfigAndTheStatus(t *testing.T) {
 		PerCaller: &adapterconfig.CallerRate{CallsPerSecond: 5, Burst: 5},
 	}))
 
-	got, err = getSkillServer(ctx, ns, "plain")()
+	got, err = kubekit.GetSkillServer(ctx, k8sClient, ns, "plain")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Status.Limits).To(Equal(&cantusv1alpha1.CallLimits{
 		ConcurrentCalls: ptr.To(int32(64)), QueueLength: ptr.To(int32(64)), QueueWait: cantusv1alpha1.DurationFrom(10 * time.Second)}))

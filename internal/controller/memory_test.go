@@ -25,11 +25,11 @@ func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	size := cantusv1alpha1.Quantity("2Gi")
-	ss := newSkillServer(ns, "notes")
+	ss := kubekit.NewSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{Size: &size, StorageClassName: ptr.To("fast")}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
-	_, err := r.Reconcile(ctx, reconcileRequest(ss))
+	_, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 
 	pvc := &corev1.PersistentVolumeClaim{}
@@ -50,7 +50,7 @@ func TestMemoryServerOwnsAClaimAndMountsIt(t *testing.T) {
 		HaveField("Name", "memory"), HaveField("MountPath", render.MemoryMountPath), HaveField("ReadOnly", false))))
 	g.Expect(pod.Containers[0].SecurityContext.ReadOnlyRootFilesystem).To(Equal(ptr.To(true)))
 
-	got, _ := getSkillServer(ctx, ns, "notes")()
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "notes")()
 	g.Expect(got.Status.Tools).To(ContainElement(cantusv1alpha1.ServedTool{Name: "memory", Source: "memory"}))
 }
 
@@ -82,7 +82,7 @@ func TestAPIServerRefusesMemoryContradictions(t *testing.T) {
 		})
 	}
 	t.Run("several replicas on a ReadWriteMany claim are fine", func(t *testing.T) {
-		ss := newSkillServer(ns, "shared-notes")
+		ss := kubekit.NewSkillServer(ns, "shared-notes")
 		ss.Spec.Replicas = ptr.To(int32(3))
 		ss.Spec.Memory = &cantusv1alpha1.MemorySpec{AccessMode: corev1.ReadWriteMany}
 		if err := k8sClient.Create(context.Background(), ss); err != nil {

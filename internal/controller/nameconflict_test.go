@@ -47,18 +47,18 @@ func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, otherService)).To(Succeed())
 	startManager(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"))
 
-	denying := newSkillServer(ns, "default-deny", templateSkill("search_book", "found {{ .title }}"))
+	denying := kubekit.NewSkillServer(ns, "default-deny", kubekit.TemplateSkill("search_book", "found {{ .title }}"))
 	denying.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
-	paying := newSkillServer(ns, "payments", templateSkill("search_book", "found {{ .title }}"))
+	paying := kubekit.NewSkillServer(ns, "payments", kubekit.TemplateSkill("search_book", "found {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, denying)).To(Succeed())
 	g.Expect(k8sClient.Create(ctx, paying)).To(Succeed())
 
 	for _, tc := range []struct{ name, kind string }{{"default-deny", "NetworkPolicy"}, {"payments", "Service"}} {
-		g.Eventually(getSkillServer(ctx, ns, tc.name), 30*time.Second).Should(
-			haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonNameConflict))
-		got, err := getSkillServer(ctx, ns, tc.name)()
+		g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, tc.name), 30*time.Second).Should(
+			kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonNameConflict))
+		got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, tc.name)()
 		g.Expect(err).NotTo(HaveOccurred())
-		ready := findCondition(got, cantusv1alpha1.ConditionReady)
+		ready := kubekit.FindCondition(got, cantusv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Message).To(ContainSubstring(tc.kind + " " + ns + "/" + tc.name + " already exists and is not controlled by this object"))
@@ -67,10 +67,10 @@ func TestChildNamesTakenBySomeoneElseAreNotAdopted(t *testing.T) {
 	// Both objects are as their owners left them after the conflicts, and after another
 	// reconcile of each server, asked for and handled.
 	for _, name := range []string{"default-deny", "payments"} {
-		ss, err := getSkillServer(ctx, ns, name)()
+		ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, name)()
 		g.Expect(err).NotTo(HaveOccurred())
 		kubekit.RequestReconcile(t, ctx, k8sClient, ss, "after-the-conflict")
-		g.Eventually(getSkillServer(ctx, ns, name), 30*time.Second).Should(
+		g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, name), 30*time.Second).Should(
 			HaveField("Status.LastHandledReconcileAt", "after-the-conflict"), "the requested reconcile of %s", name)
 	}
 	policy := &networkingv1.NetworkPolicy{}
@@ -143,9 +143,9 @@ func TestChildrenAreLookedUpOnceAndReadFromTheCache(t *testing.T) {
 	r := &SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}
 	g.Expect(r.UseContentCache(mgr)).To(Succeed())
 	g.Expect(r.SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 
-	ss := newSkillServer(ns, "fresh", templateSkill("search_book", "found {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "fresh", kubekit.TemplateSkill("search_book", "found {{ .title }}"))
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	key := crclient.ObjectKeyFromObject(ss)
@@ -163,7 +163,7 @@ func TestChildrenAreLookedUpOnceAndReadFromTheCache(t *testing.T) {
 	fresh := &cantusv1alpha1.SkillServer{}
 	g.Expect(k8sClient.Get(ctx, key, fresh)).To(Succeed())
 	kubekit.RequestReconcile(t, ctx, k8sClient, fresh, "children-seen")
-	g.Eventually(getSkillServer(ctx, ns, "fresh"), 30*time.Second).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "fresh"), 30*time.Second).Should(HaveField("Status.LastHandledReconcileAt", "children-seen"))
 
 	gets := counter.of(ns)
 	seen := map[string]int{}

@@ -43,12 +43,12 @@ func TestPodEmulation(t *testing.T) {
 		t.Run(string(transport), func(t *testing.T) {
 			g := NewWithT(t)
 			name := "pod-" + string(transport)
-			ss := newSkillServer(ns, name, templateSkill("search_book", "found: {{ .title }}"))
+			ss := kubekit.NewSkillServer(ns, name, kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 			ss.Spec.Transport = transport
 			ss.Spec.Auth = &cantusv1alpha1.AuthSpec{BearerTokenSecretRef: &cantusv1alpha1.SecretKeyRef{Name: "mcp-token", Key: "token"}}
 			g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 			r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
-			_, err := r.Reconcile(ctx, reconcileRequest(ss))
+			_, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 			g.Expect(err).NotTo(HaveOccurred())
 
 			dep := &appsv1.Deployment{}

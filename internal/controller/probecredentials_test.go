@@ -36,10 +36,10 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	t.Cleanup(remote.Close)
 	r := importReconciler()
 
-	imp := newImport(ns, "whoami", remote.URL())
+	imp := kubekit.NewImport(ns, "whoami", remote.URL())
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
-	got := reconcileImport(t, r, imp)
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, cantusv1alpha1.ReasonProbeIdentityRequired))
+	got := kubekit.ReconcileImport(t, k8sClient, r, imp)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionFalse, cantusv1alpha1.ReasonProbeIdentityRequired))
 	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded).Message).To(ContainSubstring("spec.probeCredentials"))
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe-client"}, StringData: map[string]string{"secret": "not-the-secret"}}
@@ -47,18 +47,18 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	got.Spec.ProbeCredentials = &cantusv1alpha1.ProbeCredentials{ClientCredentials: &cantusv1alpha1.ClientCredentialsGrant{
 		TokenEndpoint: ts.TokenEndpoint(), ClientID: "cantus-probe", ClientSecret: cantusv1alpha1.SecretKeyRef{Name: "probe-client", Key: "secret"}}}
 	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
-	got = reconcileImport(t, r, got)
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonProbeTokenFailed))
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionUnknown, cantusv1alpha1.ReasonProbeTokenFailed))
 	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, cantusv1alpha1.ConditionHandshakeSucceeded).Message).To(And(
 		ContainSubstring("cantus-probe"), ContainSubstring(ts.TokenEndpoint())))
 
 	secret.StringData = map[string]string{"secret": clientSecret}
 	g.Expect(k8sClient.Update(ctx, secret)).To(Succeed())
-	got = reconcileImport(t, r, got)
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionHandshakeSucceeded, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
 	g.Expect(got.Status.Tools).NotTo(BeEmpty())
 	g.Expect(ts.ClientCredentialsGrants("cantus-probe")).To(Equal(1))
-	reconcileImport(t, r, got)
+	kubekit.ReconcileImport(t, k8sClient, r, got)
 	g.Expect(ts.ClientCredentialsGrants("cantus-probe")).To(Equal(1), "the probe's token is reused until shortly before it expires")
 
 	// A token endpoint the policy does not allow is never sent the client secret.
@@ -66,8 +66,8 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(got), stored)).To(Succeed())
 	stored.Spec.ProbeCredentials.ClientCredentials.TokenEndpoint = "http://127.0.0.9:9/token"
 	g.Expect(k8sClient.Update(ctx, stored)).To(Succeed())
-	got = reconcileImport(t, r, stored)
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionSourceAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonProbeTokenEndpointNotAllowed))
+	got = kubekit.ReconcileImport(t, k8sClient, r, stored)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionSourceAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonProbeTokenEndpointNotAllowed))
 
 	kubekit.ExpectNoValueInStatusOrEvents(t, k8sClient, ns, append([]string{clientSecret}, ts.IssuedTokens()...)...)
 }
@@ -77,7 +77,7 @@ func TestCallerCredentials_ProbeUsesClientCredentials(t *testing.T) {
 func TestCallerCredentials_ProbeCredentialsNeedCallerCredentials(t *testing.T) {
 	g := NewWithT(t)
 	ns := kubekit.NewNamespace(t, k8sClient)
-	imp := newImport(ns, "alone", "https://mcp.example.com/mcp")
+	imp := kubekit.NewImport(ns, "alone", "https://mcp.example.com/mcp")
 	imp.Spec.ProbeCredentials = &cantusv1alpha1.ProbeCredentials{ClientCredentials: &cantusv1alpha1.ClientCredentialsGrant{
 		TokenEndpoint: "https://login.example.com/token", ClientID: "x", ClientSecret: cantusv1alpha1.SecretKeyRef{Name: "s"}}}
 	err := k8sClient.Create(context.Background(), imp)

@@ -135,7 +135,7 @@ func TestUpgradeHoldsAnItemThatChangedSinceTheLastProbe(t *testing.T) {
 	if m == nil || len(m.held) != 1 || !strings.Contains(m.note(), "tool search (icons changed since the last probe") {
 		t.Fatalf("migration %+v, want search held because its icons changed", m)
 	}
-	c := importCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved)
+	c := kubekit.ImportCondition(imp, cantusv1alpha1.ConditionDefinitionsApproved)
 	if !strings.Contains(c.Message, "icons changed since the last probe") {
 		t.Errorf("DefinitionsApproved says %q, want why search is Pending", c.Message)
 	}
@@ -201,7 +201,7 @@ func TestReconcileAfterAnUpgradeAnnouncesTheMigrationOnce(t *testing.T) {
 	r := &RemoteToolImportReconciler{Client: k8sClient, Prober: mcpclient.Probe, Recorder: recorder}
 	imp := manualImport(remote.url)
 	imp.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "library"}
-	stored := reconcileImport(t, r, imp)
+	stored := kubekit.ReconcileImport(t, k8sClient, r, imp)
 	g.Expect(stored.Status.Approval.ApprovedBy).To(Equal(approvedByFirstSeen))
 
 	asWrittenByVersion1(t, stored, map[string]string{itemKey(itemKindTool, "search"): searchWithApp, itemKey(itemKindTool, "lookup"): plainLookup})
@@ -211,7 +211,7 @@ func TestReconcileAfterAnUpgradeAnnouncesTheMigrationOnce(t *testing.T) {
 	g.Expect(k8sClient.Status().Update(ctx, stored)).To(Succeed())
 	drainEvents(recorder)
 
-	upgraded := reconcileImport(t, r, stored)
+	upgraded := kubekit.ReconcileImport(t, k8sClient, r, stored)
 	g.Expect(upgraded.Status.Approval.DigestVersion).To(Equal(int32(digestVersion)))
 	g.Expect(upgraded.Status.Approval.MigratedFrom).To(Equal(v1Status.Approval.ApprovedDigest))
 	for _, tool := range upgraded.Status.Tools {
@@ -221,9 +221,9 @@ func TestReconcileAfterAnUpgradeAnnouncesTheMigrationOnce(t *testing.T) {
 	g.Expect(migrated).To(HaveLen(1))
 	g.Expect(migrated[0]).To(And(HavePrefix("Normal DigestMigrated"), ContainSubstring("1 approved items kept their approval under their new digests")))
 
-	again := reconcileImport(t, r, upgraded)
+	again := kubekit.ReconcileImport(t, k8sClient, r, upgraded)
 	g.Expect(eventsWith(drainEvents(recorder), "DigestMigrated")).To(BeEmpty())
-	g.Expect(again).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved))
+	g.Expect(again).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved))
 }
 
 func drainEvents(r *events.FakeRecorder) []string {

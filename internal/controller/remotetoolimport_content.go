@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -324,30 +323,15 @@ func describeContentChange(before, after map[string][]contentEntry) string {
 }
 
 func diffEntries(before, after []contentEntry) (added, removed, changed []string) {
-	had := map[string]string{}
-	for _, e := range before {
-		had[e.key] = e.content.Digest
+	return diffKeyed(entriesByDigest(before), entriesByDigest(after))
+}
+
+func entriesByDigest(entries []contentEntry) []keyed {
+	out := make([]keyed, len(entries))
+	for i, e := range entries {
+		out[i] = keyed{key: e.key, value: e.content.Digest}
 	}
-	has := map[string]bool{}
-	for _, e := range after {
-		has[e.key] = true
-		digest, ok := had[e.key]
-		switch {
-		case !ok:
-			added = append(added, e.key)
-		case digest != e.content.Digest:
-			changed = append(changed, e.key)
-		}
-	}
-	for key := range had {
-		if !has[key] {
-			removed = append(removed, key)
-		}
-	}
-	sort.Strings(added)
-	sort.Strings(removed)
-	sort.Strings(changed)
-	return added, removed, changed
+	return out
 }
 
 // asStatus converts entries to the status list of one kind; no entries give nil, so that an

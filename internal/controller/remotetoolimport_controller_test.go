@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -33,15 +32,13 @@ import (
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
 
-const bookSchema = `{"type":"object","title":"SearchArgs","properties":{"title":{"type":"string","examples":["Dune"]}},"required":["title"]}`
-
 // adapterHandler serves a real cantus adapter with the given tools; token, when set, is
 // the bearer token it requires.
 func adapterHandler(t *testing.T, token string, toolNames ...string) http.Handler {
 	t.Helper()
 	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-books", Version: "1.2.3"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true}
 	for _, name := range toolNames {
-		cfg.Tools = append(cfg.Tools, adapterconfig.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(bookSchema),
+		cfg.Tools = append(cfg.Tools, adapterconfig.Tool{Name: name, Description: "tool " + name, InputSchema: json.RawMessage(kubekit.BookSchema),
 			Template: &adapterconfig.TemplateBackend{Text: "ok {{ .title }}"}})
 	}
 	if token != "" {
@@ -69,65 +66,8 @@ func runAdapter(t *testing.T, cfg *adapterconfig.Config) http.Handler {
 	return httputil.NewSingleHostReverseProxy(target)
 }
 
-// allowStdio is a policy that lets this namespace run stdio imports of the given image
-// prefixes and commands.
-func allowStdio(t *testing.T, ns string, images, commands []string) {
-	t.Helper()
-	p := &cantusv1alpha1.ToolSourcePolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "stdio-"},
-		Spec: cantusv1alpha1.ToolSourcePolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Images:            images,
-			Commands:          commands,
-		},
-	}
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatalf("create policy: %v", err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p) })
-}
-
-func newImport(ns, name, url string) *cantusv1alpha1.RemoteToolImport {
-	return &cantusv1alpha1.RemoteToolImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: cantusv1alpha1.RemoteToolImportSpec{
-			Transport: cantusv1alpha1.ImportTransportStreamableHTTP,
-			URL:       url,
-			Timeout:   cantusv1alpha1.DurationFrom(2 * time.Second),
-		},
-	}
-}
-
 func importReconciler() *RemoteToolImportReconciler {
 	return &RemoteToolImportReconciler{Client: k8sClient, Prober: mcpclient.Probe}
-}
-
-// reconcileImport creates the import, reconciles it once, and returns it as stored.
-func reconcileImport(t *testing.T, r *RemoteToolImportReconciler, imp *cantusv1alpha1.RemoteToolImport) *cantusv1alpha1.RemoteToolImport {
-	t.Helper()
-	ctx := context.Background()
-	if imp.ResourceVersion == "" {
-		if err := k8sClient.Create(ctx, imp); err != nil {
-			t.Fatalf("create import: %v", err)
-		}
-	}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(imp)}); err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
-	got := &cantusv1alpha1.RemoteToolImport{}
-	if err := k8sClient.Get(ctx, crclient.ObjectKeyFromObject(imp), got); err != nil {
-		t.Fatalf("get import: %v", err)
-	}
-	return got
-}
-
-func importCondition(imp *cantusv1alpha1.RemoteToolImport, condType string) metav1.Condition {
-	for _, c := range imp.Status.Conditions {
-		if c.Type == condType {
-			return c
-		}
-	}
-	return metav1.Condition{Type: condType, Status: "absent"}
 }
 
 func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
@@ -136,12 +76,12 @@ func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book", "get_book", "delete_book"))
 
-	imp := newImport(ns, "books", srv.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "books", srv.URL+"/mcp")
 	imp.Spec.Tools = &cantusv1alpha1.ToolFilter{Exclude: []string{"delete_*"}}
-	got := reconcileImport(t, importReconciler(), imp)
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
 
 	for _, c := range []string{cantusv1alpha1.ConditionSourceAllowed, cantusv1alpha1.ConditionHandshakeSucceeded, cantusv1alpha1.ConditionToolsDiscovered, cantusv1alpha1.ConditionReady} {
-		g.Expect(importCondition(got, c).Status).To(Equal(metav1.ConditionTrue), "%s: %+v", c, importCondition(got, c))
+		g.Expect(kubekit.ImportCondition(got, c).Status).To(Equal(metav1.ConditionTrue), "%s: %+v", c, kubekit.ImportCondition(got, c))
 	}
 	g.Expect(got.Status.ServerInfo.Name).To(Equal("remote-books"))
 	g.Expect(got.Status.ServerInfo.Version).To(Equal("1.2.3"))
@@ -151,7 +91,7 @@ func TestImportOfOwnAdapterListsToolsWithSchemasUnchanged(t *testing.T) {
 	g.Expect(got.Status.Tools).To(HaveLen(2))
 	for _, tool := range got.Status.Tools {
 		g.Expect(tool.Name).NotTo(Equal("delete_book"), "excluded by spec.tools.exclude")
-		g.Expect(tool.InputSchema.Raw).To(MatchJSON(bookSchema), "schema passes through unchanged")
+		g.Expect(tool.InputSchema.Raw).To(MatchJSON(kubekit.BookSchema), "schema passes through unchanged")
 	}
 	g.Expect(got.Status.CatalogDigest).To(MatchRegexp(`^[0-9a-f]{64}$`))
 	g.Expect(got.Status.LastSuccessTime).NotTo(BeNil())
@@ -234,15 +174,15 @@ func TestImportHandshakeFaults(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := reconcileImport(t, importReconciler(), newImport(ns, fmt.Sprintf("fault-%d", i), tc.url()))
-			ready := importCondition(got, cantusv1alpha1.ConditionReady)
-			hs := importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded)
+			got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, fmt.Sprintf("fault-%d", i), tc.url()))
+			ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
+			hs := kubekit.ImportCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded)
 			g.Expect(hs.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(hs.Reason).To(Equal(tc.reason), hs.Message)
 			g.Expect(ready.Reason).To(Equal(tc.reason))
 			g.Expect(ready.Message).To(HavePrefix("mcp_handshake_failed: "))
 			g.Expect(ready.Message).To(ContainSubstring(tc.detail))
-			g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(got.Status.ConsecutiveFailures).To(Equal(int32(1)))
 			g.Expect(got.Status.Tools).To(BeEmpty())
 		})
@@ -261,10 +201,10 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-ca"}, Data: map[string]string{"ca.crt": string(caPEM)}})).To(Succeed())
 
-	imp := newImport(ns, "tls", s.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "tls", s.URL+"/mcp")
 	imp.Spec.TLS = &cantusv1alpha1.ImportTLS{CABundle: &cantusv1alpha1.CABundleRef{ConfigMapRef: &cantusv1alpha1.ConfigMapKeyRef{Name: "remote-ca"}}}
-	got := reconcileImport(t, importReconciler(), imp)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), importCondition(got, cantusv1alpha1.ConditionReady).Message)
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Message)
 }
 
 func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
@@ -285,8 +225,8 @@ func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/mcp", http.StatusTemporaryRedirect)
 	}))
 
-	got := reconcileImport(t, importReconciler(), newImport(ns, "redirect", redirector.URL+"/mcp"))
-	ready := importCondition(got, cantusv1alpha1.ConditionReady)
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, "redirect", redirector.URL+"/mcp"))
+	ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal("RedirectRefused"), ready.Message)
 	g.Expect(ready.Message).To(HavePrefix("mcp_handshake_failed: "))
 	g.Expect(target.Requests.Load()).To(BeZero(), "the redirect target received no request")
@@ -298,13 +238,13 @@ func TestImportAllowlist(t *testing.T) {
 		g := NewWithT(t)
 		ns := kubekit.NewNamespace(t, k8sClient)
 		srv := testkit.NewCountingServer(t, adapterHandler(t, "", "x"))
-		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
-		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, "unlisted", srv.URL+"/mcp"))
+		allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
 		g.Expect(allowed.Message).To(ContainSubstring("create a ToolSourcePolicy"))
-		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
-		g.Expect(importCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded).Reason).To(Equal(cantusv1alpha1.ReasonNotAttempted))
+		g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNoPolicy))
+		g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionHandshakeSucceeded).Reason).To(Equal(cantusv1alpha1.ReasonNotAttempted))
 		g.Expect(srv.Requests.Load()).To(BeZero(), "the peer received no request at all")
 	})
 	t.Run("host not listed names the rule that would allow it", func(t *testing.T) {
@@ -314,8 +254,8 @@ func TestImportAllowlist(t *testing.T) {
 		p.Spec.Hosts = []string{"mcp.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		srv := testkit.NewCountingServer(t, adapterHandler(t, "", "x"))
-		got := reconcileImport(t, importReconciler(), newImport(ns, "unlisted", srv.URL+"/mcp"))
-		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, "unlisted", srv.URL+"/mcp"))
+		allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonNotAllowlisted))
 		g.Expect(allowed.Message).To(ContainSubstring(`add "127.0.0.1" to spec.hosts`))
 		g.Expect(srv.Requests.Load()).To(BeZero())
@@ -326,9 +266,9 @@ func TestImportAllowlist(t *testing.T) {
 		p := kubekit.AllowLoopback(t, k8sClient, ns)
 		p.Spec.Hosts = []string{"*.example.com", "metadata.example.com"}
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
-		got := reconcileImport(t, importReconciler(), newImport(ns, "metadata", "http://169.254.169.254/latest/meta-data"))
-		g.Expect(importCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+		got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, "metadata", "http://169.254.169.254/latest/meta-data"))
+		g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	})
 	t.Run("a name that resolves to a denied address", func(t *testing.T) {
 		g := NewWithT(t)
@@ -338,8 +278,8 @@ func TestImportAllowlist(t *testing.T) {
 		g.Expect(k8sClient.Update(ctx, p)).To(Succeed())
 		r := importReconciler()
 		r.Resolver = staticResolver{"metadata.example.com": netip.MustParseAddr("169.254.169.254")}
-		got := reconcileImport(t, r, newImport(ns, "rebind", "http://metadata.example.com/latest"))
-		allowed := importCondition(got, cantusv1alpha1.ConditionSourceAllowed)
+		got := kubekit.ReconcileImport(t, k8sClient, r, kubekit.NewImport(ns, "rebind", "http://metadata.example.com/latest"))
+		allowed := kubekit.ImportCondition(got, cantusv1alpha1.ConditionSourceAllowed)
 		g.Expect(allowed.Reason).To(Equal(cantusv1alpha1.ReasonDeniedAddress))
 		g.Expect(allowed.Message).To(ContainSubstring("cloud metadata"))
 	})
@@ -360,17 +300,17 @@ func TestImportStaleToolsAreMarkedWhenTheRemoteGoesDown(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	srv := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
 	r := importReconciler()
-	got := reconcileImport(t, r, newImport(ns, "stale", srv.URL+"/mcp"))
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+	got := kubekit.ReconcileImport(t, k8sClient, r, kubekit.NewImport(ns, "stale", srv.URL+"/mcp"))
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 
 	srv.Close()
-	got = reconcileImport(t, r, got)
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
 	g.Expect(got.Status.Tools).To(HaveLen(1), "the last good tools stay")
 	g.Expect(got.Status.Stale).To(BeTrue())
-	stale := importCondition(got, cantusv1alpha1.ConditionStale)
+	stale := kubekit.ImportCondition(got, cantusv1alpha1.ConditionStale)
 	g.Expect(stale.Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(stale.Message).To(ContainSubstring("the last probe failed: mcp_handshake_failed: "))
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(got.Status.ConsecutiveFailures).To(Equal(int32(1)))
 }
 
@@ -384,7 +324,7 @@ func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote-auth"},
 		StringData: map[string]string{"token": "Bearer wrong-token"}})).To(Succeed())
 
-	imp := newImport(ns, "later", srv.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "later", srv.URL+"/mcp")
 	imp.Spec.Headers = []cantusv1alpha1.HeaderFromSecret{{Name: "Authorization", ValueFrom: cantusv1alpha1.SecretKeyRef{Name: "remote-auth"}}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	getImport := func() (*cantusv1alpha1.RemoteToolImport, error) {
@@ -393,7 +333,7 @@ func TestImportReactsToPolicyAndSecretChanges(t *testing.T) {
 	}
 	readyReason := func() (string, error) {
 		got, err := getImport()
-		return importCondition(got, cantusv1alpha1.ConditionReady).Reason, err
+		return kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Reason, err
 	}
 	g.Eventually(readyReason).Should(Equal(cantusv1alpha1.ReasonNoPolicy))
 	g.Expect(srv.Requests.Load()).To(BeZero())
@@ -421,7 +361,7 @@ func startImportManager(t *testing.T, maxConcurrent int) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up import controller: %v", err)
 	}
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 }
 
 // 200 imports, 20 of them at servers that accept TCP and never answer: the healthy ones
@@ -453,7 +393,7 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 		if i%10 == 0 {
 			url = "http://" + hang.Addr().String() + "/mcp"
 		}
-		imp := newImport(ns, fmt.Sprintf("imp-%03d", i), url)
+		imp := kubekit.NewImport(ns, fmt.Sprintf("imp-%03d", i), url)
 		imp.Spec.Timeout = cantusv1alpha1.DurationFrom(hangTimeout)
 		g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	}
@@ -461,7 +401,7 @@ func TestImportHangingRemotesDoNotStarveHealthyOnes(t *testing.T) {
 		list := &cantusv1alpha1.RemoteToolImportList{}
 		g.Expect(k8sClient.List(ctx, list, crclient.InNamespace(ns))).To(Succeed())
 		for i := range list.Items {
-			c := importCondition(&list.Items[i], cantusv1alpha1.ConditionReady)
+			c := kubekit.ImportCondition(&list.Items[i], cantusv1alpha1.ConditionReady)
 			switch {
 			case c.Status == metav1.ConditionTrue:
 				ready++
@@ -503,7 +443,7 @@ func TestImportRecordsEventsWhenTheRemoteToolsChange(t *testing.T) {
 	remote.h.Store(&first)
 	srv := testkit.NewCountingServer(t, remote)
 
-	imp := newImport(ns, "changing", srv.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "changing", srv.URL+"/mcp")
 	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	g.Eventually(func() int32 {

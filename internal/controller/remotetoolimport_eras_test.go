@@ -63,10 +63,10 @@ func importDualEraRemote(t *testing.T, g Gomega, name string) *cantusv1alpha1.Re
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
-	imp := newImport(ns, name, remote.URL)
+	imp := kubekit.NewImport(ns, name, remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
-	got := reconcileImport(t, importReconciler(), imp)
-	g.Expect(got).To(haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	g.Expect(got).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
 	return got
 }
 
@@ -103,18 +103,18 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	remote := dualera.Start(t, dualera.Both)
 	r := importReconciler()
-	imp := newImport(ns, "dual", remote.URL)
+	imp := kubekit.NewImport(ns, "dual", remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
 	imp.Spec.Approval = &cantusv1alpha1.ImportApproval{Mode: cantusv1alpha1.ApprovalManual}
-	pending := reconcileImport(t, r, imp)
-	g.Expect(pending).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, cantusv1alpha1.ReasonChangePending))
+	pending := kubekit.ReconcileImport(t, k8sClient, r, imp)
+	g.Expect(pending).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, cantusv1alpha1.ReasonChangePending))
 	digest := pending.Status.Approval.PendingDigest
 	g.Expect(digest).NotTo(BeEmpty())
 
 	pending.Spec.Approval.Digest = digest
 	g.Expect(k8sClient.Update(ctx, pending)).To(Succeed())
-	approved := reconcileImport(t, r, pending)
-	g.Expect(approved).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved))
+	approved := kubekit.ReconcileImport(t, k8sClient, r, pending)
+	g.Expect(approved).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllApproved))
 	for _, tool := range approved.Status.Tools {
 		g.Expect(tool.Approval).To(Equal(cantusv1alpha1.ItemApproved), "tool %s", tool.Name)
 		for _, def := range tool.EraDefinitions {
@@ -125,8 +125,8 @@ func TestImportOfDualEraRemote_OneDigestApprovesBothErasAndAModernChangeIsWithhe
 		HaveField("Name", dualera.ToolVersioned), HaveField("Era", mcpclient.EraModern))), "the 2026-07-28 definition is among the approved items")
 
 	remote.DescribeModern("described anew for 2026-07-28")
-	changed := reconcileImport(t, r, approved)
-	g.Expect(changed).To(haveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, cantusv1alpha1.ReasonChangePending))
+	changed := kubekit.ReconcileImport(t, k8sClient, r, approved)
+	g.Expect(changed).To(kubekit.HaveImportCondition(cantusv1alpha1.ConditionDefinitionsApproved, metav1.ConditionFalse, cantusv1alpha1.ReasonChangePending))
 	tools := statusToolsByName(changed)
 	versioned := tools[dualera.ToolVersioned]
 	g.Expect(versioned.EraDefinitions[0].Approval).To(Equal(cantusv1alpha1.ItemPending), "its 2026-07-28 definition is withheld")

@@ -35,11 +35,11 @@ func TestImportOfServerEverything(t *testing.T) {
 		t.Run(string(tc.transport), func(t *testing.T) {
 			g := NewWithT(t)
 			base := peers.StartServerEverything(t, ctx, string(tc.transport))
-			imp := newImport(ns, "everything-"+string(tc.transport), base+tc.path)
+			imp := kubekit.NewImport(ns, "everything-"+string(tc.transport), base+tc.path)
 			imp.Spec.Transport = tc.transport
 			imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
-			got := reconcileImport(t, importReconciler(), imp)
-			ready := importCondition(got, cantusv1alpha1.ConditionReady)
+			got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+			ready := kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady)
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
 			g.Expect(got.Status.ServerInfo.Name).NotTo(BeEmpty())
 
@@ -64,7 +64,7 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
 	bridges := workload.NewLocalBridges(peers.AdapterBinary(t), logr.Discard())
 	bridgeCtx, stop := context.WithCancel(ctx)
@@ -85,8 +85,8 @@ func TestStdioImportThroughTheLocalBridge(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	var got *cantusv1alpha1.RemoteToolImport
 	g.Eventually(func() metav1.ConditionStatus {
-		got = reconcileImport(t, r, imp)
-		return importCondition(got, cantusv1alpha1.ConditionReady).Status
+		got = kubekit.ReconcileImport(t, k8sClient, r, imp)
+		return kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status
 	}, 30*time.Second, time.Second).Should(Equal(metav1.ConditionTrue))
 	g.Expect(got.Status.BridgeURL).To(MatchRegexp(`^http://127\.0\.0\.1:\d+/mcp$`))
 	g.Expect(got.Status.ToolCount).To(BeNumerically(">", 5))

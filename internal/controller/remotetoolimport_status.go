@@ -180,25 +180,48 @@ func toolsSummary(imp *cantusv1alpha1.RemoteToolImport) string {
 }
 
 func diffToolNames(before []cantusv1alpha1.DiscoveredTool, after []mcpclient.Tool) (added, removed []string) {
-	had := map[string]bool{}
-	for _, t := range before {
-		had[t.Name] = true
+	had := make([]keyed, len(before))
+	for i, t := range before {
+		had[i] = keyed{key: t.Name}
+	}
+	has := make([]keyed, len(after))
+	for i, t := range after {
+		has[i] = keyed{key: t.Name}
+	}
+	added, removed, _ = diffKeyed(had, has)
+	return added, removed
+}
+
+// keyed is one entry of a list compared by diffKeyed: its key and what it holds.
+type keyed struct{ key, value string }
+
+// diffKeyed compares two lists by key: the keys only after holds (added), only before
+// holds (removed), and both hold with another value (changed), each sorted.
+func diffKeyed(before, after []keyed) (added, removed, changed []string) {
+	had := map[string]string{}
+	for _, e := range before {
+		had[e.key] = e.value
 	}
 	has := map[string]bool{}
-	for _, t := range after {
-		has[t.Name] = true
-		if !had[t.Name] {
-			added = append(added, t.Name)
+	for _, e := range after {
+		has[e.key] = true
+		value, ok := had[e.key]
+		switch {
+		case !ok:
+			added = append(added, e.key)
+		case value != e.value:
+			changed = append(changed, e.key)
 		}
 	}
-	for name := range had {
-		if !has[name] {
-			removed = append(removed, name)
+	for key := range had {
+		if !has[key] {
+			removed = append(removed, key)
 		}
 	}
 	sort.Strings(added)
 	sort.Strings(removed)
-	return added, removed
+	sort.Strings(changed)
+	return added, removed, changed
 }
 
 // describeToolChange is the note of a ToolsChanged event.

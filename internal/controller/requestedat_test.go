@@ -21,7 +21,7 @@ func TestRequestedAtProbesAnImportAgain(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	startImportManager(t, 0)
 	remote := testkit.NewCountingServer(t, adapterHandler(t, "", "search_book"))
-	imp := newImport(ns, "asked", remote.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "asked", remote.URL+"/mcp")
 	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(time.Hour)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	get := func() (*cantusv1alpha1.RemoteToolImport, error) {

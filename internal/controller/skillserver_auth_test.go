@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
@@ -37,21 +36,6 @@ func renderedIssuers(ctx context.Context, ns, name string) func() ([]adapterconf
 	}
 }
 
-// warningReasons are the reasons of the Warning events about an object.
-func warningReasons(ctx context.Context, ns, name string) func() []string {
-	return func() []string {
-		list := &eventsv1.EventList{}
-		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
-	}
-}
-
 // OIDC groups are prefixed "oidc:" (issue 23 #5). A server whose rules name groups
 // from before the prefix keeps matching them unprefixed while only an Audit policy
 // covers its namespace, with a GroupsPrefixed warning and event; under Enforce the
@@ -71,39 +55,39 @@ func TestOIDCGroupsPrefixUpgradePath(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
 
-	ss := newSkillServer(ns, "staff", templateSkill("roster", "r"))
+	ss := kubekit.NewSkillServer(ns, "staff", kubekit.TemplateSkill("roster", "r"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}}}
 	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
 		{Tools: []string{"*"}, Groups: []string{"admins", "oidc:ops"}},
 	}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
-	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroupsAudited))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroupsAudited))
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "")))
-	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroupsAudited))
-	got, _ := getSkillServer(ctx, ns, "staff")()
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroupsAudited))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "staff")()
 	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionGroupsPrefixed),
 		HaveField("Message", And(ContainSubstring("admins"), ContainSubstring(policy.Name), ContainSubstring(`"oidc:admins"`))))))
 
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(policy), policy)).To(Succeed())
 	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
 	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroups))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionFalse, cantusv1alpha1.ReasonUnprefixedGroups))
 	g.Eventually(renderedIssuers(ctx, ns, "staff")).Should(ConsistOf(HaveField("GroupsPrefix", "oidc:")))
-	g.Eventually(warningReasons(ctx, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "staff")).Should(ContainElement(cantusv1alpha1.ReasonUnprefixedGroups))
 
 	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
 		got.Spec.Authorization.Rules[0].Groups = []string{"oidc:admins", "oidc:ops"}
 	})).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "staff"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionTrue, cantusv1alpha1.ReasonGroupsPrefixed))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "staff"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionGroupsPrefixed, metav1.ConditionTrue, cantusv1alpha1.ReasonGroupsPrefixed))
 
-	bad := newSkillServer(ns, "bad", templateSkill("roster", "r"))
+	bad := kubekit.NewSkillServer(ns, "bad", kubekit.TemplateSkill("roster", "r"))
 	bad.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To("system:")}}
 	err := k8sClient.Create(ctx, bad)
 	g.Expect(err).To(MatchError(ContainSubstring("groupsPrefix must not begin with system:")))
 	// Prefixes that cannot spell system: with any group are accepted, "" among them.
 	for i, prefix := range []string{"", "sso:", "System", "systems"} {
-		fine := newSkillServer(ns, fmt.Sprintf("fine-%d", i), templateSkill("roster", "r"))
+		fine := kubekit.NewSkillServer(ns, fmt.Sprintf("fine-%d", i), kubekit.TemplateSkill("roster", "r"))
 		fine.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}, GroupsPrefix: ptr.To(prefix)}}
 		g.Expect(k8sClient.Create(ctx, fine)).To(Succeed(), "prefix %q", prefix)
 	}
@@ -150,25 +134,25 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 
 	other := "payroll." + ns + ".skillserver.cantus.dev"
 	audiences := []string{keys.URL, other, "https://vault.example.com", "room." + ns + ".skillserver.cantus.dev", "library-agents"}
-	ss := newSkillServer(ns, "room", templateSkill("search_book", "found"))
+	ss := kubekit.NewSkillServer(ns, "room", kubekit.TemplateSkill("search_book", "found"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{Audiences: audiences}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
-	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudienceAudited))
 	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal(audiences))
-	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
-	got, _ := getSkillServer(ctx, ns, "room")()
-	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudienceAudited))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
+	g.Expect(got).NotTo(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
 
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKeyFromObject(policy), policy)).To(Succeed())
 	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
 	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
 	g.Eventually(renderedAudiences(ctx, ns, "room")).Should(Equal([]string{"room." + ns + ".skillserver.cantus.dev", "library-agents"}))
-	g.Eventually(warningReasons(ctx, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
-	got, _ = getSkillServer(ctx, ns, "room")()
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "room")).Should(ContainElement(cantusv1alpha1.ReasonForbiddenAudience))
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	for _, c := range got.Status.Conditions {
 		if c.Type == cantusv1alpha1.ConditionReady {
 			g.Expect(c.Message).To(And(ContainSubstring(keys.URL), ContainSubstring(other)))
@@ -179,9 +163,9 @@ func TestForbiddenAudiencesAreRefused(t *testing.T) {
 	g.Expect(kubekit.Update(ctx, k8sClient, got, func(got *cantusv1alpha1.SkillServer) {
 		got.Spec.Auth.ServiceAccountTokens.Audiences = []string{"library-agents"}
 	})).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
-	got, _ = getSkillServer(ctx, ns, "room")()
-	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonAudiencesAllowed))
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
+	g.Expect(got).NotTo(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience))
 }
 
 // spec.auth.oidc re-opened what TestForbiddenAudiencesAreRefused closes (review R10):
@@ -201,25 +185,25 @@ func TestOIDCAtTheClusterIssuerOrWithForbiddenAudiencesIsRefused(t *testing.T) {
 		r.APIAudiences = []string{"cantus.dev/catalog"}
 	})
 
-	cluster := newSkillServer(ns, "mirror", templateSkill("search_book", "found"))
+	cluster := kubekit.NewSkillServer(ns, "mirror", kubekit.TemplateSkill("search_book", "found"))
 	cluster.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: keys.URL, Audiences: []string{"mirror-agents"}}}
 	g.Expect(k8sClient.Create(ctx, cluster)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "mirror"), 20*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
-	got, _ := getSkillServer(ctx, ns, "mirror")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "mirror"), 20*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "mirror")()
 	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionStalled),
 		HaveField("Message", And(ContainSubstring(keys.URL), ContainSubstring("spec.auth.serviceAccountTokens"))))))
 
 	other := "payroll." + ns + ".skillserver.cantus.dev"
-	ss := newSkillServer(ns, "room", templateSkill("search_book", "found"))
+	ss := kubekit.NewSkillServer(ns, "room", kubekit.TemplateSkill("search_book", "found"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com",
 		Audiences: []string{"https://kubernetes.default.svc", "cantus.dev/catalog", other, "room-agents"}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "room"), 20*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
-		haveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 20*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonForbiddenAudience),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionAudiencesAllowed, metav1.ConditionFalse, cantusv1alpha1.ReasonForbiddenAudience)))
 	g.Eventually(renderedIssuers(ctx, ns, "room")).Should(ConsistOf(HaveField("Audiences", []string{"room-agents"})))
-	got, _ = getSkillServer(ctx, ns, "room")()
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	g.Expect(got.Status.Conditions).To(ContainElement(And(HaveField("Type", cantusv1alpha1.ConditionAudiencesAllowed),
 		HaveField("Message", And(ContainSubstring("spec.auth.oidc.audiences"), ContainSubstring(other))))))
 }

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -22,48 +20,21 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
-
-const formsSkillMD = "---\nname: pdf-forms\ndescription: Fill PDF forms.\nenabled: yes\n---\n# PDF forms\nRead references/FORMS.md first.\n"
-
-func hexSHA256(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func skillConfigMap(ns, name string, data map[string]string, labelled bool) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if labelled {
-		cm.Labels = map[string]string{cantusv1alpha1.ContentLabel: "true"}
-	}
-	return cm
-}
-
-// contentSkillServer serves the skill pdf-forms from the ConfigMap "pdf", one prompt and
-// one inline resource.
-func contentSkillServer(ns, name string) *cantusv1alpha1.SkillServer {
-	text := "# Team guide"
-	ss := newSkillServer(ns, name)
-	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Path: "acme", ConfigMap: &cantusv1alpha1.SkillConfigMapSource{
-		Name: "pdf", Items: []cantusv1alpha1.SkillFileItem{{Key: "SKILL.md", Path: "SKILL.md"}, {Key: "references.FORMS.md", Path: "references/FORMS.md"}},
-	}}}
-	ss.Spec.Prompts = []cantusv1alpha1.ServedPrompt{{Name: "greet", Messages: []cantusv1alpha1.PromptMessage{{Role: "user", Content: cantusv1alpha1.PromptContent{Type: "text", Text: "hello"}}}}}
-	ss.Spec.Resources = []cantusv1alpha1.ServedResource{{URI: "docs://guide", Name: "guide", Text: &text}}
-	return ss
-}
 
 func kubernetesReconciler() *SkillServerReconciler {
 	return &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 }
 
 // expectedManifestDigest is the manifest digest of the skill acme/pdf-forms with the
-// frontmatter of formsSkillMD and these files.
+// frontmatter of kubekit.FormsSkillMD and these files.
 func expectedManifestDigest(files map[string][]byte) string {
 	var list []adapterconfig.SkillFile
 	for p, data := range files {
-		list = append(list, adapterconfig.SkillFile{Path: p, Digest: "sha256:" + hexSHA256(data), Size: int64(len(data))})
+		list = append(list, adapterconfig.SkillFile{Path: p, Digest: "sha256:" + testkit.HexSHA256(data), Size: int64(len(data))})
 	}
 	return render.SkillManifestDigest("acme/pdf-forms", json.RawMessage(`{"name":"pdf-forms","description":"Fill PDF forms.","enabled":"yes"}`), list)
 }
@@ -78,20 +49,20 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	forms := "# Forms\nfield: value\n"
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": forms}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	ss := contentSkillServer(ns, "docs")
+	ss := kubekit.ContentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	r := kubernetesReconciler()
-	_, err := r.Reconcile(ctx, reconcileRequest(ss))
+	_, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 
-	got, _ := getSkillServer(ctx, ns, "docs")()
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 	g.Expect(got.Status.AgentSkills).To(HaveLen(1))
 	served := got.Status.AgentSkills[0]
 	g.Expect(served).To(And(
 		HaveField("URI", "skill://acme/pdf-forms/SKILL.md"), HaveField("Name", "pdf-forms"),
-		HaveField("Digest", expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte(forms)})),
+		HaveField("Digest", expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte(forms)})),
 		HaveField("Description", "Fill PDF forms."), HaveField("FrontmatterClipped", false),
 	))
 	g.Expect(served.Frontmatter).NotTo(BeNil())
@@ -104,7 +75,7 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 	shard := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)).To(Succeed())
 	g.Expect(metav1.IsControlledBy(shard, got)).To(BeTrue())
-	g.Expect(shard.BinaryData).To(Equal(map[string][]byte{hexSHA256([]byte(formsSkillMD)): []byte(formsSkillMD), hexSHA256([]byte(forms)): []byte(forms)}))
+	g.Expect(shard.BinaryData).To(Equal(map[string][]byte{testkit.HexSHA256([]byte(kubekit.FormsSkillMD)): []byte(kubekit.FormsSkillMD), testkit.HexSHA256([]byte(forms)): []byte(forms)}))
 
 	config := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: workload.ConfigMapName(got)}, config)).To(Succeed())
@@ -120,16 +91,16 @@ func TestSkillFromConfigMapIsDeliveredByDigest(t *testing.T) {
 		HaveField("Name", "content"), HaveField("MountPath", render.ContentMountPath), HaveField("ReadOnly", true))))
 	rolloutHash := dep.Spec.Template.Annotations[workload.AnnotationConfigHash]
 
-	edited := formsSkillMD + "More.\n"
+	edited := kubekit.FormsSkillMD + "More.\n"
 	cm.Data["SKILL.md"] = edited
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
+	_, err = r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
-	after, _ := getSkillServer(ctx, ns, "docs")()
+	after, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 	g.Expect(after.Status.AgentSkills[0].Digest).To(Equal(expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(edited), "references/FORMS.md": []byte(forms)})))
 	g.Expect(after.Status.ConfigHash).NotTo(Equal(got.Status.ConfigHash), "the adapter reloads the new config")
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)).To(Succeed())
-	g.Expect(shard.BinaryData).To(HaveKeyWithValue(hexSHA256([]byte(edited)), []byte(edited)))
+	g.Expect(shard.BinaryData).To(HaveKeyWithValue(testkit.HexSHA256([]byte(edited)), []byte(edited)))
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs"}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Annotations[workload.AnnotationConfigHash]).To(Equal(rolloutHash), "a content edit must not roll the pods")
 }
@@ -141,30 +112,25 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := contentSkillServer(ns, "docs")
+	ss := kubekit.ContentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	r := kubernetesReconciler()
 	reconcileAndRead := func() *cantusv1alpha1.SkillServer {
-		_, err := r.Reconcile(ctx, reconcileRequest(ss))
+		_, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 		g.Expect(err).NotTo(HaveOccurred())
-		got, _ := getSkillServer(ctx, ns, "docs")()
+		got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 		return got
 	}
 	contentValid := func(got *cantusv1alpha1.SkillServer) *metav1.Condition {
-		for i := range got.Status.Conditions {
-			if got.Status.Conditions[i].Type == cantusv1alpha1.ConditionContentValid {
-				return &got.Status.Conditions[i]
-			}
-		}
-		return nil
+		return kubekit.FindCondition(got, cantusv1alpha1.ConditionContentValid)
 	}
 
 	got := reconcileAndRead()
 	g.Expect(contentValid(got)).To(And(HaveField("Reason", cantusv1alpha1.ReasonContentMissing), HaveField("Message", ContainSubstring("ConfigMap pdf not found"))))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonContentMissing))
-	g.Expect(got).NotTo(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec), "a ConfigMap can fix it: not Stalled")
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonContentMissing))
+	g.Expect(got).NotTo(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec), "a ConfigMap can fix it: not Stalled")
 
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, false)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, false)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
 	g.Expect(contentValid(reconcileAndRead())).To(HaveField("Message", ContainSubstring("ConfigMap pdf exists but does not carry the label cantus.dev/content=true")))
 
@@ -179,19 +145,10 @@ func TestContentProblemsKeepTheLastGoodContent(t *testing.T) {
 	got = reconcileAndRead()
 	g.Expect(contentValid(got)).To(And(HaveField("Reason", cantusv1alpha1.ReasonInvalidContent),
 		HaveField("Message", And(ContainSubstring("ConfigMap pdf"), ContainSubstring(`name "pdf" must equal the skill directory's name "pdf-forms"`)))))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidContent))
 	shard := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "docs-content-0"}, shard)).To(Succeed())
 	g.Expect(shard.BinaryData).To(Equal(goodShard.BinaryData), "invalid content is never written where pods read it")
-}
-
-func stalledMessage(ss *cantusv1alpha1.SkillServer) string {
-	for _, c := range ss.Status.Conditions {
-		if c.Type == cantusv1alpha1.ConditionStalled {
-			return c.Message
-		}
-	}
-	return ""
 }
 
 // TestContentConfigMapEditReconciles: the manager watches labelled ConfigMaps and
@@ -201,21 +158,21 @@ func TestContentConfigMapEditReconciles(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
 	digest := func(ss *cantusv1alpha1.SkillServer) string {
 		if len(ss.Status.AgentSkills) == 0 {
 			return ""
 		}
 		return ss.Status.AgentSkills[0].Digest
 	}
-	first := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms")})
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(digest, Equal(first)))
+	first := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte("# Forms")})
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(WithTransform(digest, Equal(first)))
 	cm.Data["references.FORMS.md"] = "# Forms, edited"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	second := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(formsSkillMD), "references/FORMS.md": []byte("# Forms, edited")})
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(WithTransform(digest, Equal(second)))
+	second := expectedManifestDigest(map[string][]byte{"SKILL.md": []byte(kubekit.FormsSkillMD), "references/FORMS.md": []byte("# Forms, edited")})
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(WithTransform(digest, Equal(second)))
 }
 
 // TestPrinterColumns: kubectl get shows the skills served by default and prompts and
@@ -224,10 +181,10 @@ func TestPrinterColumns(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
-	ss := contentSkillServer(ns, "docs")
+	g.Expect(k8sClient.Create(ctx, kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, true))).To(Succeed())
+	ss := kubekit.ContentSkillServer(ns, "docs")
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	_, err := kubernetesReconciler().Reconcile(ctx, reconcileRequest(ss))
+	_, err := kubernetesReconciler().Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 
 	get := func(args ...string) []string {
@@ -298,13 +255,13 @@ func TestAgentSkillsSample(t *testing.T) {
 			ss = &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: obj.GetName()}}
 		}
 	}
-	_, err = kubernetesReconciler().Reconcile(ctx, reconcileRequest(ss))
+	_, err = kubernetesReconciler().Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
-	got, _ := getSkillServer(ctx, ns, ss.Name)()
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, ss.Name)()
 	g.Expect(got.Status.AgentSkills).To(ConsistOf(HaveField("URI", "skill://acme/support/pdf-forms/SKILL.md")))
 	g.Expect(got.Status.Prompts).To(Equal([]string{"summarize_ticket"}))
 	g.Expect(got.Status.Resources).To(Equal([]string{"docs://support/escalation"}))
-	g.Expect(stalledMessage(got)).To(BeEmpty())
+	g.Expect(kubekit.StalledMessage(got)).To(BeEmpty())
 }
 
 // TestPolicyChangeReleasesImageSkill: a ToolSourcePolicy that comes to allow an image
@@ -315,15 +272,15 @@ func TestPolicyChangeReleasesImageSkill(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	image := "registry.example.com/released/" + ns
-	ss := newSkillServer(ns, "imaged")
+	ss := kubekit.NewSkillServer(ns, "imaged")
 	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: image + ":1"}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, ContainSubstring(image)))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "imaged")).Should(WithTransform(kubekit.StalledMessage, ContainSubstring(image)))
 	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "released-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
 		Images:            []string{image},
 	}}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
-	g.Eventually(getSkillServer(ctx, ns, "imaged")).Should(WithTransform(stalledMessage, BeEmpty()))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "imaged")).Should(WithTransform(kubekit.StalledMessage, BeEmpty()))
 }

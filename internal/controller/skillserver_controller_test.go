@@ -33,7 +33,7 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 	kube.Operator = workload.OperatorPeer("cantus-system")
 	startManagerVerifying(t, kube, &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
-	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "books", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "agent"}}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
@@ -88,15 +88,15 @@ func TestSkillServerOwnsSecureChildrenAndBecomesReady(t *testing.T) {
 
 	// envtest runs no Deployment controller: until its status says the pods are ready,
 	// the SkillServer is not Ready.
-	g.Eventually(getSkillServer(ctx, ns, "books")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books")).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonProgressing))
 
 	// The pods run, and the operator lists their tools through the Service before Ready.
 	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
 	markDeploymentAvailable(g, ctx, dep)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 20*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
-	got, _ := getSkillServer(ctx, ns, "books")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 20*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "books")()
 	g.Expect(got.Status.URL).To(Equal("http://books." + ns + ".svc.cluster.local:8765/mcp"))
 	g.Expect(got.Status.ToolCount).To(Equal(int32(1)))
 	g.Expect(got.Status.Tools).To(Equal([]cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}}))
@@ -145,20 +145,20 @@ func TestStalledWhenTemplateDoesNotParse(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "broken", templateSkill("echo", "{{ .title "))
+	ss := kubekit.NewSkillServer(ns, "broken", kubekit.TemplateSkill("echo", "{{ .title "))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
 	// Terminal: logged once, no retry and no requeue, so a bad spec does not spin in a retry loop.
-	g.Expect(err).To(beTerminal())
+	g.Expect(err).To(kubekit.BeTerminal())
 	g.Expect(result).To(Equal(ctrl.Result{}))
 
-	got, err := getSkillServer(ctx, ns, "broken")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "broken")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec))
-	ready := findCondition(got, cantusv1alpha1.ConditionReady)
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonInvalidSpec))
+	ready := kubekit.FindCondition(got, cantusv1alpha1.ConditionReady)
 	g.Expect(ready.Message).To(ContainSubstring("echo"))
 	g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
 	g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "broken"}, &appsv1.Deployment{}))).
@@ -171,7 +171,7 @@ func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "ruled", templateSkill("echo", "{{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "ruled", kubekit.TemplateSkill("echo", "{{ .title }}"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{
 		IssuerURL: "https://login.example.com", Audiences: []string{"cantus"},
 	}}
@@ -182,13 +182,13 @@ func TestStalledWhenAuthorizationRuleDoesNotCompile(t *testing.T) {
 
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
-	g.Expect(err).To(beTerminal())
+	g.Expect(err).To(kubekit.BeTerminal())
 	g.Expect(result).To(Equal(ctrl.Result{}))
 
-	got, err := getSkillServer(ctx, ns, "ruled")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "ruled")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionStalled).Message).To(ContainSubstring("when"))
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionStalled).Message).To(ContainSubstring("when"))
 	g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "ruled"}, &appsv1.Deployment{}))).
 		To(BeTrue(), "nothing is deployed for rules that cannot be checked")
 }
@@ -199,7 +199,7 @@ func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "guarded", templateSkill("echo", "{{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "guarded", kubekit.TemplateSkill("echo", "{{ .title }}"))
 	// The CRD cannot check CIDRs cheaply; the NetworkPolicy API does.
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
@@ -208,9 +208,9 @@ func TestRefusedNetworkPolicyLeavesNothingServing(t *testing.T) {
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
 	g.Expect(err).To(HaveOccurred())
 
-	got, _ := getSkillServer(ctx, ns, "guarded")()
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("NetworkPolicy"))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "guarded")()
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonApplyFailed))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReady).Message).To(ContainSubstring("NetworkPolicy"))
 	for _, obj := range []crclient.Object{&appsv1.Deployment{}, &corev1.Service{}} {
 		g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "guarded"}, obj))).
 			To(BeTrue(), "%T exists although its NetworkPolicy was refused", obj)
@@ -222,18 +222,18 @@ func TestSchemaPortableWarnsButServesSchemaUnchanged(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	schema := `{"type":"object","title":"SearchBookArgs","additionalProperties":false,"properties":{"title":{"type":"string","title":"Title","examples":["Dune"]}},"$defs":{"x":{"type":"string"}}}`
-	skill := templateSkill("search_book", "found: {{ .title }}")
+	skill := kubekit.TemplateSkill("search_book", "found: {{ .title }}")
 	skill.InputSchema.Raw = []byte(schema)
-	ss := newSkillServer(ns, "pydantic", skill)
+	ss := kubekit.NewSkillServer(ns, "pydantic", skill)
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
 	r := &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")}
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: crclient.ObjectKeyFromObject(ss)})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	got, _ := getSkillServer(ctx, ns, "pydantic")()
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionSchemaPortable, metav1.ConditionFalse, cantusv1alpha1.ReasonNonPortableKeys))
-	msg := findCondition(got, cantusv1alpha1.ConditionSchemaPortable).Message
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "pydantic")()
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionSchemaPortable, metav1.ConditionFalse, cantusv1alpha1.ReasonNonPortableKeys))
+	msg := kubekit.FindCondition(got, cantusv1alpha1.ConditionSchemaPortable).Message
 	g.Expect(msg).To(ContainSubstring(`skill "search_book": /title`))
 	g.Expect(msg).To(ContainSubstring("/additionalProperties=false"))
 	g.Expect(msg).To(ContainSubstring("/properties/title/examples"))
@@ -249,7 +249,7 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "idle", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "idle", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	ss.Spec.AllowFrom = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
@@ -297,15 +297,6 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 	g.Expect(*dep.Spec.Replicas).To(Equal(int32(1)))
 }
 
-func findCondition(ss *cantusv1alpha1.SkillServer, condType string) *metav1.Condition {
-	for i := range ss.Status.Conditions {
-		if ss.Status.Conditions[i].Type == condType {
-			return &ss.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // One entry renders a server: reconciles of one generation validate its schemas and
 // compile its rules once between them, however often they run; a new generation does
 // both once more.
@@ -313,7 +304,7 @@ func TestReconcilesValidateAndCompileOncePerGeneration(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "once", templateSkill("search_book", "found: {{ .title }}"), templateSkill("greet", "hi {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "once", kubekit.TemplateSkill("search_book", "found: {{ .title }}"), kubekit.TemplateSkill("greet", "hi {{ .title }}"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: "https://login.example.com", Audiences: []string{"cantus"}}}
 	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
 		{Tools: []string{"search_book"}, When: `claims.email.endsWith("@example.com")`},
@@ -323,7 +314,7 @@ func TestReconcilesValidateAndCompileOncePerGeneration(t *testing.T) {
 	reconcileTimes := func(n int) render.Counts {
 		before := render.CountsSoFar()
 		for range n {
-			_, err := r.Reconcile(ctx, reconcileRequest(ss))
+			_, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 			g.Expect(err).NotTo(HaveOccurred())
 		}
 		after := render.CountsSoFar()
@@ -334,7 +325,7 @@ func TestReconcilesValidateAndCompileOncePerGeneration(t *testing.T) {
 	}
 
 	g.Expect(reconcileTimes(3)).To(Equal(render.Counts{SpecValidations: 1, RuleCompilations: 1}), "generation 1")
-	got, err := getSkillServer(ctx, ns, "once")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "once")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Status.ConfigHash).NotTo(BeEmpty(), "rendered and applied")
 

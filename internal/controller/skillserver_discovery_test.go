@@ -78,7 +78,7 @@ func TestDiscoverySearchModeIsVerifiedAndShown(t *testing.T) {
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
-	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"), templateSkill("checkout_book", "checked out"))
+	ss := kubekit.NewSkillServer(ns, "books", kubekit.TemplateSkill("search_book", "found: {{ .title }}"), kubekit.TemplateSkill("checkout_book", "checked out"))
 	ss.Spec.Discovery = &cantusv1alpha1.DiscoverySpec{Mode: cantusv1alpha1.DiscoverySearch, Pinned: []string{"search_*"}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
@@ -87,9 +87,9 @@ func TestDiscoverySearchModeIsVerifiedAndShown(t *testing.T) {
 	}
 	markDeploymentAvailable(g, ctx, dep)
 	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
-	got, err := getSkillServer(ctx, ns, "books")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "books")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Status.Discovery).To(Equal(&cantusv1alpha1.DiscoveryStatus{Mode: cantusv1alpha1.DiscoverySearch, IndexedTools: 2}))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionVerified).Message).To(ContainSubstring("with the 3 expected tools"))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionVerified).Message).To(ContainSubstring("with the 3 expected tools"))
 }

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,21 +26,6 @@ func podAllowed(ss *cantusv1alpha1.SkillServer) string {
 	return ""
 }
 
-// warnings are the reasons of the Warning events about the SkillServer name.
-func warnings(ctx context.Context, ns, name string) func() []string {
-	return func() []string {
-		list := &eventsv1.EventList{}
-		_ = k8sClient.List(ctx, list, crclient.InNamespace(ns))
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
-	}
-}
-
 // A SkillServer's spec.pod.image and spec.pod.serviceAccountName need the
 // ToolSourcePolicy that selects its namespace (issue 23, finding 3: anyone who could
 // create a SkillServer ran any image under any service account of the namespace).
@@ -55,16 +39,16 @@ func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, workload.NewKubernetes(nil, "img", "cluster.local"))
 	image := "registry.example.com/tenant-" + ns + "/adapter:1"
-	ss := newSkillServer(ns, "custom", templateSkill("echo", "ok"))
+	ss := kubekit.NewSkillServer(ns, "custom", kubekit.TemplateSkill("echo", "ok"))
 	ss.Spec.Pod = &cantusv1alpha1.PodOverrides{Image: image, ServiceAccountName: "cloud-admin"}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	deployment := func() error {
 		return k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "custom"}, &appsv1.Deployment{})
 	}
 
-	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(And(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAllowlisted),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPodNotAllowlisted),
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "custom")).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAllowlisted),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPodNotAllowlisted),
 		WithTransform(podAllowed, ContainSubstring(`False NotAllowlisted: spec.pod is not allowed: no ToolSourcePolicy selects namespace "`+ns+`"`))))
 	g.Consistently(deployment, 2*time.Second).ShouldNot(Succeed(), "a refused pod override was applied")
 
@@ -75,7 +59,7 @@ func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
 	}}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
-	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(WithTransform(podAllowed, And(
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "custom")).Should(WithTransform(podAllowed, And(
 		ContainSubstring(`add an image prefix of "`+image+`" to spec.images`),
 		ContainSubstring(`add "cloud-admin" to spec.serviceAccounts`))))
 	g.Expect(deployment()).NotTo(Succeed())
@@ -83,20 +67,20 @@ func TestPodOverridesNeedTheToolSourcePolicy(t *testing.T) {
 	// Audit: served, said in the condition and a Warning event.
 	policy.Spec.Mode = cantusv1alpha1.PolicyAudit
 	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(And(
-		haveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowedByAudit),
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "custom")).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowedByAudit),
 		WithTransform(podAllowed, ContainSubstring("Enforce would refuse it")),
-		WithTransform(stalledMessage, BeEmpty())))
+		WithTransform(kubekit.StalledMessage, BeEmpty())))
 	g.Eventually(deployment).Should(Succeed())
-	g.Eventually(warnings(ctx, ns, "custom"), 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonPodAllowedByAudit))
+	g.Eventually(kubekit.WarningReasons(ctx, k8sClient, ns, "custom"), 10*time.Second).Should(ContainElement(cantusv1alpha1.ReasonPodAllowedByAudit))
 
 	// Enforce with both listed: allowed, and the pods run them.
 	policy.Spec.Mode = cantusv1alpha1.PolicyEnforce
 	policy.Spec.Images = []string{"registry.example.com/tenant-" + ns}
 	policy.Spec.ServiceAccounts = []string{"cloud-admin"}
 	g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "custom")).Should(
-		haveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowed))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "custom")).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionPodAllowed, metav1.ConditionTrue, cantusv1alpha1.ReasonPodAllowed))
 	dep := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "custom"}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("cloud-admin"))
@@ -139,20 +123,20 @@ func TestServiceAccountNotInTheAdmissionParametersIsRefusedBeforeApplying(t *tes
 		}
 	}
 
-	cloud := newSkillServer(ns, "cloud", templateSkill("echo", "ok"))
+	cloud := kubekit.NewSkillServer(ns, "cloud", kubekit.TemplateSkill("echo", "ok"))
 	cloud.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "cloud-admin"}
-	plain := newSkillServer(ns, "plain", templateSkill("echo", "ok"))
-	runner := newSkillServer(ns, "runner", templateSkill("echo", "ok"))
+	plain := kubekit.NewSkillServer(ns, "plain", kubekit.TemplateSkill("echo", "ok"))
+	runner := kubekit.NewSkillServer(ns, "runner", kubekit.TemplateSkill("echo", "ok"))
 	runner.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "runner"}
 	for _, ss := range []*cantusv1alpha1.SkillServer{cloud, plain, runner} {
 		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	}
 	paramsName := ns + "/cantus-operator-admission"
-	g.Eventually(getSkillServer(ctx, ns, "cloud")).Should(And(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "cloud")).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
 		WithTransform(podAllowed, ContainSubstring("service account "+ns+"/cloud-admin is not in serviceAccounts of the operator's admission policy parameters "+paramsName))))
-	g.Eventually(getSkillServer(ctx, ns, "plain")).Should(And(
-		haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "plain")).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonPodNotAdmitted),
 		WithTransform(podAllowed, ContainSubstring("service account "+ns+"/default is not in serviceAccounts"))))
 	g.Eventually(deployment("runner")).Should(Succeed(), "an account the parameters list is applied")
 	g.Consistently(deployment("cloud"), 2*time.Second).ShouldNot(Succeed(), "a server the admission policy would refuse was applied")

@@ -33,12 +33,12 @@ func TestRequestStateKeys_GatewayOwnsASecretItsPodsRead(t *testing.T) {
 	kube := workload.NewKubernetes(nil, "img", "cluster.local")
 	kube.Client, kube.APIReader = ChildClient(mgr), mgr.GetAPIReader()
 	g.Expect((&SkillServerReconciler{Client: mgr.GetClient(), Runtime: kube, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 
-	gw := newSkillServer(ns, "gw", templateSkill("hello", "hi"))
+	gw := kubekit.NewSkillServer(ns, "gw", kubekit.TemplateSkill("hello", "hi"))
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "upstream"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	plain := newSkillServer(ns, "plain", templateSkill("hello", "hi"))
+	plain := kubekit.NewSkillServer(ns, "plain", kubekit.TemplateSkill("hello", "hi"))
 	g.Expect(k8sClient.Create(ctx, plain)).To(Succeed())
 
 	secretName := render.RequestStateSecretName("gw")

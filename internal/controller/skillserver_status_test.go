@@ -10,6 +10,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -98,7 +99,7 @@ func TestStatusSetters(t *testing.T) {
 			ss.Spec.Skills = []cantusv1alpha1.Skill{{Name: "a"}}
 			tc.set(ss)
 			summarizeSkillServerReady(ss)
-			ready := findCondition(ss, cantusv1alpha1.ConditionReady)
+			ready := kubekit.FindCondition(ss, cantusv1alpha1.ConditionReady)
 			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
 				t.Fatalf("Ready = %+v, want %s/%s", ready, tc.wantReady, tc.wantReason)
 			}
@@ -106,7 +107,7 @@ func TestStatusSetters(t *testing.T) {
 				t.Errorf("Ready.observedGeneration = %d, want 4", ready.ObservedGeneration)
 			}
 			for condType, want := range tc.wantConds {
-				got := findCondition(ss, condType)
+				got := kubekit.FindCondition(ss, condType)
 				switch {
 				case want == "" && got != nil:
 					t.Errorf("%s should be absent, got %+v", condType, got)

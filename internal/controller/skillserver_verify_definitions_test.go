@@ -13,6 +13,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/listing"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload"
 )
 
@@ -152,7 +153,7 @@ func TestVerifyComparesDefinitionsNotNames(t *testing.T) {
 
 	r := &SkillServerReconciler{Verifier: servingLister{older}}
 	r.verify(context.Background(), ss, obs, rendered)
-	c := findCondition(ss, cantusv1alpha1.ConditionVerified)
+	c := kubekit.FindCondition(ss, cantusv1alpha1.ConditionVerified)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != cantusv1alpha1.ReasonDefinitionsMismatch ||
 		!strings.Contains(c.Message, `tool "search": description differs`) {
 		t.Fatalf("pods serving an older description: Verified %+v", c)
@@ -160,7 +161,7 @@ func TestVerifyComparesDefinitionsNotNames(t *testing.T) {
 
 	r.Verifier = servingLister{rendered}
 	r.verify(context.Background(), ss, obs, rendered)
-	if c := findCondition(ss, cantusv1alpha1.ConditionVerified); c.Status != metav1.ConditionTrue || c.Reason != cantusv1alpha1.ReasonToolsServed {
+	if c := kubekit.FindCondition(ss, cantusv1alpha1.ConditionVerified); c.Status != metav1.ConditionTrue || c.Reason != cantusv1alpha1.ReasonToolsServed {
 		t.Fatalf("pods serving the rendered config: Verified %+v", c)
 	}
 }

@@ -92,8 +92,8 @@ func TestPodsServingTheWrongToolsAreNotReady(t *testing.T) {
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
-	books := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
-	films := newSkillServer(ns, "films", templateSkill("search_film", "found: {{ .title }}"))
+	books := kubekit.NewSkillServer(ns, "books", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
+	films := kubekit.NewSkillServer(ns, "films", kubekit.TemplateSkill("search_film", "found: {{ .title }}"))
 	for _, ss := range []*cantusv1alpha1.SkillServer{books, films} {
 		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	}
@@ -107,26 +107,26 @@ func TestPodsServingTheWrongToolsAreNotReady(t *testing.T) {
 	markDeploymentAvailable(g, ctx, booksDep)
 
 	// Available, but nothing answers behind the Service.
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, cantusv1alpha1.ReasonAvailable),
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAnswering),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAnswering)))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionAvailable, metav1.ConditionTrue, cantusv1alpha1.ReasonAvailable),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAnswering),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonNotAnswering)))
 
 	// A pod that answers MCP with another server's tools.
 	routes.route(t, booksSvc, startAsPodBehindService(t, ctx, filmsDep).BaseURL)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsMismatch),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsMismatch)))
-	got, _ := getSkillServer(ctx, ns, "books")()
-	verified := findCondition(got, cantusv1alpha1.ConditionVerified)
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsMismatch),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsMismatch)))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "books")()
+	verified := kubekit.FindCondition(got, cantusv1alpha1.ConditionVerified)
 	g.Expect(verified.Message).To(ContainSubstring("missing: search_book"))
 	g.Expect(verified.Message).To(ContainSubstring("not expected: search_film"))
 
 	// Its own pod: verified and Ready.
 	routes.route(t, booksSvc, startAsPodBehindService(t, ctx, booksDep).BaseURL)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
 }
 
 func TestAlreadyVerifiedOnlyForTheSameConfigAndURL(t *testing.T) {
@@ -164,7 +164,7 @@ func TestAlreadyVerifiedOnlyForTheSameConfigAndURL(t *testing.T) {
 // reason for the given generation.
 func verifiedFor(generation int64, status metav1.ConditionStatus, reason string) OmegaMatcher {
 	return WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
-		c := findCondition(ss, cantusv1alpha1.ConditionVerified)
+		c := kubekit.FindCondition(ss, cantusv1alpha1.ConditionVerified)
 		if c == nil {
 			return "absent"
 		}
@@ -186,7 +186,7 @@ func TestPodsServingAnOlderDescriptionAreNotVerified(t *testing.T) {
 	routes := newServiceRoutes()
 	startManagerVerifying(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"), &MCPVerifier{Dial: routes.Dial, Timeout: 2 * time.Second})
 
-	ss := newSkillServer(ns, "books", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "books", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 	dep, svc := &appsv1.Deployment{}, &corev1.Service{}
 	for _, obj := range []crclient.Object{dep, svc} {
@@ -195,11 +195,11 @@ func TestPodsServingAnOlderDescriptionAreNotVerified(t *testing.T) {
 	markDeploymentAvailable(g, ctx, dep)
 	// The pod's volumes are copies made when it starts: it keeps serving this config.
 	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
 
 	rolled := dep.Generation
 	g.Eventually(func() error {
-		current, err := getSkillServer(ctx, ns, "books")()
+		current, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "books")()
 		if err != nil {
 			return err
 		}
@@ -217,18 +217,18 @@ func TestPodsServingAnOlderDescriptionAreNotVerified(t *testing.T) {
 	}).Should(BeNumerically(">", rolled))
 	markDeploymentAvailable(g, ctx, dep)
 
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(
 		verifiedFor(ss.Generation, metav1.ConditionFalse, cantusv1alpha1.ReasonDefinitionsMismatch))
-	g.Consistently(getSkillServer(ctx, ns, "books"), 5*time.Second).ShouldNot(
+	g.Consistently(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 5*time.Second).ShouldNot(
 		verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
-	got, err := getSkillServer(ctx, ns, "books")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "books")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionVerified).Message).To(ContainSubstring(`tool "search_book": description differs`))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionVerified).Message).To(ContainSubstring(`tool "search_book": description differs`))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 
 	// A pod of the new template serves the new description.
 	routes.route(t, svc, startAsPodBehindService(t, ctx, dep).BaseURL)
-	g.Eventually(getSkillServer(ctx, ns, "books"), 45*time.Second).Should(And(
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "books"), 45*time.Second).Should(And(
 		verifiedFor(ss.Generation, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed),
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled)))
 }

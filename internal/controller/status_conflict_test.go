@@ -23,7 +23,7 @@ func TestStaleStatusIsRetriedShortlyWithoutAnError(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "stale", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "stale", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
 	apiClient, err := crclient.NewWithWatch(restConfig, crclient.Options{Scheme: testenv.Scheme()})
@@ -40,13 +40,13 @@ func TestStaleStatusIsRetriedShortlyWithoutAnError(t *testing.T) {
 	})
 	r := &SkillServerReconciler{Client: c, Runtime: workload.NewKubernetes(c, "img", "cluster.local")}
 
-	result, err := r.Reconcile(ctx, reconcileRequest(ss))
+	result, err := r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred(), "a stale status is not a reconcile error")
 	g.Expect(conflicts).To(Equal(1))
 	g.Expect(result.RequeueAfter).To(And(BeNumerically(">", 0), BeNumerically("<=", staleStatusRetry)))
 
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
+	_, err = r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
-	got, _ := getSkillServer(ctx, ns, "stale")()
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "stale")()
 	g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation), "the retry wrote the status")
 }

@@ -138,7 +138,7 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 	kubekit.AllowLoopback(t, k8sClient, ns)
 
 	// The remote: a SkillServer whose tool POSTs to the backend.
-	remote := newSkillServer(ns, "shelves", cantusv1alpha1.Skill{
+	remote := kubekit.NewSkillServer(ns, "shelves", cantusv1alpha1.Skill{
 		Name: "locate", Description: "Where a book is.",
 		InputSchema: &cantusv1alpha1.ToolInputSchema{Type: "object", Raw: []byte(`{"type":"object"}`)},
 		HTTP:        &cantusv1alpha1.HTTPBackend{URL: backend.URL},
@@ -147,10 +147,10 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 	remoteDep := reconcileToDeployment(t, servers, remote)
 	remotePod := startAsPod(t, ctx, remoteDep)
 
-	imp := reconcileImport(t, importReconciler(), newImport(ns, "shelves", remotePod.BaseURL+"/mcp"))
+	imp := kubekit.ReconcileImport(t, k8sClient, importReconciler(), kubekit.NewImport(ns, "shelves", remotePod.BaseURL+"/mcp"))
 	g.Expect(imp.Status.Tools).To(HaveLen(1), "the import is Ready with the remote's tool")
 
-	gateway := newSkillServer(ns, "front-desk", templateSkill("hello", "hi"))
+	gateway := kubekit.NewSkillServer(ns, "front-desk", kubekit.TemplateSkill("hello", "hi"))
 	gateway.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "shelves", Prefix: "shelves_"}}
 	g.Expect(k8sClient.Create(ctx, gateway)).To(Succeed())
 	gatewayDep := reconcileToDeployment(t, servers, gateway)
@@ -198,7 +198,7 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 func reconcileToDeployment(t *testing.T, r *SkillServerReconciler, ss *cantusv1alpha1.SkillServer) *appsv1.Deployment {
 	t.Helper()
 	g := NewWithT(t)
-	_, err := r.Reconcile(context.Background(), reconcileRequest(ss))
+	_, err := r.Reconcile(context.Background(), kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 	dep := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(context.Background(), crclient.ObjectKeyFromObject(ss), dep)).To(Succeed())
@@ -213,10 +213,10 @@ func TestReconcileSpans(t *testing.T) {
 	tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	t.Cleanup(func() { tracing.Use(nil) })
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "traced", templateSkill("hello", "hi"))
+	ss := kubekit.NewSkillServer(ns, "traced", kubekit.TemplateSkill("hello", "hi"))
 	g.Expect(k8sClient.Create(context.Background(), ss)).To(Succeed())
 	r := traced("skillserver", &SkillServerReconciler{Client: k8sClient, Runtime: workload.NewKubernetes(k8sClient, "img", "cluster.local")})
-	_, err := r.Reconcile(context.Background(), reconcileRequest(ss))
+	_, err := r.Reconcile(context.Background(), kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
 	failing := traced("remotetoolimport", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{}, errors.New("the API server is gone")

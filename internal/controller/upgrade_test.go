@@ -45,9 +45,9 @@ func TestObjectsStoredBeforeValidationDoNotStopTheOperator(t *testing.T) {
 	startImportManager(t, 0)
 	startManager(t, workload.NewKubernetes(nil, "example.com/cantus:test", "cluster.local"))
 
-	good := newImport(goodNS, "good", srv.URL+"/mcp")
+	good := kubekit.NewImport(goodNS, "good", srv.URL+"/mcp")
 	g.Expect(k8sClient.Create(ctx, good)).To(Succeed())
-	ss := newSkillServer(goodNS, "library", templateSkill("search_book", "found {{ .title }}"))
+	ss := kubekit.NewSkillServer(goodNS, "library", kubekit.TemplateSkill("search_book", "found {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
 	g.Eventually(func() *cantusv1alpha1.RemoteToolImport {
@@ -68,8 +68,8 @@ func TestObjectsStoredBeforeValidationDoNotStopTheOperator(t *testing.T) {
 		HaveField("Message", ContainSubstring(`spec.refreshInterval: "banana" is not a duration`)),
 	))
 	g.Eventually(func() *metav1.Condition {
-		got, _ := getSkillServer(ctx, badNS, "bad-memory")()
-		return findCondition(got, cantusv1alpha1.ConditionStalled)
+		got, _ := kubekit.GetSkillServer(ctx, k8sClient, badNS, "bad-memory")()
+		return kubekit.FindCondition(got, cantusv1alpha1.ConditionStalled)
 	}, 30*time.Second).Should(And(
 		HaveField("Reason", cantusv1alpha1.ReasonInvalidSpec),
 		HaveField("Message", ContainSubstring(`spec.memory.trashRetention: "forever" is not a duration`)),

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
-	"github.com/onsi/gomega/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -14,12 +12,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
-
-// beTerminal matches a reconcile.TerminalError: a spec that cannot work, logged once and
-// not retried.
-func beTerminal() types.GomegaMatcher {
-	return Satisfy(func(err error) bool { return errors.Is(err, reconcile.TerminalError(nil)) })
-}
 
 // Every failure code the MCP client can give has a reason of the API's own, so a new
 // code cannot reach a condition verbatim.

@@ -30,7 +30,7 @@ func TestUnchangedProbeWritesNothing(t *testing.T) {
 	clock := time.Now()
 	r := importReconciler()
 	r.Now = func() time.Time { clock = clock.Add(5 * time.Minute); return clock }
-	imp := reconcileImport(t, r, newImport(ns, "steady", srv.URL+"/mcp"))
+	imp := kubekit.ReconcileImport(t, k8sClient, r, kubekit.NewImport(ns, "steady", srv.URL+"/mcp"))
 	g.Expect(imp.Status.ToolCount).To(Equal(int32(1)))
 	version := imp.ResourceVersion
 
@@ -45,7 +45,7 @@ func TestUnchangedProbeWritesNothing(t *testing.T) {
 
 	second := adapterHandler(t, "", "search_book", "borrow")
 	remote.h.Store(&second)
-	got = reconcileImport(t, r, got)
+	got = kubekit.ReconcileImport(t, k8sClient, r, got)
 	g.Expect(got.ResourceVersion).NotTo(Equal(version))
 	g.Expect(got.Status.ToolCount).To(Equal(int32(2)))
 }

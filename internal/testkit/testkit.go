@@ -9,6 +9,8 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -136,4 +138,11 @@ func WriteTree(t testing.TB, dir string, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// HexSHA256 is the SHA-256 of b in hex, as content digests and shard keys spell it; a
+// test computes what it expects without the code it tests.
+func HexSHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

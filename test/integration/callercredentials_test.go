@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantus-dev/cantus-operator/internal/controller"
 	"github.com/cantus-dev/cantus-operator/internal/render"
 
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
-	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -21,26 +19,6 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
-
-// startCallerCredentialsManager runs both controllers, SkillServers on the local
-// runtime, and returns the folder the local adapters' files go under.
-func startCallerCredentialsManager(t *testing.T) string {
-	t.Helper()
-	mgr := newTestManager(t)
-	adapters := local.New(mgr.GetAPIReader())
-	adapters.MemoryDir = t.TempDir()
-	if err := mgr.Add(adapters); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	runManager(t, mgr)
-	return adapters.MemoryDir
-}
 
 // A gateway gathers its import's per-caller Secrets into its caller-keys Secret, keyed
 // by caller identity: a service account's with its UID (recreated, it is a new caller
@@ -52,29 +30,29 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	filesDir := startCallerCredentialsManager(t)
+	filesDir := startGatewayManager(t)
 	remote := remoteLibrary(t)
 
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
 	g.Expect(k8sClient.Create(ctx, sa)).To(Succeed())
 	const saValue, oidcValue, newValue = "sa-secret-value-1f3a", "oidc-secret-value-9c2e", "sa-secret-value-rotated-77d1"
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", saValue))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "alice-notes", "notes", "oidc:https://login.example.com#alice", oidcValue))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, callerSecret(ns, "ghost-notes", "notes", "serviceaccount:"+ns+"/ghost", "never-used"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "agent-notes", "notes", "serviceaccount:"+ns+"/agent", saValue))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "alice-notes", "notes", "oidc:https://login.example.com#alice", oidcValue))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.CallerSecret(ns, "ghost-notes", "notes", "serviceaccount:"+ns+"/ghost", "never-used"))).To(Succeed())
 
-	imp := newImport(ns, "notes", remote.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "notes", remote.URL+"/mcp")
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "gw", "notes"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.OIDCGateway(ns, "gw", "notes"))).To(Succeed())
 
 	importRef := ns + "/notes"
 	saKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.ServiceAccountCaller(ns+"/agent", string(sa.UID)))
 	oidcKey := adapterconfig.CallerKeyFileName(importRef, adapterconfig.OIDCCaller("https://login.example.com", "alice"))
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(Equal(map[string]string{saKey: saValue, oidcKey: oidcValue}))
-	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	gw, err := getSkillServer(ctx, ns, "gw")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gw"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	gw, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(gw).To(haveCondition(cantusv1alpha1.ConditionCallerCredentialsReady, metav1.ConditionTrue, cantusv1alpha1.ReasonCallerCredentialsReady))
+	g.Expect(gw).To(kubekit.HaveCondition(cantusv1alpha1.ConditionCallerCredentialsReady, metav1.ConditionTrue, cantusv1alpha1.ReasonCallerCredentialsReady))
 	hash := gw.Status.ConfigHash
 	onHost := filepath.Join(filesDir, ".imports", ns, "gw", "_caller-keys")
 	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(saValue))
@@ -91,7 +69,7 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(HaveKeyWithValue(saKey, newValue))
 	g.Eventually(func() (string, error) { b, err := os.ReadFile(filepath.Join(onHost, saKey)); return string(b), err }).Should(Equal(newValue))
 	g.Consistently(func() (string, error) {
-		gw, err := getSkillServer(ctx, ns, "gw")()
+		gw, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 		return gw.Status.ConfigHash, err
 	}, 2*time.Second).Should(Equal(hash), "a changed per-caller key rolls nothing")
 
@@ -110,11 +88,11 @@ func TestCallerCredentials_CallerKeysSecretFollowsPerCallerSecrets(t *testing.T)
 	// A gateway that no longer serves the import keeps no caller's key.
 	g.Expect(kubekit.Update(ctx, k8sClient, gw, func(gw *cantusv1alpha1.SkillServer) {
 		gw.Spec.Imports = nil
-		gw.Spec.Skills = []cantusv1alpha1.Skill{templateSkill("hello", "hello {{ .title }}")}
+		gw.Spec.Skills = []cantusv1alpha1.Skill{kubekit.TemplateSkill("hello", "hello {{ .title }}")}
 	})).To(Succeed())
 	g.Eventually(kubekit.SecretData(ctx, k8sClient, ns, render.CallerKeysSecretName("gw")), 30*time.Second).Should(BeEmpty())
 	g.Eventually(func() ([]metav1.Condition, error) {
-		gw, err := getSkillServer(ctx, ns, "gw")()
+		gw, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 		return gw.Status.Conditions, err
 	}, 30*time.Second).ShouldNot(ContainElement(HaveField("Type", cantusv1alpha1.ConditionCallerCredentialsReady)))
 }
@@ -127,23 +105,23 @@ func TestCallerCredentials_GatewayWithoutCallerIdentityIsNotReady(t *testing.T) 
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	startCallerCredentialsManager(t)
+	startGatewayManager(t)
 	remote := remoteLibrary(t)
 
-	imp := newImport(ns, "tickets", remote.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "tickets", remote.URL+"/mcp")
 	imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{TokenExchange: &cantusv1alpha1.TokenExchange{
 		TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "gw", Audience: "gateway"}}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 
-	anonymous := newSkillServer(ns, "anonymous")
+	anonymous := kubekit.NewSkillServer(ns, "anonymous")
 	anonymous.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "tickets"}}
 	g.Expect(k8sClient.Create(ctx, anonymous)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "anonymous"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerIdentityRequired))
-	ss, err := getSkillServer(ctx, ns, "anonymous")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "anonymous"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonCallerIdentityRequired))
+	ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "anonymous")()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(conditionMessage(ss, cantusv1alpha1.ConditionReady)).To(And(ContainSubstring("spec.auth.serviceAccountTokens"), ContainSubstring("spec.auth.oidc")))
+	g.Expect(kubekit.ConditionMessage(ss, cantusv1alpha1.ConditionReady)).To(And(ContainSubstring("spec.auth.serviceAccountTokens"), ContainSubstring("spec.auth.oidc")))
 
 	// The exchange asks for "gateway", the audience this one accepts.
-	g.Expect(k8sClient.Create(ctx, oidcGateway(ns, "passthrough", "tickets"))).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "passthrough"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPassThroughAudience))
+	g.Expect(k8sClient.Create(ctx, kubekit.OIDCGateway(ns, "passthrough", "tickets"))).To(Succeed())
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "passthrough"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionFalse, cantusv1alpha1.ReasonPassThroughAudience))
 }

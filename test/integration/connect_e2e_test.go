@@ -173,12 +173,12 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 	imports := &controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"),
 		Connect: &controller.ConnectSettings{BaseURL: baseURL, Counter: &connect.Counter{Reader: k8sClient, Namespace: w.opsNS, Keys: keys}, RootCAs: roots, ProbeTokens: handler}}
 	g.Expect(imports.SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 
 	g.Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "whoami"}, Data: map[string][]byte{
 		"probe": []byte("Bearer probe-key"), "ca.crt": w.remote.CAPEM(), "client-secret": []byte(w.clientSecret),
 	}})).To(Succeed())
-	imp := newImport(w.ns, "whoami", w.remote.URL())
+	imp := kubekit.NewImport(w.ns, "whoami", w.remote.URL())
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
 	imp.Spec.Headers = []cantusv1alpha1.HeaderFromSecret{{Name: "Authorization", ValueFrom: cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "probe"}}}
 	imp.Spec.TLS = &cantusv1alpha1.ImportTLS{CABundle: &cantusv1alpha1.CABundleRef{SecretRef: &cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "ca.crt"}}}
@@ -189,13 +189,13 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 		imp.Spec.CallerCredentials.Connect.Client = nil
 	}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := newSkillServer(w.ns, "gw")
+	gw := kubekit.NewSkillServer(w.ns, "gw")
 	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{}}
 	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "whoami"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 	g.Eventually(func() string {
-		got, err := getSkillServer(ctx, w.ns, "gw")()
+		got, err := kubekit.GetSkillServer(ctx, k8sClient, w.ns, "gw")()
 		if err != nil {
 			return err.Error()
 		}
@@ -212,15 +212,30 @@ func startConnectWorld(t *testing.T, o ...connectWorldOptions) *connectWorld {
 
 // call calls whoami through the gateway as the caller.
 func (w *connectWorld) call(ctx context.Context) (string, error) {
-	res, err := mcpkit.CallTool(ctx, w.gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(w.callerToken))
+	return callAs(ctx, w.gatewayURL, w.callerToken)
+}
+
+// connectAs follows the link in what the caller was told and signs in as the user.
+func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, password string) {
+	t.Helper()
+	status, page := w.openConnectLink(ctx, t, told, user, password)
+	if status != http.StatusOK || !strings.Contains(page, "Connected") {
+		t.Fatalf("callback page: %d %s", status, page)
+	}
+}
+
+// callAs calls whoami through gatewayURL with token.
+func callAs(ctx context.Context, gatewayURL, token string) (string, error) {
+	res, err := mcpkit.CallTool(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
 	if err != nil {
 		return "", err
 	}
 	return mcpkit.ResultText(res), nil
 }
 
-// connectAs follows the link in what the caller was told and signs in as the user.
-func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, password string) {
+// openConnectLink follows the link in what the caller was told and signs in as user,
+// returning the callback page.
+func (w *connectWorld) openConnectLink(ctx context.Context, t *testing.T, told, user, password string) (int, string) {
 	t.Helper()
 	link := connectLink.FindString(told)
 	if link == "" {
@@ -232,9 +247,7 @@ func (w *connectWorld) connectAs(ctx context.Context, t *testing.T, told, user, 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Connected") {
-		t.Fatalf("callback page: %d %s", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(body)
 }
 
 func tokenAccountSecrets(t *testing.T, ns string) []corev1.Secret {
@@ -256,7 +269,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 	ctx := context.Background()
 	w := startConnectWorld(t)
 
-	imp, err := getImport(ctx, w.ns, "whoami")()
+	imp, err := kubekit.GetImport(ctx, k8sClient, w.ns, "whoami")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(imp.Status.CallerCredentials).NotTo(BeNil())
 	g.Expect(imp.Status.CallerCredentials.AuthorizationServer).To(Equal(w.ts.URL()))
@@ -275,7 +288,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 
 	t.Run("the import's status counts the connected account at its next probe", func(t *testing.T) {
 		g := NewWithT(t)
-		imp, err := getImport(ctx, w.ns, "whoami")()
+		imp, err := kubekit.GetImport(ctx, k8sClient, w.ns, "whoami")()
 		g.Expect(err).NotTo(HaveOccurred())
 		before := imp.DeepCopy()
 		if imp.Annotations == nil {
@@ -284,7 +297,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		imp.Annotations[cantusv1alpha1.ReconcileRequestAnnotation] = "count-1"
 		g.Expect(k8sClient.Patch(ctx, imp, client.MergeFrom(before))).To(Succeed())
 		g.Eventually(func() int32 {
-			imp, _ := getImport(ctx, w.ns, "whoami")()
+			imp, _ := kubekit.GetImport(ctx, k8sClient, w.ns, "whoami")()
 			if imp.Status.CallerCredentials == nil {
 				return -1
 			}
@@ -363,7 +376,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 	t.Run("a remote that needs a user to list its tools is probed as the probe identity", func(t *testing.T) {
 		g := NewWithT(t)
 		newConnectImport := func(name string, id *cantusv1alpha1.ProbeIdentity) {
-			imp := newImport(w.ns, name, w.remote.URL())
+			imp := kubekit.NewImport(w.ns, name, w.remote.URL())
 			imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
 			imp.Spec.TLS = &cantusv1alpha1.ImportTLS{CABundle: &cantusv1alpha1.CABundleRef{SecretRef: &cantusv1alpha1.SecretKeyRef{Name: "whoami", Key: "ca.crt"}}}
 			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{Connect: &cantusv1alpha1.Connect{ProbeIdentity: id,
@@ -372,11 +385,11 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		}
 		handshake := func(name string) func() string {
 			return func() string {
-				imp, err := getImport(ctx, w.ns, name)()
+				imp, err := kubekit.GetImport(ctx, k8sClient, w.ns, name)()
 				if err != nil {
 					return err.Error()
 				}
-				return importCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded).Reason
+				return kubekit.ImportCondition(imp, cantusv1alpha1.ConditionHandshakeSucceeded).Reason
 			}
 		}
 		newConnectImport("anonymous", nil)
@@ -393,7 +406,7 @@ func TestCallerCredentials_ConnectEndToEndOnTheLocalRuntime(t *testing.T) {
 		_ = resp.Body.Close()
 		w.connectAs(ctx, t, link.ConnectURL, "carol", "probe-pass")
 		g.Eventually(func() []cantusv1alpha1.DiscoveredTool {
-			imp, _ := getImport(ctx, w.ns, "as-prober")()
+			imp, _ := kubekit.GetImport(ctx, k8sClient, w.ns, "as-prober")()
 			return imp.Status.Tools
 		}, 60*time.Second, 200*time.Millisecond).ShouldNot(BeEmpty())
 		g.Expect(w.remote.Requests("carol")).To(BeNumerically(">", 0), "the probe reached the remote as the probe identity's user")
@@ -418,7 +431,7 @@ func TestCallerCredentials_ConnectWithTheOperatorsClientIDMetadataDocument(t *te
 	g := NewWithT(t)
 	ctx := context.Background()
 	w := startConnectWorld(t, connectWorldOptions{metadataDocument: true})
-	imp, err := getImport(ctx, w.ns, "whoami")()
+	imp, err := kubekit.GetImport(ctx, k8sClient, w.ns, "whoami")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(imp.Status.CallerCredentials.Client).To(Equal(cantusv1alpha1.ConnectClientMetadataDocument))
 

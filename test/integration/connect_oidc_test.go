@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,9 +16,8 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
+	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/testenv/tokenservice"
-	"github.com/cantus-dev/cantus-operator/test/testenv/whoami"
 )
 
 // oidcGatewayAudience is the audience the OIDC gateway's callers' tokens are for.
@@ -34,7 +32,7 @@ func (w *connectWorld) startOIDCGateway(t *testing.T) string {
 	ctx := context.Background()
 	g.Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "idp-ca"},
 		Data: map[string]string{"ca.crt": string(w.ts.CAPEM())}})).To(Succeed())
-	gw := newSkillServer(w.ns, "gw-oidc")
+	gw := kubekit.NewSkillServer(w.ns, "gw-oidc")
 	gw.Spec.Auth = &cantusv1alpha1.AuthSpec{OIDC: &cantusv1alpha1.OIDCAuth{IssuerURL: w.ts.URL(), Audiences: []string{oidcGatewayAudience},
 		CABundle: &cantusv1alpha1.OIDCCABundle{ConfigMapRef: cantusv1alpha1.ConfigMapKeyRef{Name: "idp-ca", Key: "ca.crt"}}}}
 	gw.Spec.Pod = &cantusv1alpha1.PodOverrides{ServiceAccountName: "gateway"}
@@ -42,7 +40,7 @@ func (w *connectWorld) startOIDCGateway(t *testing.T) string {
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 	url := ""
 	g.Eventually(func() string {
-		got, err := getSkillServer(ctx, w.ns, "gw-oidc")()
+		got, err := kubekit.GetSkillServer(ctx, k8sClient, w.ns, "gw-oidc")()
 		if err != nil {
 			return err.Error()
 		}
@@ -100,32 +98,6 @@ func refusedSignIns(t *testing.T, ns, reason string) float64 {
 		}
 	}
 	return 0
-}
-
-// callAs calls whoami through gatewayURL with token.
-func callAs(ctx context.Context, gatewayURL, token string) (string, error) {
-	res, err := mcpkit.CallTool(ctx, gatewayURL, "streamable-http", whoami.ToolName, nil, bearer(token))
-	if err != nil {
-		return "", err
-	}
-	return mcpkit.ResultText(res), nil
-}
-
-// openConnectLink follows the link in what the caller was told and signs in as user,
-// returning the callback page.
-func (w *connectWorld) openConnectLink(ctx context.Context, t *testing.T, told, user, password string) (int, string) {
-	t.Helper()
-	link := connectLink.FindString(told)
-	if link == "" {
-		t.Fatalf("no connect link in %q", told)
-	}
-	resp, err := w.ts.Login(ctx, w.ts.BrowserClient(w.listenerCA), link, user, password)
-	if err != nil {
-		t.Fatalf("log in through the connect link: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
 }
 
 // An OIDC caller whose identity provider is the import's authorization server connects

@@ -23,12 +23,12 @@ const appView = "ui://get-time/mcp-app.html"
 func appGateway(t *testing.T, ctx context.Context, ns, name string, imports ...cantusv1alpha1.SkillImport) *cantusv1alpha1.SkillServer {
 	t.Helper()
 	g := NewWithT(t)
-	gw := newSkillServer(ns, name)
+	gw := kubekit.NewSkillServer(ns, name)
 	gw.Spec.Imports = imports
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, name), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, name)()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, name), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, name)()
 	return got
 }
 
@@ -36,11 +36,11 @@ func appGateway(t *testing.T, ctx context.Context, ns, name string, imports ...c
 func importApp(t *testing.T, ctx context.Context, ns, name, endpoint string) {
 	t.Helper()
 	g := NewWithT(t)
-	imp := newImport(ns, name, endpoint)
+	imp := kubekit.NewImport(ns, name, endpoint)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Eventually(getImport(ctx, ns, name), 60*time.Second).Should(
-		haveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
+	g.Eventually(kubekit.GetImport(ctx, k8sClient, ns, name), 60*time.Second).Should(
+		kubekit.HaveImportCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonHandshakeSucceeded))
 }
 
 // toolMeta is the _meta of the tool named name in a tools/list answer.

@@ -15,6 +15,7 @@ import (
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/definition"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/test/peers"
 )
@@ -157,11 +158,11 @@ func TestImportListsEverythingsContent(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
-	imp := newImport(ns, "everything", direct)
+	imp := kubekit.NewImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 	imp.Spec.Prompts = &cantusv1alpha1.ToolFilter{Exclude: []string{"completable-*"}}
-	got := reconcileImport(t, importReconciler(), imp)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionContentDiscovered).Status).To(Equal(metav1.ConditionTrue))
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionContentDiscovered).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(got.Status.PromptCount).To(BeEquivalentTo(3), "four prompts, one filtered out")
 	g.Expect(got.Status.ResourceTemplateCount).To(BeEquivalentTo(2))
 	g.Expect(got.Status.ResourceCount).To(BeNumerically(">", 0))
@@ -185,24 +186,18 @@ func TestGatewayReportsResourceCollisionsAndPrefixesPrompts(t *testing.T) {
 	startGatewayManager(t)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
 	for _, name := range []string{"one", "two"} {
-		imp := newImport(ns, name, direct)
+		imp := kubekit.NewImport(ns, name, direct)
 		imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 		g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 	}
-	gw := newSkillServer(ns, "gateway")
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "one", Prefix: "one_"}, {Name: "two", Prefix: "two_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
-		haveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionFalse, cantusv1alpha1.ReasonNameCollision)))
-	got, _ := getSkillServer(ctx, ns, "gateway")()
-	var msg string
-	for _, c := range got.Status.Conditions {
-		if c.Type == cantusv1alpha1.ConditionImportedContentServed {
-			msg = c.Message
-		}
-	}
-	g.Expect(msg).To(ContainSubstring(`resource template "demo://resource/dynamic/text/{resourceId}" from import one and import two`))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionFalse, cantusv1alpha1.ReasonNameCollision)))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+	g.Expect(kubekit.ConditionMessage(got, cantusv1alpha1.ConditionImportedContentServed)).To(ContainSubstring(`resource template "demo://resource/dynamic/text/{resourceId}" from import one and import two`))
 
 	s := rawSession(t, ctx, got.Status.URL)
 	prompts, err := s.ListPrompts(ctx, 1000)
@@ -233,19 +228,19 @@ func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	forms := "# Forms\nfield: <value> & more\n"
-	g.Expect(k8sClient.Create(ctx, skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "docs"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	docs, _ := getSkillServer(ctx, ns, "docs")()
-	g.Expect(k8sClient.Create(ctx, newImport(ns, "docs", docs.Status.URL))).To(Succeed())
-	gw := newSkillServer(ns, "gateway")
+	g.Expect(k8sClient.Create(ctx, kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": forms}, true))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	docs, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
+	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "docs", docs.Status.URL))).To(Succeed())
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "docs", Prefix: "lib_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(And(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
-		haveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionTrue, cantusv1alpha1.ReasonContentServed)))
-	got, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(And(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
+		kubekit.HaveCondition(cantusv1alpha1.ConditionImportedContentServed, metav1.ConditionTrue, cantusv1alpha1.ReasonContentServed)))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 	s := rawSession(t, ctx, got.Status.URL)
 
 	skills, err := s.ListSkills(ctx, 100)
@@ -271,7 +266,7 @@ func TestGatewayReExportsAgentSkillsUnderThePrefix(t *testing.T) {
 		g.Expect(json.Unmarshal(raw, &read)).To(Succeed())
 		g.Expect(read.Contents).To(HaveLen(1))
 		g.Expect(read.Contents[0].URI).To(Equal(r.URI), "the contents name the URI read")
-		g.Expect("sha256:"+hexSHA256([]byte(read.Contents[0].Text))).To(Equal(r.Digest), "digest of %s", r.URI)
+		g.Expect("sha256:"+testkit.HexSHA256([]byte(read.Contents[0].Text))).To(Equal(r.Digest), "digest of %s", r.URI)
 		g.Expect(read.Contents[0].Text).To(HaveLen(r.Size))
 	}
 	// resources/directory/read of the moved skill lists what its remote listed with it:

@@ -67,15 +67,15 @@ func TestGatewayOfADualEraImportListsEachEraItsOwnTools(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remote := dualera.Start(t, dualera.Both)
-	imp := newImport(ns, "dual", remote.URL)
+	imp := kubekit.NewImport(ns, "dual", remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := newSkillServer(ns, "gateway")
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "dual", Prefix: "d_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	served, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 
 	modern := eraClient(t, ctx, served.Status.URL, "")
 	listed, err := eraListing(ctx, modern)

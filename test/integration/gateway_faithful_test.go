@@ -39,17 +39,17 @@ func everythingGatewayOver(t *testing.T, ctx context.Context, imported cantusv1a
 	startGatewayManager(t)
 	direct = peers.StartServerEverything(t, ctx, string(imported)) + map[cantusv1alpha1.ImportTransport]string{
 		cantusv1alpha1.ImportTransportStreamableHTTP: "/mcp", cantusv1alpha1.ImportTransportSSE: "/sse"}[imported]
-	imp := newImport(ns, "everything", direct)
+	imp := kubekit.NewImport(ns, "everything", direct)
 	imp.Spec.Transport = imported
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := newSkillServer(ns, "gateway")
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Transport = transport
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Prefix: "se_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 	return direct, got.Status.URL
 }
 
@@ -104,10 +104,10 @@ func TestImportRecordsTitleAnnotationsAndOutputSchema(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
-	imp := newImport(ns, "everything", direct)
+	imp := kubekit.NewImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
-	got := reconcileImport(t, importReconciler(), imp)
-	g.Expect(importCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+	got := kubekit.ReconcileImport(t, k8sClient, importReconciler(), imp)
+	g.Expect(kubekit.ImportCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 
 	listed := peers.TSClient(t, ctx, peers.TSClientOptions{URL: direct, Declare: mcpclient.RelayableCapabilities()})
 	byName := map[string]peers.Tool{}
@@ -235,13 +235,13 @@ func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)
-	g.Expect(k8sClient.Create(ctx, newImport(ns, "notifying", remoteURL))).To(Succeed())
-	gw := newSkillServer(ns, "gateway")
+	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "notifying", remoteURL))).To(Succeed())
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "notifying", Prefix: "n_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	served, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 
 	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "n_work", Progress: true, CancelAfterProgress: 1})
 	g.Expect(out.Cancelled).To(BeTrue())

@@ -51,21 +51,21 @@ func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	startGatewayManager(t)
 	direct := peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP) + "/mcp"
-	imp := newImport(ns, "everything", direct)
+	imp := kubekit.NewImport(ns, "everything", direct)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
 
-	plain := newSkillServer(ns, "plain")
+	plain := kubekit.NewSkillServer(ns, "plain")
 	plain.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Prefix: "se_"}}
-	relaying := newSkillServer(ns, "relaying")
+	relaying := kubekit.NewSkillServer(ns, "relaying")
 	relaying.Spec.Stateless = ptr.To(false)
 	relaying.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Prefix: "se_",
 		Relay: []cantusv1alpha1.RelayedRequest{cantusv1alpha1.RelayElicitation, cantusv1alpha1.RelaySampling, cantusv1alpha1.RelayRoots}}}
 	for _, ss := range []*cantusv1alpha1.SkillServer{plain, relaying} {
 		g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-		g.Eventually(getSkillServer(ctx, ns, ss.Name), 60*time.Second).Should(
-			haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled), func() string {
-				got, _ := getSkillServer(ctx, ns, ss.Name)()
+		g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, ss.Name), 60*time.Second).Should(
+			kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled), func() string {
+				got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, ss.Name)()
 				return fmt.Sprintf("%s: %+v", ss.Name, got.Status.Conditions)
 			})
 	}
@@ -80,13 +80,13 @@ func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 		}
 	}
 
-	served, _ := getSkillServer(ctx, ns, "plain")()
+	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "plain")()
 	listed := listedNames(t, ctx, served.Status.URL)
 	g.Expect(listed).NotTo(BeEmpty())
 	g.Expect(listed).To(ConsistOf(prefixed("se_", listedNames(t, ctx, direct))),
 		"a gateway relaying nothing lists what server-everything lists to a client declaring nothing")
-	g.Expect(served).To(haveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonCapabilitiesNotRelayed))
-	message := conditionMessage(served, cantusv1alpha1.ConditionImportedToolsServable)
+	g.Expect(served).To(kubekit.HaveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonCapabilitiesNotRelayed))
+	message := kubekit.ConditionMessage(served, cantusv1alpha1.ConditionImportedToolsServable)
 	for name := range everythingCapabilityTools {
 		g.Expect(listed).NotTo(ContainElement("se_"+name), "%s is not listed", name)
 		g.Expect(message).To(ContainSubstring(`"se_`+name+`"`), "ImportedToolsServable names %s", name)
@@ -94,14 +94,14 @@ func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 	g.Eventually(func() []string { return eventNotes(ctx, ns, cantusv1alpha1.ReasonCapabilitiesNotRelayed) }).Should(
 		ContainElement(ContainSubstring("se_trigger-sampling-request")))
 
-	served, _ = getSkillServer(ctx, ns, "relaying")()
+	served, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "relaying")()
 	listed = listedNames(t, ctx, served.Status.URL, mcpclient.RelayableCapabilities()...)
 	for name := range everythingCapabilityTools {
 		g.Expect(listed).To(ContainElement("se_"+name), "a gateway relaying %s lists %s to a caller declaring it", everythingCapabilityTools[name], name)
 	}
 	g.Expect(listedNames(t, ctx, served.Status.URL)).To(ConsistOf(prefixed("se_", listedNames(t, ctx, direct))),
 		"to a caller declaring nothing, the relaying gateway lists what server-everything lists to it")
-	g.Expect(served).To(haveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable))
+	g.Expect(served).To(kubekit.HaveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionTrue, cantusv1alpha1.ReasonAllServable))
 	call := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "se_trigger-elicitation-request",
 		Elicit: map[string]any{"color": "red"}})
 	g.Expect(call.Result).NotTo(BeNil())

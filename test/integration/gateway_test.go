@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -21,14 +20,14 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapter"
-	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 )
 
-// startGatewayManager runs both controllers, SkillServers on the local runtime.
-func startGatewayManager(t *testing.T) {
+// startGatewayManager runs both controllers, SkillServers on the local runtime, and
+// returns the folder the local adapters' files go under.
+func startGatewayManager(t *testing.T) string {
 	t.Helper()
 	mgr := newTestManager(t)
 	adapters := local.New(mgr.GetAPIReader())
@@ -42,23 +41,14 @@ func startGatewayManager(t *testing.T) {
 	if err := (&controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
+	return adapters.MemoryDir
 }
 
 // remoteLibrary is a real adapter with a working tool and one whose backend fails.
 func remoteLibrary(t *testing.T) *httptest.Server {
 	t.Helper()
-	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "catalog database is down", http.StatusInternalServerError)
-	}))
-	t.Cleanup(failing.Close)
-	cfg := &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true,
-		Tools: []adapterconfig.Tool{
-			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(bookSchema), Template: &adapterconfig.TemplateBackend{Text: "remote found: {{ .title }}"}},
-			{Name: "checkout", Description: "Check a book out.", InputSchema: json.RawMessage(bookSchema),
-				HTTP: &adapterconfig.HTTPBackend{URL: failing.URL, Timeout: adapterconfig.Duration{Duration: 5 * time.Second}, MaxResponseBytes: 1 << 20}},
-		}}
-	srv, err := adapter.NewServer(cfg)
+	srv, err := adapter.NewServer(kubekit.RemoteLibraryConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,20 +65,20 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
 
-	imp := newImport(ns, "library", remote.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "library", remote.URL+"/mcp")
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local found: {{ .title }}"))
+	gw := kubekit.NewSkillServer(ns, "gateway", kubekit.TemplateSkill("search_book", "local found: {{ .title }}"))
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "library", Prefix: "lib_", Renames: []cantusv1alpha1.ToolRename{{From: "checkout", To: "borrow"}}}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 	g.Expect(got.Status.Tools).To(ConsistOf(
 		cantusv1alpha1.ServedTool{Name: "search_book", Source: "skill"},
 		cantusv1alpha1.ServedTool{Name: "lib_search_book", Source: "import:library", RemoteName: "search_book"},
 		cantusv1alpha1.ServedTool{Name: "borrow", Source: "import:library", RemoteName: "checkout"},
 	))
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved))
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionImportsResolved, metav1.ConditionTrue, cantusv1alpha1.ReasonAllResolved))
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "lib_search_book", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -109,14 +99,14 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 		imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(cantusv1alpha1.MinRefreshInterval)
 	})).To(Succeed())
 	g.Eventually(func() string {
-		got, _ = getSkillServer(ctx, ns, "gateway")()
-		if c := findCondition(got, cantusv1alpha1.ConditionImportsResolved); c != nil {
+		got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+		if c := kubekit.FindCondition(got, cantusv1alpha1.ConditionImportsResolved); c != nil {
 			return c.Message
 		}
 		return ""
 	}, 30*time.Second).Should(ContainSubstring("library (not Ready: ConnectionRefused)"))
 	g.Expect(got.Status.Tools).To(Equal([]cantusv1alpha1.ServedTool{{Name: "search_book", Source: "skill"}}))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionFalse))
 }
 
 func TestGatewayReportsNameCollisions(t *testing.T) {
@@ -127,22 +117,22 @@ func TestGatewayReportsNameCollisions(t *testing.T) {
 	startGatewayManager(t)
 	remote := remoteLibrary(t)
 	for _, name := range []string{"library-a", "library-b"} {
-		g.Expect(k8sClient.Create(ctx, newImport(ns, name, remote.URL+"/mcp"))).To(Succeed())
+		g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, name, remote.URL+"/mcp"))).To(Succeed())
 	}
-	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local"))
+	gw := kubekit.NewSkillServer(ns, "gateway", kubekit.TemplateSkill("search_book", "local"))
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "library-a"}, {Name: "library-b", Include: []string{"checkout"}}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 
 	// Both imports become Ready in either order; wait until both collisions are seen.
 	var got *cantusv1alpha1.SkillServer
 	g.Eventually(func() string {
-		got, _ = getSkillServer(ctx, ns, "gateway")()
-		if c := findCondition(got, cantusv1alpha1.ConditionToolNamesUnique); c != nil && c.Status == metav1.ConditionFalse {
+		got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+		if c := kubekit.FindCondition(got, cantusv1alpha1.ConditionToolNamesUnique); c != nil && c.Status == metav1.ConditionFalse {
 			return c.Message
 		}
 		return ""
 	}, 30*time.Second).Should(And(ContainSubstring(`"search_book"`), ContainSubstring(`"checkout"`)))
-	msg := findCondition(got, cantusv1alpha1.ConditionToolNamesUnique).Message
+	msg := kubekit.FindCondition(got, cantusv1alpha1.ConditionToolNamesUnique).Message
 	g.Expect(msg).To(ContainSubstring(`"search_book" from a skill of this server and import library-a (remote tool search_book)`))
 	g.Expect(msg).To(ContainSubstring(`"checkout" from import library-a (remote tool checkout) and import library-b (remote tool checkout)`))
 	names := []string{}
@@ -150,7 +140,7 @@ func TestGatewayReportsNameCollisions(t *testing.T) {
 		names = append(names, tool.Name+"<-"+tool.Source)
 	}
 	g.Expect(strings.Join(names, ",")).To(Equal("search_book<-skill"), "nothing is silently shadowed: the colliding imported tools are left out")
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNameCollision))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReady).Reason).To(Equal(cantusv1alpha1.ReasonNameCollision))
 }
 
 // hostileRemote publishes tools the adapter cannot serve beside one it can, under a
@@ -180,13 +170,13 @@ func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	startGatewayManager(t)
 	remote := hostileRemote(t)
 
-	g.Expect(k8sClient.Create(ctx, newImport(ns, "hostile", remote.URL+"/mcp"))).To(Succeed())
-	gw := newSkillServer(ns, "gateway", templateSkill("search_book", "local found: {{ .title }}"))
+	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "hostile", remote.URL+"/mcp"))).To(Succeed())
+	gw := kubekit.NewSkillServer(ns, "gateway", kubekit.TemplateSkill("search_book", "local found: {{ .title }}"))
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "hostile", Prefix: "h_"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
 
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 30*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 30*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionImportedToolsServable, metav1.ConditionFalse, cantusv1alpha1.ReasonToolsSkipped))
 	// The import stores what the remote sent, clipped to fit a status.
 	imp := &cantusv1alpha1.RemoteToolImport{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "hostile"}, imp)).To(Succeed())
@@ -197,17 +187,17 @@ func TestGatewaySkipsImportedToolsItCannotServe(t *testing.T) {
 	// The gateway will connect only where the policy check connected.
 	g.Expect(imp.Status.Addresses).To(Equal([]string{"127.0.0.1"}))
 
-	got, _ := getSkillServer(ctx, ns, "gateway")()
-	skipped := findCondition(got, cantusv1alpha1.ConditionImportedToolsServable).Message
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+	skipped := kubekit.FindCondition(got, cantusv1alpha1.ConditionImportedToolsServable).Message
 	g.Expect(skipped).To(HavePrefix("3 imported tools left out"))
 	g.Expect(skipped).To(And(ContainSubstring(`"h_bad name!"`), ContainSubstring(`"h_not_an_object"`), ContainSubstring(`"h_costly"`)))
 	// Not Reconciling for ever (issue 23, finding 13): Stalled, which kstatus reads as
 	// Failed, with what to do; the rest is served.
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionStalled)).To(And(HaveField("Reason", cantusv1alpha1.ReasonToolsSkipped),
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionStalled)).To(And(HaveField("Reason", cantusv1alpha1.ReasonToolsSkipped),
 		HaveField("Message", ContainSubstring("spec.imports[].exclude"))))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReconciling)).To(BeNil())
-	g.Expect(kstatusOf(g, ctx, got)).To(Equal(status.FailedStatus))
-	g.Expect(findCondition(got, cantusv1alpha1.ConditionReady)).To(HaveField("Reason", cantusv1alpha1.ReasonToolsSkipped))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReconciling)).To(BeNil())
+	g.Expect(kubekit.KstatusOf(ctx, g, k8sClient, got)).To(Equal(status.FailedStatus))
+	g.Expect(kubekit.FindCondition(got, cantusv1alpha1.ConditionReady)).To(HaveField("Reason", cantusv1alpha1.ReasonToolsSkipped))
 	g.Expect(got.Status.Tools).To(ConsistOf(
 		cantusv1alpha1.ServedTool{Name: "search_book", Source: "skill"},
 		cantusv1alpha1.ServedTool{Name: "h_good", Source: "import:hostile", RemoteName: "good"},

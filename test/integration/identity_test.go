@@ -54,11 +54,11 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		r.Issuer, r.Revocations, r.IssuerChanged = issuer, revocations, changed
 	})
 
-	ss := newSkillServer(ns, "room",
-		templateSkill("search_book", "found: {{ .title }}"),
-		templateSkill("checkout_book", "checked out: {{ .title }}"),
-		templateSkill("renew_book", "renewed: {{ .title }}"),
-		templateSkill("audit_log", "log"))
+	ss := kubekit.NewSkillServer(ns, "room",
+		kubekit.TemplateSkill("search_book", "found: {{ .title }}"),
+		kubekit.TemplateSkill("checkout_book", "checked out: {{ .title }}"),
+		kubekit.TemplateSkill("renew_book", "renewed: {{ .title }}"),
+		kubekit.TemplateSkill("audit_log", "log"))
 	ss.Spec.Auth = &cantusv1alpha1.AuthSpec{ServiceAccountTokens: &cantusv1alpha1.ServiceAccountTokenAuth{}}
 	ss.Spec.Authorization = &cantusv1alpha1.AuthorizationSpec{Rules: []cantusv1alpha1.AuthorizationRule{
 		{Tools: []string{"search_*"}, ServiceAccounts: []string{ns + "/*"}},
@@ -67,9 +67,9 @@ func TestServiceAccountTokensAreCheckedAndAuthorized(t *testing.T) {
 		{Tools: []string{"renew_book"}, When: "claims.sub.endsWith(':librarian')"},
 	}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "room"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonAsksForToken))
-	g.Eventually(getSkillServer(ctx, ns, "room")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "room")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonAsksForToken))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "room")).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "room")()
 	url, audience := got.Status.URL, render.DefaultServiceAccountAudience(ss)
 
 	visitor := serviceAccountToken(t, ns, "visitor", audience)

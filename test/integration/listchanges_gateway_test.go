@@ -36,21 +36,21 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 	startGatewayManager(t)
 
 	// The gateway first: the import's handshake finds it importing, and watches.
-	gw := newSkillServer(ns, "gateway")
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "growing"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	imp := newImport(ns, "growing", srv.URL+"/mcp")
+	imp := kubekit.NewImport(ns, "growing", srv.URL+"/mcp")
 	imp.Spec.RefreshInterval = cantusv1alpha1.DurationFrom(24 * time.Hour)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(
-		haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
 	// The session's GET stream must be open before the change, or there is no one to tell.
 	srv.WaitStreamOpen(t)
 	changedAt := time.Now()
 	addTool("second_tool")
 	g.Eventually(func() []string {
-		got, err := getSkillServer(ctx, ns, "gateway")()
+		got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 		if err != nil {
 			return nil
 		}

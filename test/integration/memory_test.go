@@ -22,11 +22,11 @@ func TestLocalRuntimeServesTheMemoryTool(t *testing.T) {
 	adapters.MemoryDir = t.TempDir()
 	startManager(t, adapters)
 
-	ss := newSkillServer(ns, "notes")
+	ss := kubekit.NewSkillServer(ns, "notes")
 	ss.Spec.Memory = &cantusv1alpha1.MemorySpec{}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "notes")).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "notes")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "notes")).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "notes")()
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "memory", map[string]any{
 		"command": "create", "path": "/memories/reading.md", "file_text": "Dune, chapter 3\n"})

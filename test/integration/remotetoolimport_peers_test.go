@@ -32,7 +32,7 @@ func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	allowStdio(t, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
+	kubekit.AllowStdio(t, k8sClient, ns, []string{"ghcr.io/modelcontextprotocol/"}, []string{"node"})
 
 	mgr := newTestManager(t)
 	adapters := local.New(mgr.GetAPIReader())
@@ -43,7 +43,7 @@ func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 	}
 	g.Expect((&controller.SkillServerReconciler{Client: mgr.GetClient(), Runtime: adapters, Recorder: mgr.GetEventRecorder("cantus-operator")}).SetupWithManager(mgr)).To(Succeed())
 	g.Expect((&controller.RemoteToolImportReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cantus-operator"), Bridges: bridges}).SetupWithManager(mgr)).To(Succeed())
-	runManager(t, mgr)
+	kubekit.RunManager(t, mgr)
 
 	everything := filepath.Join(peers.Dir(t), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	imp := &cantusv1alpha1.RemoteToolImport{
@@ -55,11 +55,11 @@ func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := newSkillServer(ns, "gateway")
+	gw := kubekit.NewSkillServer(ns, "gateway")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Include: []string{"echo"}}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gateway"), 60*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "gateway")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "echo", map[string]any{"message": "through the gateway"})
 	g.Expect(err).NotTo(HaveOccurred())

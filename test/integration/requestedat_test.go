@@ -23,22 +23,22 @@ func TestRequestedAtVerifiesASkillServerAgain(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	verifier := &countingLister{ToolLister: &controller.MCPVerifier{}}
 	startManagerVerifying(t, local.New(nil), verifier)
-	ss := newSkillServer(ns, "asked", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "asked", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "asked")).Should(haveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "asked")).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionVerified, metav1.ConditionTrue, cantusv1alpha1.ReasonToolsServed))
 	verifiedOnce := verifier.calls.Load()
 	g.Expect(verifiedOnce).To(BeNumerically(">", 0))
 
-	got, err := getSkillServer(ctx, ns, "asked")()
+	got, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "asked")()
 	g.Expect(err).NotTo(HaveOccurred())
 	generation := got.Generation
 	kubekit.RequestReconcile(t, ctx, k8sClient, got, "1700000000")
 	g.Eventually(func() (string, error) {
-		ss, err := getSkillServer(ctx, ns, "asked")()
+		ss, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "asked")()
 		return ss.Status.LastHandledReconcileAt, err
 	}).Should(Equal("1700000000"))
 	g.Expect(verifier.calls.Load()).To(BeNumerically(">", verifiedOnce), "the request verified the pods again")
-	got, _ = getSkillServer(ctx, ns, "asked")()
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "asked")()
 	g.Expect(got.Generation).To(Equal(generation), "an annotation does not move the generation")
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 }

@@ -26,13 +26,13 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
-	filesDir := startCallerCredentialsManager(t)
+	filesDir := startGatewayManager(t)
 	remote := remoteLibrary(t)
-	g.Expect(k8sClient.Create(ctx, newImport(ns, "notes", remote.URL+"/mcp"))).To(Succeed())
-	gw := newSkillServer(ns, "gw")
+	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "notes", remote.URL+"/mcp"))).To(Succeed())
+	gw := kubekit.NewSkillServer(ns, "gw")
 	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "notes"}}
 	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "gw"), 30*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gw"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
 	secret := &corev1.Secret{}
 	keysOf := func() (string, error) {
@@ -45,7 +45,7 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Fields(first)).To(HaveLen(1))
 	g.Eventually(hostKeys, 30*time.Second).Should(Equal(first))
-	served, err := getSkillServer(ctx, ns, "gw")()
+	served, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
 
 	g.Expect(kubekit.Update(ctx, k8sClient, secret, func(secret *corev1.Secret) {
@@ -55,7 +55,7 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	rotated, _ := keysOf()
 	g.Expect(strings.Fields(rotated)[0]).To(Equal(strings.TrimSpace(first)), "the current key seals until every pod has the new one")
 	g.Eventually(hostKeys, 30*time.Second).Should(Equal(rotated))
-	after, err := getSkillServer(ctx, ns, "gw")()
+	after, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gw")()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after.Status.ConfigHash).To(Equal(served.Status.ConfigHash), "a rotated key changes no config")
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/controller"
 
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/workload/local"
 
@@ -27,22 +28,22 @@ func TestImageSkills(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := kubekit.NewNamespace(t, k8sClient)
-	ss := newSkillServer(ns, "imaged")
+	ss := kubekit.NewSkillServer(ns, "imaged")
 	ss.Spec.AgentSkills = []cantusv1alpha1.AgentSkill{{Name: "pdf-forms", Image: &cantusv1alpha1.SkillImageSource{Reference: "registry.example.com/skills/" + ns + ":1", PullPolicy: corev1.PullIfNotPresent}}}
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
 
 	onHost := &controller.SkillServerReconciler{Client: k8sClient, Runtime: local.New(k8sClient)}
-	_, err := onHost.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).To(beTerminal())
-	got, _ := getSkillServer(ctx, ns, "imaged")()
-	g.Expect(got).To(haveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
-	g.Expect(stalledMessage(got)).To(ContainSubstring("only the kubernetes runtime mounts"))
+	_, err := onHost.Reconcile(ctx, kubekit.ReconcileRequest(ss))
+	g.Expect(err).To(kubekit.BeTerminal())
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "imaged")()
+	g.Expect(got).To(kubekit.HaveCondition(cantusv1alpha1.ConditionStalled, metav1.ConditionTrue, cantusv1alpha1.ReasonInvalidSpec))
+	g.Expect(kubekit.StalledMessage(got)).To(ContainSubstring("only the kubernetes runtime mounts"))
 
 	r := kubernetesReconciler()
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
-	g.Expect(err).To(beTerminal(), "stalled again, for another reason")
-	got, _ = getSkillServer(ctx, ns, "imaged")()
-	g.Expect(stalledMessage(got)).To(ContainSubstring("registry.example.com/skills/" + ns))
+	_, err = r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
+	g.Expect(err).To(kubekit.BeTerminal(), "stalled again, for another reason")
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "imaged")()
+	g.Expect(kubekit.StalledMessage(got)).To(ContainSubstring("registry.example.com/skills/" + ns))
 
 	policy := &cantusv1alpha1.ToolSourcePolicy{ObjectMeta: metav1.ObjectMeta{Name: "skills-" + ns}, Spec: cantusv1alpha1.ToolSourcePolicySpec{
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
@@ -50,10 +51,10 @@ func TestImageSkills(t *testing.T) {
 	}}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), policy) })
-	_, err = r.Reconcile(ctx, reconcileRequest(ss))
+	_, err = r.Reconcile(ctx, kubekit.ReconcileRequest(ss))
 	g.Expect(err).NotTo(HaveOccurred())
-	got, _ = getSkillServer(ctx, ns, "imaged")()
-	g.Expect(stalledMessage(got)).To(BeEmpty())
+	got, _ = kubekit.GetSkillServer(ctx, k8sClient, ns, "imaged")()
+	g.Expect(kubekit.StalledMessage(got)).To(BeEmpty())
 	dep := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: "imaged"}, dep)).To(Succeed())
 	g.Expect(dep.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", "skill-image-0"),
@@ -71,18 +72,18 @@ func TestLocalRuntimeWritesContentByDigest(t *testing.T) {
 	adapters.MemoryDir = t.TempDir()
 	startManagerVerifying(t, adapters, nil)
 	forms := "# Forms"
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": forms}, true)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": forms}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
 	dir := filepath.Join(adapters.MemoryDir, ".content", ns, "docs")
 	read := func(data string) func() (string, error) {
 		return func() (string, error) {
-			b, err := os.ReadFile(filepath.Join(dir, hexSHA256([]byte(data))))
+			b, err := os.ReadFile(filepath.Join(dir, testkit.HexSHA256([]byte(data))))
 			return string(b), err
 		}
 	}
 	// The files are written one after the other: each is waited for.
-	g.Eventually(read(formsSkillMD)).Should(Equal(formsSkillMD))
+	g.Eventually(read(kubekit.FormsSkillMD)).Should(Equal(kubekit.FormsSkillMD))
 	g.Eventually(read(forms)).Should(Equal(forms))
 
 	cm.Data["references.FORMS.md"] = "# Forms, edited"
@@ -102,23 +103,21 @@ func TestRealAdapterServesVerifiedContent(t *testing.T) {
 	adapters := local.New(nil)
 	adapters.MemoryDir = t.TempDir()
 	startManager(t, adapters)
-	cm := skillConfigMap(ns, "pdf", map[string]string{"SKILL.md": formsSkillMD, "references.FORMS.md": "# Forms"}, true)
+	cm := kubekit.SkillConfigMap(ns, "pdf", map[string]string{"SKILL.md": kubekit.FormsSkillMD, "references.FORMS.md": "# Forms"}, true)
 	g.Expect(k8sClient.Create(ctx, cm)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, contentSkillServer(ns, "docs"))).To(Succeed())
-	verified := And(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
+	g.Expect(k8sClient.Create(ctx, kubekit.ContentSkillServer(ns, "docs"))).To(Succeed())
+	verified := And(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled),
 		WithTransform(func(ss *cantusv1alpha1.SkillServer) string {
-			for _, c := range ss.Status.Conditions {
-				if c.Type == cantusv1alpha1.ConditionVerified {
-					return c.Message
-				}
-			}
-			return ""
+			return kubekit.ConditionMessage(ss, cantusv1alpha1.ConditionVerified)
 		}, ContainSubstring("skills/list and prompts/list with the 1 skills (by manifest digest) and 1 prompts rendered")))
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
-	before, _ := getSkillServer(ctx, ns, "docs")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(verified)
+	before, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
 
-	cm.Data["SKILL.md"] = formsSkillMD + "edited\n"
+	cm.Data["SKILL.md"] = kubekit.FormsSkillMD + "edited\n"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
-	g.Eventually(func() string { s, _ := getSkillServer(ctx, ns, "docs")(); return s.Status.AgentSkills[0].Digest }).ShouldNot(Equal(before.Status.AgentSkills[0].Digest))
-	g.Eventually(getSkillServer(ctx, ns, "docs")).Should(verified)
+	g.Eventually(func() string {
+		s, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")()
+		return s.Status.AgentSkills[0].Digest
+	}).ShouldNot(Equal(before.Status.AgentSkills[0].Digest))
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "docs")).Should(verified)
 }

@@ -21,10 +21,10 @@ func TestLocalRuntimeServesToolsAtStatusURL(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	startManager(t, local.New(nil))
 
-	ss := newSkillServer(ns, "local", templateSkill("search_book", "found: {{ .title }}"))
+	ss := kubekit.NewSkillServer(ns, "local", kubekit.TemplateSkill("search_book", "found: {{ .title }}"))
 	g.Expect(k8sClient.Create(ctx, ss)).To(Succeed())
-	g.Eventually(getSkillServer(ctx, ns, "local"), 20*time.Second).Should(haveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := getSkillServer(ctx, ns, "local")()
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "local"), 20*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "local")()
 	g.Expect(got.Status.URL).To(MatchRegexp(`^http://127\.0\.0\.1:\d+/mcp$`))
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "search_book", map[string]any{"title": "Dune"})

@@ -7,11 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/cantus-dev/cantus-operator/internal/access"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
@@ -65,18 +61,10 @@ type CredentialSource interface {
 // so that no upstream session ever carries two callers. They are bounded (the least
 // recently used goes first) and closed when idle.
 type callerRemotes struct {
-	parent *remote
-	cfg    *adapterconfig.CallerCredentials
-	source CredentialSource
-	idle   time.Duration
-
-	mu    sync.Mutex // serialises get-or-add of a caller's remote
-	cache *lru.Cache[string, *remote]
-	// sweeping starts closeIdle with the first caller, so that a remote prepared and
-	// never used (a reload that failed) leaves no goroutine behind.
-	sweeping sync.Once
-	stop     chan struct{}
-	closed   bool
+	parent   *remote
+	cfg      *adapterconfig.CallerCredentials
+	source   CredentialSource
+	children *childRemotes
 }
 
 func newCallerRemotes(parent *remote, cfg *adapterconfig.CallerCredentials, source CredentialSource) (*callerRemotes, error) {
@@ -87,13 +75,12 @@ func newCallerRemotes(parent *remote, cfg *adapterconfig.CallerCredentials, sour
 	if idle <= 0 {
 		idle = adapterconfig.DefaultCallerIdleTimeout
 	}
-	c := &callerRemotes{parent: parent, cfg: cfg, source: source, idle: idle, stop: make(chan struct{})}
-	cache, err := lru.NewWithEvict(size, func(_ string, r *remote) { r.close() })
+	children, err := newChildRemotes(parent, size, idle)
 	if err != nil {
 		return nil, fmt.Errorf("caller sessions: %w", err)
 	}
-	c.cache = cache
-	return c, nil
+	children.counted = func(n int) { parent.metrics.callerSessions.WithLabelValues(parent.importRef).Set(float64(n)) }
+	return &callerRemotes{parent: parent, cfg: cfg, source: source, children: children}, nil
 }
 
 // remoteFor returns the remote of the caller ctx carries, holding its current
@@ -122,25 +109,9 @@ func (c *callerRemotes) remoteFor(ctx context.Context) (*remote, error) {
 }
 
 func (c *callerRemotes) remoteOf(identity string) (*remote, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errRemoteClosed
-	}
-	// Marked used under c.mu, so that closeIdle never closes a remote a call just took.
-	now := time.Now().UnixNano()
-	if r, ok := c.cache.Get(identity); ok {
-		r.lastUsed.Store(now)
-		return r, nil
-	}
-	c.sweeping.Do(func() { go c.closeIdle() })
-	p := c.parent
-	r := &remote{key: p.key, name: p.name, importRef: p.importRef, log: p.log, metrics: p.metrics, relay: p.relay,
-		callerState: callerState{parent: p, identity: identity, credHeader: c.cfg.Header}}
-	r.lastUsed.Store(now)
-	c.cache.Add(identity, r)
-	p.metrics.callerSessions.WithLabelValues(p.importRef).Set(float64(c.cache.Len()))
-	return r, nil
+	return c.children.remoteOf(identity, func(s *callerState) {
+		s.identity, s.credHeader = identity, c.cfg.Header
+	})
 }
 
 // renew drops r's credential and gets a new one, after the remote refused it.
@@ -165,14 +136,14 @@ func (c *callerRemotes) renew(ctx context.Context, r *remote) {
 // forgetRevoked drops the remotes and credentials of the service accounts whose UIDs
 // are revoked (deleted accounts); their calls are refused before they get here.
 func (c *callerRemotes) forgetRevoked(uids map[string]bool) {
-	for _, identity := range c.cache.Keys() {
+	for _, identity := range c.children.cache.Keys() {
 		_, uid, ok := strings.Cut(identity, "#")
 		if ok && strings.HasPrefix(identity, "serviceaccount:") && uids[uid] {
 			c.source.Forget(identity)
-			c.cache.Remove(identity)
+			c.children.cache.Remove(identity)
 		}
 	}
-	c.parent.metrics.callerSessions.WithLabelValues(c.parent.importRef).Set(float64(c.cache.Len()))
+	c.children.count()
 }
 
 // ForgetRevoked drops the caller sessions and cached credentials of the service
@@ -191,40 +162,11 @@ func (p *Pool) ForgetRevoked(uids map[string]bool) {
 	}
 }
 
-// closeIdle closes, every quarter of the idle time, the caller remotes unused that long.
-func (c *callerRemotes) closeIdle() {
-	tick := time.NewTicker(max(c.idle/4, time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case now := <-tick.C:
-			c.mu.Lock()
-			for _, identity := range c.cache.Keys() {
-				if r, ok := c.cache.Peek(identity); ok && now.Sub(time.Unix(0, r.lastUsed.Load())) > c.idle {
-					c.cache.Remove(identity)
-				}
-			}
-			c.mu.Unlock()
-			c.parent.metrics.callerSessions.WithLabelValues(c.parent.importRef).Set(float64(c.cache.Len()))
-		}
-	}
-}
-
 // remotes are the callers' remotes open now.
-func (c *callerRemotes) remotes() []*remote {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cache.Values()
-}
+func (c *callerRemotes) remotes() []*remote { return c.children.all() }
 
 func (c *callerRemotes) close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	close(c.stop)
-	c.cache.Purge()
+	c.children.close()
 	if closer, ok := c.source.(interface{ Close() }); ok {
 		closer.Close()
 	}

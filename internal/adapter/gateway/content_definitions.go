@@ -48,14 +48,12 @@ func MayListContent(body []byte) bool {
 // rewriteMessage replaces the imported entries of msg when it is a successful answer
 // holding one of the lists; any other message is returned as is.
 func (d *ContentDefinitions) rewriteMessage(msg []byte) []byte {
-	var envelope map[string]json.RawMessage
-	if json.Unmarshal(msg, &envelope) != nil {
-		return msg
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(envelope["result"], &result) != nil || result == nil {
-		return msg
-	}
+	return rewriteResult(msg, d.replaceEntries)
+}
+
+// replaceEntries replaces the imported entries of the lists a result holds, and says
+// whether it replaced any.
+func (d *ContentDefinitions) replaceEntries(result map[string]json.RawMessage) bool {
 	changed := false
 	for member, key := range contentListKeys {
 		defs := d.byMember[member]
@@ -75,15 +73,7 @@ func (d *ContentDefinitions) rewriteMessage(msg []byte) []byte {
 		}
 		result[member], _ = json.Marshal(entries)
 	}
-	if !changed {
-		return msg
-	}
-	envelope["result"], _ = json.Marshal(result)
-	out, err := json.Marshal(envelope)
-	if err != nil {
-		return msg
-	}
-	return out
+	return changed
 }
 
 // NewContentListWriter rewrites the prompts, resources or resource templates list

@@ -75,17 +75,15 @@ func (defs Definitions) rewriteMessage(msg []byte) []byte {
 	if len(defs) == 0 || !bytes.Contains(msg, []byte(`"tools"`)) {
 		return msg
 	}
-	var envelope map[string]json.RawMessage
-	if json.Unmarshal(msg, &envelope) != nil {
-		return msg
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(envelope["result"], &result) != nil || result == nil {
-		return msg
-	}
+	return rewriteResult(msg, defs.replaceTools)
+}
+
+// replaceTools replaces the imported tools' entries in a tools/list result's "tools"
+// array, and says whether it replaced any (a tools/call result is left alone).
+func (defs Definitions) replaceTools(result map[string]json.RawMessage) bool {
 	var entries []json.RawMessage
 	if _, isCall := result["content"]; isCall || json.Unmarshal(result["tools"], &entries) != nil || entries == nil {
-		return msg
+		return false
 	}
 	changed := false
 	for i, entry := range entries {
@@ -99,10 +97,27 @@ func (defs Definitions) rewriteMessage(msg []byte) []byte {
 			entries[i], changed = def, true
 		}
 	}
-	if !changed {
+	if changed {
+		result["tools"], _ = json.Marshal(entries)
+	}
+	return changed
+}
+
+// rewriteResult lets edit change the members of msg's result when msg is a JSON-RPC
+// answer with an object result, and encodes the answer again when edit says it changed
+// them; any other message, or one edit leaves, is returned as is.
+func rewriteResult(msg []byte, edit func(result map[string]json.RawMessage) (changed bool)) []byte {
+	var envelope map[string]json.RawMessage
+	if json.Unmarshal(msg, &envelope) != nil {
 		return msg
 	}
-	result["tools"], _ = json.Marshal(entries)
+	var result map[string]json.RawMessage
+	if json.Unmarshal(envelope["result"], &result) != nil || result == nil {
+		return msg
+	}
+	if !edit(result) {
+		return msg
+	}
 	envelope["result"], _ = json.Marshal(result)
 	out, err := json.Marshal(envelope)
 	if err != nil {

@@ -167,7 +167,7 @@ type remote struct {
 	// callerState is set on a caller's own remote, and on a downstream session's.
 	callerState
 	// sessions are the downstream sessions' remotes (sessions.go), made on first use.
-	sessions *sessionRemotes
+	sessions *childRemotes
 
 	mu         sync.Mutex
 	headers    map[string]string // as last read from the files

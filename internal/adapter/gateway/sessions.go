@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"sync"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -40,17 +37,6 @@ func downstreamSessionOf(ctx context.Context) string {
 	return id
 }
 
-// sessionRemotes are the downstream sessions' remotes of one parent remote.
-type sessionRemotes struct {
-	parent *remote
-
-	mu       sync.Mutex
-	cache    *lru.Cache[string, *remote]
-	sweeping sync.Once
-	stop     chan struct{}
-	closed   bool
-}
-
 // forSession is the remote of the downstream session ctx names, made on first use;
 // r itself when ctx names none or the gateway keeps no sessions.
 func (r *remote) forSession(ctx context.Context) (*remote, error) {
@@ -64,95 +50,27 @@ func (r *remote) forSession(ctx context.Context) (*remote, error) {
 		return nil, errRemoteClosed
 	}
 	if r.sessions == nil {
-		cache, _ := lru.NewWithEvict(maxSessionRemotes, func(_ string, s *remote) { s.close() }) // errors only for a size <= 0
-		r.sessions = &sessionRemotes{parent: r, cache: cache, stop: make(chan struct{})}
+		r.sessions, _ = newChildRemotes(r, maxSessionRemotes, sessionRemotesIdle) // errors only for a size <= 0
+		r.sessions.keepListening = true
 	}
 	sessions := r.sessions
 	r.mu.Unlock()
-	return sessions.remoteOf(id)
-}
-
-func (s *sessionRemotes) remoteOf(id string) (*remote, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errRemoteClosed
-	}
-	// Marked used under s.mu, so that closeIdle never closes a remote a call just took.
-	now := time.Now().UnixNano()
-	if r, ok := s.cache.Get(id); ok {
-		r.lastUsed.Store(now)
-		return r, nil
-	}
-	s.sweeping.Do(func() { go s.closeIdle() })
-	p := s.parent
-	r := &remote{key: p.key, name: p.name, importRef: p.importRef, log: p.log, metrics: p.metrics, relay: p.relay,
-		callerState: callerState{parent: p, identity: p.identity, ofSession: true, downstream: id}}
-	r.lastUsed.Store(now)
-	s.cache.Add(id, r)
-	return r, nil
-}
-
-// existing is the remote of downstream session id, if it has one.
-func (s *sessionRemotes) existing(id string) *remote {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, _ := s.cache.Peek(id)
-	return r
-}
-
-// end closes the remote of downstream session id, if it has one.
-func (s *sessionRemotes) end(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cache.Remove(id)
-}
-
-// closeIdle closes, every quarter of the idle time, the session remotes unused that
-// long: a client that goes away without DELETE leaves its session to mcp-go's sweep,
-// or to this.
-func (s *sessionRemotes) closeIdle() {
-	tick := time.NewTicker(sessionRemotesIdle / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-tick.C:
-			s.mu.Lock()
-			for _, id := range s.cache.Keys() {
-				if r, ok := s.cache.Peek(id); ok && r.listening.Load() == 0 && now.Sub(time.Unix(0, r.lastUsed.Load())) > sessionRemotesIdle {
-					s.cache.Remove(id)
-				}
-			}
-			s.mu.Unlock()
-		}
-	}
-}
-
-func (s *sessionRemotes) close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	s.cache.Purge()
+	return sessions.remoteOf(id, func(s *callerState) {
+		s.identity, s.ofSession, s.downstream = r.identity, true, id
+	})
 }
 
 // endSession closes the upstream sessions of downstream session id at r and at the
 // callers' remotes of r.
 func (r *remote) endSession(id string) {
 	for _, sessions := range r.sessionRemotesAll() {
-		sessions.end(id)
+		sessions.remove(id)
 	}
 }
 
 // sessionRemotesAll are the session remotes of r and of the callers' remotes of r.
-func (r *remote) sessionRemotesAll() []*sessionRemotes {
-	var out []*sessionRemotes
+func (r *remote) sessionRemotesAll() []*childRemotes {
+	var out []*childRemotes
 	r.mu.Lock()
 	if r.sessions != nil {
 		out = append(out, r.sessions)

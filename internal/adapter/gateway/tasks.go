@@ -356,9 +356,9 @@ func (t *Tool) serveTask(a taskAnswer, r *http.Request, srv Server, req *taskReq
 		}
 		a.fail(remoteErr.Code, remoteErr.Message, data)
 	case !ran:
-		a.fail(mcp.INVALID_REQUEST, resultText(result), nil)
+		a.fail(mcp.INVALID_REQUEST, ResultText(result), nil)
 	default:
-		a.fail(mcp.INTERNAL_ERROR, resultText(result), nil)
+		a.fail(mcp.INTERNAL_ERROR, ResultText(result), nil)
 	}
 }
 
@@ -447,8 +447,8 @@ func failedToolResult(raw json.RawMessage, client *mcpclient.Client) (json.RawMe
 	return marked, err == nil
 }
 
-// resultText is the text of a result's content.
-func resultText(res *mcp.CallToolResult) string {
+// ResultText is the text of a tool result, its text contents joined by newlines.
+func ResultText(res *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
 		if text, ok := mcp.AsTextContent(c); ok {

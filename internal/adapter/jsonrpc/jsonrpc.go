@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -112,13 +111,8 @@ const (
 	MarkerHTTPFailed     = "http_call_failed: "
 )
 
-// ResultText is the text of a tool result, its text contents joined by newlines.
+// ResultText is the text of a tool result, its text contents joined by newlines. It is
+// the gateway's (which cannot import this package), so that both read a result alike.
 func ResultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if text, ok := mcp.AsTextContent(c); ok {
-			parts = append(parts, text.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
+	return gateway.ResultText(r)
 }

@@ -41,9 +41,9 @@ type LangChainArg struct {
 }
 
 func renderLangChain(t Tool) (any, error) {
-	ma, err := mapSchema(t.InputSchema)
+	ma, err := mapToolSchema(t)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
+		return nil, err
 	}
 	args := map[string]LangChainArg{}
 	for _, a := range ma.args {
@@ -96,9 +96,9 @@ type HFInput struct {
 }
 
 func renderHuggingFace(t Tool) (any, error) {
-	ma, err := mapSchema(t.InputSchema)
+	ma, err := mapToolSchema(t)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
+		return nil, err
 	}
 	inputs := map[string]HFInput{}
 	for _, a := range ma.args {
@@ -136,9 +136,9 @@ type DSPyTool struct {
 }
 
 func renderDSPy(t Tool) (any, error) {
-	ma, err := mapSchema(t.InputSchema)
+	ma, err := mapToolSchema(t)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
+		return nil, err
 	}
 	args := map[string]map[string]any{}
 	types := map[string]string{}
@@ -191,9 +191,9 @@ type OpenHandsActionArgs struct {
 }
 
 func renderOpenHands(t Tool) (any, error) {
-	ma, err := mapSchema(t.InputSchema)
+	ma, err := mapToolSchema(t)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
+		return nil, err
 	}
 	params, err := json.Marshal(ma.objectSchema())
 	if err != nil {

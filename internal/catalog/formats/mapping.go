@@ -58,6 +58,15 @@ type mappedArgs struct {
 	args                 []arg
 }
 
+// mapToolSchema is mapSchema of t's input schema, its error naming the tool.
+func mapToolSchema(t Tool) (mappedArgs, error) {
+	ma, err := mapSchema(t.InputSchema)
+	if err != nil {
+		return mappedArgs{}, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err)
+	}
+	return ma, nil
+}
+
 // mapSchema applies the type mapping to each top-level property of schema.
 func mapSchema(schema json.RawMessage) (mappedArgs, error) {
 	m, err := decodeObject(schema)

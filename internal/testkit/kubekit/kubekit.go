@@ -1,6 +1,9 @@
 // Package kubekit holds the test helpers that speak to an API server (envtest's or a
-// cluster's). It is apart from internal/testkit so that tests which link nothing of
-// Kubernetes (the adapter's) can share the rest of the kit.
+// cluster's): the objects the tests start from (objects.go), reading what the
+// controllers wrote (status.go), and the remotes imports point at (remotes.go). The
+// controller's tests and the integration tests share them. It is apart from
+// internal/testkit so that tests which link nothing of Kubernetes (the adapter's) can
+// share the rest of the kit.
 //
 // Only tests import it (depguard refuses it in production code).
 package kubekit
@@ -16,6 +19,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -126,4 +130,19 @@ func RequestReconcile(t testing.TB, ctx context.Context, c client.Client, obj cl
 	if err := c.Patch(ctx, obj, patch); err != nil {
 		t.Fatalf("annotate %s with %s=%s: %v", obj.GetName(), cantusv1alpha1.ReconcileRequestAnnotation, value, err)
 	}
+}
+
+// RunManager runs mgr until the test ends, and fails the test when mgr ends in an
+// error.
+func RunManager(t testing.TB, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 }
