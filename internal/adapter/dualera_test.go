@@ -1,9 +1,9 @@
 package adapter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,7 +104,7 @@ func modernCallAs(t *testing.T, baseURL, tool, extra string, headers map[string]
 
 // modernRequest sends method about name (a tool or prompt) in protocol 2026-07-28, with
 // members and extra around the _meta in its params, and returns its result; or its
-// error as {"refusal": …}.
+// error, with its HTTP status, as {"refusal": …}.
 func modernRequest(t *testing.T, baseURL, method, name, members, extra string, headers map[string]string) json.RawMessage {
 	t.Helper()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw-caller","version":"0"},` +
@@ -114,43 +114,21 @@ func modernRequest(t *testing.T, baseURL, method, name, members, extra string, h
 	for k, v := range headers {
 		all[k] = v
 	}
-	reply := postRPC(t, baseURL+adapterconfig.PathMCP, all, msg)
-	body := reply.body
-	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
-		body = body[i+len("data: "):]
-		if j := bytes.IndexByte(body, '\n'); j >= 0 {
-			body = body[:j]
-		}
-	}
-	var answer struct {
-		Result json.RawMessage `json:"result"`
-		Error  *modernError    `json:"error"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil || (answer.Result == nil && answer.Error == nil) {
-		t.Fatalf("HTTP %d %s: no result and no error", reply.status, reply.body)
-	}
-	if answer.Error != nil {
-		answer.Error.status = reply.status
-		refusal, _ := json.Marshal(map[string]any{"refusal": answer.Error})
+	result, failed := answerOf(t, method, postRPC(t, baseURL+adapterconfig.PathMCP, all, msg))
+	if failed != nil {
+		refusal, _ := json.Marshal(map[string]any{"refusal": failed})
 		return refusal
 	}
-	return answer.Result
-}
-
-// modernError is a JSON-RPC error a call of protocol 2026-07-28 was answered with; the
-// call helpers hand it over as {"refusal": …} in place of a result.
-type modernError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	status  int
+	return result
 }
 
 // refusedState fails t unless r is the invalid-params error (HTTP 400) that refuses a
 // requestState, its message naming why (fragment).
 func refusedState(t *testing.T, what string, r inputRequired, fragment string) {
 	t.Helper()
-	if e := r.Refusal; e == nil || e.Code != mcp.INVALID_PARAMS || !strings.HasPrefix(e.Message, gateway.MarkerInputRefused) || !strings.Contains(e.Message, fragment) {
-		t.Errorf("%s: got %+v, want error %d %s…%s", what, r, mcp.INVALID_PARAMS, gateway.MarkerInputRefused, fragment)
+	if e := r.Refusal; e == nil || e.Code != mcp.INVALID_PARAMS || e.Status != http.StatusBadRequest ||
+		!strings.HasPrefix(e.Message, gateway.MarkerInputRefused) || !strings.Contains(e.Message, fragment) {
+		t.Errorf("%s: got %+v, want error %d (HTTP 400) %s…%s", what, r.Refusal, mcp.INVALID_PARAMS, gateway.MarkerInputRefused, fragment)
 	}
 }
 
@@ -160,7 +138,7 @@ type inputRequired struct {
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
 	IsError       bool                       `json:"isError"`
 	Content       []struct{ Text string }    `json:"content"`
-	Refusal       *modernError               `json:"refusal"`
+	Refusal       *answeredError             `json:"refusal"`
 }
 
 func parseResult(t *testing.T, raw json.RawMessage) inputRequired {

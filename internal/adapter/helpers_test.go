@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -178,6 +179,39 @@ func wantToolError(t *testing.T, r *mcp.CallToolResult, prefix string, fragments
 
 // rpcReply is a raw JSON-RPC exchange over HTTP, for what mcp-go's client hides
 // (headers, schema keys its types drop).
+// answeredError is a JSON-RPC error as answered, with the HTTP status it came with.
+type answeredError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	Status  int             `json:"status"`
+}
+
+// answerOf is the result or the error reply holds, the answer to one request sent as
+// JSON or as the message event of a stream; it fails t (about what) when there is
+// neither.
+func answerOf(t *testing.T, what string, reply rpcReply) (json.RawMessage, *answeredError) {
+	t.Helper()
+	body := reply.body
+	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
+		body = body[i+len("data: "):]
+		if j := bytes.IndexByte(body, '\n'); j >= 0 {
+			body = body[:j]
+		}
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  *answeredError  `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || (answer.Result == nil && answer.Error == nil) {
+		t.Fatalf("%s: HTTP %d %s: neither a result nor an error", what, reply.status, reply.body)
+	}
+	if answer.Error != nil {
+		answer.Error.Status = reply.status
+	}
+	return answer.Result, answer.Error
+}
+
 type rpcReply struct {
 	status int
 	header http.Header

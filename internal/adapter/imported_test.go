@@ -50,17 +50,14 @@ func fromImport(name, key, definition, endpoint string) adapterconfig.ImportedIt
 
 // rpcError is the error member of a JSON-RPC answer; on a result, the test fails and
 // the error is empty.
-func rpcError(t *testing.T, reply rpcReply) *jsonrpc.Error {
+func rpcError(t *testing.T, reply rpcReply) *answeredError {
 	t.Helper()
-	var answer struct {
-		Result json.RawMessage `json:"result"`
-		Error  *jsonrpc.Error  `json:"error"`
-	}
-	if err := json.Unmarshal(reply.body, &answer); err != nil || answer.Result != nil || answer.Error == nil {
+	_, failed := answerOf(t, "the request", reply)
+	if failed == nil {
 		t.Errorf("want an error, got %d: %s", reply.status, reply.body)
-		return &jsonrpc.Error{}
+		return &answeredError{}
 	}
-	return answer.Error
+	return failed
 }
 
 // An imported skill's entry that lists another import's resource among its files does

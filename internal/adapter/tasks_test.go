@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -35,16 +34,9 @@ type taskCaller struct {
 
 var taskRequestIDs atomic.Int64
 
-// taskError is a JSON-RPC error as answered.
-type taskError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}
-
 // send posts method with params (JSON object members, without braces) and name for
 // Mcp-Name, and returns the HTTP status and the result or error answered.
-func (c taskCaller) send(t *testing.T, method, name, params string) (int, json.RawMessage, *taskError) {
+func (c taskCaller) send(t *testing.T, method, name, params string) (int, json.RawMessage, *answeredError) {
 	t.Helper()
 	var caps []string
 	if c.elicits {
@@ -64,21 +56,8 @@ func (c taskCaller) send(t *testing.T, method, name, params string) (int, json.R
 		headers[k] = v
 	}
 	reply := postRPC(t, c.url+adapterconfig.PathMCP, headers, msg)
-	body := reply.body
-	if i := bytes.Index(body, []byte("data: ")); i >= 0 && bytes.HasPrefix(bytes.TrimSpace(body), []byte("event:")) {
-		body = body[i+len("data: "):]
-		if j := bytes.IndexByte(body, '\n'); j >= 0 {
-			body = body[:j]
-		}
-	}
-	var answer struct {
-		Result json.RawMessage `json:"result"`
-		Error  *taskError      `json:"error"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil || (answer.Result == nil && answer.Error == nil) {
-		t.Fatalf("%s: HTTP %d %s: neither a result nor an error", method, reply.status, reply.body)
-	}
-	return reply.status, answer.Result, answer.Error
+	result, failed := answerOf(t, method, reply)
+	return reply.status, result, failed
 }
 
 // result is send that fails the test on an error.

@@ -79,6 +79,9 @@ type ForwardError struct {
 	// Connect, when set, asks the caller to connect an account first: the read or get
 	// is answered URLElicitationRequiredError (-32042) carrying it.
 	Connect *mcp.URLElicitationRequiredError
+	// Status, when set, is the HTTP status to answer with (a refused requestState is
+	// answered 400, as a server refuses a state it did not give); else 200.
+	Status int
 }
 
 func (e *ForwardError) Error() string { return e.Message }

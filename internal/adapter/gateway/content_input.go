@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -29,7 +30,7 @@ func (it *Item) openAnswers(ctx context.Context, answers mcpclient.InputAnswers)
 	remoteState, err := it.remote.relay.states.open(answers.RequestState, callerOf(ctx), it)
 	if err != nil {
 		message := MarkerInputRefused + err.Error()
-		return answers, &ForwardError{RPC: &mcpclient.RPCError{Code: mcp.INVALID_PARAMS, Message: message}, Message: message}
+		return answers, &ForwardError{RPC: &mcpclient.RPCError{Code: mcp.INVALID_PARAMS, Message: message}, Message: message, Status: http.StatusBadRequest}
 	}
 	answers.RequestState = remoteState
 	return answers, nil

@@ -4,6 +4,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -36,6 +37,8 @@ type Answer struct {
 	ID      json.RawMessage `json:"id"`
 	Result  any             `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+	// status is the HTTP status Write answers with; 0 is 200.
+	status int
 }
 
 // Error is the error of an Answer.
@@ -46,7 +49,8 @@ type Error struct {
 	Data any `json:"data,omitempty"`
 }
 
-// Write writes answer as the response, with HTTP 200 as JSON-RPC over HTTP answers.
+// Write writes answer as the response, with HTTP 200 as JSON-RPC over HTTP answers
+// (or the status the answer names).
 func Write(w http.ResponseWriter, answer *Answer) {
 	answer.JSONRPC = mcp.JSONRPC_VERSION
 	body, err := json.Marshal(answer)
@@ -54,7 +58,7 @@ func Write(w http.ResponseWriter, answer *Answer) {
 		body, _ = json.Marshal(Answer{JSONRPC: mcp.JSONRPC_VERSION, ID: answer.ID, Error: &Error{Code: mcp.INTERNAL_ERROR, Message: "encode the answer: " + err.Error()}})
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(cmp.Or(answer.status, http.StatusOK))
 	_, _ = w.Write(body)
 }
 
@@ -79,7 +83,7 @@ func WriteAnswer(w http.ResponseWriter, id json.RawMessage, answer *Answer) {
 func ForwardFailure(err error) *Answer {
 	var fe *gateway.ForwardError
 	if errors.As(err, &fe) && fe.RPC != nil {
-		return &Answer{Error: &Error{Code: fe.RPC.Code, Message: fe.RPC.Message}}
+		return &Answer{Error: &Error{Code: fe.RPC.Code, Message: fe.RPC.Message}, status: fe.Status}
 	}
 	if fe != nil && fe.Connect != nil {
 		// The caller must connect an account first: the URL is in the data, as
