@@ -18,20 +18,6 @@ import (
 // appView is the view the MCP Apps example's get-time tool opens.
 const appView = "ui://get-time/mcp-app.html"
 
-// appGateway serves the given imports of ns through a gateway SkillServer named name
-// and returns it once Ready.
-func appGateway(t *testing.T, ctx context.Context, ns, name string, imports ...cantusv1alpha1.SkillImport) *cantusv1alpha1.SkillServer {
-	t.Helper()
-	g := NewWithT(t)
-	gw := kubekit.NewSkillServer(ns, name)
-	gw.Spec.Imports = imports
-	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, name), 60*time.Second).Should(
-		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, name)()
-	return got
-}
-
 // importApp imports a running MCP Apps example as name and waits for it to be Ready.
 func importApp(t *testing.T, ctx context.Context, ns, name, endpoint string) {
 	t.Helper()
@@ -81,7 +67,7 @@ func TestGatewayKeepsAnMCPAppsViewWorking(t *testing.T) {
 	direct := peers.StartMCPAppServer(t, ctx)
 	importApp(t, ctx, ns, "clock", direct)
 
-	plain := appGateway(t, ctx, ns, "apps", cantusv1alpha1.SkillImport{Name: "clock"})
+	plain := readyGateway(t, ctx, ns, "apps", cantusv1alpha1.SkillImport{Name: "clock"})
 	g.Expect(apimeta.FindStatusCondition(plain.Status.Conditions, cantusv1alpha1.ConditionAppViewsCallable)).To(HaveField("Status", metav1.ConditionTrue))
 
 	wantMeta := toolMeta(t, ctx, direct, "get-time")
@@ -99,7 +85,7 @@ func TestGatewayKeepsAnMCPAppsViewWorking(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(answer)).To(ContainSubstring(`"time"`))
 
-	prefixed := appGateway(t, ctx, ns, "prefixed-apps", cantusv1alpha1.SkillImport{Name: "clock", Prefix: "clock_"})
+	prefixed := readyGateway(t, ctx, ns, "prefixed-apps", cantusv1alpha1.SkillImport{Name: "clock", Prefix: "clock_"})
 	warning := apimeta.FindStatusCondition(prefixed.Status.Conditions, cantusv1alpha1.ConditionAppViewsCallable)
 	g.Expect(warning).NotTo(BeNil())
 	g.Expect(warning.Status).To(Equal(metav1.ConditionFalse))
@@ -123,7 +109,7 @@ func TestGatewayRefusesAViewTwoImportsServe(t *testing.T) {
 	importApp(t, ctx, ns, "clock-a", peers.StartMCPAppServer(t, ctx))
 	importApp(t, ctx, ns, "clock-b", peers.StartMCPAppServer(t, ctx))
 
-	gw := appGateway(t, ctx, ns, "apps", cantusv1alpha1.SkillImport{Name: "clock-a", Prefix: "a_"}, cantusv1alpha1.SkillImport{Name: "clock-b", Prefix: "b_"})
+	gw := readyGateway(t, ctx, ns, "apps", cantusv1alpha1.SkillImport{Name: "clock-a", Prefix: "a_"}, cantusv1alpha1.SkillImport{Name: "clock-b", Prefix: "b_"})
 	_, err := rawSession(t, ctx, gw.Status.URL).ReadResource(ctx, appView)
 	g.Expect(err).To(MatchError(ContainSubstring("no resource is served at " + appView)))
 	served := apimeta.FindStatusCondition(gw.Status.Conditions, cantusv1alpha1.ConditionImportedContentServed)

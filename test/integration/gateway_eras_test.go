@@ -9,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
@@ -70,12 +69,7 @@ func TestGatewayOfADualEraImportListsEachEraItsOwnTools(t *testing.T) {
 	imp := kubekit.NewImport(ns, "dual", remote.URL)
 	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(10 * time.Second)
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := kubekit.NewSkillServer(ns, "gateway")
-	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "dual", Prefix: "d_"}}
-	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
-		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+	served := readyGateway(t, ctx, ns, "gateway", cantusv1alpha1.SkillImport{Name: "dual", Prefix: "d_"})
 
 	modern := eraClient(t, ctx, served.Status.URL, "")
 	listed, err := eraListing(ctx, modern)

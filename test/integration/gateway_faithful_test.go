@@ -236,12 +236,7 @@ func TestGatewayForwardsLogMessagesAndCancellation(t *testing.T) {
 	startGatewayManager(t)
 	remoteURL, cancelled := notifyingRemote(t)
 	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "notifying", remoteURL))).To(Succeed())
-	gw := kubekit.NewSkillServer(ns, "gateway")
-	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "notifying", Prefix: "n_"}}
-	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
-		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+	served := readyGateway(t, ctx, ns, "gateway", cantusv1alpha1.SkillImport{Name: "notifying", Prefix: "n_"})
 
 	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "n_work", Progress: true, CancelAfterProgress: 1})
 	g.Expect(out.Cancelled).To(BeTrue())

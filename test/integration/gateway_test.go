@@ -45,6 +45,20 @@ func startGatewayManager(t *testing.T) string {
 	return adapters.MemoryDir
 }
 
+// readyGateway serves the given imports of ns through a gateway SkillServer named name
+// and returns it once Ready.
+func readyGateway(t *testing.T, ctx context.Context, ns, name string, imports ...cantusv1alpha1.SkillImport) *cantusv1alpha1.SkillServer {
+	t.Helper()
+	g := NewWithT(t)
+	gw := kubekit.NewSkillServer(ns, name)
+	gw.Spec.Imports = imports
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, name), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, name)()
+	return got
+}
+
 // remoteLibrary is a real adapter with a working tool and one whose backend fails.
 func remoteLibrary(t *testing.T) *httptest.Server {
 	t.Helper()

@@ -55,11 +55,7 @@ func TestLocalGatewayCallsAStdioImportWithTheBridgeToken(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
-	gw := kubekit.NewSkillServer(ns, "gateway")
-	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Include: []string{"echo"}}}
-	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
-	got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+	got := readyGateway(t, ctx, ns, "gateway", cantusv1alpha1.SkillImport{Name: "everything", Include: []string{"echo"}})
 
 	res, err := callTool(ctx, got.Status.URL, "streamable-http", "echo", map[string]any{"message": "through the gateway"})
 	g.Expect(err).NotTo(HaveOccurred())

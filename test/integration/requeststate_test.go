@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
@@ -29,10 +28,7 @@ func TestRequestStateKeys_LocalRuntimeHandsTheKeysToTheAdapter(t *testing.T) {
 	filesDir := startGatewayManager(t)
 	remote := remoteLibrary(t)
 	g.Expect(k8sClient.Create(ctx, kubekit.NewImport(ns, "notes", remote.URL+"/mcp"))).To(Succeed())
-	gw := kubekit.NewSkillServer(ns, "gw")
-	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "notes"}}
-	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
-	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gw"), 30*time.Second).Should(kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	readyGateway(t, ctx, ns, "gw", cantusv1alpha1.SkillImport{Name: "notes"})
 
 	secret := &corev1.Secret{}
 	keysOf := func() (string, error) {
