@@ -226,6 +226,20 @@ func statusContent(c mcpclient.Content) (prompts, resources, templates, skills [
 	return prompts, resources, templates, skills, truncated
 }
 
+// entryKey is the key the status records raw, an entry of kind, under.
+func entryKey(kind contentKind, raw json.RawMessage) string {
+	return clippedKey(kind, stringMember(raw, kind.key))
+}
+
+// clippedKey is key as the status records it: a name as names are clipped, else as
+// URIs are.
+func clippedKey(kind contentKind, key string) string {
+	if kind.key == "name" {
+		return clip.Bytes(key, maxRemoteNameBytes)
+	}
+	return clip.Bytes(key, maxRemoteURIBytes)
+}
+
 // discoveredEntry is raw (a list entry the probe checked names itself by kind.key) as
 // the status records it: key, name and description clipped, the digest of the whole
 // definition, and the definition when it is at most maxContentDefinitionBytes.
@@ -237,13 +251,10 @@ func discoveredEntry(kind contentKind, raw json.RawMessage) contentEntry {
 	}
 	name := stringMember(described, "name")
 	description := stringMember(described, "description")
-	e := contentEntry{key: clip.Bytes(key, maxRemoteURIBytes)}
+	e := contentEntry{key: clippedKey(kind, key)}
 	e.content.Name = clip.Bytes(name, maxRemoteNameBytes)
 	e.content.Description = clip.Bytes(description, maxRemoteDescriptionBytes)
 	e.content.Digest, _ = kind.item.Digest(raw) // the probe checked raw is an object
-	if kind.key == "name" {
-		e.key = e.content.Name
-	}
 	if e.key != key {
 		e.content.Clipped = append(e.content.Clipped, kind.key)
 	}

@@ -48,11 +48,11 @@ func contentOfEveryEra(res *mcpclient.Result) (mcpclient.Content, contentEras) {
 func mergeEraEntries(kind contentKind, legacy, modern []json.RawMessage, eras map[string][]string) []json.RawMessage {
 	inModern := map[string]bool{}
 	for _, raw := range modern {
-		inModern[discoveredEntry(kind, raw).key] = true
+		inModern[entryKey(kind, raw)] = true
 	}
 	out := make([]json.RawMessage, 0, len(legacy)+len(modern))
 	for _, raw := range legacy {
-		key := discoveredEntry(kind, raw).key
+		key := entryKey(kind, raw)
 		eras[key] = []string{mcpclient.EraLegacy}
 		if inModern[key] {
 			eras[key] = mcpclient.Eras()
@@ -60,7 +60,7 @@ func mergeEraEntries(kind contentKind, legacy, modern []json.RawMessage, eras ma
 		out = append(out, raw)
 	}
 	for _, raw := range modern {
-		key := discoveredEntry(kind, raw).key
+		key := entryKey(kind, raw)
 		if _, seen := eras[key]; seen {
 			continue
 		}
