@@ -676,25 +676,30 @@ func TestOperatorReadsItsParametersAndKeepsItsStateOnItsNamespacesRole(t *testin
 // Secrets, so the policy is what keeps per-caller credentials it gathers from landing
 // in anyone else's.
 func TestCallerCredentials_OperatorWritesOnlyCallerKeysSecretsOfItsServers(t *testing.T) {
+	expectOnlyItsServersSecret(t, "tenant-keys", "caller-keys", "gw-tokens")
+}
+
+// expectOnlyItsServersSecret checks, in a new namespace ns, that the operator may create
+// the Secret gw-<suffix> controlled by SkillServer gw, and that the policy refuses it
+// other-<suffix> and the names in others under the same owner.
+func expectOnlyItsServersSecret(t *testing.T, ns, suffix string, others ...string) {
+	t.Helper()
 	ctx := context.Background()
 	grantClusterRole(t)
-	createNamespace(t, "tenant-keys")
-	waitForPolicy(t, "tenant-keys")
+	createNamespace(t, ns)
+	waitForPolicy(t, ns)
 	own := map[string]string{"app.kubernetes.io/managed-by": "cantus-operator"}
-	secret := func(name, owner string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-keys", Name: name, Labels: own,
-			OwnerReferences: controlledBy("SkillServer", owner)}}
+	secret := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: own,
+			OwnerReferences: controlledBy("SkillServer", "gw")}}
 	}
-	if err := operator.Create(ctx, secret("gw-caller-keys", "gw"), client.DryRunAll); err != nil {
-		t.Errorf("the caller-keys Secret of SkillServer gw is refused: %v", err)
+	if err := operator.Create(ctx, secret("gw-"+suffix), client.DryRunAll); err != nil {
+		t.Errorf("the %s Secret of SkillServer gw is refused: %v", suffix, err)
 	}
-	for what, s := range map[string]*corev1.Secret{
-		"another server's name": secret("other-caller-keys", "gw"),
-		"a name of its own":     secret("gw-tokens", "gw"),
-	} {
-		err := operator.Create(ctx, s, client.DryRunAll)
+	for _, name := range append([]string{"other-" + suffix}, others...) {
+		err := operator.Create(ctx, secret(name), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "cantus-operator-own-objects") {
-			t.Errorf("%s: %v, want refused by cantus-operator-own-objects", what, err)
+			t.Errorf("Secret %s of SkillServer gw: %v, want refused by cantus-operator-own-objects", name, err)
 		}
 	}
 }
