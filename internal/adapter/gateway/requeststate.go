@@ -172,17 +172,29 @@ func statFile(path string) fileStamp {
 	return stamp
 }
 
-// sealedState is what a request state holds, before its MAC.
-type sealedState struct {
-	Remote  string `json:"r,omitempty"` // the remote's requestState
-	Caller  string `json:"c"`           // a digest of the caller's name
-	Tool    string `json:"t"`
+// sealedToken is what a request state or a task handle holds, before its MAC: what the
+// remote gave, and whose requests about which tool (or prompt) of which import may use
+// it until when.
+type sealedToken struct {
+	Remote  string `json:"r"` // the remote's requestState or taskId
+	Caller  string `json:"c"` // a digest of the caller's name
+	Tool    string `json:"t"` // stateSubject.sealedName
 	Import  string `json:"i"`
 	Expires int64  `json:"e"` // Unix seconds
-	Nonce   string `json:"n"`
+	Nonce   string `json:"n,omitempty"`
 }
 
-// stateSubject is what a sealed state is given for: a tool, or an imported prompt,
+// tokenKind is one kind of sealed token: how it is spelled and MAC'd, and the errors
+// that refuse one.
+type tokenKind struct {
+	prefix string
+	// domain keeps the kinds apart under one key: a token of one kind never opens as
+	// another.
+	domain                           string
+	forged, expired, caller, subject error
+}
+
+// stateSubject is what a sealed token is given for: a tool, or an imported prompt,
 // of one import.
 type stateSubject interface {
 	// sealedName names the subject among the import's: a tool's name, or "prompt:"
@@ -194,21 +206,54 @@ type stateSubject interface {
 func (t *Tool) sealedName() string { return t.Name }
 func (t *Tool) importName() string { return t.Backend.Import }
 
-// seal wraps the remote's state for caller's retry of the request about t.
-func (s *stateSealer) seal(remoteState, caller string, t stateSubject) (string, error) {
-	if len(remoteState) > maxRemoteStateBytes {
-		return "", fmt.Errorf("the remote's requestState holds %d bytes, more than the %d a gateway passes on", len(remoteState), maxRemoteStateBytes)
-	}
-	var nonce [12]byte
-	_, _ = rand.Read(nonce[:])
+// sealToken seals v for caller's requests about t under the current key.
+func (s *stateSealer) sealToken(kind tokenKind, v sealedToken, caller string, t stateSubject) (string, error) {
 	key := s.currentKeys()[0]
-	payload, err := json.Marshal(sealedState{Remote: remoteState, Caller: callerDigest(key, caller), Tool: t.sealedName(), Import: t.importName(),
-		Expires: s.now().Add(requestStateTTL).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])})
+	v.Caller, v.Tool, v.Import = callerDigest(key, caller), t.sealedName(), t.importName()
+	payload, err := json.Marshal(v)
 	if err != nil {
 		return "", err
 	}
 	body := base64.RawURLEncoding.EncodeToString(payload)
-	return requestStatePrefix + body + "." + mac(key, body), nil
+	return kind.prefix + body + "." + mac(key, kind.domain+body), nil
+}
+
+// openToken checks token for caller's request about t and returns what it holds; the
+// error is one of kind's.
+func (s *stateSealer) openToken(kind tokenKind, token, caller string, t stateSubject) (sealedToken, error) {
+	var sealed sealedToken
+	body, tag, ok := strings.Cut(strings.TrimPrefix(token, kind.prefix), ".")
+	if !ok || !strings.HasPrefix(token, kind.prefix) {
+		return sealed, kind.forged
+	}
+	key := keyThatSealed(s.currentKeys(), kind.domain+body, tag)
+	if key == nil {
+		return sealed, kind.forged
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil || json.Unmarshal(payload, &sealed) != nil {
+		return sealed, kind.forged
+	}
+	switch {
+	case s.now().Unix() > sealed.Expires:
+		return sealed, kind.expired
+	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
+		return sealed, kind.caller
+	case sealed.Tool != t.sealedName() || sealed.Import != t.importName():
+		return sealed, kind.subject
+	}
+	return sealed, nil
+}
+
+// peekToken reads token without checking it.
+func peekToken(kind tokenKind, token string) (sealedToken, bool) {
+	var sealed sealedToken
+	body, _, ok := strings.Cut(strings.TrimPrefix(token, kind.prefix), ".")
+	if !ok {
+		return sealed, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	return sealed, err == nil && json.Unmarshal(payload, &sealed) == nil
 }
 
 func mac(key []byte, body string) string {
@@ -226,29 +271,26 @@ var (
 	errStateReplayed = errors.New("the requestState was used already: a state answers one retry; call the tool again")
 )
 
+// requestStates are the tokens that wrap a remote's requestState.
+var requestStates = tokenKind{prefix: requestStatePrefix, forged: errStateForged, expired: errStateExpired, caller: errStateCaller, subject: errStateTool}
+
+// seal wraps the remote's state for caller's retry of the request about t.
+func (s *stateSealer) seal(remoteState, caller string, t stateSubject) (string, error) {
+	if len(remoteState) > maxRemoteStateBytes {
+		return "", fmt.Errorf("the remote's requestState holds %d bytes, more than the %d a gateway passes on", len(remoteState), maxRemoteStateBytes)
+	}
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	return s.sealToken(requestStates, sealedToken{Remote: remoteState, Expires: s.now().Add(requestStateTTL).Unix(),
+		Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])}, caller, t)
+}
+
 // open checks state for caller's retry of the request about t and returns the
 // remote's state in it. A state opened once is used: another retry with it is refused.
 func (s *stateSealer) open(state, caller string, t stateSubject) (string, error) {
-	body, tag, ok := strings.Cut(strings.TrimPrefix(state, requestStatePrefix), ".")
-	if !ok || !strings.HasPrefix(state, requestStatePrefix) {
-		return "", errStateForged
-	}
-	key := keyThatSealed(s.currentKeys(), body, tag)
-	if key == nil {
-		return "", errStateForged
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(body)
-	var sealed sealedState
-	if err != nil || json.Unmarshal(payload, &sealed) != nil {
-		return "", errStateForged
-	}
-	switch {
-	case s.now().Unix() > sealed.Expires:
-		return "", errStateExpired
-	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
-		return "", errStateCaller
-	case sealed.Tool != t.sealedName() || sealed.Import != t.importName():
-		return "", errStateTool
+	sealed, err := s.openToken(requestStates, state, caller, t)
+	if err != nil {
+		return "", err
 	}
 	if seen, _ := s.used.ContainsOrAdd(sealed.Nonce, struct{}{}); seen {
 		return "", errStateReplayed

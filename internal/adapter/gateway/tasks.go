@@ -3,8 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,15 +55,6 @@ const (
 	statusCompleted      = "completed"
 )
 
-// sealedTask is what a task handle holds, before its MAC.
-type sealedTask struct {
-	Remote  string `json:"r"` // the remote's taskId
-	Caller  string `json:"c"` // a digest of the caller's name
-	Tool    string `json:"t"`
-	Import  string `json:"i"`
-	Expires int64  `json:"e"` // Unix seconds
-}
-
 // Why a task handle is refused; each is the message of the error answered.
 var (
 	errTaskForged = errors.New("the taskId is not a task this gateway handed out (altered, or sealed with another key: " +
@@ -74,6 +63,9 @@ var (
 	errTaskCaller  = errors.New("the task was created for another caller")
 	errTaskTool    = errors.New("the task's tool is no longer served from the import that created it")
 )
+
+// taskHandles are the tokens that wrap a remote's taskId.
+var taskHandles = tokenKind{prefix: taskHandlePrefix, domain: taskMACDomain, forged: errTaskForged, expired: errTaskExpired, caller: errTaskCaller, subject: errTaskTool}
 
 // sealTask makes the handle of the remote's task remoteID, created by caller's call of
 // t and good for ttl.
@@ -84,51 +76,19 @@ func (s *stateSealer) sealTask(remoteID, caller string, t *Tool, ttl time.Durati
 	case len(remoteID) > maxRemoteTaskIDBytes:
 		return "", fmt.Errorf("the remote's taskId holds %d bytes, more than the %d a gateway passes on", len(remoteID), maxRemoteTaskIDBytes)
 	}
-	key := s.currentKeys()[0]
-	payload, err := json.Marshal(sealedTask{Remote: remoteID, Caller: callerDigest(key, caller), Tool: t.Name, Import: t.Backend.Import,
-		Expires: s.now().Add(ttl).Unix()})
-	if err != nil {
-		return "", err
-	}
-	body := base64.RawURLEncoding.EncodeToString(payload)
-	return taskHandlePrefix + body + "." + mac(key, taskMACDomain+body), nil
+	return s.sealToken(taskHandles, sealedToken{Remote: remoteID, Expires: s.now().Add(ttl).Unix()}, caller, t)
 }
 
 // peekTask reads a handle without checking it: the tool it names says whose sealer
 // checks it (openTask).
-func peekTask(handle string) (sealedTask, bool) {
-	var sealed sealedTask
-	body, _, ok := strings.Cut(strings.TrimPrefix(handle, taskHandlePrefix), ".")
-	if !ok {
-		return sealed, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(body)
-	return sealed, err == nil && json.Unmarshal(payload, &sealed) == nil
-}
+func peekTask(handle string) (sealedToken, bool) { return peekToken(taskHandles, handle) }
 
 // openTask checks handle for caller's request about a task of t and returns the
 // remote's taskId in it. A handle serves any number of requests until it expires.
 func (s *stateSealer) openTask(handle, caller string, t *Tool) (string, error) {
-	body, tag, ok := strings.Cut(strings.TrimPrefix(handle, taskHandlePrefix), ".")
-	if !ok || !strings.HasPrefix(handle, taskHandlePrefix) {
-		return "", errTaskForged
-	}
-	key := keyThatSealed(s.currentKeys(), taskMACDomain+body, tag)
-	if key == nil {
-		return "", errTaskForged
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(body)
-	var sealed sealedTask
-	if err != nil || json.Unmarshal(payload, &sealed) != nil {
-		return "", errTaskForged
-	}
-	switch {
-	case s.now().Unix() > sealed.Expires:
-		return "", errTaskExpired
-	case !hmac.Equal([]byte(sealed.Caller), []byte(callerDigest(key, caller))):
-		return "", errTaskCaller
-	case sealed.Tool != t.Name || sealed.Import != t.Backend.Import:
-		return "", errTaskTool
+	sealed, err := s.openToken(taskHandles, handle, caller, t)
+	if err != nil {
+		return "", err
 	}
 	return sealed.Remote, nil
 }
