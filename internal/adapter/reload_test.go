@@ -31,6 +31,10 @@ func servedWithStreams(t *testing.T, srv *Server) (baseURL string, streams <-cha
 		srv.endStreams()
 		hs.CloseClientConnections()
 		hs.Close()
+		// Its streams to remotes end too, or the remotes' servers would wait for them.
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
 	})
 	return hs.URL, opened
 }

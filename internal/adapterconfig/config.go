@@ -313,6 +313,12 @@ type RemoteBackend struct {
 	// server/discover that a gateway passes through to its callers; only
 	// ExtensionTasks is one today.
 	Extensions []string `json:"extensions,omitempty"`
+	// ListChanges says the gateway passes the remote's notifications that its tools,
+	// prompts or resources changed on to its callers at once, before the operator has
+	// checked the new lists (the config that follows brings what changed, with a
+	// notification of its own). Set for an import whose changes are not held for
+	// approval, reached over a transport that carries notifications.
+	ListChanges bool `json:"listChanges,omitempty"`
 }
 
 // ExtensionTasks is the Tasks extension (SEP-2663): a remote may answer a tools/call

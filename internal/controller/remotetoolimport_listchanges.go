@@ -18,6 +18,7 @@ import (
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/periodic"
 	"github.com/cantus-dev/cantus-operator/internal/policy"
 )
 
@@ -67,10 +68,9 @@ func NewListChangeWatcher() *ListChangeWatcher {
 type listWatch struct {
 	fingerprint string
 	cancel      context.CancelFunc
-
-	mu    sync.Mutex
-	last  time.Time
-	timer *time.Timer
+	// recheck enqueues the import's reconcile, at most once per MinGap: a remote that
+	// sends notifications in a loop costs one handshake per MinGap.
+	recheck *periodic.Spaced
 }
 
 // Start ends every watch when the manager stops (or loses the lease).
@@ -82,7 +82,7 @@ func (w *ListChangeWatcher) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, lw := range w.watches {
-		lw.cancel()
+		lw.stop()
 		delete(w.watches, key)
 	}
 	return nil
@@ -109,7 +109,7 @@ func (w *ListChangeWatcher) Ensure(ctx context.Context, key types.NamespacedName
 		if lw.fingerprint == fingerprint {
 			return
 		}
-		lw.cancel()
+		lw.stop()
 		delete(w.watches, key)
 	}
 	if len(w.watches) >= w.MaxWatches {
@@ -117,7 +117,7 @@ func (w *ListChangeWatcher) Ensure(ctx context.Context, key types.NamespacedName
 		return
 	}
 	watchCtx, cancel := context.WithCancel(w.base)
-	lw := &listWatch{fingerprint: fingerprint, cancel: cancel}
+	lw := &listWatch{fingerprint: fingerprint, cancel: cancel, recheck: &periodic.Spaced{Gap: w.MinGap, Do: func() { w.enqueue(key) }}}
 	w.watches[key] = lw
 	log := ctrl.LoggerFrom(ctx).WithName("listchanges")
 	go w.run(ctrl.LoggerInto(watchCtx, log), key, lw, opts)
@@ -128,7 +128,7 @@ func (w *ListChangeWatcher) Stop(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if lw, ok := w.watches[key]; ok {
-		lw.cancel()
+		lw.stop()
 		delete(w.watches, key)
 	}
 }
@@ -142,7 +142,7 @@ func (w *ListChangeWatcher) run(ctx context.Context, key types.NamespacedName, l
 		started := time.Now()
 		err := mcpclient.WatchListChanges(ctx, opts, func(method string) {
 			log.V(1).Info("the remote says a list changed; checking it again", "import", key, "method", method)
-			w.trigger(key, lw)
+			lw.recheck.Signal()
 		})
 		if ctx.Err() != nil {
 			return
@@ -157,7 +157,7 @@ func (w *ListChangeWatcher) run(ctx context.Context, key types.NamespacedName, l
 		delay := backoff.Step()
 		log.V(1).Info("the list-change session ended; opening it again", "import", key, "after", delay, "reason", fmt.Sprint(err))
 		// The remote may have changed while no session listened.
-		w.trigger(key, lw)
+		lw.recheck.Signal()
 		select {
 		case <-ctx.Done():
 			return
@@ -166,26 +166,20 @@ func (w *ListChangeWatcher) run(ctx context.Context, key types.NamespacedName, l
 	}
 }
 
-// trigger enqueues the import's reconcile, at most once per MinGap: a remote that
-// sends notifications in a loop costs one handshake per MinGap.
-func (w *ListChangeWatcher) trigger(key types.NamespacedName, lw *listWatch) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	if lw.timer != nil {
-		return // one is due already
+// enqueue asks for the import's reconcile.
+func (w *ListChangeWatcher) enqueue(key types.NamespacedName) {
+	obj := &cantusv1alpha1.RemoteToolImport{}
+	obj.Namespace, obj.Name = key.Namespace, key.Name
+	select {
+	case w.events <- event.GenericEvent{Object: obj}:
+	default: // the queue is full of triggers already; the refresh interval still applies
 	}
-	after := max(0, w.MinGap-time.Since(lw.last))
-	lw.timer = time.AfterFunc(after, func() {
-		lw.mu.Lock()
-		lw.timer, lw.last = nil, time.Now()
-		lw.mu.Unlock()
-		obj := &cantusv1alpha1.RemoteToolImport{}
-		obj.Namespace, obj.Name = key.Namespace, key.Name
-		select {
-		case w.events <- event.GenericEvent{Object: obj}:
-		default: // the queue is full of triggers already; the refresh interval still applies
-		}
-	})
+}
+
+// stop ends the watch's session and drops a reconcile it has due.
+func (lw *listWatch) stop() {
+	lw.cancel()
+	lw.recheck.Stop()
 }
 
 // watchFingerprint identifies what a watch was opened with, secrets hashed: the URL,

@@ -79,6 +79,36 @@ func (s *Session) Listen(ctx context.Context, opened func(), notify func(Message
 	})
 }
 
+// ListenForListChanges asks a server of protocol 2026-07-28 for the notifications
+// that its tools, prompts or resources list changed (subscriptions/listen) and hands
+// every notification on the request's stream to notify, the acknowledgement first,
+// until ctx ends (nil) or the server ends the stream (the error says why; a server
+// without the method answers an *RPCError). The server's requests on the stream are
+// refused. notify runs on the reading goroutine, one message at a time.
+func (s *Session) ListenForListChanges(ctx context.Context, notify func(Message)) error {
+	if s.modern == nil {
+		return &Error{Reason: ReasonInvalidConfig, Detail: "subscriptions/listen is sent in protocol " + EraModern + " only", NotProcessed: true}
+	}
+	params := map[string]any{"notifications": map[string]bool{
+		"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+	}}
+	_, err := s.requestAsking(ctx, MethodSubscriptionsListen, params, notify, nil, nil)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err == nil:
+		return errListenAnswered
+	}
+	return err
+}
+
+// MethodSubscriptionsListen opens a stream of notifications in protocol 2026-07-28.
+const MethodSubscriptionsListen = "subscriptions/listen"
+
+// errListenAnswered says a server answered subscriptions/listen, which ends the stream
+// its notifications come on.
+var errListenAnswered = errors.New("the server answered subscriptions/listen, ending its notification stream")
+
 // Subscribe asks the server for notifications/resources/updated about uri on this
 // session (resources/subscribe). Errors are *RPCError (the server refused) or *Error.
 func (s *Session) Subscribe(ctx context.Context, uri string) error {

@@ -1,10 +1,13 @@
 // Package periodic runs work at a fixed interval until a context ends: the loop that
 // the adapter's config watch and the operator's key refresh, revocation sweep and token
-// renewals share. It imports only the standard library, so both planes may link it.
+// renewals share; and work asked for in bursts, spaced out (Spaced), as the operator's
+// and the gateway's watches of a remote's list changes do. It imports only the
+// standard library, so both planes may link it.
 package periodic
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -25,5 +28,49 @@ func Run(ctx context.Context, interval time.Duration, do func()) {
 			}
 			do()
 		}
+	}
+}
+
+// Spaced calls Do at most once per Gap however often it is signalled, and never loses
+// the last signal: a Signal when Gap has passed since the last call calls Do at once
+// (on a goroutine of its own); Signals within the gap fold into one call at its end.
+type Spaced struct {
+	Gap time.Duration
+	Do  func()
+
+	mu      sync.Mutex
+	last    time.Time
+	timer   *time.Timer
+	stopped bool
+}
+
+// Signal asks for a call of Do.
+func (s *Spaced) Signal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil || s.stopped {
+		return // one is due already
+	}
+	s.timer = time.AfterFunc(max(0, s.Gap-time.Since(s.last)), s.fire)
+}
+
+func (s *Spaced) fire() {
+	s.mu.Lock()
+	s.timer, s.last = nil, time.Now()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if !stopped {
+		s.Do()
+	}
+}
+
+// Stop drops a call that is due and every later Signal.
+func (s *Spaced) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
 	}
 }

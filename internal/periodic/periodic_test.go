@@ -31,3 +31,28 @@ func TestRunReturnsAtOnceWhenTheContextHasEnded(t *testing.T) {
 	cancel()
 	Run(ctx, time.Hour, func() { t.Error("do was called after the context ended") })
 }
+
+// Signals within the gap fold into one call at its end: the first signal is served at
+// once, a burst after it by exactly one more call, never by none.
+func TestSpacedFoldsABurstIntoOneCallAndKeepsTheLast(t *testing.T) {
+	calls := make(chan time.Time, 16)
+	s := &Spaced{Gap: 50 * time.Millisecond, Do: func() { calls <- time.Now() }}
+	defer s.Stop()
+	s.Signal()
+	first := <-calls
+	for range 100 {
+		s.Signal()
+	}
+	second := <-calls
+	if gap := second.Sub(first); gap < s.Gap {
+		t.Errorf("the call after the burst came %s after the first, want at least the gap %s", gap, s.Gap)
+	}
+	// Nothing is due now: a Stop and a Signal after it call nothing.
+	s.Stop()
+	s.Signal()
+	select {
+	case at := <-calls:
+		t.Errorf("a call came %s after the burst's, want none after Stop", at.Sub(second))
+	case <-time.After(3 * s.Gap): // longer than any call the burst could still owe
+	}
+}

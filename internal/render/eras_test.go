@@ -153,3 +153,32 @@ func TestReexport_WithholdsAPendingDefinitionInItsEraOnly(t *testing.T) {
 		t.Errorf("approved: eras %v, modern definition %s; want both, without the member no digest covers", b.Eras, b.ModernDefinition)
 	}
 }
+
+// A gateway passes an import's list changes on at once only when they are served as
+// soon as the operator sees them (not held for approval), and only where it can listen
+// with an account of its own, to a remote that sends them (not through a stdio bridge).
+func TestRemoteBackend_PassesListChangesOnlyOfImportsServedAsTheyChange(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*cantusv1alpha1.RemoteToolImport)
+		want   bool
+	}{
+		{"Automatic approval", func(*cantusv1alpha1.RemoteToolImport) {}, true},
+		{"Manual approval", func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.Approval = &cantusv1alpha1.ImportApproval{Mode: cantusv1alpha1.ApprovalManual}
+		}, false},
+		{"stdio bridge", func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.Transport = cantusv1alpha1.ImportTransportStdio
+		}, false},
+		{"callers' credentials", func(imp *cantusv1alpha1.RemoteToolImport) {
+			imp.Spec.CallerCredentials = &cantusv1alpha1.CallerCredentials{PerCallerSecret: &cantusv1alpha1.PerCallerSecret{}}
+		}, false},
+	} {
+		imp := &cantusv1alpha1.RemoteToolImport{ObjectMeta: metav1.ObjectMeta{Name: "up", Namespace: "team"}}
+		imp.Spec.URL, imp.Spec.Transport = "http://up.team:8080/mcp", cantusv1alpha1.ImportTransportStreamableHTTP
+		tc.change(imp)
+		if b, _ := remoteBackend(imp); b.ListChanges != tc.want {
+			t.Errorf("%s: ListChanges %v, want %v", tc.name, b.ListChanges, tc.want)
+		}
+	}
+}

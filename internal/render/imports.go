@@ -380,6 +380,16 @@ func relayed(spec cantusv1alpha1.SkillImport, imp *cantusv1alpha1.RemoteToolImpo
 	return out
 }
 
+// passesListChanges says whether a gateway passes the import's list_changed
+// notifications on at once: not when its changes wait for approval (Manual), whose
+// lists change only when approved, and not through a stdio bridge, which does not
+// pass them on, nor with callers' credentials, where the gateway has no account of
+// its own to listen with.
+func passesListChanges(imp *cantusv1alpha1.RemoteToolImport) bool {
+	return imp.Spec.Approval.ModeOrDefault() != cantusv1alpha1.ApprovalManual &&
+		imp.Spec.Transport != cantusv1alpha1.ImportTransportStdio && imp.Spec.CallerCredentials == nil
+}
+
 // remoteBackend is how the adapter reaches the import: the same URL (or stdio bridge),
 // headers and CA bundle the operator's handshake used.
 func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBackend, []File) {
@@ -392,6 +402,7 @@ func remoteBackend(imp *cantusv1alpha1.RemoteToolImport) (adapterconfig.RemoteBa
 	}
 	b.RemoteEras = b.Eras
 	b.Extensions = extensionsOf(imp)
+	b.ListChanges = passesListChanges(imp)
 	if imp.Spec.Transport == cantusv1alpha1.ImportTransportStdio {
 		b.URL, b.Transport = imp.Status.BridgeURL, string(cantusv1alpha1.ImportTransportStreamableHTTP)
 	} else {

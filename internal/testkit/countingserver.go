@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -9,8 +10,10 @@ import (
 )
 
 // CountingServer is an httptest.Server that counts every request it receives, and the
-// GET streams it holds open: a GET counts once its answer's headers were flushed, which
-// mcp-go does after it has registered the session for server-sent notifications.
+// streams of server-sent notifications it holds open (GET streams, and the
+// subscriptions/listen requests of protocol 2026-07-28): one counts once its answer's
+// headers were flushed, which mcp-go does after it has registered the stream for
+// notifications.
 type CountingServer struct {
 	*httptest.Server
 	Requests    atomic.Int64
@@ -22,7 +25,7 @@ func NewCountingServer(t testing.TB, h http.Handler) *CountingServer {
 	c := &CountingServer{}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.Requests.Add(1)
-		if r.Method == http.MethodGet {
+		if r.Method == http.MethodGet || r.Header.Get("Mcp-Method") == "subscriptions/listen" {
 			watched := &streamWatch{ResponseWriter: w, opened: &c.openStreams}
 			defer watched.close()
 			w = watched
@@ -33,11 +36,11 @@ func NewCountingServer(t testing.TB, h http.Handler) *CountingServer {
 	return c
 }
 
-// WaitStreamOpen waits until a GET stream is open at the server: a notification the
-// server sends from then on reaches the client that opened it.
-func (c *CountingServer) WaitStreamOpen(t testing.TB) {
+// WaitStreamsOpen waits until n streams of notifications are open at the server: a
+// notification the server sends from then on reaches the clients that opened them.
+func (c *CountingServer) WaitStreamsOpen(t testing.TB, n int64) {
 	t.Helper()
-	EventuallyTrue(t, 30*time.Second, "a GET stream open at the remote", func() bool { return c.openStreams.Load() > 0 })
+	EventuallyTrue(t, 30*time.Second, fmt.Sprintf("%d streams of notifications open at the remote", n), func() bool { return c.openStreams.Load() >= n })
 }
 
 // streamWatch counts its response in opened from its first Flush until close.

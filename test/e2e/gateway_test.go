@@ -46,6 +46,7 @@ type remoteSpec struct {
 	RemoteEras       []string        `json:"remoteEras,omitempty"`
 	ModernDefinition json.RawMessage `json:"modernDefinition,omitempty"`
 	Extensions       []string        `json:"extensions,omitempty"`
+	ListChanges      bool            `json:"listChanges,omitempty"`
 }
 
 type gatewayTool struct {

@@ -61,18 +61,7 @@ type gatewayGap struct{ stateful, stateless string }
 
 // knownGaps are today's real gateway failures, each with its diagnosis. They are
 // logged, not failed; a gap that closes fails the test until it is taken off the list.
-var knownGaps = map[string]gatewayGap{
-	"server-stateless": {stateful: gapListChanged, stateless: gapListChanged},
-}
-
-// The diagnoses of knownGaps.
-const (
-	gapListChanged = "the two list-changed SHOULD checks warn: test_trigger_tool_change and test_trigger_prompt_change make the remote " +
-		"send list_changed and the suite waits 1.5 s for it on a listen stream; a gateway serves the lists of its config, which the " +
-		"operator rewrites when its watch of the import hears list_changed (re-probe, status, render, then the adapter's config poll " +
-		"of 2 s), tested by TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh; no operator runs in this test, and where one runs the " +
-		"chain meets 1.5 s only by chance"
-)
+var knownGaps = map[string]gatewayGap{}
 
 // TestGatewayTransparency runs every server scenario of the conformance suite against
 // the project's dual-era conformance fixture directly, then through a stateful and a
@@ -337,7 +326,9 @@ func importAsTheOperatorDoes(t *testing.T, ctx context.Context, url string) tran
 		t.Fatalf("probing the fixture: %v", err)
 	}
 	backend := remoteSpec{Import: "e2e/conformance", URL: url, Transport: peers.TransportStreamableHTTP, Timeout: "30s",
-		Relay: []string{adapterconfig.RelayElicitation, adapterconfig.RelayRoots, adapterconfig.RelaySampling}, Eras: res.Eras, RemoteEras: res.Eras}
+		Relay: []string{adapterconfig.RelayElicitation, adapterconfig.RelayRoots, adapterconfig.RelaySampling}, Eras: res.Eras, RemoteEras: res.Eras,
+		// As render sets it for an import whose changes are not held for approval.
+		ListChanges: true}
 	if res.Serves(mcpclient.EraModern) && slices.Contains(slices.Concat(res.Extensions, res.ModernExtensions), adapterconfig.ExtensionTasks) {
 		backend.Extensions = []string{adapterconfig.ExtensionTasks}
 	}

@@ -45,8 +45,10 @@ func TestGatewayServesARemotesNewToolWithoutWaitingForTheRefresh(t *testing.T) {
 	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway"), 60*time.Second).Should(
 		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
 
-	// The session's GET stream must be open before the change, or there is no one to tell.
-	srv.WaitStreamOpen(t)
+	// The streams must be open before the change, or there is no one to tell: the
+	// operator's watch of the import, and the gateway's own (which passes the
+	// notification on to its callers).
+	srv.WaitStreamsOpen(t, 2)
 	changedAt := time.Now()
 	addTool("second_tool")
 	g.Eventually(func() []string {

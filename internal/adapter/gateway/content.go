@@ -61,7 +61,7 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 				continue
 			}
 		}
-		linked.remotes[key] = r
+		linked.link(key, r, it.Backend)
 		it.remote = r
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -81,6 +81,10 @@ type Pool struct {
 
 	mu      sync.Mutex
 	remotes map[remoteKey]*remote
+	// listModes are how the remotes are listened to for list changes, and
+	// passListChanged what receives them (listchanges.go).
+	listModes       map[remoteKey]listMode
+	passListChanged func(method string)
 }
 
 // NewPool returns an empty pool; metrics counts its connects and retries. stateful
@@ -97,6 +101,17 @@ func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
 type Linked struct {
 	remotes map[remoteKey]*remote
+	// listModes are how the remotes whose backends pass list changes on are listened
+	// to (listchanges.go).
+	listModes map[remoteKey]listMode
+}
+
+// link makes r the remote of key in l, listened to for list changes as backend asks.
+func (l *Linked) link(key remoteKey, r *remote, backend *adapterconfig.RemoteBackend) {
+	l.remotes[key] = r
+	if backend.ListChanges {
+		l.listModes[key] = max(l.listModes[key], listModeOf(r, backend.ServesModern()))
+	}
 }
 
 // Prepare links every tool to its remote: the pooled one when the pool has it (its
@@ -105,11 +120,11 @@ type Linked struct {
 func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := map[remoteKey]*remote{}
+	next := Linked{remotes: map[remoteKey]*remote{}, listModes: map[remoteKey]listMode{}}
 	var errs []error
 	for _, t := range tools {
 		key := remoteKeyOf(t.Backend)
-		r := next[key]
+		r := next.remotes[key]
 		if r == nil {
 			r = p.remotes[key]
 		}
@@ -120,14 +135,14 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 				continue
 			}
 		}
-		next[key] = r
+		next.link(key, r, t.Backend)
 		t.remote = r
 		t.paramTool = paramToolOf(t.Backend)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Linked{}, err
 	}
-	return Linked{remotes: next}, nil
+	return next, nil
 }
 
 // Commit makes next the pool and closes the remotes no tool uses any more (their
@@ -135,13 +150,14 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 func (p *Pool) Commit(next Linked) {
 	p.mu.Lock()
 	old := p.remotes
-	p.remotes = next.remotes
+	p.remotes, p.listModes = next.remotes, next.listModes
 	p.mu.Unlock()
 	for key, r := range old {
 		if next.remotes[key] != r {
 			r.close()
 		}
 	}
+	p.followListChanges()
 }
 
 // CloseAll closes every remote; the server calls it when it closes.
@@ -178,6 +194,8 @@ type remote struct {
 	current    *remoteConn
 	connecting *connectFlight
 	closed     bool
+	// listWatch, when set, passes the remote's list changes on (listchanges.go).
+	listWatch *listWatch
 }
 
 // remoteConn is a session and the calls using it. A retired conn takes no new calls
@@ -512,6 +530,7 @@ func (r *remote) close() {
 		return
 	}
 	r.closed = true
+	r.stopListWatchLocked()
 	if r.callers != nil {
 		go r.callers.close()
 	}
