@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/egress"
 )
 
 // Discovery of an OIDC issuer is retried after a failure with this backoff, not on every
@@ -379,13 +378,9 @@ func (i *issuer) discover() (*oidc.IDTokenVerifier, error) {
 func discoveryClient(caFile string) (*http.Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := egress.CertPoolFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("read the issuer's CA bundle: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("the issuer's CA bundle holds no PEM certificate")
+			return nil, fmt.Errorf("the issuer's CA bundle: %w", err)
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

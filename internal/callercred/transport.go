@@ -3,16 +3,15 @@ package callercred
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"time"
 
+	"github.com/cantus-dev/cantus-operator/internal/egress"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -37,13 +36,9 @@ func httpClient(addresses []string, caFile string, timeout time.Duration) (*http
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := egress.CertPoolFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("read the token endpoint's CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("the token endpoint's CA file %s holds no PEM certificate", caFile)
+			return nil, fmt.Errorf("the token endpoint's CA file: %w", err)
 		}
 		transport.TLSClientConfig.RootCAs = pool
 	}

@@ -20,13 +20,22 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/catalog/formats"
 )
 
-// Server is one MCP server in the catalog.
-type Server struct {
+// Endpoint names a server and says where and how it answers and whether it is Ready:
+// what every listing of servers says of each (Server, and the MCP tool's summary).
+type Endpoint struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	URL       string `json:"url"`
 	Transport string `json:"transport"`
 	Ready     bool   `json:"ready"`
+}
+
+// Ref names a server as namespace/name.
+func (e Endpoint) Ref() string { return e.Namespace + "/" + e.Name }
+
+// Server is one MCP server in the catalog.
+type Server struct {
+	Endpoint
 	// Discovery is how the server lists its tools: All, or Search (the pinned tools and
 	// the find and call meta-tools). Tools lists every tool the caller may call either way.
 	Discovery string `json:"discovery"`
@@ -107,9 +116,6 @@ type Tool struct {
 	// where, and whether the caller has.
 	Connect *ConnectInfo `json:"connect,omitempty"`
 }
-
-// Ref names a server as namespace/name.
-func (s Server) Ref() string { return s.Namespace + "/" + s.Name }
 
 // Catalog reads the cluster's SkillServers and RemoteToolImports.
 type Catalog struct {
@@ -221,11 +227,13 @@ func (c *Catalog) importSchemas(ctx context.Context) (importedTools, error) {
 func serverEntry(ss *cantusv1alpha1.SkillServer, cfg *adapterconfig.Config, imports importedTools, who Viewer) Server {
 	transport := string(ss.Spec.TransportOrDefault())
 	entry := Server{
-		Namespace: ss.Namespace,
-		Name:      ss.Name,
-		URL:       ss.Status.URL,
-		Transport: transport,
-		Ready:     apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionReady),
+		Endpoint: Endpoint{
+			Namespace: ss.Namespace,
+			Name:      ss.Name,
+			URL:       ss.Status.URL,
+			Transport: transport,
+			Ready:     apimeta.IsStatusConditionTrue(ss.Status.Conditions, cantusv1alpha1.ConditionReady),
+		},
 		Discovery: string(ss.Spec.Discovery.ModeOrDefault()),
 	}
 	skills := map[string]*cantusv1alpha1.Skill{}

@@ -64,11 +64,7 @@ func (c *Catalog) listServersTool(ctx context.Context, _ mcp.CallToolRequest) (*
 
 // serverSummary is a server with the names of what it serves instead of their definitions.
 type serverSummary struct {
-	Namespace   string   `json:"namespace"`
-	Name        string   `json:"name"`
-	URL         string   `json:"url"`
-	Transport   string   `json:"transport"`
-	Ready       bool     `json:"ready"`
+	Endpoint
 	Tools       []string `json:"tools"`
 	AgentSkills []string `json:"agentSkills,omitempty"`
 	Prompts     []string `json:"prompts,omitempty"`
@@ -77,8 +73,7 @@ type serverSummary struct {
 }
 
 func summarize(s Server) serverSummary {
-	out := serverSummary{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Transport: s.Transport, Ready: s.Ready,
-		Tools: names(s.Tools, func(t Tool) string { return t.Name })}
+	out := serverSummary{Endpoint: s.Endpoint, Tools: names(s.Tools, func(t Tool) string { return t.Name })}
 	out.AgentSkills = names(s.AgentSkills, func(k AgentSkill) string { return k.URI })
 	out.Prompts = names(s.Prompts, func(p Prompt) string { return p.Name })
 	out.Resources = append(names(s.Resources, func(r Resource) string { return r.URI }),

@@ -2,11 +2,12 @@ package mcpclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
+
+	"github.com/cantus-dev/cantus-operator/internal/egress"
 )
 
 // PinnedDialer connects only to addresses (IP literals), at the port asked for: the
@@ -34,15 +35,10 @@ func PinnedDialer(addresses []string) (func(ctx context.Context, network, addr s
 		if err != nil {
 			return nil, fmt.Errorf("port of %q: %w", addr, err)
 		}
-		var d net.Dialer
-		var errs []error
-		for _, ip := range pinned {
-			conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip, uint16(port)).String())
-			if err == nil {
-				return conn, nil
-			}
-			errs = append(errs, err)
+		conn, err := egress.DialFirst(ctx, &net.Dialer{}, network, pinned, uint16(port))
+		if err != nil {
+			return nil, fmt.Errorf("no checked address of %s answered: %w", addr, err)
 		}
-		return nil, fmt.Errorf("no checked address of %s answered: %w", addr, errors.Join(errs...))
+		return conn, nil
 	}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/egress"
 )
 
 // TransportConfig is what the clients' HTTP transports differ in.
@@ -35,7 +35,7 @@ type TransportConfig struct {
 }
 
 // ErrNoCertificate is NewTransport's error for a CA bundle without a certificate.
-var ErrNoCertificate = errors.New("the CA bundle holds no PEM certificate")
+var ErrNoCertificate = egress.ErrNoCertificate
 
 // NewTransport builds an HTTP transport for an MCP server: no proxy from the
 // environment (the server is the address the caller named and, with Dial, checked),
@@ -48,9 +48,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(cfg.CABundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CABundle) {
-			return nil, ErrNoCertificate
+		pool, err := egress.CertPool(cfg.CABundle)
+		if err != nil {
+			return nil, err
 		}
 		tlsConfig.RootCAs = pool
 	}

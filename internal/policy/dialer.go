@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/egress"
 )
 
 // ErrRefused wraps every refusal the dialer or the redirect check makes.
@@ -29,7 +30,8 @@ func (c *Checker) DialContext(ctx context.Context, network, address string) (net
 	if !d.Allowed {
 		return nil, fmt.Errorf("%w: %s", ErrRefused, d.Message)
 	}
-	return dialFirst(ctx, network, d.Addresses, port)
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return egress.DialFirst(ctx, dialer, network, d.Addresses, uint16(port))
 }
 
 // CheckRedirect refuses a redirect to a host or port the policies do not allow.
@@ -39,17 +41,4 @@ func (c *Checker) CheckRedirect(target *url.URL) error {
 		return fmt.Errorf("%w: redirect to %s: %s", ErrRefused, target.Redacted(), d.Message)
 	}
 	return nil
-}
-
-func dialFirst(ctx context.Context, network string, addrs []netip.Addr, port int) (net.Conn, error) {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	var errs []error
-	for _, a := range addrs {
-		conn, err := dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
-		if err == nil {
-			return conn, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
 }

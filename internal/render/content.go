@@ -378,12 +378,7 @@ func resourceTemplate(spec *cantusv1alpha1.ServedResourceTemplate) adapterconfig
 	t := adapterconfig.ResourceTemplate{
 		URITemplate: spec.URITemplate, Name: spec.Name, Title: spec.Title, Description: spec.Description, MimeType: spec.MimeType,
 	}
-	switch {
-	case spec.Template != nil:
-		t.Template = &adapterconfig.TemplateBackend{Text: spec.Template.Text}
-	case spec.HTTP != nil:
-		t.HTTP = httpBackend(spec.HTTP)
-	}
+	t.Template, t.HTTP = backend(spec.Template, spec.HTTP)
 	return t
 }
 

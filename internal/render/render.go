@@ -106,13 +106,20 @@ func tool(skill *cantusv1alpha1.Skill) adapterconfig.Tool {
 	if skill.InputSchema != nil && len(skill.InputSchema.Raw) > 0 {
 		t.InputSchema = json.RawMessage(skill.InputSchema.Raw)
 	}
-	switch {
-	case skill.Template != nil:
-		t.Template = &adapterconfig.TemplateBackend{Text: skill.Template.Text}
-	case skill.HTTP != nil:
-		t.HTTP = httpBackend(skill.HTTP)
-	}
+	t.Template, t.HTTP = backend(skill.Template, skill.HTTP)
 	return t
+}
+
+// backend renders the backend of a tool or resource template, which validation allows
+// one of: the template when set, the HTTP backend otherwise.
+func backend(tmpl *cantusv1alpha1.TemplateBackend, hb *cantusv1alpha1.HTTPBackend) (*adapterconfig.TemplateBackend, *adapterconfig.HTTPBackend) {
+	switch {
+	case tmpl != nil:
+		return &adapterconfig.TemplateBackend{Text: tmpl.Text}, nil
+	case hb != nil:
+		return nil, httpBackend(hb)
+	}
+	return nil, nil
 }
 
 func httpBackend(in *cantusv1alpha1.HTTPBackend) *adapterconfig.HTTPBackend {

@@ -42,17 +42,26 @@ type Server interface {
 	ServerInfo() json.RawMessage
 }
 
-// forwardableCall is a tools/call request as passThrough takes it.
-type forwardableCall struct {
+// request is a JSON-RPC request the gateway answers itself, its params decoded into P.
+type request[P any] struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      json.RawMessage `json:"_meta"`
-	} `json:"params"`
+	Params  P               `json:"params"`
 }
+
+// decode reads body into req and says whether it is a JSON-RPC 2.0 request with an id
+// the gateway can answer.
+func (req *request[P]) decode(body []byte) bool {
+	return json.Unmarshal(body, req) == nil && req.JSONRPC == mcp.JSONRPC_VERSION && ValidRequestID(req.ID)
+}
+
+// forwardableCall is a tools/call request as passThrough takes it.
+type forwardableCall = request[struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      json.RawMessage `json:"_meta"`
+}]
 
 // PassThrough answers body, the POST of r, when it is a call of a remote tool that it
 // can forward as is, and reports whether it did; when it did not, nothing is written.
@@ -66,8 +75,7 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		return false
 	}
 	var call forwardableCall
-	if json.Unmarshal(body, &call) != nil || call.JSONRPC != mcp.JSONRPC_VERSION || call.Method != string(mcp.MethodToolsCall) ||
-		!ValidRequestID(call.ID) {
+	if !call.decode(body) || call.Method != string(mcp.MethodToolsCall) {
 		return false
 	}
 	var meta *mcpclient.RequestMeta

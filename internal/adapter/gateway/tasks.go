@@ -211,16 +211,11 @@ func (t *Tool) answerTask(ctx context.Context, raw json.RawMessage, meta *mcpcli
 // ---- tasks/get, tasks/update and tasks/cancel ----
 
 // taskRequest is a request of the Tasks extension as ServeTask reads it.
-type taskRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  struct {
-		TaskID         string                     `json:"taskId"`
-		InputResponses json.RawMessage            `json:"inputResponses"`
-		Meta           map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
-}
+type taskRequest = request[struct {
+	TaskID         string                     `json:"taskId"`
+	InputResponses json.RawMessage            `json:"inputResponses"`
+	Meta           map[string]json.RawMessage `json:"_meta"`
+}]
 
 // isTaskMethod says whether method is one of the Tasks extension's requests about a task.
 func isTaskMethod(method string) bool {
@@ -242,7 +237,7 @@ func ServeTask(w http.ResponseWriter, r *http.Request, body []byte, srv Server) 
 		return false
 	}
 	var req taskRequest
-	if json.Unmarshal(body, &req) != nil || req.JSONRPC != mcp.JSONRPC_VERSION || !ValidRequestID(req.ID) || !isTaskMethod(req.Method) {
+	if !req.decode(body) || !isTaskMethod(req.Method) {
 		return false
 	}
 	a := taskAnswer{w: w, id: req.ID}
