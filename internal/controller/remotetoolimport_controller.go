@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,7 +256,7 @@ func (r *RemoteToolImportReconciler) watchIfNeeded(ctx context.Context, imp *can
 		r.ListChanges.Stop(key)
 		return
 	}
-	r.ListChanges.Ensure(ctx, key, opts, checker)
+	r.ListChanges.Ensure(ctx, key, opts, slices.Contains(imp.Status.Eras, mcpclient.EraModern), checker)
 }
 
 // reexported says whether a SkillServer of the import's namespace imports it; false

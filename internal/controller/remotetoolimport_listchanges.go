@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -99,10 +98,11 @@ func pinned(imp *cantusv1alpha1.RemoteToolImport) bool {
 	return imp.Spec.Approval.ModeOrDefault() == cantusv1alpha1.ApprovalManual
 }
 
-// Ensure watches the import's remote with opts, replacing a watch made with other
-// options (a new URL, header value, CA or policy).
-func (w *ListChangeWatcher) Ensure(ctx context.Context, key types.NamespacedName, opts mcpclient.Options, checker *policy.Checker) {
-	fingerprint := watchFingerprint(opts, checker)
+// Ensure watches the import's remote with opts, in protocol 2026-07-28 when modern
+// (a subscriptions/listen, which a stateless remote serves too), replacing a watch
+// made otherwise (a new URL, header value, CA, policy or era).
+func (w *ListChangeWatcher) Ensure(ctx context.Context, key types.NamespacedName, opts mcpclient.Options, modern bool, checker *policy.Checker) {
+	fingerprint := watchFingerprint(opts, modern, checker)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if lw, ok := w.watches[key]; ok {
@@ -120,7 +120,7 @@ func (w *ListChangeWatcher) Ensure(ctx context.Context, key types.NamespacedName
 	lw := &listWatch{fingerprint: fingerprint, cancel: cancel, recheck: &periodic.Spaced{Gap: w.MinGap, Do: func() { w.enqueue(key) }}}
 	w.watches[key] = lw
 	log := ctrl.LoggerFrom(ctx).WithName("listchanges")
-	go w.run(ctrl.LoggerInto(watchCtx, log), key, lw, opts)
+	go w.run(ctrl.LoggerInto(watchCtx, log), key, lw, opts, modern)
 }
 
 // Stop ends the watch of the import, if any.
@@ -135,19 +135,19 @@ func (w *ListChangeWatcher) Stop(key types.NamespacedName) {
 
 // run keeps a session open until the watch ends, opening it again with backoff when
 // the remote drops it; a remote without sessions is not retried.
-func (w *ListChangeWatcher) run(ctx context.Context, key types.NamespacedName, lw *listWatch, opts mcpclient.Options) {
+func (w *ListChangeWatcher) run(ctx context.Context, key types.NamespacedName, lw *listWatch, opts mcpclient.Options, modern bool) {
 	log := ctrl.LoggerFrom(ctx)
 	backoff := wait.Backoff{Duration: listWatchRetryBase, Factor: 2, Jitter: 0.2, Steps: 32, Cap: listWatchRetryCap}
 	for {
 		started := time.Now()
-		err := mcpclient.WatchListChanges(ctx, opts, func(method string) {
+		err := mcpclient.WatchListChanges(ctx, opts, modern, func(method string) {
 			log.V(1).Info("the remote says a list changed; checking it again", "import", key, "method", method)
 			lw.recheck.Signal()
 		})
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, mcpclient.ErrNoSession) {
+		if mcpclient.SendsNoListChanges(err) {
 			log.V(1).Info("not watching the remote for list changes", "import", key, "reason", err.Error())
 			return
 		}
@@ -184,9 +184,9 @@ func (lw *listWatch) stop() {
 
 // watchFingerprint identifies what a watch was opened with, secrets hashed: the URL,
 // transport, header values, CA bundle and the policies that allowed it.
-func watchFingerprint(opts mcpclient.Options, checker *policy.Checker) string {
+func watchFingerprint(opts mcpclient.Options, modern bool, checker *policy.Checker) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%x\x00", opts.URL, opts.Transport, opts.CABundle)
+	fmt.Fprintf(h, "%s\x00%s\x00%x\x00%t\x00", opts.URL, opts.Transport, opts.CABundle, modern)
 	for _, k := range slices.Sorted(maps.Keys(opts.Headers)) {
 		fmt.Fprintf(h, "%s=%s\x00", k, opts.Headers[k])
 	}

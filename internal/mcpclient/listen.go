@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // ListChangedSuffix ends the method of every notification that says a list changed:
@@ -18,12 +20,12 @@ const ListChangedSuffix = "/list_changed"
 // session subscribed to.
 const MethodResourceUpdated = "notifications/resources/updated"
 
-// WatchListChanges opens a session with the server and calls changed with the method
-// of every list_changed notification the server sends, until ctx ends (nil) or the
-// session ends (the error says why). The server must keep sessions: over streamable
-// HTTP the notifications come on the GET stream of the session, which a stateless
-// server does not have (the error says so).
-func WatchListChanges(ctx context.Context, opts Options, changed func(method string)) error {
+// WatchListChanges calls changed with the method of every list_changed notification
+// the server sends, until ctx ends (nil) or the stream they come on ends (the error
+// says why). In protocol 2026-07-28 (modern) they come on a subscriptions/listen
+// request; else on a session's GET stream over streamable HTTP (a stateless server
+// has none: the error says so) or its stream over SSE.
+func WatchListChanges(ctx context.Context, opts Options, modern bool, changed func(method string)) error {
 	co := opts.clientOptions(0)
 	co.ConnectTimeout = handshakeBudget(ctx, opts.Timeout)
 	c, err := New(co)
@@ -31,16 +33,20 @@ func WatchListChanges(ctx context.Context, opts Options, changed func(method str
 		return err
 	}
 	defer c.CloseIdleConnections()
+	notify := func(m Message) {
+		if strings.HasSuffix(m.Method, ListChangedSuffix) {
+			changed(m.Method)
+		}
+	}
+	if modern {
+		return c.Modern(RequestMeta{}).ListenForListChanges(ctx, notify)
+	}
 	s, err := c.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return s.Listen(ctx, nil, func(m Message) {
-		if strings.HasSuffix(m.Method, ListChangedSuffix) {
-			changed(m.Method)
-		}
-	})
+	return s.Listen(ctx, nil, notify)
 }
 
 // ErrNoSession says a streamable HTTP server gave no session, so it has no stream to
@@ -100,6 +106,16 @@ func (s *Session) ListenForListChanges(ctx context.Context, notify func(Message)
 		return errListenAnswered
 	}
 	return err
+}
+
+// SendsNoListChanges says whether err, from WatchListChanges or a listen, shows that
+// the server sends no list changes that way: a 2025-11-25 server without sessions or
+// without a GET stream, or a server without subscriptions/listen. Watching it again
+// would fail again.
+func SendsNoListChanges(err error) bool {
+	var rpc *RPCError
+	return errors.Is(err, ErrNoSession) || errors.Is(err, ErrNoStream) ||
+		(errors.As(err, &rpc) && rpc.Code == mcp.METHOD_NOT_FOUND)
 }
 
 // MethodSubscriptionsListen opens a stream of notifications in protocol 2026-07-28.

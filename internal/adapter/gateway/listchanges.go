@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"time"
 
@@ -138,7 +137,7 @@ func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(
 		if ctx.Err() != nil {
 			return
 		}
-		if cannotListen(err) {
+		if mcpclient.SendsNoListChanges(err) {
 			r.log.V(1).Info("not following the remote's list changes: callers hear of them when the operator has re-checked the import", "reason", err.Error())
 			return
 		}
@@ -171,15 +170,6 @@ func (r *remote) listenForListChanges(ctx context.Context, mode listMode, notify
 		return mcpclient.ErrNoSession
 	}
 	return sess.Listen(ctx, nil, notify)
-}
-
-// cannotListen says whether err shows that the remote sends no list changes this way:
-// a 2025-11-25 server without sessions or streams, or a server without
-// subscriptions/listen.
-func cannotListen(err error) bool {
-	var rpc *mcpclient.RPCError
-	return errors.Is(err, mcpclient.ErrNoSession) || errors.Is(err, mcpclient.ErrNoStream) ||
-		(errors.As(err, &rpc) && rpc.Code == mcp.METHOD_NOT_FOUND)
 }
 
 func errText(err error) string {
