@@ -229,16 +229,11 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	s.found = newFoundTools()
 	s.mcp = s.newMCPServer()
 	s.handler = s.buildHandler(s.mcp)
-	s.remotes.OnListChanged(s.passListChanged)
+	// A remote's list change goes to every session with a stream and to the listen
+	// streams that asked for that kind (mcp-go keeps off them a kind the server does
+	// not declare): see gateway/listchanges.go.
+	s.remotes.OnListChanged(func(method string) { s.mcp.SendNotificationToAllClients(method, nil) })
 	return s, nil
-}
-
-// passListChanged tells the callers that a remote said one of its lists changed
-// (gateway/listchanges.go): every session with a stream, and the listen streams that
-// asked for that kind of change (mcp-go keeps off them a kind the server does not
-// declare).
-func (s *Server) passListChanged(method string) {
-	s.mcp.SendNotificationToAllClients(method, nil)
 }
 
 // toolSet is the tools one config serves, besides the memory tool.
