@@ -220,6 +220,20 @@ type rpcReply struct {
 
 func postRPC(t *testing.T, url string, headers map[string]string, message string) rpcReply {
 	t.Helper()
+	resp := openPost(t, url, headers, message)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read reply: %v", err)
+	}
+	return rpcReply{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// openPost POSTs the JSON-RPC message to url with headers, as a client of streamable
+// HTTP does, and returns the response with its body unread (an event stream may stay
+// open); the request ends with the test.
+func openPost(t *testing.T, url string, headers map[string]string, message string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, url, strings.NewReader(message))
 	if err != nil {
 		t.Fatal(err)
@@ -233,12 +247,7 @@ func postRPC(t *testing.T, url string, headers map[string]string, message string
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read reply: %v", err)
-	}
-	return rpcReply{status: resp.StatusCode, header: resp.Header, body: body}
+	return resp
 }
 
 func initializeMessage(protocol string) string {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,19 +60,7 @@ func modernToolChanges(t *testing.T, baseURL string) <-chan string {
 	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}},` +
 		`"notifications":{"toolsListChanged":true}}}`
-	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, baseURL+adapterconfig.PathMCP, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range modernHeaders {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("subscriptions/listen: %v", err)
-	}
+	resp := openPost(t, baseURL+adapterconfig.PathMCP, modernHeaders, body)
 	t.Cleanup(func() { resp.Body.Close() })
 	methods := make(chan string, 64)
 	go func() {

@@ -14,7 +14,6 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
-	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // listenBody is a subscriptions/listen of protocol 2026-07-28 asking for uris.
@@ -70,20 +69,8 @@ func TestListenOnAServerWithoutSubscriptionsIsLeftToMCPGo(t *testing.T) {
 	if r.subscriptions.RelaysListen() {
 		t.Error("a server with no subscribable import relays listen subscriptions")
 	}
-	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, r.baseURL+adapterconfig.PathMCP, strings.NewReader(listenBody(2, manyURIs(60_000))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range modernHeaders {
-		req.Header.Set(k, v)
-	}
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openPost(t, r.baseURL+adapterconfig.PathMCP, modernHeaders, listenBody(2, manyURIs(60_000)))
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(resp.Body)
 	t.Logf("mcp-go answered a listen of 60,000 URIs in %s", time.Since(start))

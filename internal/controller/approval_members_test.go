@@ -18,6 +18,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 	"github.com/cantus-dev/cantus-operator/internal/render"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 )
 
@@ -57,7 +58,7 @@ func newScriptedRemote(t *testing.T) *scriptedRemote {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`)
 	}))
-	t.Cleanup(srv.Close)
+	testkit.CloseAtEnd(t, srv)
 	r.url = srv.URL + "/mcp"
 	return r
 }

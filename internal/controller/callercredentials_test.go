@@ -282,6 +282,6 @@ func TestCallerCredentials_CallerKeysAreBounded(t *testing.T) {
 func remoteLibrary(t *testing.T) *httptest.Server {
 	t.Helper()
 	remote := httptest.NewServer(runAdapter(t, kubekit.RemoteLibraryConfig(t)))
-	t.Cleanup(remote.Close)
+	testkit.CloseAtEnd(t, remote)
 	return remote
 }

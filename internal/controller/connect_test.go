@@ -40,7 +40,7 @@ func metadataServer(t *testing.T, token func(issuer string) string) *httptest.Se
 			"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize", "token_endpoint": token(srv.URL), "revocation_endpoint": srv.URL + "/revoke",
 		})
 	}))
-	t.Cleanup(srv.Close)
+	testkit.CloseAtEnd(t, srv)
 	return srv
 }
 

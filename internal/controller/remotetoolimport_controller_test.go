@@ -156,7 +156,7 @@ func TestImportHandshakeFaults(t *testing.T) {
 		}, "ProtocolError", ""},
 		{"TLS with an unknown CA", func() string {
 			s := httptest.NewTLSServer(adapterHandler(t, "", "x"))
-			t.Cleanup(s.Close)
+			testkit.CloseAtEnd(t, s)
 			return s.URL + "/mcp"
 		}, "TLSError", ""},
 		{"tool list over the limit", func() string {
@@ -195,7 +195,7 @@ func TestImportTrustsCABundleFromConfigMap(t *testing.T) {
 	ns := kubekit.NewNamespace(t, k8sClient)
 	kubekit.AllowLoopback(t, k8sClient, ns)
 	s := httptest.NewTLSServer(adapterHandler(t, "", "search_book"))
-	t.Cleanup(s.Close)
+	testkit.CloseAtEnd(t, s)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
 	_, err := x509.ParseCertificate(s.Certificate().Raw)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -220,7 +220,7 @@ func TestImportRedirectToDisallowedHostIsRefused(t *testing.T) {
 	target.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { target.Requests.Add(1) }))
 	target.Listener = ln
 	target.Start()
-	t.Cleanup(target.Close)
+	testkit.CloseAtEnd(t, target.Server)
 	redirector := testkit.NewCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/mcp", http.StatusTemporaryRedirect)
 	}))

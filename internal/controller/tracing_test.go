@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/kubekit"
 	"github.com/cantus-dev/cantus-operator/internal/testkit/mcpkit"
 	"github.com/cantus-dev/cantus-operator/internal/tracing"
@@ -78,7 +79,7 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		_, _ = w.Write(out)
 	}))
-	t.Cleanup(srv.Close)
+	testkit.CloseAtEnd(t, srv)
 	r.url = srv.URL
 	return r
 }
@@ -124,7 +125,7 @@ func TestTracingFollowsACallThroughAGatewayPodToARemotePodAndItsBackend(t *testi
 		backendSaw.Store(r.Header.Get("traceparent"), true)
 		_, _ = w.Write([]byte("shelf 7"))
 	}))
-	t.Cleanup(backend.Close)
+	testkit.CloseAtEnd(t, backend)
 
 	operatorEnv := map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,

@@ -32,7 +32,7 @@ func NewCountingServer(t testing.TB, h http.Handler) *CountingServer {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(c.Close)
+	CloseAtEnd(t, c.Server)
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -145,4 +146,15 @@ func WriteTree(t testing.TB, dir string, files map[string]string) string {
 func HexSHA256(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// CloseAtEnd closes srv when the test ends, dropping the connections still open
+// first: a client's stream of notifications (an operator's or a gateway's watch of a
+// remote's list changes) would otherwise keep Close waiting for a request that ends
+// only when that client stops, which may be later in the test's cleanup.
+func CloseAtEnd(t testing.TB, srv *httptest.Server) {
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
 }

@@ -221,7 +221,7 @@ func notifyingRemote(t *testing.T) (url string, cancelled <-chan string) {
 		}
 	})
 	remote := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
-	t.Cleanup(remote.Close)
+	testkit.CloseAtEnd(t, remote)
 	return remote.URL + "/mcp", seen
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/controller"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -67,7 +68,7 @@ func remoteLibrary(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	remote := httptest.NewServer(srv.Handler())
-	t.Cleanup(remote.Close)
+	testkit.CloseAtEnd(t, remote)
 	return remote
 }
 
@@ -170,7 +171,7 @@ func hostileRemote(t *testing.T) *httptest.Server {
 	s.AddTool(mcp.NewToolWithRawSchema("not_an_object", "", json.RawMessage(`{"type":"string"}`)), answer)
 	s.AddTool(mcp.NewToolWithRawSchema("costly", "", json.RawMessage(`{"type":"object","properties":{"a":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`)), answer)
 	remote := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateLess(true)))
-	t.Cleanup(remote.Close)
+	testkit.CloseAtEnd(t, remote)
 	return remote
 }
 

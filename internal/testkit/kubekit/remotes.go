@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // The configs of the adapters that play remotes for imports. The controller's tests run
@@ -40,7 +41,7 @@ func RemoteLibraryConfig(t testing.TB) *adapterconfig.Config {
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "catalog database is down", http.StatusInternalServerError)
 	}))
-	t.Cleanup(failing.Close)
+	testkit.CloseAtEnd(t, failing)
 	return &adapterconfig.Config{Server: adapterconfig.ServerInfo{Name: "remote-library", Version: "2.0.0"}, Transport: adapterconfig.TransportStreamableHTTP, Stateless: true,
 		Tools: []adapterconfig.Tool{
 			{Name: "search_book", Description: "Search by title.", InputSchema: json.RawMessage(BookSchema), Template: &adapterconfig.TemplateBackend{Text: "remote found: {{ .title }}"}},

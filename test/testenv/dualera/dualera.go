@@ -34,6 +34,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Eras the fixture serves.
@@ -189,7 +191,7 @@ func Start(t testing.TB, eras Eras) *Remote {
 		}
 		handler.ServeHTTP(w, req)
 	}))
-	t.Cleanup(srv.Close)
+	testkit.CloseAtEnd(t, srv)
 	r.URL = srv.URL + "/mcp"
 	return r
 }

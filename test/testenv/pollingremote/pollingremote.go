@@ -19,6 +19,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Tool is the tool that polls.
@@ -57,7 +59,7 @@ func Start(t testing.TB, retry time.Duration) *Remote {
 		}
 		h.ServeHTTP(w, req)
 	}))
-	t.Cleanup(hs.Close)
+	testkit.CloseAtEnd(t, hs)
 	p.URL = hs.URL + "/mcp"
 	return p
 }

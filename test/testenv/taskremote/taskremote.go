@@ -27,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cantus-dev/cantus-operator/internal/testkit"
 )
 
 // Names the fixture uses.
@@ -83,7 +85,7 @@ type task struct {
 func Start(t testing.TB) *Remote {
 	r := &Remote{tasks: map[string]*task{}}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(srv.Close)
+	testkit.CloseAtEnd(t, srv)
 	r.URL = srv.URL + "/mcp"
 	return r
 }

@@ -155,7 +155,11 @@ func New(o Options) (*Server, error) {
 }
 
 // Close stops the remote.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	// Open streams would keep Close waiting (testkit.CloseAtEnd says why).
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
 
 const (
 	mcpPath              = "/mcp"
