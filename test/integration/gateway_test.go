@@ -108,6 +108,8 @@ func TestGatewayReexportsImportedTools(t *testing.T) {
 	g.Expect(mcpkit.ResultText(res)).To(ContainSubstring("http_call_failed: 500"))
 
 	// The remote goes away: the import is no longer Ready and the gateway drops its tools.
+	// (Its open streams first: the gateway's and the operator's watches hold one each.)
+	remote.CloseClientConnections()
 	remote.Close()
 	// Any spec change re-runs the handshake at once.
 	g.Expect(kubekit.Update(ctx, k8sClient, imp, func(imp *cantusv1alpha1.RemoteToolImport) {
