@@ -1,4 +1,5 @@
-// Package wake holds how goroutines wake each other here: a Cond wakes every goroutine
+// Package wake holds the two ways goroutines wake each other here: a Signal wakes one
+// worker and folds the pokes it missed into one wake-up; a Cond wakes every goroutine
 // waiting for a condition guarded by a mutex, as sync.Cond does, but lets a waiter give
 // up when its context ends. It imports only the standard library.
 package wake
@@ -7,6 +8,21 @@ import (
 	"context"
 	"sync"
 )
+
+// Signal wakes one worker goroutine, which receives from it: a Poke never blocks, and
+// the Pokes made while the worker is busy fold into one wake-up.
+type Signal chan struct{}
+
+// NewSignal is a Signal with room for the one wake-up.
+func NewSignal() Signal { return make(Signal, 1) }
+
+// Poke wakes the worker, now or when it next waits.
+func (s Signal) Poke() {
+	select {
+	case s <- struct{}{}:
+	default:
+	}
+}
 
 // Cond wakes the goroutines waiting for a condition guarded by a mutex. The zero value
 // is ready. Waiters make the channel they wait on, so a condition that holds at once

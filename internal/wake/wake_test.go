@@ -7,6 +7,19 @@ import (
 	"testing"
 )
 
+func TestPokesWhileTheWorkerIsBusyFoldIntoOneWakeUp(t *testing.T) {
+	s := NewSignal()
+	s.Poke()
+	s.Poke() // must not block although nobody receives
+	s.Poke()
+	<-s
+	select {
+	case <-s:
+		t.Fatal("three pokes while busy woke the worker twice; want once")
+	default:
+	}
+}
+
 func TestCondWaitReturnsOnceTheConditionHolds(t *testing.T) {
 	var (
 		mu    sync.Mutex

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/wake"
 )
 
 // Resource subscriptions through a gateway. A client of a stateful gateway that sends
@@ -402,7 +403,7 @@ func (h *Subscriptions) add(session, caller string, stream bool, it *Item, at *r
 		sub = &subscription{listener: l, remoteURI: remoteURI, subscribers: map[subscriber]struct{}{}, ready: make(chan struct{})}
 		l.wanted[remoteURI] = sub
 		h.count++
-		l.poke()
+		l.wake.Poke()
 	}
 	sub.subscribers[subscriber{session, uri}] = struct{}{}
 	if mine == nil {
@@ -469,7 +470,7 @@ func (h *Subscriptions) forgetLocked(sub *subscription) {
 			delete(h.bySession, s.session)
 		}
 	}
-	l.poke()
+	l.wake.Poke()
 }
 
 // settle records the remote's answer to the first resources/subscribe of sub: a
@@ -592,14 +593,14 @@ type listener struct {
 	ctx            context.Context
 	stop           context.CancelFunc
 	// wake is poked when wanted changes.
-	wake chan struct{}
+	wake wake.Signal
 	// wanted are the subscriptions to hold, by URI at the remote; guarded by hub.mu.
 	wanted map[string]*subscription
 }
 
 func (h *Subscriptions) startListenerLocked(r, origin *remote) *listener {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &listener{hub: h, remote: r, origin: origin, ctx: ctx, stop: stop, wake: make(chan struct{}, 1), wanted: map[string]*subscription{}}
+	l := &listener{hub: h, remote: r, origin: origin, ctx: ctx, stop: stop, wake: wake.NewSignal(), wanted: map[string]*subscription{}}
 	h.listeners[r] = l
 	r.listening.Add(1)
 	go func() {
@@ -607,13 +608,6 @@ func (h *Subscriptions) startListenerLocked(r, origin *remote) *listener {
 		l.run()
 	}()
 	return l
-}
-
-func (l *listener) poke() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // errIdle ends serve when the listener has nothing left to hold.
