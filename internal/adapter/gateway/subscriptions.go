@@ -697,37 +697,34 @@ func (l *listener) serve(conn *remoteConn) (opened bool, err error) {
 			}
 		})
 	}()
-	select {
-	case <-open:
-	case err := <-ended:
-		return false, streamEnded(err)
-	case <-conn.gone:
-		return false, nil
-	case <-ctx.Done():
-		return false, nil
-	}
+	// Nothing is subscribed before the stream opens; from then on, at every wake-up.
+	opening := open // nil once the stream is open, for a closed open stays ready
 	subscribed := map[string]bool{}
 	for {
-		retry, err := l.sync(ctx, conn, subscribed)
-		if err != nil {
-			return true, err
-		}
-		if !l.hub.keep(l) {
-			return true, errIdle
-		}
 		var again <-chan time.Time
-		if retry {
-			again = time.After(resubscribeEvery)
+		if opened {
+			retry, err := l.sync(ctx, conn, subscribed)
+			if err != nil {
+				return true, err
+			}
+			if !l.hub.keep(l) {
+				return true, errIdle
+			}
+			if retry {
+				again = time.After(resubscribeEvery)
+			}
 		}
 		select {
+		case <-opening:
+			opened, opening = true, nil
 		case <-l.wake:
 		case <-again:
 		case err := <-ended:
-			return true, streamEnded(err)
+			return opened, streamEnded(err)
 		case <-conn.gone:
-			return true, nil
+			return opened, nil
 		case <-ctx.Done():
-			return true, nil
+			return opened, nil
 		}
 	}
 }
