@@ -485,10 +485,16 @@ func (h *Subscriptions) settle(sub *subscription, err error) {
 		}
 		return
 	}
-	sub.settled, sub.err = true, err
+	sub.resolve(err)
 	if err != nil {
 		h.forgetLocked(sub)
 	}
+}
+
+// resolve ends the wait for the remote's first answer to sub: err, when set, is why
+// there is no subscription.
+func (sub *subscription) resolve(err error) {
+	sub.settled, sub.err = true, err
 	close(sub.ready)
 }
 
@@ -499,17 +505,13 @@ func (h *Subscriptions) failAll(l *listener, err error) {
 	defer h.mu.Unlock()
 	for _, sub := range l.wanted {
 		if !sub.settled {
-			sub.settled, sub.err = true, err
-			close(sub.ready)
+			sub.resolve(err)
 		} else {
 			h.log.Info("a subscription ended: its remote can no longer send updates", "uri", sub.remoteURI, "error", err.Error())
 		}
 		h.forgetLocked(sub)
 	}
-	if h.listeners[l.remote] == l {
-		delete(h.listeners, l.remote)
-	}
-	l.stop()
+	h.retireLocked(l)
 }
 
 // failPending fails the subscriptions of the listener that wait for their first
@@ -519,9 +521,8 @@ func (h *Subscriptions) failPending(l *listener, err error) {
 	defer h.mu.Unlock()
 	for _, sub := range l.wanted {
 		if !sub.settled {
-			sub.settled, sub.err = true, err
+			sub.resolve(err)
 			h.forgetLocked(sub)
-			close(sub.ready)
 		}
 	}
 }
@@ -534,11 +535,17 @@ func (h *Subscriptions) keep(l *listener) bool {
 	if len(l.wanted) > 0 && !h.closed {
 		return true
 	}
+	h.retireLocked(l)
+	return false
+}
+
+// retireLocked stops the listener and, unless another has taken its place, forgets it,
+// so that the next Subscribe to its remote starts a new one.
+func (h *Subscriptions) retireLocked(l *listener) {
 	if h.listeners[l.remote] == l {
 		delete(h.listeners, l.remote)
 	}
 	l.stop()
-	return false
 }
 
 // wantedOf is a copy of the listener's wanted subscriptions.
