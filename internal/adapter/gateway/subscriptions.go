@@ -97,9 +97,8 @@ type Subscriptions struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[string]bool // the client sessions the server has
-	// registered is closed, and replaced, whenever a session is registered: what
-	// awaitSession waits on.
-	registered chan struct{}
+	// registered wakes awaitSession whenever a session is registered.
+	registered wake.Cond
 	// streams are the open subscriptions/listen requests, by the key OpenStream gave
 	// them, with the Notifier of each. Their keys cannot be a session's (see
 	// OpenStream), so a session's requests can never reach a stream's subscriptions.
@@ -136,8 +135,7 @@ func NewSubscriptions(log logr.Logger, notify Notifier) *Subscriptions {
 	return &Subscriptions{log: log.WithName("subscriptions"), notify: notify, live: map[string]bool{},
 		maxUpstream: MaxSubscriptions, maxPerSession: MaxSessionSubscriptions,
 		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{},
-		streams: map[string]StreamNotifier{}, registered: make(chan struct{}),
-		share: DefaultCallerShare, owners: map[string]string{}, byCaller: map[string]map[*subscription]int{}}
+		streams: map[string]StreamNotifier{}, share: DefaultCallerShare, owners: map[string]string{}, byCaller: map[string]map[*subscription]int{}}
 }
 
 // LimitCallerShare lets one caller take part in at most fraction of the subscriptions
@@ -188,8 +186,7 @@ func (h *Subscriptions) SessionStarted(session string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.live[session] = true
-	close(h.registered)
-	h.registered = make(chan struct{})
+	h.registered.Broadcast()
 }
 
 // SessionEnded ends every subscription of the session.
@@ -252,23 +249,9 @@ const registrationWait = time.Second
 // first resources/subscribe can arrive before. A session that is never registered is
 // refused by add.
 func (h *Subscriptions) awaitSession(ctx context.Context, session string) {
-	timeout := time.NewTimer(registrationWait)
-	defer timeout.Stop()
-	for {
-		h.mu.Lock()
-		live, registered := h.live[session], h.registered
-		h.mu.Unlock()
-		if live {
-			return
-		}
-		select {
-		case <-registered:
-		case <-timeout.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, registrationWait)
+	defer cancel()
+	_ = h.registered.Wait(ctx, &h.mu, func() bool { return h.live[session] }) // add refuses it if it is still not live
 }
 
 // Unsubscribe ends the session's subscription to uri; a URI it is not subscribed to is
