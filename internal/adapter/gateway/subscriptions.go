@@ -486,12 +486,9 @@ func (sub *subscription) resolve(err error) {
 func (h *Subscriptions) failAll(l *listener, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, sub := range l.wanted {
-		if !sub.settled {
-			sub.resolve(err)
-		} else {
-			h.log.Info("a subscription ended: its remote can no longer send updates", "uri", sub.remoteURI, "error", err.Error())
-		}
+	h.failPendingLocked(l, err)
+	for _, sub := range l.wanted { // the ones the remote had answered
+		h.log.Info("a subscription ended: its remote can no longer send updates", "uri", sub.remoteURI, "error", err.Error())
 		h.forgetLocked(sub)
 	}
 	h.retireLocked(l)
@@ -502,6 +499,10 @@ func (h *Subscriptions) failAll(l *listener, err error) {
 func (h *Subscriptions) failPending(l *listener, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.failPendingLocked(l, err)
+}
+
+func (h *Subscriptions) failPendingLocked(l *listener, err error) {
 	for _, sub := range l.wanted {
 		if !sub.settled {
 			sub.resolve(err)
