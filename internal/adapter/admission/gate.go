@@ -7,6 +7,8 @@ package admission
 import (
 	"context"
 	"sync"
+
+	"github.com/cantus-dev/cantus-operator/internal/wake"
 )
 
 // Gate counts the MCP requests and tool calls in flight and, once shutdown stops
@@ -16,9 +18,8 @@ type Gate struct {
 	mu       sync.Mutex
 	refusing bool
 	active   int
-	// idle is made by a waiter while active > 0, and closed (and dropped) when active
-	// falls to 0; so a call that finds the gate idle makes no channel.
-	idle chan struct{}
+	// idle wakes the waiters for active to fall to 0.
+	idle wake.Cond
 }
 
 // NewGate is an open gate with nothing in flight.
@@ -93,9 +94,8 @@ func (g *Gate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.active--
-	if g.active == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
+	if g.active == 0 {
+		g.idle.Broadcast()
 	}
 }
 
@@ -146,21 +146,5 @@ func (g *Gate) InFlight() int {
 
 // WaitIdle returns when nothing is in flight, or ctx's error when it ends first.
 func (g *Gate) WaitIdle(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		if g.active == 0 {
-			g.mu.Unlock()
-			return nil
-		}
-		if g.idle == nil {
-			g.idle = make(chan struct{})
-		}
-		idle := g.idle
-		g.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return g.idle.Wait(ctx, &g.mu, func() bool { return g.active == 0 })
 }

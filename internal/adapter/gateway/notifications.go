@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/wake"
 )
 
 // Notifications a remote sends about a forwarded call reach the client who made it:
@@ -118,7 +119,7 @@ type EventWatch struct {
 	mu      sync.Mutex
 	queued  int
 	written int
-	changed chan struct{} // closed and replaced when written grows
+	changed wake.Cond // broadcast when written grows
 	// failure, when set, is the JSON-RPC error (and its HTTP status), or the raw
 	// result, that answers the call instead of the result mcp-go writes: a tool
 	// handler can only return a CallToolResult, and protocol 2026-07-28 wants some
@@ -213,10 +214,7 @@ func (w *EventWatch) Write(p []byte) (int, error) {
 	if bytes.HasPrefix(p, []byte("event: message\ndata: ")) && bytes.Contains(p, []byte(`"method":"notifications/`)) {
 		w.mu.Lock()
 		w.written++
-		if w.changed != nil {
-			close(w.changed)
-			w.changed = nil
-		}
+		w.changed.Broadcast()
 		w.mu.Unlock()
 	}
 	return n, err
@@ -238,25 +236,9 @@ func (w *EventWatch) waitWritten(limit time.Duration) {
 	if w == nil {
 		return
 	}
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		w.mu.Lock()
-		if w.written >= w.queued {
-			w.mu.Unlock()
-			return
-		}
-		if w.changed == nil {
-			w.changed = make(chan struct{})
-		}
-		changed := w.changed
-		w.mu.Unlock()
-		select {
-		case <-changed:
-		case <-timer.C:
-			return
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	_ = w.changed.Wait(ctx, &w.mu, func() bool { return w.written >= w.queued }) // after limit, the call goes on regardless
 }
 
 // replace returns the failure's error in place of p when p is the call's answer: a

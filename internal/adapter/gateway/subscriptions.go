@@ -13,6 +13,7 @@ import (
 
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
+	"github.com/cantus-dev/cantus-operator/internal/wake"
 )
 
 // Resource subscriptions through a gateway. A client of a stateful gateway that sends
@@ -96,9 +97,8 @@ type Subscriptions struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[string]bool // the client sessions the server has
-	// registered is closed, and replaced, whenever a session is registered: what
-	// awaitSession waits on.
-	registered chan struct{}
+	// registered wakes awaitSession whenever a session is registered.
+	registered wake.Cond
 	// streams are the open subscriptions/listen requests, by the key OpenStream gave
 	// them, with the Notifier of each. Their keys cannot be a session's (see
 	// OpenStream), so a session's requests can never reach a stream's subscriptions.
@@ -135,8 +135,7 @@ func NewSubscriptions(log logr.Logger, notify Notifier) *Subscriptions {
 	return &Subscriptions{log: log.WithName("subscriptions"), notify: notify, live: map[string]bool{},
 		maxUpstream: MaxSubscriptions, maxPerSession: MaxSessionSubscriptions,
 		listeners: map[*remote]*listener{}, bySession: map[string]map[string]*subscription{},
-		streams: map[string]StreamNotifier{}, registered: make(chan struct{}),
-		share: DefaultCallerShare, owners: map[string]string{}, byCaller: map[string]map[*subscription]int{}}
+		streams: map[string]StreamNotifier{}, share: DefaultCallerShare, owners: map[string]string{}, byCaller: map[string]map[*subscription]int{}}
 }
 
 // LimitCallerShare lets one caller take part in at most fraction of the subscriptions
@@ -187,8 +186,7 @@ func (h *Subscriptions) SessionStarted(session string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.live[session] = true
-	close(h.registered)
-	h.registered = make(chan struct{})
+	h.registered.Broadcast()
 }
 
 // SessionEnded ends every subscription of the session.
@@ -251,23 +249,9 @@ const registrationWait = time.Second
 // first resources/subscribe can arrive before. A session that is never registered is
 // refused by add.
 func (h *Subscriptions) awaitSession(ctx context.Context, session string) {
-	timeout := time.NewTimer(registrationWait)
-	defer timeout.Stop()
-	for {
-		h.mu.Lock()
-		live, registered := h.live[session], h.registered
-		h.mu.Unlock()
-		if live {
-			return
-		}
-		select {
-		case <-registered:
-		case <-timeout.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, registrationWait)
+	defer cancel()
+	_ = h.registered.Wait(ctx, &h.mu, func() bool { return h.live[session] }) // add refuses it if it is still not live
 }
 
 // Unsubscribe ends the session's subscription to uri; a URI it is not subscribed to is
@@ -402,7 +386,7 @@ func (h *Subscriptions) add(session, caller string, stream bool, it *Item, at *r
 		sub = &subscription{listener: l, remoteURI: remoteURI, subscribers: map[subscriber]struct{}{}, ready: make(chan struct{})}
 		l.wanted[remoteURI] = sub
 		h.count++
-		l.poke()
+		l.wake.Poke()
 	}
 	sub.subscribers[subscriber{session, uri}] = struct{}{}
 	if mine == nil {
@@ -469,7 +453,7 @@ func (h *Subscriptions) forgetLocked(sub *subscription) {
 			delete(h.bySession, s.session)
 		}
 	}
-	l.poke()
+	l.wake.Poke()
 }
 
 // settle records the remote's answer to the first resources/subscribe of sub: a
@@ -484,10 +468,16 @@ func (h *Subscriptions) settle(sub *subscription, err error) {
 		}
 		return
 	}
-	sub.settled, sub.err = true, err
+	sub.resolve(err)
 	if err != nil {
 		h.forgetLocked(sub)
 	}
+}
+
+// resolve ends the wait for the remote's first answer to sub: err, when set, is why
+// there is no subscription.
+func (sub *subscription) resolve(err error) {
+	sub.settled, sub.err = true, err
 	close(sub.ready)
 }
 
@@ -496,19 +486,12 @@ func (h *Subscriptions) settle(sub *subscription, err error) {
 func (h *Subscriptions) failAll(l *listener, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, sub := range l.wanted {
-		if !sub.settled {
-			sub.settled, sub.err = true, err
-			close(sub.ready)
-		} else {
-			h.log.Info("a subscription ended: its remote can no longer send updates", "uri", sub.remoteURI, "error", err.Error())
-		}
+	h.failPendingLocked(l, err)
+	for _, sub := range l.wanted { // the ones the remote had answered
+		h.log.Info("a subscription ended: its remote can no longer send updates", "uri", sub.remoteURI, "error", err.Error())
 		h.forgetLocked(sub)
 	}
-	if h.listeners[l.remote] == l {
-		delete(h.listeners, l.remote)
-	}
-	l.stop()
+	h.retireLocked(l)
 }
 
 // failPending fails the subscriptions of the listener that wait for their first
@@ -516,11 +499,14 @@ func (h *Subscriptions) failAll(l *listener, err error) {
 func (h *Subscriptions) failPending(l *listener, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.failPendingLocked(l, err)
+}
+
+func (h *Subscriptions) failPendingLocked(l *listener, err error) {
 	for _, sub := range l.wanted {
 		if !sub.settled {
-			sub.settled, sub.err = true, err
+			sub.resolve(err)
 			h.forgetLocked(sub)
-			close(sub.ready)
 		}
 	}
 }
@@ -533,11 +519,17 @@ func (h *Subscriptions) keep(l *listener) bool {
 	if len(l.wanted) > 0 && !h.closed {
 		return true
 	}
+	h.retireLocked(l)
+	return false
+}
+
+// retireLocked stops the listener and, unless another has taken its place, forgets it,
+// so that the next Subscribe to its remote starts a new one.
+func (h *Subscriptions) retireLocked(l *listener) {
 	if h.listeners[l.remote] == l {
 		delete(h.listeners, l.remote)
 	}
 	l.stop()
-	return false
 }
 
 // wantedOf is a copy of the listener's wanted subscriptions.
@@ -592,14 +584,14 @@ type listener struct {
 	ctx            context.Context
 	stop           context.CancelFunc
 	// wake is poked when wanted changes.
-	wake chan struct{}
+	wake wake.Signal
 	// wanted are the subscriptions to hold, by URI at the remote; guarded by hub.mu.
 	wanted map[string]*subscription
 }
 
 func (h *Subscriptions) startListenerLocked(r, origin *remote) *listener {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &listener{hub: h, remote: r, origin: origin, ctx: ctx, stop: stop, wake: make(chan struct{}, 1), wanted: map[string]*subscription{}}
+	l := &listener{hub: h, remote: r, origin: origin, ctx: ctx, stop: stop, wake: wake.NewSignal(), wanted: map[string]*subscription{}}
 	h.listeners[r] = l
 	r.listening.Add(1)
 	go func() {
@@ -607,13 +599,6 @@ func (h *Subscriptions) startListenerLocked(r, origin *remote) *listener {
 		l.run()
 	}()
 	return l
-}
-
-func (l *listener) poke() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // errIdle ends serve when the listener has nothing left to hold.
@@ -703,37 +688,34 @@ func (l *listener) serve(conn *remoteConn) (opened bool, err error) {
 			}
 		})
 	}()
-	select {
-	case <-open:
-	case err := <-ended:
-		return false, streamEnded(err)
-	case <-conn.gone:
-		return false, nil
-	case <-ctx.Done():
-		return false, nil
-	}
+	// Nothing is subscribed before the stream opens; from then on, at every wake-up.
+	opening := open // nil once the stream is open, for a closed open stays ready
 	subscribed := map[string]bool{}
 	for {
-		retry, err := l.sync(ctx, conn, subscribed)
-		if err != nil {
-			return true, err
-		}
-		if !l.hub.keep(l) {
-			return true, errIdle
-		}
 		var again <-chan time.Time
-		if retry {
-			again = time.After(resubscribeEvery)
+		if opened {
+			retry, err := l.sync(ctx, conn, subscribed)
+			if err != nil {
+				return true, err
+			}
+			if !l.hub.keep(l) {
+				return true, errIdle
+			}
+			if retry {
+				again = time.After(resubscribeEvery)
+			}
 		}
 		select {
+		case <-opening:
+			opened, opening = true, nil
 		case <-l.wake:
 		case <-again:
 		case err := <-ended:
-			return true, streamEnded(err)
+			return opened, streamEnded(err)
 		case <-conn.gone:
-			return true, nil
+			return opened, nil
 		case <-ctx.Done():
-			return true, nil
+			return opened, nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -29,12 +30,25 @@ type subscribableRemote struct {
 	subscribes   map[string]int
 	unsubscribes map[string]int
 	subscribers  map[string]map[string]bool // URI → sessions
+	// held, when set for a URI, keeps the remote from answering resources/subscribe of
+	// it until the channel is closed; holding tells the URI first.
+	held    map[string]chan struct{}
+	holding chan string
 }
 
 func startSubscribableRemote(t *testing.T, subscribe bool) *subscribableRemote {
 	t.Helper()
 	r := &subscribableRemote{subscribes: map[string]int{}, unsubscribes: map[string]int{}, subscribers: map[string]map[string]bool{}}
 	hooks := &server.Hooks{}
+	hooks.AddBeforeSubscribe(func(_ context.Context, _ any, req *mcp.SubscribeRequest) {
+		r.mu.Lock()
+		held, holding := r.held[req.Params.URI], r.holding
+		r.mu.Unlock()
+		if held != nil {
+			holding <- req.Params.URI
+			<-held
+		}
+	})
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -75,6 +89,20 @@ func (r *subscribableRemote) update(uri string) {
 	for _, s := range sessions {
 		_ = r.srv.SendNotificationToSpecificClient(s, "notifications/resources/updated", map[string]any{"uri": uri})
 	}
+}
+
+// hold keeps the remote from answering resources/subscribe of uri until the test ends;
+// the returned channel tells when a subscribe of it arrived.
+func (r *subscribableRemote) hold(t *testing.T, uri string) <-chan string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held, r.holding = map[string]chan struct{}{}, make(chan string, 1)
+	}
+	release := make(chan struct{})
+	r.held[uri] = release
+	t.Cleanup(func() { close(release) })
+	return r.holding
 }
 
 func (r *subscribableRemote) counts(uri string) (subscribes, unsubscribes int) {
@@ -287,6 +315,53 @@ func TestSubscriptions_RemoteRefusal(t *testing.T) {
 	}
 	if up, clients := subs.Count(); up != 0 || clients != 0 {
 		t.Errorf("Count() = %d, %d after a refusal; want 0, 0", up, clients)
+	}
+}
+
+// A listener whose remote can no longer send updates fails the subscriptions waiting
+// for the remote's first answer with the listener's error, ends those it held, and is
+// retired, so that nothing is counted any more.
+func TestSubscriptions_FailAllEndsHeldAndPendingSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	remote := startSubscribableRemote(t, true)
+	holding := remote.hold(t, "test://pending")
+	subs, pool := newTestSubscriptions(t, newDeliveries())
+	held := &Item{Key: "test://held", Backend: &adapterconfig.RemoteBackend{Import: "ns/remote", URL: remote.url,
+		Transport: "streamable-http", Timeout: adapterconfig.Duration{Duration: 10 * time.Second}, Subscribe: true}}
+	pending := &Item{Key: "test://pending", Backend: held.Backend}
+	linked, err := pool.PrepareAll(nil, []*Item{held, pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Commit(linked)
+	subs.SessionStarted("a")
+	if err := subs.Subscribe(ctx, "a", held, "test://held"); err != nil {
+		t.Fatalf("subscribe test://held: %v", err)
+	}
+	answer := make(chan error, 1)
+	go func() { answer <- subs.Subscribe(ctx, "a", pending, "test://pending") }()
+	testkit.Receive(t, 5*time.Second, "the remote to get resources/subscribe of test://pending", holding)
+
+	subs.mu.Lock()
+	listeners := slices.Collect(maps.Values(subs.listeners))
+	subs.mu.Unlock()
+	if len(listeners) != 1 {
+		t.Fatalf("%d listeners for one remote, want 1", len(listeners))
+	}
+	failure := &ForwardError{Message: "the remote cannot send updates"}
+	subs.failAll(listeners[0], failure)
+
+	if err := testkit.Receive(t, 5*time.Second, "the answer to subscribe test://pending", answer); !errors.Is(err, failure) {
+		t.Errorf("the pending subscribe answered %v, want the listener's failure", err)
+	}
+	if up, clients := subs.Count(); up != 0 || clients != 0 {
+		t.Errorf("Count() = %d, %d after failAll; want 0, 0", up, clients)
+	}
+	subs.mu.Lock()
+	left := len(subs.listeners)
+	subs.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d listeners kept after failAll, want it retired", left)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cantus-dev/cantus-operator/internal/adapter/gateway"
 	"github.com/cantus-dev/cantus-operator/internal/adapter/jsonrpc"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
+	"github.com/cantus-dev/cantus-operator/internal/wake"
 )
 
 // Resource subscriptions of protocol 2026-07-28. A client subscribes with
@@ -256,11 +257,11 @@ type listenStream struct {
 	queueMu sync.Mutex // never held while writing
 	queued  []string
 	closed  bool
-	wake    chan struct{}
+	wake    wake.Signal // poked when updates are queued or may be written
 }
 
 func newListenStream(w http.ResponseWriter, id json.RawMessage) *listenStream {
-	return &listenStream{w: w, id: id, wake: make(chan struct{}, 1)}
+	return &listenStream{w: w, id: id, wake: wake.NewSignal()}
 }
 
 func (l *listenStream) Header() http.Header { return l.w.Header() }
@@ -329,7 +330,7 @@ func (l *listenStream) acknowledgeLocked(msg []byte) error {
 		return fmt.Errorf("write the acknowledgement: %w", err)
 	}
 	l.acked = true
-	l.poke() // the updates that came before
+	l.wake.Poke() // the updates that came before
 	return nil
 }
 
@@ -376,15 +377,8 @@ func (l *listenStream) notify(uri string) error {
 	if !slices.Contains(l.queued, uri) {
 		l.queued = append(l.queued, uri)
 	}
-	l.poke()
+	l.wake.Poke()
 	return nil
-}
-
-func (l *listenStream) poke() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // deliverWhile writes the queued updates, once acknowledged, until ctx ends or the
