@@ -108,8 +108,14 @@ func TestManualApprovalHoldsChangedDefinitionsUntilApproved(t *testing.T) {
 	res, err := callTool(ctx, url, "streamable-http", "list_genres", map[string]any{"title": "Dune"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mcpkit.ResultText(res)).To(Equal("list_genres ok"))
-	gwNow, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
-	g.Expect(kubekit.FindCondition(gwNow, cantusv1alpha1.ConditionImportsResolved).Message).To(ContainSubstring("3 imported tools are withheld"))
+	// The pods serve the new config before the SkillServer's status says so, or after.
+	g.Eventually(func() (string, error) {
+		gwNow, err := kubekit.GetSkillServer(ctx, k8sClient, ns, "gateway")()
+		if err != nil {
+			return "", err
+		}
+		return kubekit.FindCondition(gwNow, cantusv1alpha1.ConditionImportsResolved).Message, nil
+	}, 30*time.Second).Should(ContainSubstring("3 imported tools are withheld"))
 
 	// Another group approves with an object of its own.
 	approval := &cantusv1alpha1.DefinitionApproval{
