@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,12 @@ func TestGatewayPassesARemotesListChangesToItsCallers(t *testing.T) {
 				t.Errorf("a burst of %d list changes reached the caller as %d notifications, want a few", burst, passed)
 			}
 			t.Logf("figures: a burst of %d list changes reached the caller as %d notifications", burst, passed)
+			heard := regexp.MustCompile(`cantus_adapter_remote_list_changes_total\{remote="[^"]+"\} (\d+)`).FindStringSubmatch(metricsText(t, srv))
+			if heard == nil || heard[1] == "0" {
+				t.Errorf("the metrics count no list change heard from the remote: %v", heard)
+			} else {
+				t.Logf("figures: the gateway heard %s list changes from the remote", heard[1])
+			}
 		})
 	}
 }

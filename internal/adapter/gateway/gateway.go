@@ -41,6 +41,9 @@ type Tool struct {
 type Metrics struct {
 	connects *prometheus.CounterVec
 	retries  *prometheus.CounterVec
+	// listChanges count the list_changed notifications each remote sent the gateway's
+	// watch (listchanges.go).
+	listChanges *prometheus.CounterVec
 	// callerSessions and callerFailures are by import ("namespace/name"), never by
 	// caller.
 	callerSessions *prometheus.GaugeVec
@@ -60,6 +63,10 @@ func NewMetrics() *Metrics {
 			Name: "cantus_adapter_remote_call_retries_total",
 			Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
 		}, []string{"remote"}),
+		listChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cantus_adapter_remote_list_changes_total",
+			Help: "Notifications that a list changed which remote MCP servers sent the gateway, by remote; each kind is passed on to callers at most once per 500 ms per remote.",
+		}, []string{"remote"}),
 		callerSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cantus_adapter_caller_sessions",
 			Help: "Callers whose own credential and session the gateway keeps for an import with callerCredentials, by import.",
@@ -74,7 +81,7 @@ func NewMetrics() *Metrics {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.connects, m.retries, m.callerSessions, m.callerFailures}, m.tokens.Collectors()...)
+	return append([]prometheus.Collector{m.connects, m.retries, m.listChanges, m.callerSessions, m.callerFailures}, m.tokens.Collectors()...)
 }
 
 // track creates a remote's series, so a rate() over a quiet remote reads 0, not absent.
@@ -82,4 +89,5 @@ func (m *Metrics) track(remote string) {
 	m.connects.WithLabelValues(remote, "succeeded")
 	m.connects.WithLabelValues(remote, "failed")
 	m.retries.WithLabelValues(remote)
+	m.listChanges.WithLabelValues(remote)
 }

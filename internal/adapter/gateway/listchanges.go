@@ -125,12 +125,14 @@ func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(
 		passes[method] = &periodic.Spaced{Gap: ListChangedGap, Do: func() { pass(method) }}
 		defer passes[method].Stop()
 	}
+	heard := r.metrics.listChanges.WithLabelValues(r.name)
 	wait := minReconnectWait
 	for {
 		var opened bool
 		err := r.listenForListChanges(ctx, mode, func(m mcpclient.Message) {
 			opened = true
 			if p := passes[m.Method]; p != nil {
+				heard.Inc()
 				p.Signal()
 			}
 		})
