@@ -402,8 +402,8 @@ var gatewayConformanceScenarios = []string{"server-stateless", "caching", "http-
 
 // gatewayNotApplicable are the checks the gateway cannot pass by construction, and why.
 var gatewayNotApplicable = map[string]string{
-	"sep-2575-server-sends-prompts-list-changed-on-subscription": "changes the remote's prompt list through a diagnostic tool; a gateway's lists are its config, which the operator rewrites (list_changed on reload is tested in internal/adapter)",
-	"sep-2575-server-sends-tools-list-changed-on-subscription":   "changes the remote's tool list through a diagnostic tool; a gateway's lists are its config, which the operator rewrites (list_changed on reload is tested in internal/adapter)",
+	"sep-2575-server-sends-prompts-list-changed-on-subscription": "changes the remote's prompt list through a diagnostic tool the asking remote does not have; TestGatewayTransparency checks it against the conformance fixture, which has it",
+	"sep-2575-server-sends-tools-list-changed-on-subscription":   "changes the remote's tool list through a diagnostic tool the asking remote does not have; TestGatewayTransparency checks it against the conformance fixture, which has it",
 }
 
 // TestGatewayConformance runs the conformance suite's scenarios of protocol 2026-07-28
