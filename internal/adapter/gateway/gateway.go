@@ -55,28 +55,24 @@ type Metrics struct {
 // NewMetrics returns the gateway's metrics, to be registered with Collectors.
 func NewMetrics() *Metrics {
 	return &Metrics{
-		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cantus_adapter_remote_connects_total",
-			Help: "Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.",
-		}, []string{"remote", "outcome"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cantus_adapter_remote_call_retries_total",
-			Help: "Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.",
-		}, []string{"remote"}),
-		listChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cantus_adapter_remote_list_changes_total",
-			Help: "Notifications that a list changed which remote MCP servers sent the gateway, by remote; each kind is passed on to callers at most once per 500 ms per remote.",
-		}, []string{"remote"}),
+		connects: counterVec("cantus_adapter_remote_connects_total",
+			"Client sessions the adapter tried to open to remote MCP servers (re-exported tools), by remote and outcome.", "remote", "outcome"),
+		retries: counterVec("cantus_adapter_remote_call_retries_total",
+			"Calls of re-exported tools retried on a new session because the remote provably had not processed them, by remote.", "remote"),
+		listChanges: counterVec("cantus_adapter_remote_list_changes_total",
+			"Notifications that a list changed which remote MCP servers sent the gateway, by remote; each kind is passed on to callers at most once per 500 ms per remote.", "remote"),
 		callerSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cantus_adapter_caller_sessions",
 			Help: "Callers whose own credential and session the gateway keeps for an import with callerCredentials, by import.",
 		}, []string{"import"}),
-		callerFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cantus_adapter_caller_credential_failures_total",
-			Help: "Calls refused before reaching the remote because the caller's own credential could not be had, by import and code.",
-		}, []string{"import", "code"}),
+		callerFailures: counterVec("cantus_adapter_caller_credential_failures_total",
+			"Calls refused before reaching the remote because the caller's own credential could not be had, by import and code.", "import", "code"),
 		tokens: callercred.NewMetrics(),
 	}
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // Collectors are the metrics to register.
