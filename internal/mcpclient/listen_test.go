@@ -19,14 +19,21 @@ import (
 
 // startSubscribable serves, with mcp-go, a stateful server that declares
 // resources.subscribe and answers every resources/subscribe by sending the subscriber
-// notifications/resources/updated about the URI, outside the request.
+// notifications/resources/updated about the URI, outside the request, until the
+// subscriber unsubscribes.
 func startSubscribable(t *testing.T) string {
 	t.Helper()
 	// The hook runs before the answer is written; the notification goes out once the
-	// HTTP handler of the subscribe has returned, so that it is not the request's.
+	// HTTP handler of the subscribe has returned, so that it is not the request's. That
+	// handler's reader of the session's notifications may still take one as it ends and
+	// write it to the finished answer, so the update is sent again every 50 ms until the
+	// session unsubscribes or the test ends.
 	var mu sync.Mutex
 	subscribed := map[string][]string{} // session → URIs to notify about
+	unsubscribed := make(chan struct{})
+	stopOnce := sync.OnceFunc(func() { close(unsubscribed) })
 	hooks := &server.Hooks{}
+	hooks.AddAfterUnsubscribe(func(context.Context, any, *mcp.UnsubscribeRequest, *mcp.EmptyResult) { stopOnce() })
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		session := server.ClientSessionFromContext(ctx).SessionID()
 		mu.Lock()
@@ -46,14 +53,30 @@ func startSubscribable(t *testing.T) string {
 		delete(subscribed, session)
 		mu.Unlock()
 		for _, uri := range uris {
-			_ = srv.SendNotificationToSpecificClient(session, MethodResourceUpdated, map[string]any{"uri": uri})
+			go notifyUntilUnsubscribed(srv, session, uri, unsubscribed)
 		}
 	}))
 	t.Cleanup(func() {
+		stopOnce()
 		hs.CloseClientConnections()
 		hs.Close()
 	})
 	return hs.URL + "/mcp"
+}
+
+// notifyUntilUnsubscribed sends session notifications/resources/updated about uri
+// every 50 ms until stop is closed.
+func notifyUntilUnsubscribed(srv *server.MCPServer, session, uri string, stop <-chan struct{}) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_ = srv.SendNotificationToSpecificClient(session, MethodResourceUpdated, map[string]any{"uri": uri})
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
@@ -79,7 +102,10 @@ func TestListen_ResourceUpdatedOfASubscription(t *testing.T) {
 	go func() {
 		ended <- s.Listen(listenCtx, func() { close(opened) }, func(m Message) {
 			if uri := UpdatedURI(m); uri != "" {
-				updated <- uri
+				select {
+				case updated <- uri:
+				default: // the fixture sends it again until unsubscribed
+				}
 			}
 		})
 	}()
