@@ -21,10 +21,8 @@ const ListChangedSuffix = "/list_changed"
 const MethodResourceUpdated = "notifications/resources/updated"
 
 // WatchListChanges calls changed with the method of every list_changed notification
-// the server sends, until ctx ends (nil) or the stream they come on ends (the error
-// says why). In protocol 2026-07-28 (modern) they come on a subscriptions/listen
-// request; else on a session's GET stream over streamable HTTP (a stateless server
-// has none: the error says so) or its stream over SSE.
+// the server at opts sends, until ctx ends (nil) or the stream they come on ends (the
+// error says why); see Client.WatchListChanges.
 func WatchListChanges(ctx context.Context, opts Options, modern bool, changed func(method string)) error {
 	co := opts.clientOptions(0)
 	co.ConnectTimeout = handshakeBudget(ctx, opts.Timeout)
@@ -33,6 +31,16 @@ func WatchListChanges(ctx context.Context, opts Options, modern bool, changed fu
 		return err
 	}
 	defer c.CloseIdleConnections()
+	return c.WatchListChanges(ctx, modern, changed)
+}
+
+// WatchListChanges calls changed with the method of every list_changed notification
+// the server sends, until ctx ends (nil) or the stream they come on ends (the error
+// says why; SendsNoListChanges tells a server that never sends them). In protocol
+// 2026-07-28 (modern) they come on a subscriptions/listen request; else on a session
+// of the client's own: its GET stream over streamable HTTP (a stateless server has
+// none) or its stream over SSE.
+func (c *Client) WatchListChanges(ctx context.Context, modern bool, changed func(method string)) error {
 	notify := func(m Message) {
 		if strings.HasSuffix(m.Method, ListChangedSuffix) {
 			changed(m.Method)

@@ -117,8 +117,9 @@ func (r *remote) stopListWatchLocked() {
 
 // watchListChanges keeps a stream open to the remote and passes its list_changed
 // notifications on, opening the stream again after a pause growing from
-// minReconnectWait to maxReconnectWait when it ends, until ctx ends or the remote
-// turns out unable to send them.
+// minReconnectWait to maxReconnectWait when it ends (from minReconnectWait again after
+// one that lasted longer than that), until ctx ends or the remote turns out unable to
+// send them.
 func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(method string)) {
 	passes := map[string]*periodic.Spaced{}
 	for _, method := range listChangedMethods {
@@ -128,10 +129,9 @@ func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(
 	heard := r.metrics.listChanges.WithLabelValues(r.name)
 	wait := minReconnectWait
 	for {
-		var opened bool
-		err := r.listenForListChanges(ctx, mode, func(m mcpclient.Message) {
-			opened = true
-			if p := passes[m.Method]; p != nil {
+		started := time.Now()
+		err := r.refresh(false).WatchListChanges(ctx, mode == listModern, func(method string) {
+			if p := passes[method]; p != nil {
 				heard.Inc()
 				p.Signal()
 			}
@@ -143,7 +143,7 @@ func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(
 			r.log.V(1).Info("not following the remote's list changes: callers hear of them when the operator has re-checked the import", "reason", err.Error())
 			return
 		}
-		if opened {
+		if time.Since(started) > maxReconnectWait {
 			wait = minReconnectWait
 		}
 		r.log.V(1).Info("the stream of the remote's list changes ended; opening it again", "after", wait, "reason", errText(err))
@@ -154,24 +154,6 @@ func (r *remote) watchListChanges(ctx context.Context, mode listMode, pass func(
 		}
 		wait = min(2*wait, maxReconnectWait)
 	}
-}
-
-// listenForListChanges holds one stream to the remote, handing each notification on it
-// to notify, until ctx or the stream ends.
-func (r *remote) listenForListChanges(ctx context.Context, mode listMode, notify func(mcpclient.Message)) error {
-	client := r.refresh(false)
-	if mode == listModern {
-		return client.Modern(mcpclient.RequestMeta{}).ListenForListChanges(ctx, notify)
-	}
-	sess, err := client.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	if !sess.HasStream() {
-		return mcpclient.ErrNoSession
-	}
-	return sess.Listen(ctx, nil, notify)
 }
 
 func errText(err error) string {
