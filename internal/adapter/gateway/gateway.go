@@ -33,6 +33,9 @@ type Tool struct {
 	// x-mcp-header, whose values a call of protocol 2026-07-28 mirrors in Mcp-Param-*
 	// headers; nil otherwise. Set by Pool.Prepare.
 	paramTool *mcp.Tool
+	// passesModern says a call of protocol 2026-07-28 may take the pass-through
+	// (passesModernOf). Set by Pool.Prepare, so that no call reads the definition.
+	passesModern bool
 }
 
 // Metrics count the gateway's connects and retries per remote (its URL without the

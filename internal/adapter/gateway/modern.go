@@ -368,11 +368,11 @@ func plainModernCall(r *http.Request, call *forwardableCall) *mcpclient.RequestM
 	return &mcpclient.RequestMeta{ProtocolVersion: version, ClientCapabilities: json.RawMessage("{}")}
 }
 
-// passesModern says whether a call of t in protocol 2026-07-28 can take the
+// passesModernOf says whether a call of t in protocol 2026-07-28 can take the
 // pass-through: its remote serves that era, and nothing about it needs more than the
 // pass-through checks (x-mcp-header arguments, a caller's own credential, which may
 // ask the caller to connect).
-func (t *Tool) passesModern() bool {
+func passesModernOf(t *Tool) bool {
 	return t.Backend.ServesModern() && t.paramTool == nil && t.Backend.CallerCredentials == nil &&
 		!strings.Contains(string(modernDefinitionOf(t.Backend)), "x-mcp-header")
 }

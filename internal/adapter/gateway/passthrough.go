@@ -91,7 +91,7 @@ func PassThrough(w http.ResponseWriter, r *http.Request, body []byte, srv Server
 		// A relaying call may end in an input-required result, which mcp-go shapes.
 		return false
 	}
-	if modern && !t.passesModern() || !modern && !t.Backend.ServesLegacy() {
+	if modern && !t.passesModern || !modern && !t.Backend.ServesLegacy() {
 		// Forwarded in the other era, or with more than this path checks: mcp-go serves it.
 		return false
 	}

@@ -138,6 +138,7 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		next.link(key, r, t.Backend)
 		t.remote = r
 		t.paramTool = paramToolOf(t.Backend)
+		t.passesModern = passesModernOf(t)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Linked{}, err
