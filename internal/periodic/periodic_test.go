@@ -47,12 +47,17 @@ func TestSpacedFoldsABurstIntoOneCallAndKeepsTheLast(t *testing.T) {
 	if gap := second.Sub(first); gap < s.Gap {
 		t.Errorf("the call after the burst came %s after the first, want at least the gap %s", gap, s.Gap)
 	}
-	// Nothing is due now: a Stop and a Signal after it call nothing.
+	select {
+	case at := <-calls:
+		t.Fatalf("the burst made another call %s after its first, want one", at.Sub(second))
+	case <-time.After(3 * s.Gap): // longer than any call the burst could still owe
+	}
+	// A Signal after Stop calls nothing either.
 	s.Stop()
 	s.Signal()
 	select {
 	case at := <-calls:
-		t.Errorf("a call came %s after the burst's, want none after Stop", at.Sub(second))
-	case <-time.After(3 * s.Gap): // longer than any call the burst could still owe
+		t.Errorf("a call came %s after Stop", at.Sub(second))
+	case <-time.After(3 * s.Gap): // longer than a Signal's call would take
 	}
 }

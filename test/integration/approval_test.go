@@ -114,7 +114,10 @@ func TestManualApprovalHoldsChangedDefinitionsUntilApproved(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		return kubekit.FindCondition(gwNow, cantusv1alpha1.ConditionImportsResolved).Message, nil
+		if c := kubekit.FindCondition(gwNow, cantusv1alpha1.ConditionImportsResolved); c != nil {
+			return c.Message, nil
+		}
+		return "", nil
 	}, 30*time.Second).Should(ContainSubstring("3 imported tools are withheld"))
 
 	// Another group approves with an object of its own.
