@@ -297,10 +297,10 @@ type SkillImport struct {
 	// caller's model) and roots. None by default: the remote is answered with an error.
 	// Sampling spends the caller's model and may carry a prompt injection; enable it
 	// only for a remote you trust. A request goes only to the caller whose call the
-	// remote is serving; it needs a stateful server (one replica) for callers of
-	// protocol 2025-11-25 and older, and reaches callers of 2026-07-28 as an
-	// input-required result. Not available for stdio imports (the bridge shares one
-	// process among callers).
+	// remote is serving; it needs one replica for callers of protocol 2025-11-25 and
+	// older (their answer must reach the replica that asked), and reaches callers of
+	// 2026-07-28 as an input-required result on any number. Not available for stdio
+	// imports (the bridge shares one process among callers).
 	// +kubebuilder:validation:MaxItems=3
 	// +listType=set
 	// +optional

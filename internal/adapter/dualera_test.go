@@ -678,8 +678,8 @@ func TestDualEraGateway_EachCallerIsListedWhatTheRemoteListsToItsEra(t *testing.
 // A tool its remote lists only to clients declaring elicitation is listed to the
 // callers the gateway can ask for it, as the remote lists it to its own clients: a
 // caller that declared elicitation (of 2026-07-28, or of 2025-11-25 on a stateful
-// gateway), and not one that did not, nor a 2025-11-25 caller of a stateless gateway,
-// which cannot be asked.
+// gateway or a stateless one of one replica), and not one that did not, nor a
+// 2025-11-25 caller of a stateless gateway of several replicas, which cannot be asked.
 func TestDualEraGateway_AToolNeedingElicitationIsListedOnlyToCallersThatCanBeAsked(t *testing.T) {
 	for _, stateless := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stateless", false: "stateful"}[stateless], func(t *testing.T) {
@@ -697,11 +697,21 @@ func TestDualEraGateway_AToolNeedingElicitationIsListedOnlyToCallersThatCanBeAsk
 			if listed(connect(t, gw.baseURL, "", nil)) {
 				t.Error("a 2026-07-28 caller declaring nothing is listed team.confirm")
 			}
-			if got := listed(eliciting(t, gw.baseURL, protocol20251125, &confirmer{})); got == stateless {
-				t.Errorf("a 2025-11-25 caller declaring elicitation is listed team.confirm: %v, want %v", got, !stateless)
+			if !listed(eliciting(t, gw.baseURL, protocol20251125, &confirmer{})) {
+				t.Error("a 2025-11-25 caller declaring elicitation is not listed team.confirm")
 			}
 			if listed(connect(t, gw.baseURL, protocol20251125, nil)) {
 				t.Error("a 2025-11-25 caller declaring nothing is listed team.confirm")
+			}
+			if stateless {
+				scaledOut := configWith(adapterconfig.TransportStreamableHTTP, true, tools...)
+				scaledOut.Replicas = 2
+				if err := gw.Reload(scaledOut); err != nil {
+					t.Fatalf("scaling out is not applied in place: %v", err)
+				}
+				if listed(eliciting(t, gw.baseURL, protocol20251125, &confirmer{})) {
+					t.Error("a 2025-11-25 caller declaring elicitation is listed team.confirm once the stateless gateway runs 2 replicas")
+				}
 			}
 		})
 	}

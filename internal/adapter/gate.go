@@ -47,6 +47,9 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 			}
 			msg := admission.ReadMessage(body)
 			method = msg.Method
+			if !msg.Request() && s.remotes.Answers().Deliver(w, body, admission.CallerKey(r)) {
+				return // an older caller's answer to what a remote asked, on a stateless gateway
+			}
 			if s.overCallerRate(w, r, msg) {
 				return
 			}
@@ -93,9 +96,12 @@ func (s *Server) gateMCP(next http.Handler) http.Handler {
 					gb.events = gateway.WatchEvents(w)
 					next.ServeHTTP(gb.events, r)
 				}
-				if pauses := (streamPauses{store: s.eventStore, log: s.log}); pauses.applies(r, method) {
+				switch pauses := (streamPauses{store: s.eventStore, log: s.log}); {
+				case pauses.applies(r, method):
 					pauses.serve(w, r, serve)
-				} else {
+				case s.remotes.Answers().Asks(r, body, (*gatewayServer)(s)):
+					serve(s.remotes.Answers().Ask(w, r, admission.CallerKey(r)))
+				default:
 					serve(w, r)
 				}
 				return

@@ -26,8 +26,8 @@ import (
 // open stream hears nothing and sees the new list when it lists again.
 //
 // Auth changes in place too: the token file, rotated issuer keys and the authorization
-// rules apply to the next request, and so does another request state key file (a
-// changed one is read again by itself).
+// rules apply to the next request, and so do another request state key file (a
+// changed one is read again by itself) and the number of replicas.
 //
 // What the running server cannot change in place is refused with an error saying a
 // restart is needed, and nothing is changed: the transport, port, stateless mode,
@@ -86,6 +86,8 @@ func (s *Server) Reload(cfg *adapterconfig.Config) error {
 		}
 	}
 	s.cfg.BearerTokenFile, s.cfg.Auth = cfg.BearerTokenFile, cfg.Auth
+	s.cfg.Replicas = cfg.Replicas
+	s.remotes.Answers().SetReplicas(cfg.Replicas)
 
 	old := s.state.Load()
 	next := newToolSet(tools, cfg.Withheld)

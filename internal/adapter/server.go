@@ -198,6 +198,7 @@ func NewServer(cfg *adapterconfig.Config, opts ...Option) (*Server, error) {
 	share := admission.CallerShareOf(cfg.Limits)
 	s.listens = admission.NewStreamShares(cmp.Or(o.listenStreams, admission.MaxListenStreams), share)
 	s.remotes = gateway.NewPool(s.log, s.metrics.gateway, !cfg.Stateless)
+	s.remotes.Answers().SetReplicas(cfg.Replicas)
 	if cfg.Stateless && cfg.Transport != adapterconfig.TransportSSE {
 		s.declared = gateway.NewDeclared()
 	}
@@ -474,8 +475,7 @@ func (s *Server) listHooks() *server.Hooks {
 	})
 	if s.declared != nil {
 		hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
-			caller, _ := access.CallerFrom(ctx)
-			s.declared.Remember(caller.Identity(), req.Params.Capabilities)
+			s.declared.Remember(ctx, req.Params.Capabilities)
 		})
 	}
 	if sessionsBound(&s.cfg) {

@@ -41,6 +41,11 @@ type Config struct {
 	Transport string     `json:"transport"`
 	Port      int32      `json:"port"`
 	Stateless bool       `json:"stateless"`
+	// Replicas is how many adapter processes serve the server (spec.replicas); unset,
+	// one. A stateless gateway asks a caller of protocol 2025-11-25 what a remote asks
+	// only with one, since the caller's answer must reach the replica that asked.
+	// Applied without a restart.
+	Replicas int32 `json:"replicas,omitempty"`
 	// RequestStateKeyFile, when set, is a file holding the key (at least 32 bytes,
 	// surrounding whitespace dropped) that MACs the requestStates a gateway gives its
 	// callers of protocol 2026-07-28 when a remote asks them for input: every replica

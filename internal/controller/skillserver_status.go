@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/render"
@@ -89,12 +90,14 @@ func setNameConflict(ss *cantusv1alpha1.SkillServer, conflict *workload.NameConf
 	setCondition(ss, cantusv1alpha1.ConditionAvailable, metav1.ConditionFalse, cantusv1alpha1.ReasonNameConflict, conflict.Error())
 }
 
-// relayReach is what ImportedToolsServable adds for a stateless server whose imports
-// relay requests: a caller of 2025-11-25 or older answers such a request on its
-// session, which a stateless server does not keep, so only callers of 2026-07-28 (which
-// answer with input-required retries) are asked; "" otherwise.
+// relayReach is what ImportedToolsServable adds for a stateless server of more than
+// one replica whose imports relay requests: a caller of 2025-11-25 or older answers
+// such a request with a POST of its own, which could reach another replica than the one
+// that asked, so only callers of 2026-07-28 (which answer with input-required retries)
+// are asked; "" otherwise.
 func relayReach(ss *cantusv1alpha1.SkillServer) string {
-	if !ss.Spec.StatelessOrDefault() {
+	replicas := ptr.Deref(ss.Spec.Replicas, cantusv1alpha1.DefaultReplicas)
+	if !ss.Spec.StatelessOrDefault() || replicas <= 1 {
 		return ""
 	}
 	var relaying []string
@@ -106,9 +109,9 @@ func relayReach(ss *cantusv1alpha1.SkillServer) string {
 	if len(relaying) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; what the remotes of %s ask a caller reaches only callers of protocol 2026-07-28: this server is stateless, "+
-		"so a caller of 2025-11-25 or older, which would answer on a session, is refused it (set spec.stateless: false, with one replica, to ask those callers too)",
-		listAtMost(relaying, 10, ", "))
+	return fmt.Sprintf("; what the remotes of %s ask a caller reaches only callers of protocol 2026-07-28: this server is stateless with %d replicas, "+
+		"so a caller of 2025-11-25 or older, whose answer could reach another replica, is refused it (run one replica, or set spec.stateless: false with one replica, to ask those callers too)",
+		listAtMost(relaying, 10, ", "), replicas)
 }
 
 // setApplyFailed records a failure to run the workload; the reconciler retries it.

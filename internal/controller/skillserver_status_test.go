@@ -119,14 +119,16 @@ func TestStatusSetters(t *testing.T) {
 	}
 }
 
-// A stateless gateway whose imports relay requests says in ImportedToolsServable that
-// only callers of 2026-07-28 are asked, naming the imports; a stateful one, or one that
-// relays nothing, says nothing of it.
-func TestImportedToolsServable_SaysAStatelessGatewayAsksOnlyModernCallers(t *testing.T) {
-	const note = "reaches only callers of protocol 2026-07-28"
-	gateway := func(stateless bool, relay ...cantusv1alpha1.RelayedRequest) *cantusv1alpha1.SkillServer {
+// A stateless gateway of several replicas whose imports relay requests says in
+// ImportedToolsServable that only callers of 2026-07-28 are asked, naming the imports
+// and the replicas; one of one replica (which routes older callers' answers itself), a
+// stateful one, or one that relays nothing, says nothing of it.
+func TestImportedToolsServable_SaysAScaledOutStatelessGatewayAsksOnlyModernCallers(t *testing.T) {
+	const note = "reaches only callers of protocol 2026-07-28: this server is stateless with 3 replicas"
+	gateway := func(stateless bool, replicas int32, relay ...cantusv1alpha1.RelayedRequest) *cantusv1alpha1.SkillServer {
 		ss := &cantusv1alpha1.SkillServer{}
 		ss.Spec.Stateless = &stateless
+		ss.Spec.Replicas = &replicas
 		ss.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "plain"}, {Name: "asking", Relay: relay}}
 		return ss
 	}
@@ -135,9 +137,10 @@ func TestImportedToolsServable_SaysAStatelessGatewayAsksOnlyModernCallers(t *tes
 		ss   *cantusv1alpha1.SkillServer
 		want bool
 	}{
-		{"stateless, relaying", gateway(true, cantusv1alpha1.RelayElicitation), true},
-		{"stateful, relaying", gateway(false, cantusv1alpha1.RelayElicitation), false},
-		{"stateless, relaying nothing", gateway(true), false},
+		{"stateless, 3 replicas, relaying", gateway(true, 3, cantusv1alpha1.RelayElicitation), true},
+		{"stateless, 1 replica, relaying", gateway(true, 1, cantusv1alpha1.RelayElicitation), false},
+		{"stateful, relaying", gateway(false, 1, cantusv1alpha1.RelayElicitation), false},
+		{"stateless, 3 replicas, relaying nothing", gateway(true, 3), false},
 	} {
 		setImportsResolved(tc.ss, render.Imports{})
 		c := apimeta.FindStatusCondition(tc.ss.Status.Conditions, cantusv1alpha1.ConditionImportedToolsServable)

@@ -485,6 +485,7 @@ func rolloutHashOf(cfg *adapterconfig.Config) (string, error) {
 	stable.Auth = nil
 	stable.Tools = nil
 	stable.Withheld = nil // reloaded in place, like the imported tools
+	stable.Replicas = 0   // scaling does not roll the pods: the adapter applies it in place
 	withoutContent(&stable)
 	endpoints := map[string]bool{}
 	for _, t := range cfg.Tools {

@@ -38,3 +38,33 @@ func TestReexportRelays(t *testing.T) {
 		t.Errorf("run (a stdio import) relays %v (served %v), want nothing", got, ok)
 	}
 }
+
+// A gateway's replica count reaches the adapter, which asks its callers of 2025-11-25
+// only while it runs one, and reaches it without rolling the pods: scaling (kubectl
+// scale, an autoscaler) is applied in place. One replica renders nothing, so the
+// configs of single-replica servers stay as they were.
+func TestReplicasReachTheAdapterWithoutRollingThePods(t *testing.T) {
+	rendered := func(replicas int32) (*Result, error) {
+		ss := &cantusv1alpha1.SkillServer{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "books"}}
+		ss.Spec.Replicas = &replicas
+		out, err := SkillServer(ss, Inputs{})
+		return &out, err
+	}
+	one, err := rendered(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := rendered(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Config.Replicas != 0 || three.Config.Replicas != 3 {
+		t.Errorf("replicas rendered %d and %d, want 0 (unset) and 3", one.Config.Replicas, three.Config.Replicas)
+	}
+	if one.Hash == three.Hash {
+		t.Error("the config hash misses the replica count, so the adapter would never learn it")
+	}
+	if one.RolloutHash != three.RolloutHash {
+		t.Error("scaling would roll the pods")
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/utils/ptr"
+
 	cantusv1alpha1 "github.com/cantus-dev/cantus-operator/api/v1alpha1"
 	"github.com/cantus-dev/cantus-operator/internal/adapterconfig"
 )
@@ -27,6 +29,10 @@ func adapterConfig(ss *cantusv1alpha1.SkillServer) *adapterconfig.Config {
 		Port:      ss.Spec.PortOrDefault(),
 		Stateless: ss.Spec.StatelessOrDefault(),
 		Tools:     make([]adapterconfig.Tool, 0, len(ss.Spec.Skills)),
+	}
+	if replicas := ptr.Deref(ss.Spec.Replicas, cantusv1alpha1.DefaultReplicas); replicas > 1 {
+		// Unset for one, so that the configs of single-replica servers stay as they were.
+		cfg.Replicas = replicas
 	}
 	for i := range ss.Spec.Skills {
 		cfg.Tools = append(cfg.Tools, tool(&ss.Spec.Skills[i]))

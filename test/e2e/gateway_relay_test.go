@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -165,11 +166,13 @@ func startAskingGateway(t *testing.T, ctx context.Context, stateless bool, tools
 }
 
 // TestGatewayRelaysWhatTheRemoteAsks: the official TypeScript SDK client (protocol
-// 2025-11-25) calls through a stateful gateway tools whose remotes ask it something —
+// 2025-11-25) calls through a gateway tools whose remotes ask it something —
 // server-everything's elicitation and sampling tools, and the mcp-go remote's — and
 // answers; the remote gets the answer. A client that declares neither capability gets
 // a clear error promptly, two callers eliciting at once each get only their own
-// request, and an import that relays nothing refuses the remote.
+// request, and an import that relays nothing refuses the remote. All of it holds on a
+// stateful gateway, which asks on the caller's session, and on a stateless one of one
+// replica, which routes the caller's answer back to the call itself.
 func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 	ctx := testkit.Context(t, 2*gatewayTimeout)
 	remoteURL := startAskingRemote(t)
@@ -181,103 +184,215 @@ func TestGatewayRelaysWhatTheRemoteAsks(t *testing.T) {
 	quietEverything := askingGatewayTools(remoteURL, everything)[5] // everything_elicit, relaying nothing
 	quietEverything.Name = "everything_elicit_quiet"
 	quietEverything.Remote.Import = "e2e/everything-quiet"
-	gateway := startAskingGateway(t, ctx, false, append(tools, unrelayed, quietEverything))
+	for _, stateless := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stateful", true: "stateless"}[stateless], func(t *testing.T) {
+			gateway := startAskingGateway(t, ctx, stateless, append(tools, unrelayed, quietEverything))
 
-	t.Run("server-everything elicitation", func(t *testing.T) {
-		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit",
-			Elicit: map[string]any{"name": "Ada Lovelace", "check": true, "email": "ada@example.com"}})
-		if out.Result.IsError || !strings.Contains(out.Result.Text(), "Ada Lovelace") || !strings.Contains(out.Result.Text(), "accept") {
-			t.Errorf("the elicitation tool answered %q, want the accepted content back", out.Result.Text())
-		}
-		if len(out.Asked) != 1 || out.Asked[0].Method != "elicitation/create" {
-			t.Errorf("the client was asked %+v, want one elicitation/create", out.Asked)
-		}
-	})
-	t.Run("server-everything sampling", func(t *testing.T) {
-		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_sample",
-			Args: map[string]any{"prompt": "name a colour"}, Sample: "ultramarine"})
-		if out.Result.IsError || !strings.Contains(out.Result.Text(), "ultramarine") {
-			t.Errorf("the sampling tool answered %q, want the client's sample in it", out.Result.Text())
-		}
-		if len(out.Asked) != 1 || out.Asked[0].Method != "sampling/createMessage" || !strings.Contains(out.Asked[0].Message, "name a colour") {
-			t.Errorf("the client was asked %+v, want one sampling/createMessage with the prompt", out.Asked)
-		}
-	})
-	t.Run("a client without the capability gets an error, not a hang", func(t *testing.T) {
-		started := time.Now()
-		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask", Args: map[string]any{"question": "Anyone there?"}})
-		took := time.Since(started)
-		if !out.Result.IsError || !strings.Contains(out.Result.Text(), "did not declare the elicitation capability") {
-			t.Errorf("a client without elicitation got %q (isError %v), want an error naming the capability", out.Result.Text(), out.Result.IsError)
-		}
-		t.Logf("answered in %s: %s", took.Round(time.Millisecond), out.Result.Text())
-		if took > 5*time.Second {
-			t.Errorf("the refusal took %s, want under 5 s", took)
-		}
-	})
-	t.Run("two callers each get their own request", func(t *testing.T) {
-		var wg sync.WaitGroup
-		outs := make([]peers.TSClientOutput, 2)
-		for i := range outs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outs[i] = peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask",
-					Args:   map[string]any{"question": fmt.Sprintf("question for caller %d", i)},
-					Elicit: map[string]any{"answer": fmt.Sprintf("answer of caller %d", i)}})
-			}()
-		}
-		wg.Wait()
-		for i, out := range outs {
-			if len(out.Asked) != 1 || out.Asked[0].Message != fmt.Sprintf("question for caller %d", i) {
-				t.Errorf("caller %d was asked %+v, want only its own question", i, out.Asked)
-			}
-			if want := fmt.Sprintf(`answered accept: {"answer":"answer of caller %d"}`, i); out.Result.Text() != want {
-				t.Errorf("caller %d got %q, want %q", i, out.Result.Text(), want)
-			}
-		}
-	})
-	t.Run("what the probe listed is callable without relay", func(t *testing.T) {
-		// server-everything registers its elicitation tool only for clients that declare
-		// elicitation. The probe does; so does the gateway's session, relay or not, and
-		// the remote's request is refused by name instead of the tool being unknown.
-		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit_quiet", Elicit: map[string]any{"name": "x"}})
-		if len(out.Asked) != 0 {
-			t.Errorf("the client was asked %+v through an import that relays nothing", out.Asked)
-		}
-		if text := out.Result.Text(); !out.Result.IsError || strings.Contains(strings.ToLower(text), "not found") ||
-			!strings.Contains(text, "has not enabled it for import e2e/everything-quiet") {
-			t.Errorf("got %q (isError %v), want the refusal naming the import, not an unknown tool", text, out.Result.IsError)
-		}
-	})
-	t.Run("an import that relays nothing refuses the remote", func(t *testing.T) {
-		out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask_unrelayed", Elicit: map[string]any{"answer": "x"}})
-		if len(out.Asked) != 0 {
-			t.Errorf("the client was asked %+v through an import that relays nothing", out.Asked)
-		}
-		if !out.Result.IsError || !strings.Contains(out.Result.Text(), "has not enabled it for import e2e/asking-quiet") {
-			t.Errorf("got %q (isError %v), want the remote's failure naming the import", out.Result.Text(), out.Result.IsError)
-		}
-	})
+			t.Run("server-everything elicitation", func(t *testing.T) {
+				out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit",
+					Elicit: map[string]any{"name": "Ada Lovelace", "check": true, "email": "ada@example.com"}})
+				if out.Result.IsError || !strings.Contains(out.Result.Text(), "Ada Lovelace") || !strings.Contains(out.Result.Text(), "accept") {
+					t.Errorf("the elicitation tool answered %q, want the accepted content back", out.Result.Text())
+				}
+				if len(out.Asked) != 1 || out.Asked[0].Method != "elicitation/create" {
+					t.Errorf("the client was asked %+v, want one elicitation/create", out.Asked)
+				}
+			})
+			t.Run("server-everything sampling", func(t *testing.T) {
+				out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_sample",
+					Args: map[string]any{"prompt": "name a colour"}, Sample: "ultramarine"})
+				if out.Result.IsError || !strings.Contains(out.Result.Text(), "ultramarine") {
+					t.Errorf("the sampling tool answered %q, want the client's sample in it", out.Result.Text())
+				}
+				if len(out.Asked) != 1 || out.Asked[0].Method != "sampling/createMessage" || !strings.Contains(out.Asked[0].Message, "name a colour") {
+					t.Errorf("the client was asked %+v, want one sampling/createMessage with the prompt", out.Asked)
+				}
+			})
+			t.Run("a client without the capability gets an error, not a hang", func(t *testing.T) {
+				started := time.Now()
+				out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask", Args: map[string]any{"question": "Anyone there?"}})
+				took := time.Since(started)
+				if !out.Result.IsError || !strings.Contains(out.Result.Text(), "did not declare the elicitation capability") {
+					t.Errorf("a client without elicitation got %q (isError %v), want an error naming the capability", out.Result.Text(), out.Result.IsError)
+				}
+				t.Logf("answered in %s: %s", took.Round(time.Millisecond), out.Result.Text())
+				if took > 5*time.Second {
+					t.Errorf("the refusal took %s, want under 5 s", took)
+				}
+			})
+			t.Run("two callers each get their own request", func(t *testing.T) {
+				var wg sync.WaitGroup
+				outs := make([]peers.TSClientOutput, 2)
+				for i := range outs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						outs[i] = peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask",
+							Args:   map[string]any{"question": fmt.Sprintf("question for caller %d", i)},
+							Elicit: map[string]any{"answer": fmt.Sprintf("answer of caller %d", i)}})
+					}()
+				}
+				wg.Wait()
+				for i, out := range outs {
+					if len(out.Asked) != 1 || out.Asked[0].Message != fmt.Sprintf("question for caller %d", i) {
+						t.Errorf("caller %d was asked %+v, want only its own question", i, out.Asked)
+					}
+					if want := fmt.Sprintf(`answered accept: {"answer":"answer of caller %d"}`, i); out.Result.Text() != want {
+						t.Errorf("caller %d got %q, want %q", i, out.Result.Text(), want)
+					}
+				}
+			})
+			t.Run("what the probe listed is callable without relay", func(t *testing.T) {
+				// server-everything registers its elicitation tool only for clients that declare
+				// elicitation. The probe does; so does the gateway's session, relay or not, and
+				// the remote's request is refused by name instead of the tool being unknown.
+				out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "everything_elicit_quiet", Elicit: map[string]any{"name": "x"}})
+				if len(out.Asked) != 0 {
+					t.Errorf("the client was asked %+v through an import that relays nothing", out.Asked)
+				}
+				if text := out.Result.Text(); !out.Result.IsError || strings.Contains(strings.ToLower(text), "not found") ||
+					!strings.Contains(text, "has not enabled it for import e2e/everything-quiet") {
+					t.Errorf("got %q (isError %v), want the refusal naming the import, not an unknown tool", text, out.Result.IsError)
+				}
+			})
+			t.Run("an import that relays nothing refuses the remote", func(t *testing.T) {
+				out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask_unrelayed", Elicit: map[string]any{"answer": "x"}})
+				if len(out.Asked) != 0 {
+					t.Errorf("the client was asked %+v through an import that relays nothing", out.Asked)
+				}
+				if !out.Result.IsError || !strings.Contains(out.Result.Text(), "has not enabled it for import e2e/asking-quiet") {
+					t.Errorf("got %q (isError %v), want the remote's failure naming the import", out.Result.Text(), out.Result.IsError)
+				}
+			})
+
+		})
+	}
 }
 
-// A stateless gateway cannot ask a caller of protocol 2025-11-25 (its answer could reach
-// another replica): the remote is told so at once, and the caller gets the remote's
-// failure saying why, not a hang.
-func TestStatelessGatewayTellsTheRemoteItCannotAskAnOlderCaller(t *testing.T) {
+// A stateless gateway of more than one replica cannot ask a caller of protocol
+// 2025-11-25 (its answer could reach another replica): the remote is told so at once,
+// and the caller gets the remote's failure saying why, not a hang.
+func TestScaledOutStatelessGatewayTellsTheRemoteItCannotAskAnOlderCaller(t *testing.T) {
 	ctx := testkit.Context(t, gatewayTimeout)
-	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation))
+	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation), map[string]any{"replicas": 3})
 	started := time.Now()
 	out := peers.TSClient(t, ctx, peers.TSClientOptions{URL: gateway, Call: "ask", Elicit: map[string]any{"answer": "x"}})
 	if len(out.Asked) != 0 {
 		t.Errorf("the client was asked %+v through a stateless gateway", out.Asked)
 	}
-	if !out.Result.IsError || !strings.Contains(out.Result.Text(), "this gateway is stateless") {
-		t.Errorf("got %q (isError %v), want the remote's failure saying the gateway is stateless", out.Result.Text(), out.Result.IsError)
+	if !out.Result.IsError || !strings.Contains(out.Result.Text(), "this gateway is stateless and runs 3 replicas") {
+		t.Errorf("got %q (isError %v), want the remote's failure saying the gateway is stateless with 3 replicas", out.Result.Text(), out.Result.IsError)
 	}
 	if took := time.Since(started); took > 5*time.Second {
 		t.Errorf("the answer took %s, want under 5 s", took)
 	}
+}
+
+// A stateless gateway of one replica asks a caller of protocol 2025-11-25 on its call's
+// own stream, under an id nobody can guess, and takes the answer to that id only from
+// the caller asked, and only once: another caller holding the id, a made-up id and a
+// replayed answer are each refused 404, and the call still gets its own caller's answer.
+func TestStatelessGatewayTakesAnAnswerOnlyFromTheCallerAsked(t *testing.T) {
+	ctx := testkit.Context(t, gatewayTimeout)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	writeAtomically(t, tokens, []byte("alice-token\nmallory-token\n"))
+	gateway := startAskingGateway(t, ctx, true, askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation),
+		map[string]any{"bearerTokenFile": tokens})
+	alice := legacyCaller{t: t, ctx: ctx, url: gateway, token: "alice-token"}
+	mallory := legacyCaller{t: t, ctx: ctx, url: gateway, token: "mallory-token"}
+	alice.post(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "alice", "version": "0"}}}).Body.Close()
+
+	call := alice.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "ask", "arguments": map[string]any{"question": "Favourite colour?"}}})
+	defer call.Body.Close()
+	if ct := call.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("the call was answered %s, want an event stream carrying the question", ct)
+	}
+	events := bufio.NewScanner(call.Body)
+	asked := nextMessage(t, events)
+	id, _ := asked["id"].(string)
+	if asked["method"] != "elicitation/create" || !strings.HasPrefix(id, "cantus-ask-") || len(id) < len("cantus-ask-")+20 {
+		t.Fatalf("the caller was asked %v, want elicitation/create under an id of the gateway's", asked)
+	}
+	answer := func(id any) map[string]any {
+		return map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"action": "accept", "content": map[string]any{"answer": "teal"}}}
+	}
+	for who, attempt := range map[string]struct {
+		caller legacyCaller
+		id     string
+	}{"another caller": {mallory, id}, "a made-up id": {alice, "cantus-ask-made-up"}} {
+		resp := attempt.caller.post(answer(attempt.id))
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no call on this replica waits for this answer") {
+			t.Errorf("%s answering: %d %s, want 404 saying no call waits for it", who, resp.StatusCode, body)
+		}
+	}
+	resp := alice.post(answer(id))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("the caller's own answer got %d, want 202", resp.StatusCode)
+	}
+	var result struct {
+		ID     int                `json:"id"`
+		Result mcp.CallToolResult `json:"result"`
+	}
+	encoded, _ := json.Marshal(nextMessage(t, events))
+	if err := json.Unmarshal(encoded, &result); err != nil || result.ID != 2 || len(result.Result.Content) != 1 ||
+		mcp.GetTextFromContent(result.Result.Content[0]) != `answered accept: {"answer":"teal"}` {
+		t.Errorf("the call answered %s, want the remote's result with the caller's answer", encoded)
+	}
+	replayed := alice.post(answer(id))
+	replayed.Body.Close()
+	if replayed.StatusCode != http.StatusNotFound {
+		t.Errorf("a replayed answer got %d, want 404", replayed.StatusCode)
+	}
+}
+
+// legacyCaller posts JSON-RPC messages of protocol 2025-11-25 to a stateless server,
+// with a bearer token.
+type legacyCaller struct {
+	t          *testing.T
+	ctx        context.Context
+	url, token string
+}
+
+func (c legacyCaller) post(message map[string]any) *http.Response {
+	c.t.Helper()
+	body, _ := json.Marshal(message)
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%v: %v", message["method"], err)
+	}
+	return resp
+}
+
+// nextMessage reads the next JSON-RPC message of an event stream.
+func nextMessage(t *testing.T, events *bufio.Scanner) map[string]any {
+	t.Helper()
+	for events.Scan() {
+		data, ok := strings.CutPrefix(events.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var message map[string]any
+		if err := json.Unmarshal([]byte(data), &message); err != nil {
+			t.Fatalf("an event holds no JSON message: %v: %s", err, data)
+		}
+		return message
+	}
+	t.Fatalf("the stream ended before the next message: %v", events.Err())
+	return nil
 }
 
 // modernPost sends one request of protocol 2026-07-28 (no session; _meta carries the

@@ -23,22 +23,20 @@ const (
 	targetStateless = "stateless"
 )
 
-// statelessMayRefuse are the scenarios issue 37 lets a stateless gateway refuse, and
-// why; a list of check IDs limits the leave to those checks of the scenario.
+// statelessMayRefuse are the scenarios issue 37 lets a stateless gateway refuse that it
+// does refuse, and why; a list of check IDs limits the leave to those checks of the
+// scenario. Its server requests to a 2025-11-25 caller (sampling, elicitation) it
+// passes: with one replica it takes the caller's answer to the call that asked.
 var statelessMayRefuse = map[string]struct {
 	why    string
 	checks []string
 }{
-	"tools-call-sampling":          {why: "the remote's sampling/createMessage is a server request to a 2025-11-25 caller, whose answer needs the caller's session"},
-	"tools-call-elicitation":       {why: "the remote's elicitation/create is a server request to a 2025-11-25 caller, whose answer needs the caller's session"},
-	"elicitation-sep1034-defaults": {why: "elicitation of a 2025-11-25 caller: a server request, answered on the caller's session"},
-	"elicitation-sep1330-enums":    {why: "elicitation of a 2025-11-25 caller: a server request, answered on the caller's session"},
-	"resources-subscribe":          {why: "a 2025-11-25 subscription lives on the caller's session (2026-07-28 callers use subscriptions/listen)"},
-	"resources-unsubscribe":        {why: "a 2025-11-25 subscription lives on the caller's session"},
-	"server-session-lifecycle":     {why: "it checks the session a stateless gateway does not keep"},
-	"server-sse-polling":           {why: "resuming a stream by Last-Event-ID needs the session the events were stored under"},
-	"server-sse-multiple-streams":  {why: "several streams of one session need a session"},
-	"server-initialize":            {why: "a stateless gateway gives no session ID to check", checks: []string{"server-session-id-visible-ascii"}},
+	"resources-subscribe":         {why: "a 2025-11-25 subscription lives on the caller's session (2026-07-28 callers use subscriptions/listen)"},
+	"resources-unsubscribe":       {why: "a 2025-11-25 subscription lives on the caller's session"},
+	"server-session-lifecycle":    {why: "it checks the session a stateless gateway does not keep"},
+	"server-sse-polling":          {why: "resuming a stream by Last-Event-ID needs the session the events were stored under"},
+	"server-sse-multiple-streams": {why: "several streams of one session need a session"},
+	"server-initialize":           {why: "a stateless gateway gives no session ID to check", checks: []string{"server-session-id-visible-ascii"}},
 }
 
 // fixtureGaps are the scenarios the conformance fixture does not pass directly, and

@@ -13,8 +13,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-
-	"github.com/cantus-dev/cantus-operator/internal/access"
 )
 
 // A caller who must connect an account (connect mode) is asked to, in the way its
@@ -98,8 +96,7 @@ func connectAskOf(ctx context.Context) connectAsk {
 	}
 	declared := false
 	if memory := declaredFrom(ctx); memory != nil { // stateless: its request sessions hold nothing
-		caller, _ := access.CallerFrom(ctx)
-		declared = memory.declaredURLElicitation(caller.Identity())
+		declared = memory.declaredURLElicitation(callerKeyOf(ctx))
 	} else if session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 		caps := session.GetClientCapabilities()
 		declared = declaresURLElicitation(&caps)
@@ -186,11 +183,7 @@ func connectMAC(caller, tool, id string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
 }
 
-func newElicitationID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
+func newElicitationID() string { return randomToken(12) }
 
 // ---- a call answered with a JSON-RPC error ----
 

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -33,8 +31,9 @@ import (
 //   - a caller of protocol 2026-07-28 answers by calling again with the answer;
 //   - for an older caller on a stateful server, mcp-go asks it over its session and
 //     calls again itself;
-//   - a stateless server cannot ask an older caller (its answer could reach another
-//     replica), so the remote is told so.
+//   - a stateless server asks an older caller on the call's stream itself and takes
+//     its answer back to the remote (answers.go), while it runs one replica: with
+//     more, the answer could reach another replica, and the remote is told so.
 //
 // The requests come on the call's own stream from the remote (mcpclient's
 // CallOptions.Ask), so one caller's call never receives another's.
@@ -57,8 +56,10 @@ var relayedMethods = map[string]string{
 
 // relaySettings are what every relaying call of a pool shares.
 type relaySettings struct {
-	// sessions is true for a stateful server, whose older callers can be asked.
+	// sessions is true for a stateful server, whose older callers can be asked on
+	// their sessions; a stateless one asks them through answers.
 	sessions bool
+	answers  *Answers
 	waiting  waitingCalls
 	// states seals the requestStates of input-required results from remotes of
 	// protocol 2026-07-28 (requeststate.go).
@@ -255,6 +256,10 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 				}
 				continue
 			}
+			if !t.remote.relay.sessions && !server.IsModernRequest(ctx) {
+				q.answer <- askOnStream(ctx, q)
+				continue
+			}
 			result, why := wc.park(q)
 			if result != nil {
 				return result
@@ -293,9 +298,14 @@ func (t *Tool) callerCannotAnswer(ctx context.Context, kind string) (why *mcpcli
 	if server.IsModernRequest(ctx) {
 		return modernCallerCannotAnswer(ctx, kind)
 	}
+	if !t.remote.relay.sessions && !t.Backend.ServesLegacy() {
+		// Its remote asks in input-required results, which mcp-go turns into requests on
+		// the caller's session: a stateless server has none.
+		return refusal("this gateway is stateless, so a caller of protocol %s cannot be asked what a remote of protocol %s only asks: serve the gateway stateful with one replica, or call it with protocol %[2]s",
+			clip.Line(server.RequestProtocolVersion(ctx), 40), adapterconfig.EraModern), false
+	}
 	if !t.remote.relay.sessions {
-		return refusal("this gateway is stateless, so a caller of protocol %s cannot be asked (its answer could reach another replica): serve the gateway stateful with one replica, or call it with protocol 2026-07-28",
-			clip.Line(server.RequestProtocolVersion(ctx), 40)), false
+		return t.remote.relay.answers.cannotAsk(ctx, kind), false
 	}
 	session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
 	if !ok {
@@ -382,9 +392,7 @@ func (wc *waitingCall) answerParked(responses mcp.InputResponses) *mcp.CallToolR
 // put registers wc under a new requestState, unless maxWaitingCalls wait already, or
 // its caller's share of them; why says which.
 func (w *waitingCalls) put(wc *waitingCall) (state, why string) {
-	var b [18]byte
-	_, _ = rand.Read(b[:])
-	state = "cantus-relay." + base64.RawURLEncoding.EncodeToString(b[:])
+	state = "cantus-relay." + randomToken(18)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.byState) >= maxWaitingCalls {

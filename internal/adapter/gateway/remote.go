@@ -95,8 +95,16 @@ func NewPool(log logr.Logger, metrics *Metrics, stateful bool) *Pool {
 	states := newStateSealer()
 	states.log = log
 	levels, _ := lru.New[string, string](maxSessionRemotes) // errors only for a size <= 0
-	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: &relaySettings{sessions: stateful, states: states, logLevels: levels}, tokens: tokens}
+	relay := &relaySettings{sessions: stateful, states: states, logLevels: levels}
+	if !stateful {
+		relay.answers = NewAnswers()
+	}
+	return &Pool{log: log, metrics: metrics, remotes: map[remoteKey]*remote{}, relay: relay, tokens: tokens}
 }
+
+// Answers are the routes of the answers of older callers on a stateless server
+// (answers.go); nil on a stateful one.
+func (p *Pool) Answers() *Answers { return p.relay.answers }
 
 // Linked is the set of remotes a tool set uses, prepared but not yet the pool's.
 type Linked struct {

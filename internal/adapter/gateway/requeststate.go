@@ -279,10 +279,8 @@ func (s *stateSealer) seal(remoteState, caller string, t stateSubject) (string, 
 	if len(remoteState) > maxRemoteStateBytes {
 		return "", fmt.Errorf("the remote's requestState holds %d bytes, more than the %d a gateway passes on", len(remoteState), maxRemoteStateBytes)
 	}
-	var nonce [12]byte
-	_, _ = rand.Read(nonce[:])
 	return s.sealToken(requestStates, sealedToken{Remote: remoteState, Expires: s.now().Add(requestStateTTL).Unix(),
-		Nonce: base64.RawURLEncoding.EncodeToString(nonce[:])}, caller, t)
+		Nonce: randomToken(12)}, caller, t)
 }
 
 // open checks state for caller's retry of the request about t and returns the
