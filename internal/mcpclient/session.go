@@ -72,6 +72,14 @@ type answer struct {
 	err *Error
 }
 
+// deleteLocked removes key from m under mu, the lock that guards m: a request
+// unregisters, when it ends, what it registered in the session's routing maps.
+func deleteLocked[K comparable, V any](mu *sync.Mutex, m map[K]V, key K) {
+	mu.Lock()
+	defer mu.Unlock()
+	delete(m, key)
+}
+
 // Connect opens a session: initialize (protocol ProtocolVersion), then
 // notifications/initialized; over SSE the stream is opened first. It takes at most
 // ClientOptions.ConnectTimeout. The error is an *Error.
@@ -348,11 +356,7 @@ func (s *Session) CallToolWith(ctx context.Context, name string, args json.RawMe
 		s.mu.Lock()
 		s.progress[token] = notify
 		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.progress, token)
-			s.mu.Unlock()
-		}()
+		defer deleteLocked(&s.mu, s.progress, token)
 	}
 	return s.requestAsking(ctx, "tools/call", params, notify, opts.Ask, opts.Meta)
 }
@@ -803,11 +807,7 @@ func (s *Session) requestSSE(ctx context.Context, id int64, method string, body 
 	}
 	s.pending[id] = ch
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
-	}()
+	defer deleteLocked(&s.mu, s.pending, id)
 	resp, err := s.c.send(ctx, exchange{what: method, method: http.MethodPost, url: s.sseEndpoint, body: body, accept: AcceptAnswer,
 		protocol: s.ProtocolVersion()})
 	if err != nil {

@@ -50,18 +50,11 @@ func (p *Pool) PrepareAll(tools []*Tool, items []*Item) (Linked, error) {
 	defer p.mu.Unlock()
 	var errs []error
 	for _, it := range items {
-		key := remoteKeyOf(it.Backend)
-		r := linked.remotes[key]
-		if r == nil {
-			r = p.remotes[key]
+		r, err := p.linkRemote(&linked, it.Backend)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
+			continue
 		}
-		if r == nil {
-			if r, err = newRemote(key, it.Backend, p); err != nil {
-				errs = append(errs, fmt.Errorf("%q (import %s): %w", it.Key, it.Backend.Import, err))
-				continue
-			}
-		}
-		linked.link(key, r, it.Backend)
 		it.remote = r
 	}
 	if err := errors.Join(errs...); err != nil {

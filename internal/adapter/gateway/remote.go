@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -131,19 +132,11 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 	next := Linked{remotes: map[remoteKey]*remote{}, listModes: map[remoteKey]listMode{}}
 	var errs []error
 	for _, t := range tools {
-		key := remoteKeyOf(t.Backend)
-		r := next.remotes[key]
-		if r == nil {
-			r = p.remotes[key]
+		r, err := p.linkRemote(&next, t.Backend)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
+			continue
 		}
-		if r == nil {
-			var err error
-			if r, err = newRemote(key, t.Backend, p); err != nil {
-				errs = append(errs, fmt.Errorf("tool %q (import %s): %w", t.Name, t.Backend.Import, err))
-				continue
-			}
-		}
-		next.link(key, r, t.Backend)
 		t.remote = r
 		t.paramTool = paramToolOf(t.Backend)
 		t.passesModern = passesModernOf(t)
@@ -152,6 +145,22 @@ func (p *Pool) Prepare(tools []*Tool) (Linked, error) {
 		return Linked{}, err
 	}
 	return next, nil
+}
+
+// linkRemote links backend in l to its remote and returns it: the one l holds already,
+// else the pooled one, else a new one (see Prepare). Tools and items link alike, so
+// that a remote they share is one. The caller holds p.mu.
+func (p *Pool) linkRemote(l *Linked, backend *adapterconfig.RemoteBackend) (*remote, error) {
+	key := remoteKeyOf(backend)
+	r := cmp.Or(l.remotes[key], p.remotes[key])
+	if r == nil {
+		var err error
+		if r, err = newRemote(key, backend, p); err != nil {
+			return nil, err
+		}
+	}
+	l.link(key, r, backend)
+	return r, nil
 }
 
 // Commit makes next the pool and closes the remotes no tool uses any more (their
