@@ -300,23 +300,27 @@ func TestDualEraGateway_ModernOnlyToolServesLegacyCallersTranslated(t *testing.T
 	}
 }
 
-// A 2025-11-25 caller of a 2026-07-28-only remote on a stateful gateway is asked the
-// remote's input request on its session, and the answer completes the call; on a
-// stateless gateway the call is refused, saying why.
-func TestDualEraGateway_LegacyCallerIsAskedOnItsSessionOnlyWhenStateful(t *testing.T) {
+// A 2025-11-25 caller of a 2026-07-28-only remote is asked the remote's input request,
+// and the answer completes the call: on its session on a stateful gateway, on its
+// call's stream on a stateless one of one replica. A stateless gateway of several
+// replicas refuses, saying why.
+func TestDualEraGateway_LegacyCallerIsAskedWhereItsAnswerComesBack(t *testing.T) {
 	remote := dualera.Start(t, dualera.ModernOnly)
-	stateful := serve(t, configWith(adapterconfig.TransportStreamableHTTP, false, dualEraTools(remote.URL, adapterconfig.EraModern)...))
-	answers := &confirmer{}
-	c := eliciting(t, stateful.baseURL, protocol20251125, answers)
-	wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
-	if asked := answers.got(); len(asked) != 1 {
-		t.Errorf("the caller was asked %q, want one elicitation on its session", asked)
+	for _, stateless := range []bool{false, true} {
+		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, stateless, dualEraTools(remote.URL, adapterconfig.EraModern)...))
+		answers := &confirmer{}
+		c := eliciting(t, gw.baseURL, protocol20251125, answers)
+		wantSuccess(t, callTool(t, c, "team.confirm", map[string]any{}), `confirmed: accept {"ok":true}`)
+		if asked := answers.got(); len(asked) != 1 {
+			t.Errorf("stateless %v: the caller was asked %q, want one elicitation", stateless, asked)
+		}
 	}
 
-	stateless := serve(t, configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...))
-	c = eliciting(t, stateless.baseURL, protocol20251125, &confirmer{})
+	scaledOut := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...)
+	scaledOut.Replicas = 2
+	c := eliciting(t, serve(t, scaledOut).baseURL, protocol20251125, &confirmer{})
 	res := callTool(t, c, "team.confirm", map[string]any{})
-	wantToolError(t, res, gateway.MarkerCallFailed, "stateless")
+	wantToolError(t, res, gateway.MarkerCallFailed, "stateless and runs 2 replicas")
 }
 
 // A tool whose remote definition marks an argument x-mcp-header is called in

@@ -183,15 +183,21 @@ type asker struct {
 	caller  string
 }
 
-// askOnStream asks the caller of ctx, of a stateless server, q on its call's stream
-// and returns its answer, for the remote.
-func askOnStream(ctx context.Context, q *remoteRequest) remoteAnswer {
+// asksOnStream says whether the caller of ctx is asked what a remote asks on its
+// call's stream (askOnStream): an older caller of a stateless server.
+func (t *Tool) asksOnStream(ctx context.Context) bool {
+	return !t.remote.relay.sessions && !server.IsModernRequest(ctx)
+}
+
+// askOnStream asks the caller of ctx, of a stateless server, input on its call's
+// stream and returns its answer, for the remote.
+func askOnStream(ctx context.Context, input mcp.InputRequest) remoteAnswer {
 	ask, _ := ctx.Value(askerKey{}).(*asker)
 	if ask == nil {
 		return remoteAnswer{err: refusal("the caller's call has no response stream to be asked on")}
 	}
 	id := askedIDPrefix + randomToken(16)
-	request, err := jsonRPCRequest(id, q.input)
+	request, err := jsonRPCRequest(id, input)
 	if err != nil {
 		return remoteAnswer{err: refusal("the request could not be passed on: %s", clip.Line(err.Error(), 200))}
 	}
@@ -210,6 +216,35 @@ func askOnStream(ctx context.Context, q *remoteRequest) remoteAnswer {
 	case <-ctx.Done():
 		return remoteAnswer{err: refusal("the caller did not answer before its call ended")}
 	}
+}
+
+// maxStreamInputRounds bounds the rounds of input a remote of protocol 2026-07-28 may
+// ask an older caller of a stateless server for in one call, as mcp-go bounds them on
+// a session.
+const maxStreamInputRounds = 10
+
+// answerOnStream asks an older caller of a stateless server the input requests of
+// raw, a remote's input-required result, on its call's stream, and returns what to
+// call the remote again with: its state and the caller's answers. failed is the
+// call's result when a request may not be passed on or the caller answered an error.
+func (t *Tool) answerOnStream(ctx context.Context, raw json.RawMessage) (state string, answers json.RawMessage, failed *mcp.CallToolResult) {
+	asked, refused := passOnInput(ctx, raw, t.Backend.Relay, func(method string) string { return t.unrelayed(method).Message }, t.callerCannotAnswer)
+	if refused != nil {
+		return "", nil, mcp.NewToolResultError(refused.message)
+	}
+	responses := make(map[string]json.RawMessage, len(asked.InputRequests))
+	for key, input := range asked.InputRequests {
+		answer := askOnStream(ctx, input)
+		if answer.err != nil {
+			return "", nil, mcp.NewToolResultError(MarkerCallFailed + answer.err.Message)
+		}
+		responses[key] = answer.result
+	}
+	encoded, err := json.Marshal(responses)
+	if err != nil {
+		return "", nil, mcp.NewToolResultError(MarkerCallFailed + "the caller's answers are not JSON: " + clip.Line(err.Error(), 200))
+	}
+	return asked.RequestState, encoded, nil
 }
 
 // jsonRPCRequest is input as a JSON-RPC request of id.

@@ -30,7 +30,8 @@ import (
 // gateway's own (requeststate.go), and the caller's retry goes to the remote with the
 // remote's state. A caller of 2025-11-25 on a stateful gateway is asked on its
 // session (mcp-go does it for a result like that, and calls again with the answers);
-// a stateless gateway cannot ask it, and says why.
+// a stateless gateway of one replica asks it on its call's stream and calls the remote
+// again itself (answers.go).
 
 // upstreamModern says whether the call of ctx goes to the remote in protocol
 // 2026-07-28: the caller speaks it and the remote serves it, or the remote serves
@@ -89,6 +90,16 @@ func (t *Tool) callModern(ctx context.Context, req mcp.CallToolRequest, args []b
 	opts.Meta.ParamHeaders = t.paramHeaders(args)
 	t.declareTasksUpstream(ctx, opts.Meta)
 	raw, client, failed := t.remote.forwardModern(ctx, t, args, opts)
+	// An older caller of a stateless server answers on its call's stream, and the call
+	// goes on here; any other caller answers with a call of its own (askCaller).
+	for round := 0; failed == nil && inputRequired(raw) && t.asksOnStream(ctx); round++ {
+		if round == maxStreamInputRounds {
+			return mcp.NewToolResultError(fmt.Sprintf("%sthe remote asked for input more than %d times", MarkerCallFailed, maxStreamInputRounds))
+		}
+		if opts.RequestState, opts.InputResponses, failed = t.answerOnStream(ctx, raw); failed == nil {
+			raw, client, failed = t.remote.forwardModern(ctx, t, args, opts)
+		}
+	}
 	if failed != nil {
 		if failed == errNotModern && opts.RequestState == "" && t.Backend.ServesLegacy() {
 			// The remote stopped serving 2026-07-28 since its handshake, and refused the
@@ -161,6 +172,8 @@ func upstreamMeta(ctx context.Context, relay []string) *mcpclient.RequestMeta {
 	var declared *mcp.ClientCapabilities
 	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
 		meta.ProtocolVersion, meta.LogLevel, declared = info.ProtocolVersion, string(info.LogLevel), info.ClientCapabilities
+	} else if caps, ok := declaredFrom(ctx).capabilities(callerKeyOf(ctx)); ok {
+		declared = &caps // a stateless server's older caller, as it last initialized
 	} else if session, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 		caps := session.GetClientCapabilities()
 		declared = &caps

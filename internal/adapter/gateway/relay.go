@@ -256,8 +256,8 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 				}
 				continue
 			}
-			if !t.remote.relay.sessions && !server.IsModernRequest(ctx) {
-				q.answer <- askOnStream(ctx, q)
+			if t.asksOnStream(ctx) {
+				q.answer <- askOnStream(ctx, q.input)
 				continue
 			}
 			result, why := wc.park(q)
@@ -297,12 +297,6 @@ func (t *Tool) ListedTo(ctx context.Context) bool {
 func (t *Tool) callerCannotAnswer(ctx context.Context, kind string) (why *mcpclient.ErrorObject, missing bool) {
 	if server.IsModernRequest(ctx) {
 		return modernCallerCannotAnswer(ctx, kind)
-	}
-	if !t.remote.relay.sessions && !t.Backend.ServesLegacy() {
-		// Its remote asks in input-required results, which mcp-go turns into requests on
-		// the caller's session: a stateless server has none.
-		return refusal("this gateway is stateless, so a caller of protocol %s cannot be asked what a remote of protocol %s only asks: serve the gateway stateful with one replica, or call it with protocol %[2]s",
-			clip.Line(server.RequestProtocolVersion(ctx), 40), adapterconfig.EraModern), false
 	}
 	if !t.remote.relay.sessions {
 		return t.remote.relay.answers.cannotAsk(ctx, kind), false
