@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/cantus-dev/cantus-operator/internal/adapter/eventstore"
+	"github.com/cantus-dev/cantus-operator/internal/adapter/interleave"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
 
@@ -34,10 +34,6 @@ type streamPauses struct {
 	log   logr.Logger
 }
 
-// errStreamEnded is what writes to an ended POST stream get; mcp-go then records
-// the event in the event store only, for the resuming client.
-var errStreamEnded = errors.New("the POST's event stream was ended for the client to resume")
-
 // applies says whether the POST r, of method, gets a stream a remote's pause
 // can end: a call on a session of a stateful streamable HTTP gateway, whose answers
 // the event store keeps.
@@ -50,7 +46,7 @@ func (p streamPauses) applies(r *http.Request, method string) bool {
 // answer is kept in the event store for the resuming client.
 func (p streamPauses) serve(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request)) {
 	sessionID := r.Header.Get(headerSessionID)
-	pw := &pausableWriter{w: w, header: http.Header{}, paused: make(chan time.Duration, 1)}
+	pw := &pausableWriter{Writer: interleave.New(w), paused: make(chan time.Duration, 1)}
 	priming := eventstore.NewPriming()
 	// Detached, so that the call outlives the request once its stream is ended; ended
 	// with the request otherwise, as a call is.
@@ -67,7 +63,7 @@ func (p streamPauses) serve(w http.ResponseWriter, r *http.Request, serve func(h
 			// after a pause, the request is over and the panic is logged here.
 			if v := recover(); v != nil {
 				panicked = v
-				if err, isErr := v.(error); pw.end() && (!isErr || !errors.Is(err, http.ErrAbortHandler)) {
+				if err, isErr := v.(error); pw.End() && (!isErr || !errors.Is(err, http.ErrAbortHandler)) {
 					p.log.Error(fmt.Errorf("%v", v), "a call whose stream was ended to poll panicked", "stack", string(debug.Stack()))
 				}
 			}
@@ -78,7 +74,7 @@ func (p streamPauses) serve(w http.ResponseWriter, r *http.Request, serve func(h
 	case <-done:
 	case <-r.Context().Done():
 		cancel()
-		pw.end()
+		pw.End()
 		return
 	case retry := <-pw.paused:
 		if id := p.store.Prime(sessionID, priming); id != "" && pw.endWithPriming(id, retry) {
@@ -93,56 +89,12 @@ func (p streamPauses) serve(w http.ResponseWriter, r *http.Request, serve func(h
 }
 
 // pausableWriter is a POST's response writer that can be ended while its handler
-// still runs: the handler's writes then fail. The handler's headers are kept apart
-// until it writes its status, so that ending never races with it.
+// still runs (interleave.Writer): the handler's writes then fail with
+// interleave.ErrEnded, and mcp-go records its events in the event store only, for the
+// resuming client.
 type pausableWriter struct {
-	w      http.ResponseWriter
-	header http.Header // the handler's; copied to w's by WriteHeader
+	*interleave.Writer
 	paused chan time.Duration
-
-	mu          sync.Mutex
-	wroteHeader bool
-	eventStream bool
-	ended       bool
-}
-
-func (p *pausableWriter) Header() http.Header { return p.header }
-
-func (p *pausableWriter) WriteHeader(status int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.writeHeaderLocked(status)
-}
-
-func (p *pausableWriter) writeHeaderLocked(status int) {
-	if p.ended || p.wroteHeader {
-		return
-	}
-	p.wroteHeader = true
-	h := p.w.Header()
-	for k, v := range p.header {
-		h[k] = v
-	}
-	p.eventStream = h.Get("Content-Type") == "text/event-stream"
-	p.w.WriteHeader(status)
-}
-
-func (p *pausableWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended {
-		return 0, errStreamEnded
-	}
-	p.writeHeaderLocked(http.StatusOK)
-	return p.w.Write(b)
-}
-
-func (p *pausableWriter) Flush() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if f, ok := p.w.(http.Flusher); ok && !p.ended {
-		f.Flush()
-	}
 }
 
 // pause is called when the remote ended the answer's stream, to be resumed after
@@ -155,38 +107,13 @@ func (p *pausableWriter) pause(retry time.Duration) {
 }
 
 // endWithPriming ends the stream after a priming event with id and retry; false, and
-// nothing done, when the handler answers with JSON (which cannot be paused).
+// nothing done, when the handler answers with JSON (which cannot be paused) or the
+// stream has ended.
 func (p *pausableWriter) endWithPriming(id string, retry time.Duration) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended || (p.wroteHeader && !p.eventStream) {
-		return false
-	}
-	if !p.wroteHeader {
-		h := p.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		p.w.WriteHeader(http.StatusOK)
-		p.wroteHeader, p.eventStream = true, true
-	}
 	event := "id: " + id + "\n"
 	if retry > 0 {
 		event += fmt.Sprintf("retry: %d\n", retry.Milliseconds())
 	}
-	if _, err := p.w.Write([]byte(event + "data: \n\n")); err == nil {
-		if f, ok := p.w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
-	p.ended = true
-	return true
-}
-
-// end stops every later write: the request is over. It reports whether the stream was
-// ended already.
-func (p *pausableWriter) end() (already bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	already, p.ended = p.ended, true
-	return already
+	err := p.WriteEvent(event+"data: \n\n", true)
+	return !errors.Is(err, interleave.ErrEnded) && !errors.Is(err, interleave.ErrNotEventStream)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/cantus-dev/cantus-operator/internal/adapter/interleave"
 	"github.com/cantus-dev/cantus-operator/internal/clip"
 	"github.com/cantus-dev/cantus-operator/internal/mcpclient"
 )
@@ -84,8 +84,10 @@ func (a *Answers) Asks(r *http.Request, body []byte, srv Server) bool {
 // Ask readies the call r, of caller (admission.CallerKey), to ask its caller on its
 // response stream: serve it with the response and request returned.
 func (a *Answers) Ask(w http.ResponseWriter, r *http.Request, caller string) (http.ResponseWriter, *http.Request) {
-	aw := &askingWriter{out: w, header: http.Header{}}
-	return aw, r.WithContext(context.WithValue(r.Context(), askerKey{}, &asker{answers: a, w: aw, caller: caller}))
+	// mcp-go sets its headers from goroutines of its own while the call asks from its
+	// own: interleave keeps them apart, and each write whole.
+	iw := interleave.New(w)
+	return iw, r.WithContext(context.WithValue(r.Context(), askerKey{}, &asker{answers: a, w: iw, caller: caller}))
 }
 
 // Deliver takes body, the POST of r, to the call that waits for it when it answers a
@@ -179,7 +181,7 @@ type askerKey struct{}
 // asker asks the caller of one call on the call's response stream.
 type asker struct {
 	answers *Answers
-	w       *askingWriter
+	w       *interleave.Writer
 	caller  string
 }
 
@@ -207,7 +209,7 @@ func askOnStream(ctx context.Context, input mcp.InputRequest) remoteAnswer {
 		// mcp-go then writes the call's answer as an event of the stream begun here.
 		streamed.UpgradeToSSEWhenReceiveNotification()
 	}
-	if err := ask.w.writeEvent(request); err != nil {
+	if err := ask.w.WriteEvent("event: message\ndata: "+string(request)+"\n\n", false); err != nil {
 		return remoteAnswer{err: refusal("the caller could not be asked: %s", clip.Line(err.Error(), 200))}
 	}
 	select {
@@ -261,75 +263,6 @@ func jsonRPCRequest(id string, input mcp.InputRequest) ([]byte, error) {
 	request["id"], _ = json.Marshal(id)
 	return json.Marshal(request)
 }
-
-// askingWriter is the response of a call that may ask its caller: the gateway's
-// requests and mcp-go's writes go out one whole write at a time. mcp-go sets its
-// headers in a map of its own, from its own goroutines, so that asking (from the
-// call's) never touches a map mcp-go writes; they go out with the first write.
-type askingWriter struct {
-	out     http.ResponseWriter
-	header  http.Header // mcp-go's
-	mu      sync.Mutex
-	started bool
-}
-
-func (w *askingWriter) Header() http.Header { return w.header }
-
-// WriteHeader sends status and mcp-go's headers, unless the response has begun: as a
-// stream the gateway began, whose answer mcp-go then writes as an event.
-func (w *askingWriter) WriteHeader(status int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.start(status)
-}
-
-func (w *askingWriter) start(status int) {
-	if w.started {
-		return
-	}
-	w.started = true
-	maps.Copy(w.out.Header(), w.header)
-	w.out.WriteHeader(status)
-}
-
-func (w *askingWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.start(http.StatusOK)
-	return w.out.Write(p)
-}
-
-// writeEvent writes message as an event, beginning the event stream if nothing was
-// written yet.
-func (w *askingWriter) writeEvent(message []byte) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.started {
-		w.started = true
-		w.out.Header().Set("Content-Type", "text/event-stream")
-		w.out.Header().Set("Cache-Control", "no-cache")
-		w.out.WriteHeader(http.StatusOK)
-	}
-	if _, err := fmt.Fprintf(w.out, "event: message\ndata: %s\n\n", message); err != nil {
-		return fmt.Errorf("write the request: %w", err)
-	}
-	if f, ok := w.out.(http.Flusher); ok {
-		f.Flush()
-	}
-	return nil
-}
-
-// Flush flushes the response.
-func (w *askingWriter) Flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f, ok := w.out.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap is the response w wraps, for http.ResponseController.
-func (w *askingWriter) Unwrap() http.ResponseWriter { return w.out }
 
 // randomToken is n random bytes, URL-safe.
 func randomToken(n int) string {
