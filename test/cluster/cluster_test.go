@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ import (
 )
 
 // Item 2: `kubectl scale skillserver/x --replicas=3` gives three pods, and calls through
-// the Service succeed.
+// the Service succeed. The pod that served before keeps serving: the replica count
+// reaches the adapters' config (a stateless gateway asks its 2025-11-25 callers only
+// with one), which they apply in place, and scaling rolls no pod.
 func TestScaleToThreeReplicas(t *testing.T) {
 	ctx := testkit.Context(t, clusterTestTimeout)
 	ns := restrictedNamespace(t, ctx)
@@ -37,6 +40,10 @@ func TestScaleToThreeReplicas(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(ss)
 	waitReady(t, ctx, key)
+	var before corev1.PodList
+	if err := k8s.List(ctx, &before, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": "scaled"}); err != nil || len(before.Items) != 1 {
+		t.Fatalf("want one pod before scaling, got %d (%v)", len(before.Items), err)
+	}
 
 	// What `kubectl scale` does: a write to the scale subresource.
 	scale := &autoscalingScale{Replicas: 3}
@@ -59,6 +66,9 @@ func TestScaleToThreeReplicas(t *testing.T) {
 	}
 	if running := runningPods(pods.Items); running != 3 {
 		t.Errorf("%d running pods, want 3", running)
+	}
+	if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.UID == before.Items[0].UID }) {
+		t.Errorf("the pod that served before scaling (%s) is gone: scaling rolled the pods", before.Items[0].Name)
 	}
 
 	cur := waitReady(t, ctx, key)
