@@ -351,6 +351,40 @@ func TestStatelessGatewayTakesAnAnswerOnlyFromTheCallerAsked(t *testing.T) {
 	}
 }
 
+// A caller of a stateless gateway that never answers does not hold its call past the
+// remote's: when the import's timeout ends the remote's call, the caller's call ends
+// too, with the timeout's failure, not when the caller gives up.
+func TestStatelessGatewayEndsACallWhoseCallerNeverAnswers(t *testing.T) {
+	ctx := testkit.Context(t, gatewayTimeout)
+	tools := askingGatewayTools(startAskingRemote(t), "", adapterconfig.RelayElicitation)
+	for i := range tools {
+		tools[i].Remote.Timeout = "2s"
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	writeAtomically(t, tokens, []byte("alice-token\n"))
+	alice := legacyCaller{t: t, ctx: ctx, url: startAskingGateway(t, ctx, true, tools, map[string]any{"bearerTokenFile": tokens}), token: "alice-token"}
+	alice.post(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "alice", "version": "0"}}}).Body.Close()
+
+	started := time.Now()
+	call := alice.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "ask", "arguments": map[string]any{"question": "Still there?"}}})
+	defer call.Body.Close()
+	events := bufio.NewScanner(call.Body)
+	if asked := nextMessage(t, events); asked["method"] != "elicitation/create" {
+		t.Fatalf("the caller was asked %v, want elicitation/create", asked)
+	}
+	encoded, _ := json.Marshal(nextMessage(t, events)) // not answered: the call's own answer comes next
+	took := time.Since(started)
+	if !strings.Contains(string(encoded), `"isError":true`) || !strings.Contains(string(encoded), "within the tool timeout 2s") {
+		t.Errorf("the call answered %s, want the failure of the import's timeout", encoded)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the call ended after %s, want soon after the import's 2 s timeout", took.Round(time.Millisecond))
+	}
+}
+
 // legacyCaller posts JSON-RPC messages of protocol 2025-11-25 to a stateless server,
 // with a bearer token.
 type legacyCaller struct {

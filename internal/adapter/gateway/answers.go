@@ -90,10 +90,11 @@ func (a *Answers) Ask(w http.ResponseWriter, r *http.Request, caller string) (ht
 	return iw, r.WithContext(context.WithValue(r.Context(), askerKey{}, &asker{answers: a, w: iw, caller: caller}))
 }
 
-// Deliver takes body, the POST of r, to the call that waits for it when it answers a
-// request Ask's call wrote, and reports whether it did so or refused it (both
-// written to w); false, with nothing written, for any other body. An answer no call
-// of this replica waits for, or from another caller than the one asked, is refused.
+// Deliver takes body, a POST of caller (admission.CallerKey), to the call that waits
+// for it when it answers a request Ask's call wrote, and reports whether it did so or
+// refused it (both written to w); false, with nothing written, for any other body. An
+// answer no call of this replica waits for, or from another caller than the one
+// asked, is refused; so is one that is not a JSON-RPC result or error, for the remote.
 func (a *Answers) Deliver(w http.ResponseWriter, body []byte, caller string) bool {
 	var answer struct {
 		ID     json.RawMessage        `json:"id"`
@@ -111,8 +112,8 @@ func (a *Answers) Deliver(w http.ResponseWriter, body []byte, caller string) boo
 		writeAnswerRefusal(w, answer.ID, a.replicas.Load())
 		return true
 	}
-	if len(answer.Result) == 0 && answer.Error == nil {
-		answer.Error = &mcpclient.ErrorObject{Code: mcp.INVALID_REQUEST, Message: "cantus gateway: the caller's answer held neither a result nor an error"}
+	if answer.Error == nil && (len(answer.Result) == 0 || answer.Result[0] != '{') {
+		answer.Error = &mcpclient.ErrorObject{Code: mcp.INVALID_REQUEST, Message: "cantus gateway: the caller's answer held neither a result object nor an error"}
 	}
 	awaited.answer <- remoteAnswer{result: answer.Result, err: answer.Error} // buffered for the one answer
 	w.WriteHeader(http.StatusAccepted)
@@ -192,8 +193,9 @@ func (t *Tool) asksOnStream(ctx context.Context) bool {
 }
 
 // askOnStream asks the caller of ctx, of a stateless server, input on its call's
-// stream and returns its answer, for the remote.
-func askOnStream(ctx context.Context, input mcp.InputRequest) remoteAnswer {
+// stream and returns its answer, for the remote; waiting, when not nil, ends when the
+// remote's call stops waiting for it.
+func askOnStream(ctx context.Context, input mcp.InputRequest, waiting <-chan struct{}) remoteAnswer {
 	ask, _ := ctx.Value(askerKey{}).(*asker)
 	if ask == nil {
 		return remoteAnswer{err: refusal("the caller's call has no response stream to be asked on")}
@@ -217,6 +219,8 @@ func askOnStream(ctx context.Context, input mcp.InputRequest) remoteAnswer {
 		return answer
 	case <-ctx.Done():
 		return remoteAnswer{err: refusal("the caller did not answer before its call ended")}
+	case <-waiting:
+		return remoteAnswer{err: refusal("the caller did not answer before the remote's call ended")}
 	}
 }
 
@@ -236,7 +240,7 @@ func (t *Tool) answerOnStream(ctx context.Context, raw json.RawMessage) (state s
 	}
 	responses := make(map[string]json.RawMessage, len(asked.InputRequests))
 	for key, input := range asked.InputRequests {
-		answer := askOnStream(ctx, input)
+		answer := askOnStream(ctx, input, nil)
 		if answer.err != nil {
 			return "", nil, mcp.NewToolResultError(MarkerCallFailed + answer.err.Message)
 		}

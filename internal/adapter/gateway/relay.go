@@ -108,6 +108,8 @@ type remoteRequest struct {
 	kind   string
 	input  mcp.InputRequest
 	answer chan remoteAnswer
+	// waiting ends when the remote's call stops waiting for the answer.
+	waiting <-chan struct{}
 }
 
 type remoteAnswer struct {
@@ -211,7 +213,7 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 		// The params are typed here, so no other spelling of the key reaches the caller.
 		input.Sampling.IncludeContext = "none"
 	}
-	q := &remoteRequest{kind: kind, input: input, answer: make(chan remoteAnswer, 1)}
+	q := &remoteRequest{kind: kind, input: input, answer: make(chan remoteAnswer, 1), waiting: ctx.Done()}
 	select {
 	case wc.asked <- q:
 	case <-ctx.Done():
@@ -257,7 +259,7 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 				continue
 			}
 			if t.asksOnStream(ctx) {
-				q.answer <- askOnStream(ctx, q.input)
+				q.answer <- askOnStream(ctx, q.input, q.waiting)
 				continue
 			}
 			result, why := wc.park(q)
