@@ -108,6 +108,46 @@ func TestGatewayListsOnlyImportedToolsItCanServe(t *testing.T) {
 	g.Expect(call.Result.IsError).To(BeFalse(), "a relaying gateway serves the tool it lists: %+v", call.Result)
 }
 
+// A stateless gateway (the default) of one replica asks its 2025-11-25 callers what
+// server-everything asks, on their calls' streams: it lists the tools that need it to
+// a caller declaring the capabilities, and serves a call of one. Scaled to two
+// replicas, the answer could reach another pod: the operator says so in
+// ImportedToolsServable, and the adapter, told in place, lists those tools no more.
+func TestStatelessGatewayAsksOlderCallersOnlyWithOneReplica(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := kubekit.NewNamespace(t, k8sClient)
+	kubekit.AllowLoopback(t, k8sClient, ns)
+	startGatewayManager(t)
+	imp := kubekit.NewImport(ns, "everything", peers.StartServerEverything(t, ctx, peers.TransportStreamableHTTP)+"/mcp")
+	imp.Spec.Timeout = cantusv1alpha1.DurationFrom(20 * time.Second)
+	g.Expect(k8sClient.Create(ctx, imp)).To(Succeed())
+	gw := kubekit.NewSkillServer(ns, "asking")
+	gw.Spec.Imports = []cantusv1alpha1.SkillImport{{Name: "everything", Prefix: "se_",
+		Relay: []cantusv1alpha1.RelayedRequest{cantusv1alpha1.RelayElicitation, cantusv1alpha1.RelaySampling, cantusv1alpha1.RelayRoots}}}
+	g.Expect(k8sClient.Create(ctx, gw)).To(Succeed())
+	g.Eventually(kubekit.GetSkillServer(ctx, k8sClient, ns, gw.Name), 60*time.Second).Should(
+		kubekit.HaveCondition(cantusv1alpha1.ConditionReady, metav1.ConditionTrue, cantusv1alpha1.ReasonReconciled))
+	served, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, gw.Name)()
+	g.Expect(served.Spec.StatelessOrDefault()).To(BeTrue())
+
+	g.Expect(listedNames(t, ctx, served.Status.URL, mcpclient.RelayableCapabilities()...)).To(ContainElement("se_trigger-elicitation-request"))
+	call := peers.TSClient(t, ctx, peers.TSClientOptions{URL: served.Status.URL, Call: "se_trigger-elicitation-request",
+		Elicit: map[string]any{"color": "red"}})
+	g.Expect(call.Result).NotTo(BeNil())
+	g.Expect(call.Result.IsError).To(BeFalse(), "a stateless gateway of one replica serves the tool: %+v", call.Result)
+	g.Expect(call.Asked).To(HaveLen(1), "the caller is asked once, on its call's stream")
+
+	g.Expect(kubekit.Update(ctx, k8sClient, served, func(ss *cantusv1alpha1.SkillServer) { ss.Spec.Replicas = ptr.To(int32(2)) })).To(Succeed())
+	g.Eventually(func() string {
+		got, _ := kubekit.GetSkillServer(ctx, k8sClient, ns, gw.Name)()
+		return kubekit.ConditionMessage(got, cantusv1alpha1.ConditionImportedToolsServable)
+	}, 30*time.Second).Should(ContainSubstring("stateless with 2 replicas"))
+	g.Eventually(func() []string {
+		return listedNames(t, ctx, served.Status.URL, mcpclient.RelayableCapabilities()...)
+	}, 30*time.Second).ShouldNot(ContainElement("se_trigger-elicitation-request"), "a 2025-11-25 caller is listed what the gateway can no longer ask it for")
+}
+
 // prefixed are names with prefix.
 func prefixed(prefix string, names []string) []string {
 	out := make([]string, 0, len(names))
