@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -303,9 +304,17 @@ func TestDualEraGateway_ModernOnlyToolServesLegacyCallersTranslated(t *testing.T
 // A 2025-11-25 caller of a 2026-07-28-only remote is asked the remote's input request,
 // and the answer completes the call: on its session on a stateful gateway, on its
 // call's stream on a stateless one of one replica. A stateless gateway of several
-// replicas refuses, saying why.
+// replicas refuses, saying why. Each counts what it did in
+// cantus_adapter_relayed_requests_total.
 func TestDualEraGateway_LegacyCallerIsAskedWhereItsAnswerComesBack(t *testing.T) {
 	remote := dualera.Start(t, dualera.ModernOnly)
+	relayed := func(srv *Server, outcome string) string {
+		series := regexp.MustCompile(`cantus_adapter_relayed_requests_total\{import="[^"]+",kind="elicitation",outcome="` + outcome + `"\} (\d+)`)
+		if m := series.FindStringSubmatch(metricsText(t, srv)); m != nil {
+			return m[1]
+		}
+		return "absent"
+	}
 	for _, stateless := range []bool{false, true} {
 		gw := serve(t, configWith(adapterconfig.TransportStreamableHTTP, stateless, dualEraTools(remote.URL, adapterconfig.EraModern)...))
 		answers := &confirmer{}
@@ -314,13 +323,20 @@ func TestDualEraGateway_LegacyCallerIsAskedWhereItsAnswerComesBack(t *testing.T)
 		if asked := answers.got(); len(asked) != 1 {
 			t.Errorf("stateless %v: the caller was asked %q, want one elicitation", stateless, asked)
 		}
+		if asked, refused := relayed(gw.Server, "asked"), relayed(gw.Server, "refused"); asked != "1" || refused != "0" {
+			t.Errorf("stateless %v: relayed elicitations asked %s, refused %s; want 1 and 0", stateless, asked, refused)
+		}
 	}
 
 	scaledOut := configWith(adapterconfig.TransportStreamableHTTP, true, dualEraTools(remote.URL, adapterconfig.EraModern)...)
 	scaledOut.Replicas = 2
-	c := eliciting(t, serve(t, scaledOut).baseURL, protocol20251125, &confirmer{})
+	gw := serve(t, scaledOut)
+	c := eliciting(t, gw.baseURL, protocol20251125, &confirmer{})
 	res := callTool(t, c, "team.confirm", map[string]any{})
 	wantToolError(t, res, gateway.MarkerCallFailed, "stateless and runs 2 replicas")
+	if asked, refused := relayed(gw.Server, "asked"), relayed(gw.Server, "refused"); asked != "0" || refused != "1" {
+		t.Errorf("scaled out: relayed elicitations asked %s, refused %s; want 0 and 1", asked, refused)
+	}
 }
 
 // A tool whose remote definition marks an argument x-mcp-header is called in

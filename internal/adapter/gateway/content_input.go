@@ -48,6 +48,7 @@ func (it *Item) askCallerForPrompt(ctx context.Context, raw json.RawMessage) (js
 		return fmt.Sprintf("cantus gateway: %s is not passed to the callers of prompt %q: the owner of this gateway has not enabled it for import %s (spec.imports[].relay)",
 			method, it.Key, it.Backend.Import)
 	}, modernCallerCannotAnswer)
+	it.remote.metrics.countInput(it.Backend.Import, asked, refused)
 	if refused != nil {
 		return nil, &ForwardError{Message: refused.message}
 	}

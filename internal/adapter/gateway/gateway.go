@@ -51,6 +51,9 @@ type Metrics struct {
 	// caller.
 	callerSessions *prometheus.GaugeVec
 	callerFailures *prometheus.CounterVec
+	// relayed count what remotes asked the gateway's callers during their calls, by
+	// import, kind and outcome (relay.go).
+	relayed *prometheus.CounterVec
 	// tokens count the token exchanges for callers and their cache.
 	tokens *callercred.Metrics
 }
@@ -70,6 +73,9 @@ func NewMetrics() *Metrics {
 		}, []string{"import"}),
 		callerFailures: counterVec("cantus_adapter_caller_credential_failures_total",
 			"Calls refused before reaching the remote because the caller's own credential could not be had, by import and code.", "import", "code"),
+		relayed: counterVec("cantus_adapter_relayed_requests_total",
+			"Requests remote MCP servers made of the gateway's callers during their calls, by import, kind (elicitation, sampling, roots, other) and outcome: asked (passed on to the caller) or refused (the import does not relay the kind, or the caller cannot be asked).",
+			"import", "kind", "outcome"),
 		tokens: callercred.NewMetrics(),
 	}
 }
@@ -80,7 +86,7 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.connects, m.retries, m.listChanges, m.callerSessions, m.callerFailures}, m.tokens.Collectors()...)
+	return append([]prometheus.Collector{m.connects, m.retries, m.listChanges, m.callerSessions, m.callerFailures, m.relayed}, m.tokens.Collectors()...)
 }
 
 // track creates a remote's series, so a rate() over a quiet remote reads 0, not absent.
@@ -89,4 +95,28 @@ func (m *Metrics) track(remote string) {
 	m.connects.WithLabelValues(remote, "failed")
 	m.retries.WithLabelValues(remote)
 	m.listChanges.WithLabelValues(remote)
+}
+
+// Outcomes of a remote's request of a caller (Metrics.relayed).
+const (
+	relayAsked   = "asked"
+	relayRefused = "refused"
+)
+
+// trackRelay creates the series of what backend's import relays, so that a rate() over
+// a quiet import reads 0, not absent.
+func (m *Metrics) trackRelay(backend *adapterconfig.RemoteBackend) {
+	for _, kind := range backend.Relay {
+		m.relayed.WithLabelValues(backend.Import, kind, relayAsked)
+		m.relayed.WithLabelValues(backend.Import, kind, relayRefused)
+	}
+}
+
+// countRelayed counts a request of method a remote of import made of a caller.
+func (m *Metrics) countRelayed(importRef, method, outcome string) {
+	kind, ok := relayedMethods[method]
+	if !ok {
+		kind = "other"
+	}
+	m.relayed.WithLabelValues(importRef, kind, outcome).Inc()
 }

@@ -212,7 +212,7 @@ func inputRequired(raw json.RawMessage) bool {
 // input requests, when the import relays each and the caller can be asked, and the
 // remote's state sealed for this caller's retry of this tool.
 func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string) *mcp.CallToolResult {
-	asked, refused := passOnInput(ctx, raw, t.Backend.Relay, func(method string) string { return t.unrelayed(method).Message }, t.callerCannotAnswer)
+	asked, refused := t.passOnInput(ctx, raw)
 	switch {
 	case refused != nil && refused.missing != "":
 		return missingCapability(ctx, refused.missing)
@@ -229,10 +229,29 @@ func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string
 	}
 }
 
+// passOnInput is passOnInput for a call of t, counted.
+func (t *Tool) passOnInput(ctx context.Context, raw json.RawMessage) (mcp.MultiRoundTripResult, *inputRefusal) {
+	asked, refused := passOnInput(ctx, raw, t.Backend.Relay, func(method string) string { return t.unrelayed(method).Message }, t.callerCannotAnswer)
+	t.remote.metrics.countInput(t.Backend.Import, asked, refused)
+	return asked, refused
+}
+
+// countInput counts the input requests of a remote of import passed on to a caller
+// (asked), or the one that kept them from it (refused).
+func (m *Metrics) countInput(importRef string, asked mcp.MultiRoundTripResult, refused *inputRefusal) {
+	if refused != nil {
+		m.countRelayed(importRef, refused.method, relayRefused)
+		return
+	}
+	for _, input := range asked.InputRequests {
+		m.countRelayed(importRef, string(input.Method), relayAsked)
+	}
+}
+
 // inputRefusal is why a remote's input-required result is not passed on: message
 // begins with its marker; missing names the capability the caller did not declare,
 // when that is why.
-type inputRefusal struct{ message, missing string }
+type inputRefusal struct{ message, missing, method string }
 
 // passOnInput checks raw, a remote's input-required result, before it is passed on to
 // the caller of ctx: each input request is of a kind the import relays (relay; else
@@ -255,10 +274,10 @@ func passOnInput(ctx context.Context, raw json.RawMessage, relay []string, unrel
 		}
 		kind := relayedMethods[string(input.Method)]
 		if !slices.Contains(relay, kind) {
-			return mcp.MultiRoundTripResult{}, &inputRefusal{message: MarkerCallFailed + unrelayed(string(input.Method))}
+			return mcp.MultiRoundTripResult{}, &inputRefusal{message: MarkerCallFailed + unrelayed(string(input.Method)), method: string(input.Method)}
 		}
 		if why, missing := cannotAnswer(ctx, kind); why != nil {
-			refused := &inputRefusal{message: MarkerCallFailed + why.Message}
+			refused := &inputRefusal{message: MarkerCallFailed + why.Message, method: string(input.Method)}
 			if missing {
 				refused.missing = kind
 			}

@@ -132,7 +132,13 @@ func refusal(format string, args ...any) *mcpclient.ErrorObject {
 // refuseUnrelayed is the Ask of a call whose tool relays nothing, or of a request kind
 // it does not relay.
 func (t *Tool) refuseUnrelayed(_ context.Context, m mcpclient.Message) (json.RawMessage, *mcpclient.ErrorObject) {
+	t.countRelayed(m.Method, relayRefused)
 	return nil, t.unrelayed(m.Method)
+}
+
+// countRelayed counts a request of method the tool's remote made of its caller.
+func (t *Tool) countRelayed(method, outcome string) {
+	t.remote.metrics.countRelayed(t.Backend.Import, method, outcome)
 }
 
 func (t *Tool) unrelayed(method string) *mcpclient.ErrorObject {
@@ -194,6 +200,7 @@ func (wc *waitingCall) notify(m mcpclient.Message) {
 func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMessage, *mcpclient.ErrorObject) {
 	kind, ok := relayedMethods[m.Method]
 	if !ok || !slices.Contains(wc.tool.Backend.Relay, kind) {
+		wc.tool.countRelayed(m.Method, relayRefused)
 		return nil, wc.tool.unrelayed(m.Method)
 	}
 	envelope, err := json.Marshal(struct {
@@ -205,6 +212,7 @@ func (wc *waitingCall) ask(ctx context.Context, m mcpclient.Message) (json.RawMe
 		err = json.Unmarshal(envelope, &input)
 	}
 	if err != nil {
+		wc.tool.countRelayed(m.Method, relayRefused)
 		return nil, &mcpclient.ErrorObject{Code: mcp.INVALID_PARAMS, Message: "cantus gateway: the params of " + m.Method + " are not valid: " + clip.Line(err.Error(), 200)}
 	}
 	if input.Sampling != nil {
@@ -250,7 +258,9 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 			}
 			return remoteResult(out.raw, out.client)
 		case q := <-wc.asked:
+			method := string(q.input.Method)
 			if why, missing := t.callerCannotAnswer(ctx, q.kind); why != nil {
+				t.countRelayed(method, relayRefused)
 				q.answer <- remoteAnswer{err: why}
 				if missing {
 					wc.cancel()
@@ -259,13 +269,16 @@ func (wc *waitingCall) await(ctx context.Context, req mcp.CallToolRequest) *mcp.
 				continue
 			}
 			if t.asksOnStream(ctx) {
+				t.countRelayed(method, relayAsked)
 				q.answer <- askOnStream(ctx, q.input, q.waiting)
 				continue
 			}
 			result, why := wc.park(q)
 			if result != nil {
+				t.countRelayed(method, relayAsked)
 				return result
 			}
+			t.countRelayed(method, relayRefused)
 			q.answer <- remoteAnswer{err: refusal("%s", why)}
 		case <-ctx.Done():
 			wc.cancel()

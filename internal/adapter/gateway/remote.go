@@ -160,6 +160,7 @@ func (p *Pool) linkRemote(l *Linked, backend *adapterconfig.RemoteBackend) (*rem
 		}
 	}
 	l.link(key, r, backend)
+	p.metrics.trackRelay(backend)
 	return r, nil
 }
 
