@@ -234,7 +234,7 @@ const maxStreamInputRounds = 10
 // call the remote again with: its state and the caller's answers. failed is the
 // call's result when a request may not be passed on or the caller answered an error.
 func (t *Tool) answerOnStream(ctx context.Context, raw json.RawMessage) (state string, answers json.RawMessage, failed *mcp.CallToolResult) {
-	asked, refused := t.passOnInput(ctx, raw)
+	asked, refused := t.checkInput(ctx, raw)
 	if refused != nil {
 		return "", nil, mcp.NewToolResultError(refused.message)
 	}

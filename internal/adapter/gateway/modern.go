@@ -212,7 +212,7 @@ func inputRequired(raw json.RawMessage) bool {
 // input requests, when the import relays each and the caller can be asked, and the
 // remote's state sealed for this caller's retry of this tool.
 func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string) *mcp.CallToolResult {
-	asked, refused := t.passOnInput(ctx, raw)
+	asked, refused := t.checkInput(ctx, raw)
 	switch {
 	case refused != nil && refused.missing != "":
 		return missingCapability(ctx, refused.missing)
@@ -229,8 +229,8 @@ func (t *Tool) askCaller(ctx context.Context, raw json.RawMessage, caller string
 	}
 }
 
-// passOnInput is passOnInput for a call of t, counted.
-func (t *Tool) passOnInput(ctx context.Context, raw json.RawMessage) (mcp.MultiRoundTripResult, *inputRefusal) {
+// checkInput is passOnInput for a call of t, counted in Metrics.relayed.
+func (t *Tool) checkInput(ctx context.Context, raw json.RawMessage) (mcp.MultiRoundTripResult, *inputRefusal) {
 	asked, refused := passOnInput(ctx, raw, t.Backend.Relay, func(method string) string { return t.unrelayed(method).Message }, t.callerCannotAnswer)
 	t.remote.metrics.countInput(t.Backend.Import, asked, refused)
 	return asked, refused
